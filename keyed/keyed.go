@@ -6,6 +6,7 @@ package keyed
 
 import (
 	"errors"
+	"hash/maphash"
 	"time"
 )
 
@@ -33,15 +34,29 @@ type Config struct {
 // (seed 000: "each new peer inspects at most 64 old entries").
 const DefaultScanLimit = 64
 
+// Hashable is a fixed-size key type. Hash must mix every byte of the key
+// with seed (each table has its own random seed, so clients cannot craft
+// keys that collide) and must not allocate.
+type Hashable interface {
+	comparable
+	Hash(seed maphash.Seed) uint64
+}
+
+// Digest is a 32-byte key such as an HMAC-SHA-256 or SHA-256 output.
+type Digest [32]byte
+
+// Hash implements Hashable.
+func (d Digest) Hash(seed maphash.Seed) uint64 { panic("unimplemented") }
+
 // Table maps fixed-size comparable keys to values of type V with a hard
 // capacity. It starts no goroutines and keeps no timers.
-type Table[K comparable, V any] struct {
+type Table[K Hashable, V any] struct {
 	expired func(v *V, now time.Time) bool
 }
 
 // New returns an empty table. expired reports whether an entry may be
 // reclaimed at now; it runs under a shard lock.
-func New[K comparable, V any](cfg Config, expired func(v *V, now time.Time) bool) (*Table[K, V], error) {
+func New[K Hashable, V any](cfg Config, expired func(v *V, now time.Time) bool) (*Table[K, V], error) {
 	panic("unimplemented")
 }
 
@@ -64,6 +79,9 @@ func (t *Table[K, V]) Close() { panic("unimplemented") }
 
 // Key128 is a fixed-size key derived from a string by a [Hasher].
 type Key128 [2]uint64
+
+// Hash implements Hashable.
+func (k Key128) Hash(seed maphash.Seed) uint64 { panic("unimplemented") }
 
 // Hasher turns strings into Key128 values with per-process random seeds,
 // so clients cannot craft colliding keys. The zero value is not usable;
