@@ -1,0 +1,589 @@
+// Package proxy is the streaming reverse proxy that Bulwark's gateway puts
+// behind its protection layers: round robin over an upstream's targets,
+// four kinds of timeout, retries only where they are safe, and stable
+// problem+json answers when the upstream fails.
+//
+// It is built on [httputil.ReverseProxy] (hop-by-hop header removal,
+// protocol upgrades such as WebSocket, trailers and streaming flushes all
+// come from there) with a retrying [http.RoundTripper] underneath.
+//
+// # Timeouts
+//
+//   - Connect bounds establishing the TCP (and TLS) connection to a target.
+//   - ResponseHeader bounds the wait for the response headers once the
+//     request has been written.
+//   - PerTry bounds one attempt, from dialling until the response headers
+//     arrive. An attempt that exceeds it is abandoned and, when a retry is
+//     safe, the next target is tried.
+//   - Total bounds the whole exchange: every attempt plus streaming the
+//     response body to the client. Upgraded connections (WebSocket) are the
+//     exception: Total bounds only their handshake, because a long-lived
+//     upgraded connection would otherwise be cut at Total.
+//
+// Every timeout must be at most Total; [Timeouts.Validate] enforces it.
+//
+// # Retries
+//
+// A failed attempt is retried on the next target only when all of these
+// hold: the method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE;
+// RFC 9110 §9.2.2), the request body can be replayed (no body, or a request
+// with GetBody), no response byte has reached the client (retries happen
+// inside the round trip, before ReverseProxy writes anything), the retry
+// budget is not spent and Total has not expired. An HTTP error status from
+// the upstream is an answer, not a failure, and is passed through.
+//
+// # Forwarding headers
+//
+// The proxy appends, never trusts: the socket peer of the incoming request
+// is appended to the inbound X-Forwarded-For chain and a new element
+// "for=…;host=…;proto=…" is appended to the inbound Forwarded header
+// (RFC 7239, IPv6 quoted). X-Forwarded-Host and X-Forwarded-Proto are set.
+//
+// # Errors
+//
+// Failure to reach the upstream answers 502 with code
+// "upstream_unavailable"; a timeout answers 504 with code
+// "upstream_timeout". Neither body carries the error text, a target address
+// or a host name. When the client has gone away nothing is written. A
+// failure after the response headers were sent aborts the response.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// Stable problem codes written by the proxy.
+const (
+	CodeUpstreamUnavailable = "upstream_unavailable"
+	CodeUpstreamTimeout     = "upstream_timeout"
+)
+
+// Defaults and hard limits for [Timeouts] and [Upstream].
+const (
+	DefaultConnect        = 5 * time.Second
+	DefaultResponseHeader = 30 * time.Second
+	DefaultPerTry         = 30 * time.Second
+	DefaultTotal          = 60 * time.Second
+	// MinTimeout is the smallest accepted timeout.
+	MinTimeout = time.Millisecond
+	// MaxTimeout is the largest accepted timeout of any kind.
+	MaxTimeout = 10 * time.Minute
+	// MaxRetries bounds Upstream.Retries.
+	MaxRetries = 5
+	// MaxTargets bounds the number of targets of one upstream.
+	MaxTargets = 256
+	// DefaultMaxIdleConnsPerHost is used when Upstream.MaxIdleConnsPerHost is 0.
+	DefaultMaxIdleConnsPerHost = 64
+	// MaxIdleConnsPerHostLimit bounds Upstream.MaxIdleConnsPerHost.
+	MaxIdleConnsPerHostLimit = 4096
+	// MaxResponseHeaderBytes bounds the upstream's response headers.
+	MaxResponseHeaderBytes = 64 << 10
+)
+
+// Timeouts bound the exchange with an upstream; see the package
+// documentation for what each one covers. Zero fields take the defaults
+// through [Timeouts.WithDefaults].
+type Timeouts struct {
+	Connect        time.Duration
+	ResponseHeader time.Duration
+	PerTry         time.Duration
+	Total          time.Duration
+}
+
+// WithDefaults returns t with zero fields replaced by the defaults. A
+// defaulted field never exceeds Total: if Total is set below a default,
+// the default is lowered to Total.
+func (t Timeouts) WithDefaults() Timeouts {
+	if t.Total == 0 {
+		t.Total = DefaultTotal
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = min(d, t.Total)
+		}
+	}
+	def(&t.Connect, DefaultConnect)
+	def(&t.ResponseHeader, DefaultResponseHeader)
+	def(&t.PerTry, DefaultPerTry)
+	return t
+}
+
+// Validate checks every timeout against [MinTimeout, MaxTimeout] and
+// against Total. Errors name the configuration key (connect,
+// response_header, per_try, total) and the allowed range.
+func (t Timeouts) Validate() error {
+	var errs []error
+	check := func(key string, v, hi time.Duration) {
+		if v < MinTimeout || v > hi {
+			errs = append(errs, fmt.Errorf("proxy: timeouts.%s %v out of range [%v, %v]", key, v, MinTimeout, hi))
+		}
+	}
+	check("total", t.Total, MaxTimeout)
+	hi := min(t.Total, MaxTimeout)
+	if hi < MinTimeout {
+		hi = MaxTimeout
+	}
+	check("connect", t.Connect, hi)
+	check("response_header", t.ResponseHeader, hi)
+	check("per_try", t.PerTry, hi)
+	return errors.Join(errs...)
+}
+
+// Upstream describes one upstream service.
+type Upstream struct {
+	// Name identifies the upstream in logs and metrics. Required.
+	Name string
+	// Targets are the base URLs requests are sent to, in round robin.
+	// Each must be http or https with a host; a path is used as a prefix.
+	Targets []*url.URL
+	// Timeouts bound each exchange; zero fields take the defaults.
+	Timeouts Timeouts
+	// Retries is how many extra attempts a safe request may make, in
+	// [0, MaxRetries].
+	Retries int
+	// MaxIdleConnsPerHost bounds the kept-alive connections per target;
+	// 0 means DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int
+}
+
+// Options are the optional hooks of a Proxy.
+type Options struct {
+	// Logger receives one line per upstream failure. Nil discards.
+	// Lines never carry a client address.
+	Logger *slog.Logger
+	// Observe, when set, is called once per proxied request with the
+	// upstream name, an outcome (ok, error, timeout, canceled) and the
+	// time from the start of the first attempt until the proxy returned.
+	Observe func(upstream, outcome string, d time.Duration)
+	// DialContext replaces the dialer (for example for Unix sockets or
+	// tests). The Connect timeout still applies through the context.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Proxy forwards requests to one upstream. It is safe for concurrent use.
+type Proxy struct {
+	name     string
+	targets  []*url.URL
+	timeouts Timeouts
+	retries  int
+	log      *slog.Logger
+	observe  func(string, string, time.Duration)
+
+	next      atomic.Uint64
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+}
+
+// New validates u and returns a proxy for it.
+func New(u Upstream, opts Options) (*Proxy, error) {
+	var errs []error
+	if u.Name == "" {
+		errs = append(errs, errors.New("proxy: upstream name is required"))
+	}
+	if len(u.Targets) == 0 || len(u.Targets) > MaxTargets {
+		errs = append(errs, fmt.Errorf("proxy: upstream %q: targets: %d targets, want [1, %d]", u.Name, len(u.Targets), MaxTargets))
+	}
+	for i, t := range u.Targets {
+		if t == nil || (t.Scheme != "http" && t.Scheme != "https") || t.Host == "" || t.User != nil || t.RawQuery != "" || t.Fragment != "" {
+			errs = append(errs, fmt.Errorf("proxy: upstream %q: targets[%d]: want an http or https URL with a host and no user info, query or fragment", u.Name, i))
+		}
+	}
+	u.Timeouts = u.Timeouts.WithDefaults()
+	if err := u.Timeouts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("proxy: upstream %q: %w", u.Name, err))
+	}
+	if u.Retries < 0 || u.Retries > MaxRetries {
+		errs = append(errs, fmt.Errorf("proxy: upstream %q: retries %d out of range [0, %d]", u.Name, u.Retries, MaxRetries))
+	}
+	if u.MaxIdleConnsPerHost == 0 {
+		u.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if u.MaxIdleConnsPerHost < 1 || u.MaxIdleConnsPerHost > MaxIdleConnsPerHostLimit {
+		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_idle_conns_per_host %d out of range [1, %d]", u.Name, u.MaxIdleConnsPerHost, MaxIdleConnsPerHostLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Proxy{
+		name:     u.Name,
+		targets:  append([]*url.URL(nil), u.Targets...),
+		timeouts: u.Timeouts,
+		retries:  u.Retries,
+		log:      log.With("upstream", u.Name),
+		observe:  opts.Observe,
+	}
+	dial := opts.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	connect := u.Timeouts.Connect
+	p.transport = &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeoutCause(ctx, connect, errConnectTimeout)
+			defer cancel()
+			c, err := dial(ctx, network, addr)
+			if err != nil && errors.Is(context.Cause(ctx), errConnectTimeout) {
+				return nil, errConnectTimeout
+			}
+			return c, err
+		},
+		TLSHandshakeTimeout:    connect,
+		ResponseHeaderTimeout:  u.Timeouts.ResponseHeader,
+		ExpectContinueTimeout:  time.Second,
+		MaxIdleConns:           u.MaxIdleConnsPerHost * len(u.Targets),
+		MaxIdleConnsPerHost:    u.MaxIdleConnsPerHost,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
+		DisableCompression:     true,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    retrier{p},
+		ErrorHandler: p.errorHandler,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BufferPool:   copyBuffers,
+	}
+	return p, nil
+}
+
+// Close closes the idle connections to the upstream.
+func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+
+// copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
+// through; their number is bounded by the number of concurrent requests.
+var copyBuffers = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+type ctxKey struct{}
+
+// exchange is the per-request state shared between ServeHTTP, the
+// round tripper and the error handler.
+type exchange struct {
+	outcome string
+}
+
+// ServeHTTP proxies r to the next target.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx := r.Context()
+	var cancel context.CancelFunc
+	if isUpgrade(r) {
+		// Total bounds only the handshake of an upgraded connection: the
+		// round tripper enforces PerTry and ResponseHeader, and the
+		// handshake ends when the 101 arrives.
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeoutCause(ctx, p.timeouts.Total, errTotalTimeout)
+	}
+	defer cancel()
+	ex := &exchange{outcome: "ok"}
+	ctx = context.WithValue(ctx, ctxKey{}, ex)
+	completed := false
+	if p.observe != nil {
+		// Deferred because ReverseProxy aborts a response that fails
+		// mid-body by panicking with http.ErrAbortHandler.
+		defer func() {
+			if ex.outcome == "ok" && (ctx.Err() != nil || !completed) {
+				// The body copy was cut short by Total, by the client or
+				// by the upstream.
+				ex.outcome = "error"
+				if ctx.Err() != nil {
+					ex.outcome = classifyCtx(ctx)
+				}
+			}
+			p.observe(p.name, ex.outcome, time.Since(start))
+		}()
+	}
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	completed = true
+}
+
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	// The target (scheme, host and path prefix) is chosen per attempt by
+	// the round tripper; the first one here keeps the outbound URL well
+	// formed until then.
+	pr.Out.URL.Scheme = p.targets[0].Scheme
+	pr.Out.URL.Host = p.targets[0].Host
+	if prior := pr.In.Header["X-Forwarded-For"]; len(prior) > 0 {
+		pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+	}
+	pr.SetXForwarded()
+	proto := "http"
+	if pr.In.TLS != nil {
+		proto = "https"
+	}
+	elem := forwardedElement(pr.In.RemoteAddr, pr.In.Host, proto)
+	if prior := pr.In.Header.Values("Forwarded"); len(prior) > 0 {
+		elem = strings.Join(prior, ", ") + ", " + elem
+	}
+	pr.Out.Header.Set("Forwarded", elem)
+	// Keep the client's Host header, as nginx's "proxy_set_header Host
+	// $host" and Envoy's default do; upstreams see the public name.
+	pr.Out.Host = pr.In.Host
+}
+
+// forwardedElement renders one RFC 7239 element. Values that are not
+// tokens are quoted; an IPv6 node is always quoted with brackets.
+func forwardedElement(remoteAddr, host, proto string) string {
+	var b strings.Builder
+	node := "unknown"
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		node = h
+	}
+	b.WriteString("for=")
+	if strings.Contains(node, ":") {
+		b.WriteString(`"[` + node + `]"`)
+	} else {
+		b.WriteString(node)
+	}
+	if host != "" {
+		b.WriteString(";host=")
+		b.WriteString(quoteIfNeeded(host))
+	}
+	b.WriteString(";proto=")
+	b.WriteString(proto)
+	return b.String()
+}
+
+func quoteIfNeeded(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+		}
+	}
+	return s
+}
+
+var (
+	errConnectTimeout = &timeoutError{"connect timeout"}
+	errPerTryTimeout  = &timeoutError{"per-try timeout"}
+	errTotalTimeout   = &timeoutError{"total timeout"}
+)
+
+type timeoutError struct{ what string }
+
+func (e *timeoutError) Error() string { return "proxy: " + e.what }
+func (e *timeoutError) Timeout() bool { return true }
+
+// Temporary is part of net.Error; a timeout says nothing about later tries.
+func (e *timeoutError) Temporary() bool { return false }
+
+// retrier is the round tripper that picks targets and retries.
+type retrier struct{ p *Proxy }
+
+func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := rt.p
+	first := p.next.Add(1) - 1
+	attempts := 1
+	if retryable(req) {
+		attempts += p.retries
+	}
+	var lastErr error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			if req.Context().Err() != nil {
+				break
+			}
+			if req.GetBody != nil {
+				body, err := req.GetBody()
+				if err != nil {
+					break
+				}
+				req.Body = body
+			}
+			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
+		}
+		target := p.targets[(first+uint64(i))%uint64(len(p.targets))]
+		resp, err := rt.attempt(req, target)
+		if err == nil {
+			return resp, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// attempt performs one try against target, bounded by PerTry until the
+// response headers arrive.
+func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, error) {
+	p := rt.p
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(p.timeouts.PerTry, func() { cancel(errPerTryTimeout) })
+	out := req.Clone(ctx)
+	out.URL.Scheme = target.Scheme
+	out.URL.Host = target.Host
+	if target.Path != "" && target.Path != "/" {
+		out.URL.Path = singleJoin(target.Path, req.URL.Path)
+		if req.URL.RawPath != "" {
+			out.URL.RawPath = singleJoin(target.EscapedPath(), req.URL.EscapedPath())
+		}
+	}
+	resp, err := p.transport.RoundTrip(out)
+	if !timer.Stop() {
+		// The per-try timer fired; whatever came back is abandoned.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancel(errPerTryTimeout)
+		return nil, errPerTryTimeout
+	}
+	if err != nil {
+		cancel(nil)
+		if c := context.Cause(req.Context()); c != nil && errors.Is(c, errTotalTimeout) {
+			return nil, errTotalTimeout
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
+// singleJoin joins a target path prefix and a request path with one slash.
+func singleJoin(a, b string) string {
+	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case as && bs:
+		return a + b[1:]
+	case !as && !bs:
+		return a + "/" + b
+	}
+	return a + b
+}
+
+// cancelOnClose releases an attempt's context when ReverseProxy is done
+// with the response body. The upgraded connection of a 101 response is the
+// body too, so this also ends with the upgraded connection.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// Write lets ReverseProxy use the upgraded connection of a 101 response,
+// whose body is an io.ReadWriteCloser.
+func (c *cancelOnClose) Write(b []byte) (int, error) {
+	if w, ok := c.ReadCloser.(io.Writer); ok {
+		return w.Write(b)
+	}
+	return 0, errors.New("proxy: response body is not writable")
+}
+
+// retryable reports whether a request may be sent again after a failed
+// attempt: an idempotent method and a replayable body.
+func retryable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	if isUpgrade(r) {
+		return false
+	}
+	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ex, _ := r.Context().Value(ctxKey{}).(*exchange)
+	set := func(o string) {
+		if ex != nil {
+			ex.outcome = o
+		}
+	}
+	class := errorClass(err)
+	if class == "canceled" || (class != "timeout" && r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errTotalTimeout)) {
+		// The client went away: nobody is listening for an answer.
+		set("canceled")
+		p.log.Debug("client canceled upstream request")
+		return
+	}
+	if class == "timeout" {
+		set("timeout")
+		p.log.Warn("upstream timeout", "error", describe(err))
+		wire.Write(w, wire.Problem{Status: http.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Title: "The upstream service did not answer in time."})
+		return
+	}
+	set("error")
+	p.log.Warn("upstream unavailable", "error", describe(err))
+	wire.Write(w, wire.Problem{Status: http.StatusBadGateway, Code: CodeUpstreamUnavailable, Title: "The upstream service is unavailable."})
+}
+
+// errorClass maps an error to timeout, canceled or error.
+func errorClass(err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
+}
+
+func classifyCtx(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errTotalTimeout) {
+		return "timeout"
+	}
+	return "canceled"
+}
+
+// describe renders err for a log line without the request URL (which can
+// carry query secrets): a *url.Error is reduced to its cause.
+func describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
