@@ -406,6 +406,21 @@ func (s *Set) Remove(p netip.Prefix) bool {
 	return true
 }
 
+// Get returns the entry stored for exactly p, expired or not.
+func (s *Set) Get(p netip.Prefix) (Entry, bool) {
+	if !p.IsValid() {
+		return Entry{}, false
+	}
+	key, n, fam := toKey(normalize(p.Masked()))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ni := s.find(fam, key, n)
+	if ni == 0 || s.nodes[ni].entry == 0 {
+		return Entry{}, false
+	}
+	return s.entryLocked(s.nodes[ni].entry), true
+}
+
 // Lookup returns the most specific unexpired entry containing addr. It
 // takes a read lock and does not allocate.
 func (s *Set) Lookup(addr netip.Addr) (Entry, bool) {

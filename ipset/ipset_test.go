@@ -406,3 +406,19 @@ func FuzzParsePrefix(f *testing.F) {
 		}
 	})
 }
+
+func TestGetExact(t *testing.T) {
+	c := clock.NewManual(t0)
+	s := newSet(t, 10, c)
+	mustAdd(t, s, "10.0.0.0/8", time.Minute, "wide")
+	mustAdd(t, s, "10.0.0.0/24", 0, "narrow")
+	if e, ok := s.Get(netip.MustParsePrefix("10.0.0.0/8")); !ok || e.Reason != "wide" || !e.Expires.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("Get /8 = %+v %v", e, ok)
+	}
+	if _, ok := s.Get(netip.MustParsePrefix("10.0.0.0/16")); ok {
+		t.Fatal("Get of an absent prefix found something")
+	}
+	if e, ok := s.Get(netip.MustParsePrefix("::ffff:10.0.0.0/120")); !ok || e.Reason != "narrow" {
+		t.Fatalf("Get of the mapped form = %+v %v", e, ok)
+	}
+}

@@ -1,0 +1,367 @@
+package control_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/ipset"
+)
+
+const token = "s3cret-token-0123456789abcdef"
+
+type fixture struct {
+	srv         *httptest.Server
+	allow, deny *ipset.Set
+	audit       *bytes.Buffer
+	clock       *clock.Manual
+	reloadErr   error
+	reloads     int
+}
+
+func newFixture(t *testing.T, tok string) *fixture {
+	t.Helper()
+	f := &fixture{audit: &bytes.Buffer{}, clock: clock.NewManual(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))}
+	var err error
+	f.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: 10, Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deny, err = ipset.New(ipset.Config{Name: "deny", Capacity: 3, Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := control.New(control.Config{
+		Allow: f.allow, Deny: f.deny, Token: tok,
+		Status: func() any { return map[string]any{"version": "test", "ready": true} },
+		Reload: func(ctx context.Context) error {
+			f.reloads++
+			return f.reloadErr
+		},
+		Audit: slog.New(slog.NewJSONHandler(f.audit, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fixture) do(t *testing.T, method, path, tok, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, f.srv.URL+path, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s %s: body %q is not JSON", method, path, b)
+		}
+	}
+	return resp.StatusCode, m, resp.Header
+}
+
+func TestUnauthorized(t *testing.T) {
+	f := newFixture(t, token)
+	for _, tok := range []string{"", "wrong-token-wrong-token", token + "x", strings.ToUpper(token)} {
+		for _, ep := range []struct{ m, p, b string }{
+			{"GET", "/v1/status", ""},
+			{"POST", "/v1/blocklist", `{"ip":"10.0.0.1"}`},
+			{"DELETE", "/v1/blocklist?ip=10.0.0.1", ""},
+			{"POST", "/v1/reload", ""},
+		} {
+			code, body, h := f.do(t, ep.m, ep.p, tok, ep.b)
+			if code != 401 || body["code"] != "unauthorized" || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+				t.Fatalf("%s %s with token %q: %d %v", ep.m, ep.p, tok, code, body)
+			}
+		}
+	}
+	// A non-Bearer scheme is refused too.
+	req, _ := http.NewRequest("GET", f.srv.URL+"/v1/status", nil)
+	req.Header.Set("Authorization", "Basic "+token)
+	resp, _ := http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("Basic auth: %d", resp.StatusCode)
+	}
+	if f.deny.Len() != 0 || f.reloads != 0 {
+		t.Fatal("an unauthorized request changed state")
+	}
+}
+
+func TestBlocklistLifecycle(t *testing.T) {
+	f := newFixture(t, token)
+	code, body, _ := f.do(t, "POST", "/v1/blocklist", token, `{"ip":"203.0.113.0/24","ttl_ms":600000,"reason":"manual"}`)
+	if code != 201 || body["ip"] != "203.0.113.0/24" || body["reason"] != "manual" || body["expires_at"] != "2026-11-29T12:10:00Z" {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	if !f.deny.Contains(netip.MustParseAddr("203.0.113.77")) {
+		t.Fatal("the prefix is not enforced by the list")
+	}
+	f.do(t, "POST", "/v1/blocklist", token, `{"ip":"2001:db8::1"}`)
+	code, body, _ = f.do(t, "GET", "/v1/blocklist", token, "")
+	if code != 200 || body["total"] != 2.0 || body["capacity"] != 3.0 {
+		t.Fatalf("GET: %d %v", code, body)
+	}
+	code, body, _ = f.do(t, "GET", "/v1/blocklist?limit=1", token, "")
+	if code != 200 || body["count"] != 1.0 || body["total"] != 2.0 {
+		t.Fatalf("GET limit=1: %d %v", code, body)
+	}
+	code, body, _ = f.do(t, "DELETE", "/v1/blocklist?ip=203.0.113.0/24", token, "")
+	if code != 200 || f.deny.Contains(netip.MustParseAddr("203.0.113.77")) {
+		t.Fatalf("DELETE: %d %v", code, body)
+	}
+	code, body, _ = f.do(t, "DELETE", "/v1/blocklist?ip=203.0.113.0/24", token, "")
+	if code != 404 || body["code"] != "not_found" {
+		t.Fatalf("second DELETE: %d %v", code, body)
+	}
+	// TTL expiry is visible through the API.
+	f.do(t, "POST", "/v1/blocklist", token, `{"ip":"198.51.100.7","ttl_ms":1000}`)
+	f.clock.Advance(time.Second)
+	_, body, _ = f.do(t, "GET", "/v1/blocklist", token, "")
+	if body["total"] != 1.0 {
+		t.Fatalf("expired entry still listed: %v", body)
+	}
+	// Audit: who is the token id, never the token.
+	audit := f.audit.String()
+	if strings.Contains(audit, token) {
+		t.Fatal("audit log contains the token")
+	}
+	if !strings.Contains(audit, `"who":"`+control.TokenID(token)+`"`) || !strings.Contains(audit, `"action":"block"`) || !strings.Contains(audit, `"action":"unblock"`) {
+		t.Fatalf("audit log lacks who/action:\n%s", audit)
+	}
+}
+
+func TestAllowlist(t *testing.T) {
+	f := newFixture(t, token)
+	code, _, _ := f.do(t, "POST", "/v1/allowlist", token, `{"ip":"10.0.0.0/8","reason":"office"}`)
+	if code != 201 || !f.allow.Contains(netip.MustParseAddr("10.1.2.3")) {
+		t.Fatalf("POST allowlist: %d", code)
+	}
+	code, body, _ := f.do(t, "GET", "/v1/allowlist", token, "")
+	if code != 200 || body["total"] != 1.0 {
+		t.Fatalf("GET allowlist: %v", body)
+	}
+	code, _, _ = f.do(t, "DELETE", "/v1/allowlist?ip=10.0.0.0/8", token, "")
+	if code != 200 || f.allow.Len() != 0 {
+		t.Fatalf("DELETE allowlist: %d", code)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, token)
+	cases := []struct {
+		method, path, body string
+		status             int
+		code, title        string
+	}{
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.1/8"}`, 400, "invalid_request", "did you mean 10.0.0.0/8?"},
+		{"POST", "/v1/blocklist", `{"ip":"example.com"}`, 400, "invalid_request", "is not an address or CIDR prefix"},
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.0/33"}`, 400, "invalid_request", "is not an address or CIDR prefix"},
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.1","ttl_ms":-5}`, 400, "invalid_request", "ttl_ms must be in [0, 31536000000]"},
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.1","ttl_ms":99999999999999}`, 400, "invalid_request", "ttl_ms must be in"},
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.1","reason":"` + strings.Repeat("x", 65) + `"}`, 400, "invalid_request", "reason must be at most 64 bytes"},
+		{"POST", "/v1/blocklist", `{"ip":"10.0.0.1","extra":1}`, 400, "invalid_request", "no other members"},
+		{"POST", "/v1/blocklist", `{"ip":`, 400, "invalid_json", ""},
+		{"POST", "/v1/blocklist", ``, 400, "invalid_request", "A JSON body"},
+		{"DELETE", "/v1/blocklist", ``, 400, "invalid_request", "1 to 64 bytes"},
+		{"GET", "/v1/blocklist?limit=0", ``, 400, "invalid_request", "limit must be an integer in [1, 10000]"},
+		{"GET", "/v1/nope", ``, 404, "not_found", ""},
+		{"PUT", "/v1/blocklist", `{}`, 405, "method_not_allowed", ""},
+	}
+	for _, c := range cases {
+		code, body, _ := f.do(t, c.method, c.path, token, c.body)
+		if code != c.status || body["code"] != c.code || !strings.Contains(body["title"].(string), c.title) {
+			t.Errorf("%s %s %s: %d %v; want %d %s %q", c.method, c.path, c.body, code, body, c.status, c.code, c.title)
+		}
+	}
+	// Wrong content type.
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/blocklist", strings.NewReader(`{"ip":"10.0.0.1"}`))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, _ := http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 415 {
+		t.Errorf("text/plain body: %d, want 415", resp.StatusCode)
+	}
+	// A full list answers 507 and keeps every entry.
+	for _, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		if code, _, _ := f.do(t, "POST", "/v1/blocklist", token, `{"ip":"`+ip+`"}`); code != 201 {
+			t.Fatalf("add %s: %d", ip, code)
+		}
+	}
+	code, body, _ := f.do(t, "POST", "/v1/blocklist", token, `{"ip":"10.0.0.4"}`)
+	if code != 507 || body["code"] != "list_full" || f.deny.Len() != 3 {
+		t.Fatalf("full list: %d %v", code, body)
+	}
+}
+
+func TestStatusAndReload(t *testing.T) {
+	f := newFixture(t, token)
+	code, body, _ := f.do(t, "GET", "/v1/status", token, "")
+	if code != 200 || body["version"] != "test" {
+		t.Fatalf("status: %d %v", code, body)
+	}
+	code, body, _ = f.do(t, "POST", "/v1/reload", token, "")
+	if code != 200 || body["reloaded"] != true || f.reloads != 1 {
+		t.Fatalf("reload: %d %v", code, body)
+	}
+	f.reloadErr = &control.ReloadError{Problems: []string{"bulwark.yaml:3: routes[0].rate_limit.qps: 0 out of range", "bulwark.yaml:9: unknown key \"foo\""}}
+	code, body, _ = f.do(t, "POST", "/v1/reload", token, "")
+	if code != 422 || body["code"] != "invalid_config" || body["reloaded"] != false || len(body["errors"].([]any)) != 2 {
+		t.Fatalf("rejected reload: %d %v", code, body)
+	}
+	f.reloadErr = errors.New("dial tcp 10.9.9.9:5432: secret-password")
+	code, body, _ = f.do(t, "POST", "/v1/reload", token, "")
+	if code != 500 || body["code"] != "reload_failed" || strings.Contains(body["title"].(string), "secret") {
+		t.Fatalf("failed reload: %d %v", code, body)
+	}
+}
+
+func TestNoTokenOnLoopback(t *testing.T) {
+	f := newFixture(t, "")
+	if code, _, _ := f.do(t, "GET", "/v1/status", "", ""); code != 200 {
+		t.Fatalf("no token configured: %d", code)
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:9091": "",
+		"[::1]:9091":     "",
+		"localhost:9091": "",
+		"0.0.0.0:9091":   "is not a loopback address",
+		"10.0.0.1:9091":  "is not a loopback address",
+		"example:9091":   "is not a loopback address",
+		"nonsense":       "missing port",
+	} {
+		err := control.CheckAddr(addr, false)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckAddr(%q) = %v, want %q", addr, err, want)
+		}
+	}
+	if err := control.CheckAddr("0.0.0.0:9091", true); err != nil {
+		t.Errorf("with a token any address is allowed: %v", err)
+	}
+}
+
+func TestLoadToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	os.WriteFile(file, []byte(token+"\n"), 0o600)
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "BULWARK_CONTROL_TOKEN" {
+				return v
+			}
+			return ""
+		}
+	}
+	if got, err := control.LoadToken(file, env("")); err != nil || got != token {
+		t.Fatalf("from file: %q %v", got, err)
+	}
+	if got, err := control.LoadToken("", env(token)); err != nil || got != token {
+		t.Fatalf("from env: %q %v", got, err)
+	}
+	if got, err := control.LoadToken("", env("")); err != nil || got != "" {
+		t.Fatalf("none: %q %v", got, err)
+	}
+	if _, err := control.LoadToken(file, env(token)); err == nil || !strings.Contains(err.Error(), "use one") {
+		t.Fatalf("both: %v", err)
+	}
+	if _, err := control.LoadToken("", env("short")); err == nil || !strings.Contains(err.Error(), "out of range [16, 512]") || strings.Contains(err.Error(), "short") {
+		t.Fatalf("short token: %v", err)
+	}
+	if _, err := control.LoadToken(filepath.Join(dir, "missing"), env("")); err == nil || !strings.Contains(err.Error(), "control.token_file") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestCtl(t *testing.T) {
+	f := newFixture(t, token)
+	env := func(k string) string {
+		switch k {
+		case "BULWARK_CONTROL_ADDR":
+			return f.srv.URL
+		case "BULWARK_CONTROL_TOKEN":
+			return token
+		}
+		return ""
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := control.RunCtl(context.Background(), args, &out, &errb, env)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errs := run("block", "203.0.113.7/32", "--ttl", "10m", "--reason", "manual"); code != 0 || !strings.Contains(out, "blocked 203.0.113.7/32 (expires 2026-11-29T12:10:00Z)") {
+		t.Fatalf("ctl block: %d %q %q", code, out, errs)
+	}
+	if !f.deny.Contains(netip.MustParseAddr("203.0.113.7")) {
+		t.Fatal("ctl block did not block")
+	}
+	if code, out, _ := run("--json", "list", "blocklist"); code != 0 || !strings.Contains(out, `"ip": "203.0.113.7/32"`) {
+		t.Fatalf("ctl list --json: %d %q", code, out)
+	}
+	if code, out, _ := run("list", "blocklist"); code != 0 || !strings.Contains(out, "1 of 1 entries (capacity 3)") {
+		t.Fatalf("ctl list: %d %q", code, out)
+	}
+	if code, out, _ := run("allow", "10.0.0.0/8"); code != 0 || !strings.Contains(out, "allowed 10.0.0.0/8 (never expires)") {
+		t.Fatalf("ctl allow: %d %q", code, out)
+	}
+	if code, _, _ := run("unblock", "203.0.113.7/32"); code != 0 || f.deny.Len() != 0 {
+		t.Fatalf("ctl unblock: %d", code)
+	}
+	if code, _, _ := run("disallow", "10.0.0.0/8"); code != 0 || f.allow.Len() != 0 {
+		t.Fatalf("ctl disallow: %d", code)
+	}
+	if code, out, _ := run("status"); code != 0 || !strings.Contains(out, `"version": "test"`) {
+		t.Fatalf("ctl status: %d %q", code, out)
+	}
+	if code, out, _ := run("reload"); code != 0 || !strings.Contains(out, "configuration reloaded") {
+		t.Fatalf("ctl reload: %d %q", code, out)
+	}
+	f.reloadErr = &control.ReloadError{Problems: []string{"bulwark.yaml:3: bad"}}
+	if code, _, errs := run("reload"); code != 1 || !strings.Contains(errs, "bulwark.yaml:3: bad") {
+		t.Fatalf("ctl reload rejected: %d %q", code, errs)
+	}
+	if code, _, errs := run("block", "10.0.0.1/8"); code != 1 || !strings.Contains(errs, "400 invalid_request") {
+		t.Fatalf("ctl bad prefix: %d %q", code, errs)
+	}
+	if code, _, errs := run("--token", "wrong-token-wrong-token", "status"); code != 1 || !strings.Contains(errs, "401 unauthorized") {
+		t.Fatalf("ctl wrong token: %d %q", code, errs)
+	}
+	if code, _, errs := run("frobnicate"); code != 2 || !strings.Contains(errs, "unknown command") {
+		t.Fatalf("ctl unknown: %d %q", code, errs)
+	}
+	if code, _, _ := run(); code != 2 {
+		t.Fatalf("ctl with no command: %d", code)
+	}
+}
