@@ -1,0 +1,225 @@
+package login
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// Memory store bounds.
+const (
+	// DefaultCapacity is the default number of keys a memory store holds
+	// (seed 003: 10,000).
+	DefaultCapacity = 10_000
+	// MaxCapacity is the largest capacity a memory store accepts.
+	MaxCapacity = 1_000_000
+)
+
+// MemoryConfig sizes a [MemoryStore] or [MemoryLockoutStore].
+type MemoryConfig struct {
+	// Capacity is the hard maximum number of keys, 1 to MaxCapacity.
+	// 0 means DefaultCapacity.
+	Capacity int
+	// ScanLimit is how many old entries one insert may inspect to reclaim
+	// expired ones; 0 means keyed.DefaultScanLimit.
+	ScanLimit int
+	// Shards is the number of locked shards (a power of two); 0 picks a
+	// default.
+	Shards int
+	// Clock tells the time of every decision; nil means the real clock.
+	Clock clock.Clock
+}
+
+func (c MemoryConfig) table() (keyed.Config, error) {
+	if c.Capacity == 0 {
+		c.Capacity = DefaultCapacity
+	}
+	if c.Capacity < 1 || c.Capacity > MaxCapacity {
+		return keyed.Config{}, fmt.Errorf("login: MemoryConfig.Capacity must be between 1 and %d, got %d", MaxCapacity, c.Capacity)
+	}
+	return keyed.Config{Capacity: c.Capacity, ScanLimit: c.ScanLimit, Shards: c.Shards}, nil
+}
+
+// MemoryStore is a [Store] for one process: a bounded table of rolling
+// logs (one timestamp per admitted attempt, at most limit per key).
+// Entries are reclaimed lazily once every attempt in them has left the
+// window; no goroutine or timer runs per key.
+//
+// When the table is full of live keys, a new key cannot be inserted and
+// Hit fails with an [OpError] of kind [OpWrite]: the limiter answers
+// degraded for that key (and emits [CacheUnavailable]) until an entry
+// expires. Size Capacity for the number of distinct (address, username)
+// pairs expected in one window. Counts are lost on restart; the store is
+// a single-process, best-effort baseline. For several replicas use a
+// shared store that decides atomically, such as the Redis store.
+type MemoryStore struct {
+	clock clock.Clock
+	table *keyed.Table[keyed.Digest, rateEntry]
+}
+
+type rateEntry struct {
+	log    limit.RollingLogState
+	window time.Duration
+}
+
+// NewMemoryStore returns an empty memory store.
+func NewMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
+	tc, err := cfg.table()
+	if err != nil {
+		return nil, err
+	}
+	t, err := keyed.New[keyed.Digest](tc, func(e *rateEntry, now time.Time) bool {
+		return limit.RollingLog{Limit: 1, Window: e.window}.Expired(&e.log, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("login: memory store: %w", err)
+	}
+	return &MemoryStore{clock: clock.Or(cfg.Clock), table: t}, nil
+}
+
+// Hit implements [Store]. It ignores ctx: it never blocks on anything but
+// a short shard lock.
+func (s *MemoryStore) Hit(_ context.Context, key Key, lim int, window time.Duration) (Hit, error) {
+	now := s.clock.Now()
+	rl := limit.RollingLog{Limit: lim, Window: window}
+	var (
+		d      limit.Decision
+		oldest time.Time
+	)
+	err := s.table.Do(key, now, func(e *rateEntry, created bool) bool {
+		d = rl.Allow(&e.log, now)
+		e.window = window
+		oldest, _ = e.log.Oldest()
+		return d.Allowed || !created
+	})
+	if err != nil {
+		if errors.Is(err, keyed.ErrFull) {
+			return Hit{}, &OpError{Op: OpWrite, Err: err}
+		}
+		return Hit{}, err
+	}
+	h := Hit{Allowed: d.Allowed, Count: lim - int(d.Remaining), At: now}
+	if d.Allowed {
+		h.NextSlot = oldest.Add(window).Sub(now)
+	} else {
+		h.NextSlot = d.RetryAfter
+	}
+	return h, nil
+}
+
+// Len returns the number of keys held.
+func (s *MemoryStore) Len() int { return s.table.Len() }
+
+// Close drops every entry; later Hits fail.
+func (s *MemoryStore) Close() { s.table.Close() }
+
+// MemoryLockoutStore is a [LockoutStore] for one process, bounded like
+// [MemoryStore]. A failure count that cannot be inserted because the table
+// is full fails with an [OpError] of kind [OpWrite] (the lockout then skips
+// its protection for that attempt).
+type MemoryLockoutStore struct {
+	clock clock.Clock
+	table *keyed.Table[keyed.Digest, lockEntry]
+}
+
+type lockEntry struct {
+	start  time.Time // first failure of the current count
+	count  int
+	until  time.Time // locked until (exclusive)
+	window time.Duration
+}
+
+func (e *lockEntry) expired(now time.Time) bool {
+	return !now.Before(e.until) && (e.count == 0 || !now.Before(e.start.Add(e.window)))
+}
+
+// NewMemoryLockoutStore returns an empty memory lockout store.
+func NewMemoryLockoutStore(cfg MemoryConfig) (*MemoryLockoutStore, error) {
+	tc, err := cfg.table()
+	if err != nil {
+		return nil, err
+	}
+	t, err := keyed.New[keyed.Digest](tc, (*lockEntry).expired)
+	if err != nil {
+		return nil, fmt.Errorf("login: memory lockout store: %w", err)
+	}
+	return &MemoryLockoutStore{clock: clock.Or(cfg.Clock), table: t}, nil
+}
+
+// LockedFor implements [LockoutStore].
+func (s *MemoryLockoutStore) LockedFor(_ context.Context, key Key) (time.Duration, error) {
+	now := s.clock.Now()
+	var left time.Duration
+	err := s.table.Do(key, now, func(e *lockEntry, created bool) bool {
+		if created {
+			return false
+		}
+		if now.Before(e.until) {
+			left = e.until.Sub(now)
+		}
+		return true
+	})
+	if errors.Is(err, keyed.ErrFull) {
+		return 0, nil // the key is absent, hence not locked
+	}
+	return left, err
+}
+
+// AddFailure implements [LockoutStore].
+func (s *MemoryLockoutStore) AddFailure(_ context.Context, key Key, p LockoutPolicy) (time.Duration, error) {
+	now := s.clock.Now()
+	var locked time.Duration
+	err := s.table.Do(key, now, func(e *lockEntry, _ bool) bool {
+		e.window = p.Window
+		if now.Before(e.until) {
+			locked = e.until.Sub(now)
+			return true
+		}
+		if e.count > 0 && !now.Before(e.start.Add(p.Window)) {
+			e.count = 0
+		}
+		if e.count == 0 {
+			e.start = now
+		}
+		e.count++
+		if e.count >= p.MaxFailures {
+			e.count = 0
+			e.until = now.Add(p.Duration)
+			locked = p.Duration
+		}
+		return true
+	})
+	if errors.Is(err, keyed.ErrFull) {
+		return 0, &OpError{Op: OpWrite, Err: err}
+	}
+	return locked, err
+}
+
+// ClearFailures implements [LockoutStore].
+func (s *MemoryLockoutStore) ClearFailures(_ context.Context, key Key) error {
+	now := s.clock.Now()
+	err := s.table.Do(key, now, func(e *lockEntry, created bool) bool {
+		e.count = 0
+		return !created && now.Before(e.until)
+	})
+	if errors.Is(err, keyed.ErrFull) {
+		return nil // absent: nothing to clear
+	}
+	return err
+}
+
+// Len returns the number of keys held.
+func (s *MemoryLockoutStore) Len() int { return s.table.Len() }
+
+// Close drops every entry; later calls fail.
+func (s *MemoryLockoutStore) Close() { s.table.Close() }
+
+var (
+	_ Store        = (*MemoryStore)(nil)
+	_ LockoutStore = (*MemoryLockoutStore)(nil)
+)

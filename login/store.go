@@ -1,0 +1,165 @@
+package login
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/keyed"
+)
+
+// Key identifies one rate-limit or lockout bucket in a store. It is a
+// SHA-256 (or HMAC-SHA-256) digest; stores never see a raw client address
+// or username.
+type Key = keyed.Digest
+
+// Store is the cache port of the [Limiter]: a rolling-window log per key.
+//
+// Implementations must decide atomically: concurrent Hits on the same key,
+// from this process or (for a shared store) from any number of processes,
+// must never admit more than limit attempts in any window-long interval.
+// The package provides [MemoryStore]; package
+// [github.com/bulwarkhq/bulwark/login/redisstore] provides a Redis store.
+type Store interface {
+	// Hit drops the key's attempts at or before now−window, then records
+	// one attempt at now if fewer than limit remain, all as one atomic
+	// step on the store's own clock. A rejected attempt changes nothing.
+	//
+	// Hit is a read that writes when it admits: a returned error fails
+	// both kinds ([OpRead]|[OpWrite]) unless it is an [*OpError] naming
+	// one; success proves [OpRead], and [OpWrite] too when Allowed.
+	// Return [ErrDisabled] (possibly wrapped) when the cache is switched
+	// off on purpose.
+	Hit(ctx context.Context, key Key, limit int, window time.Duration) (Hit, error)
+}
+
+// Hit is a [Store]'s answer to one rolling-window attempt.
+type Hit struct {
+	// Allowed reports whether the attempt was recorded.
+	Allowed bool
+	// Count is the number of attempts in the window after this call,
+	// including this one when Allowed.
+	Count int
+	// At is the decision instant on the store's clock (for a shared store,
+	// the server's clock).
+	At time.Time
+	// NextSlot is how long after At the oldest attempt in the window
+	// leaves it (oldest + window − At): the wait for the next free slot
+	// when the window is full. It is > 0 whenever Count > 0.
+	NextSlot time.Duration
+}
+
+// LockoutStore is the cache port of the [Lockout]. Each method is one
+// operation of one kind: LockedFor reads, AddFailure writes and
+// ClearFailures removes. Implementations must make AddFailure atomic per
+// key.
+type LockoutStore interface {
+	// LockedFor returns how long the key stays locked from now, or 0 if it
+	// is not locked. It is an [OpRead].
+	LockedFor(ctx context.Context, key Key) (time.Duration, error)
+	// AddFailure records one failed password for key under policy p. If the
+	// key is locked, it records nothing and returns the remaining lock.
+	// Otherwise it counts the failure in a fixed window of p.Window that
+	// starts at the first failure; the p.MaxFailures-th failure locks the
+	// key for p.Duration (returned) and resets the count. It returns 0 when
+	// the key is not locked. It is an [OpWrite].
+	AddFailure(ctx context.Context, key Key, p LockoutPolicy) (time.Duration, error)
+	// ClearFailures forgets the key's failure count (not an active lock).
+	// It is an [OpRemove].
+	ClearFailures(ctx context.Context, key Key) error
+}
+
+// LockoutPolicy is what a [LockoutStore] needs to count failures.
+type LockoutPolicy struct {
+	// MaxFailures failures within Window lock the key.
+	MaxFailures int
+	// Window is the counting window, starting at the first failure.
+	Window time.Duration
+	// Duration is how long a lock lasts.
+	Duration time.Duration
+}
+
+// Op is a set of cache operation kinds. Failure events track which kinds
+// have failed so that recovery is declared only when each of them has
+// since succeeded.
+type Op uint8
+
+// Operation kinds, after the get/put/remove of a classic cache.
+const (
+	OpRead Op = 1 << iota
+	OpWrite
+	OpRemove
+)
+
+// String names the kinds in o, e.g. "read|write".
+func (o Op) String() string {
+	s := ""
+	for _, k := range [...]struct {
+		op   Op
+		name string
+	}{{OpRead, "read"}, {OpWrite, "write"}, {OpRemove, "remove"}} {
+		if o&k.op != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += k.name
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// OpError lets a store say exactly which kind of operation failed, for
+// example a [Store.Hit] whose read succeeded but whose write did not.
+type OpError struct {
+	Op  Op
+	Err error
+}
+
+func (e *OpError) Error() string {
+	return "login: cache " + e.Op.String() + " failed: " + errString(e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *OpError) Unwrap() error { return e.Err }
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// ErrDisabled is returned by a store that is switched off on purpose. The
+// limiter then answers degraded (allowed, quota unknown) and the lockout
+// skips its protection, but neither emits an event: disabling is not a
+// backend failure, and it does not clear one that is already known.
+var ErrDisabled = errors.New("login: cache disabled")
+
+// Disabled is a [Store] and [LockoutStore] that is always switched off:
+// every operation returns [ErrDisabled]. Use it to run without a cache
+// explicitly; a nil store is a configuration error.
+type Disabled struct{}
+
+// Hit implements [Store].
+func (Disabled) Hit(context.Context, Key, int, time.Duration) (Hit, error) {
+	return Hit{}, ErrDisabled
+}
+
+// LockedFor implements [LockoutStore].
+func (Disabled) LockedFor(context.Context, Key) (time.Duration, error) { return 0, ErrDisabled }
+
+// AddFailure implements [LockoutStore].
+func (Disabled) AddFailure(context.Context, Key, LockoutPolicy) (time.Duration, error) {
+	return 0, ErrDisabled
+}
+
+// ClearFailures implements [LockoutStore].
+func (Disabled) ClearFailures(context.Context, Key) error { return ErrDisabled }
+
+var (
+	_ Store        = Disabled{}
+	_ LockoutStore = Disabled{}
+)
