@@ -1,0 +1,103 @@
+package shield_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/shield"
+)
+
+func Example() {
+	clk := clock.NewManual(time.Date(2026, 7, 19, 12, 0, 0, 0, time.UTC))
+	s, err := shield.New(shield.Config{
+		PerPeer: 2,
+		Clock:   clk,
+		Hook:    func(e shield.Event) { fmt.Println("  event:", e.Outcome, e.Reason) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	client := netip.MustParseAddr("192.0.2.1")
+	for range 3 {
+		a := s.Admit(client, true)
+		if a.Allowed {
+			fmt.Println("allowed")
+		} else {
+			fmt.Println("rejected, retry after", a.RetryAfterSeconds(), "s")
+		}
+	}
+	clk.Advance(time.Minute) // the window rolls over
+	fmt.Println("a minute later:", s.Admit(client, true).Allowed)
+	// Output:
+	// allowed
+	// allowed
+	//   event: rate_limited peer
+	// rejected, retry after 60 s
+	// a minute later: true
+}
+
+func ExampleMiddleware() {
+	s, err := shield.New(shield.Config{PerPeer: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ... authenticate ...
+		if r.Header.Get("Authorization") == "Bearer good" {
+			// Authenticated traffic gives its unit back.
+			shield.FromContext(r.Context()).Refund()
+		}
+		fmt.Fprintln(w, "hello")
+	})
+	// nil resolver: the socket peer only; forwarding headers are ignored.
+	h := shield.Middleware(app, s, nil)
+
+	send := func(auth string) {
+		req := httptest.NewRequest("GET", "/api/login", nil)
+		req.RemoteAddr = "192.0.2.1:51234"
+		req.Header.Set("X-Forwarded-For", "203.0.113.9") // ignored
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		line := fmt.Sprint(rec.Code)
+		if rec.Code != http.StatusOK {
+			line += " Retry-After: " + rec.Header().Get("Retry-After") + ", Connection: " + rec.Header().Get("Connection")
+		}
+		fmt.Println(line)
+	}
+	send("Bearer good") // refunded
+	send("Bearer good") // refunded
+	send("")            // uses the only unit
+	send("Bearer good") // over the budget: rejected before authentication
+	// Output:
+	// 200
+	// 200
+	// 200
+	// 429 Retry-After: 60, Connection: close
+}
+
+func ExampleConfigFromEnv() {
+	env := map[string]string{
+		shield.EnvWindow:  "30s",
+		shield.EnvPerPeer: "100",
+	}
+	cfg, err := shield.ConfigFromEnv(shield.Config{}, func(k string) string { return env[k] })
+	fmt.Println(cfg.Window, cfg.PerPeer, cfg.Global, err)
+
+	env[shield.EnvMaxPeers] = "5000000"
+	_, err = shield.ConfigFromEnv(shield.Config{}, func(k string) string { return env[k] })
+	fmt.Println(err)
+	// Output:
+	// 30s 100 0 <nil>
+	// shield: invalid config: BULWARK_SHIELD_MAX_PEERS="5000000": must be an integer in [1, 1048576]
+}

@@ -1,0 +1,87 @@
+package shield
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// Fixed titles of the shield's answers; they carry no request data.
+const (
+	titleRateLimited = "Too many requests"
+	titleUnavailable = "Service unavailable"
+)
+
+type admissionKey struct{}
+
+// Middleware returns a handler that admits every request through s before
+// calling next. The client is res.ClientAddr(r); a nil res trusts the
+// socket peer only, which is the safe default.
+//
+// It must sit after the host's probes and readiness gate (so they consume
+// no budget) and before routing, authentication and any body read. A
+// rejection never reads the body and closes the HTTP/1.1 connection:
+//
+//   - rate limited (peer, global, capacity): 429, code
+//     authentication_rate_limited, integer Retry-After (ceil, at least 1);
+//   - unavailable (clock anomaly, closed shield, nil s): 503, code
+//     authentication_shield_unavailable.
+//
+// Both are problem+json documents with fixed titles: no peer, count,
+// window or capacity. An admitted request carries its Admission in the
+// context; see [FromContext].
+func Middleware(next http.Handler, s *Shield, res *peer.Resolver) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s == nil {
+			WriteRejection(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
+			return
+		}
+		addr, known := res.ClientAddr(r)
+		a := s.Admit(addr, known)
+		if !a.Allowed {
+			WriteRejection(w, r, &a)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &a)))
+	})
+}
+
+// FromContext returns the Admission the Middleware stored for the
+// request, or nil. An application calls Refund on it once authentication
+// succeeded, from the request's goroutine.
+func FromContext(ctx context.Context) *Admission {
+	a, _ := ctx.Value(admissionKey{}).(*Admission)
+	return a
+}
+
+// WriteRejection writes the HTTP answer for a rejected Admission, as the
+// Middleware does, for callers that call Admit themselves. It does nothing
+// for an allowed one. It never reads the body: over HTTP/1.x the answer
+// carries "Connection: close" and, when a body was announced, the read
+// side is expired so the server does not wait to drain a body the client
+// may never send.
+func WriteRejection(w http.ResponseWriter, r *http.Request, a *Admission) {
+	if a.Allowed {
+		return
+	}
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any instant in the past
+	}
+	if a.Outcome == OutcomeRateLimited {
+		wire.WriteClose(w, wire.Problem{
+			Status:     http.StatusTooManyRequests,
+			Code:       wire.CodeAuthenticationRateLimited,
+			Title:      titleRateLimited,
+			RetryAfter: a.RetryAfterSeconds(),
+		})
+		return
+	}
+	wire.WriteClose(w, wire.Problem{
+		Status: http.StatusServiceUnavailable,
+		Code:   wire.CodeAuthenticationShieldUnavailable,
+		Title:  titleUnavailable,
+	})
+}
