@@ -31,6 +31,45 @@ const (
 	CodeRateLimited                     = "rate_limited"
 )
 
+// Stable problem codes of the HTTP host and its bounded JSON API mode. The
+// status each one is normally sent with is given in parentheses.
+const (
+	// CodeDraining: the process is shutting down and admits nothing new (503).
+	CodeDraining = "draining"
+	// CodeOverloaded: the in-flight admission bound is reached (503).
+	CodeOverloaded = "overloaded"
+	// CodeTimeout: the request timeout expired before the handler answered (504).
+	CodeTimeout = "timeout"
+	// CodeRequestTimeout: the client did not send its body in time (408).
+	CodeRequestTimeout = "request_timeout"
+	// CodeURLTooLong: the request target exceeds the URL bound (414).
+	CodeURLTooLong = "url_too_long"
+	// CodeTooManyHeaders: the request carries more header fields than allowed (431).
+	CodeTooManyHeaders = "too_many_headers"
+	// CodePayloadTooLarge: the request body exceeds its bound (413).
+	CodePayloadTooLarge = "payload_too_large"
+	// CodeUnsupportedMediaType: the body is not application/json (415).
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	// CodeUnsupportedContentEncoding: the body is compressed or otherwise
+	// content-coded; only identity is accepted (415).
+	CodeUnsupportedContentEncoding = "unsupported_content_encoding"
+	// CodeInvalidContentLength: the body ended before its announced
+	// Content-Length (400).
+	CodeInvalidContentLength = "invalid_content_length"
+	// CodeInvalidJSON: the body is not one well-formed JSON value (400).
+	CodeInvalidJSON = "invalid_json"
+	// CodeInvalidRequest: the request could not be read (400).
+	CodeInvalidRequest = "invalid_request"
+	// CodeNotFound: no route matches the path (404).
+	CodeNotFound = "not_found"
+	// CodeMethodNotAllowed: the path exists but not for this method (405).
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeResponseTooLarge: the handler's answer exceeds the response bound (500).
+	CodeResponseTooLarge = "response_too_large"
+	// CodeInternal: the handler failed or panicked; nothing more is said (500).
+	CodeInternal = "internal"
+)
+
 // Problem is an RFC 9457 problem details object. Code is Bulwark's stable
 // machine-readable code; Title is a fixed human sentence for that code.
 // Detail must never contain request data or internal error text.
@@ -50,10 +89,20 @@ type Problem struct {
 }
 
 // Write sends p as application/problem+json with status p.Status. When
-// p.RetryAfter > 0 it also sets the Retry-After header.
+// p.RetryAfter > 0 it also sets the Retry-After header. A Status outside
+// [400, 599] is a caller bug; it is sent as 500 rather than passed to
+// WriteHeader, which would panic on an invalid code. Write never reads the
+// request body and never panics.
 func Write(w http.ResponseWriter, p Problem) {
+	if p.Status < 400 || p.Status > 599 {
+		p.Status = http.StatusInternalServerError
+	}
 	if p.Type == "" {
 		p.Type = "about:blank"
+	}
+	body, ok := p.encode()
+	if !ok {
+		p.Status, p.RetryAfter = http.StatusInternalServerError, 0
 	}
 	h := w.Header()
 	h.Set("Content-Type", ContentType)
@@ -62,7 +111,6 @@ func Write(w http.ResponseWriter, p Problem) {
 	if p.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
 	}
-	body := p.encode()
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
@@ -71,33 +119,71 @@ func Write(w http.ResponseWriter, p Problem) {
 // WriteClose is Write plus "Connection: close", for rejections that happen
 // before the request body was read: the server then closes the HTTP/1.1
 // connection so unread body or pipelined bytes cannot keep it busy.
+//
+// It also expires the request's read side. Without that, net/http, after
+// sending the answer, keeps reading an announced body of up to 256 KiB
+// looking for its end before it closes, so a client that announces a small
+// body and never sends it would hold the connection until the server's read
+// timeout. (Over HTTP/2, Go's server turns "Connection: close" into a
+// graceful GOAWAY for the whole connection, so HTTP/2 callers usually want
+// Write instead.)
 func WriteClose(w http.ResponseWriter, p Problem) {
 	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
 	Write(w, p)
 }
 
-func (p Problem) encode() []byte {
-	m := make(map[string]any, 6+len(p.Extra))
-	for k, v := range p.Extra {
-		m[k] = v
+// internalBody is the fixed answer when a problem cannot be encoded.
+const internalBody = `{"code":"internal","status":500,"title":"Internal error","type":"about:blank"}` + "\n"
+
+// fixedProblem has the members of Problem in the sorted order that
+// encoding/json uses for maps, so both encodings produce identical bytes.
+type fixedProblem struct {
+	Code       string `json:"code"`
+	Detail     string `json:"detail,omitempty"`
+	RetryAfter int64  `json:"retryAfter,omitempty"`
+	Status     int    `json:"status"`
+	Title      string `json:"title"`
+	Type       string `json:"type"`
+}
+
+// encode renders p; ok is false when an Extra value cannot be encoded, in
+// which case the fixed internal-error body is returned.
+func (p Problem) encode() (body []byte, ok bool) {
+	var b []byte
+	var err error
+	if len(p.Extra) == 0 {
+		ra := p.RetryAfter
+		if ra < 0 {
+			ra = 0
+		}
+		b, err = json.Marshal(fixedProblem{
+			Code: p.Code, Detail: p.Detail, RetryAfter: ra,
+			Status: p.Status, Title: p.Title, Type: p.Type,
+		})
+	} else {
+		m := make(map[string]any, 6+len(p.Extra))
+		for k, v := range p.Extra {
+			m[k] = v
+		}
+		m["type"] = p.Type
+		m["status"] = p.Status
+		m["code"] = p.Code
+		m["title"] = p.Title
+		if p.Detail != "" {
+			m["detail"] = p.Detail
+		}
+		if p.RetryAfter > 0 {
+			m["retryAfter"] = p.RetryAfter
+		}
+		b, err = json.Marshal(m)
 	}
-	m["type"] = p.Type
-	m["status"] = p.Status
-	m["code"] = p.Code
-	m["title"] = p.Title
-	if p.Detail != "" {
-		m["detail"] = p.Detail
-	}
-	if p.RetryAfter > 0 {
-		m["retryAfter"] = p.RetryAfter
-	}
-	b, err := json.Marshal(m)
 	if err != nil {
 		// Only fixed, caller-controlled values reach here; a failure means
 		// an unsupported Extra value. Fall back to a minimal fixed body.
-		return []byte(`{"type":"about:blank","status":500,"code":"internal","title":"Internal error"}`)
+		return []byte(internalBody), false
 	}
-	return append(b, '\n')
+	return append(b, '\n'), true
 }
 
 // RetryAfterSeconds rounds d up to whole seconds, at least 1.

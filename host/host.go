@@ -1,0 +1,619 @@
+// Package host runs an HTTP server whose admission is gated by readiness
+// and bounded in every dimension, and whose shutdown waits for the real
+// return of every admitted handler.
+//
+// The lifecycle has one order and no other:
+//
+//  1. Start binds the listener. Only GET/HEAD /livez (200) and /readyz (503
+//     not_ready) answer; every other request gets 503 not_ready before its
+//     body is read, and its HTTP/1.1 connection is closed.
+//  2. Ready runs the owner's checks. Any failure stops the host: OnStop
+//     hooks run in reverse registration order, then the listener closes.
+//     Nothing falls back.
+//  3. Activate installs the handler atomically: from that instant /readyz
+//     answers 200 and requests are admitted, and never one without the
+//     other.
+//  4. Shutdown drains: (a) admission is removed synchronously (/readyz and
+//     new requests 503 draining); (b) every admitted handler's context is
+//     cancelled with cause ErrDraining; (c) the host waits for each
+//     handler's actual return, including work kept alive with Hold, not
+//     for a timeout answer already sent; (d) only then do the OnStop hooks
+//     run in reverse (the owner's stack, then its pools) and the listener
+//     closes last. A handler that ignores cancellation past DrainTimeout
+//     makes Shutdown return a *DrainTimeoutError (errors.Is ErrDrainTimeout);
+//     cleanup still runs, and Done reports when the straggler finally
+//     returns.
+//
+// Before admission the host enforces, in this order and without reading the
+// body: probes (never gated, never counted), readiness (503 not_ready or
+// draining), URL bytes (414 url_too_long), header count (431
+// too_many_headers), announced body size (413 payload_too_large) and the
+// in-flight bound (503 overloaded). Over HTTP/1.1 every such rejection
+// carries "Connection: close" and the socket is closed after it, without
+// waiting for an announced body; over HTTP/2 only the stream ends (draining
+// answers also send GOAWAY). net/http itself enforces header bytes (431)
+// and rejects malformed framing such as an invalid Content-Length (plain
+// 400, connection closed) before the host runs.
+//
+// Two admission modes share these guarantees: streaming (any http.Handler,
+// used by the gateway's proxy; the body bound is applied while streaming,
+// the handler's context is cancelled at the request timeout with cause
+// ErrRequestTimeout and the handler writes its own answer — the host
+// answers 413, 504, 503 or 500 only when the handler wrote nothing) and the
+// bounded JSON API (see NewJSON).
+//
+// Timeouts use the real clock. Admitted requests are kept in a sharded
+// registry in admission order, which is also deadline order, so one timer
+// per shard enforces every request timeout: there is no timer or goroutine
+// per request.
+//
+// HTTP/1.1 and HTTP/2 over TLS are served when Config.TLSConfig is set;
+// cleartext HTTP/2 with prior knowledge when Config.H2C is set. The h2c
+// Upgrade mechanism is not supported (such requests are served as HTTP/1.1),
+// because it requires buffering the request body before the upgrade.
+package host
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors reported by the host. Use errors.Is.
+var (
+	// ErrDrainTimeout matches a *DrainTimeoutError.
+	ErrDrainTimeout = errors.New("host: drain timeout")
+	// ErrDraining is the context.Cause of an admitted handler's context
+	// when Shutdown cancels it.
+	ErrDraining = errors.New("host: draining")
+	// ErrRequestTimeout is the context.Cause of an admitted handler's
+	// context when Limits.RequestTimeout expires.
+	ErrRequestTimeout = errors.New("host: request timeout")
+	// ErrStopped is returned by Start and Ready once the host is stopping
+	// or stopped, and is the context cause seen after a readiness failure.
+	ErrStopped = errors.New("host: stopped")
+	// ErrNotStarted is returned by Ready before Start.
+	ErrNotStarted = errors.New("host: not started")
+)
+
+// DrainTimeoutError reports an unclean stop: handlers were still running
+// when the drain budget ran out. Cleanup (OnStop hooks, listener close) has
+// still run; Host.Done closes when the last straggler returns.
+type DrainTimeoutError struct {
+	// Timeout is the drain budget that expired.
+	Timeout time.Duration
+	// InFlight is the number of admitted handlers (and Holds) still running
+	// when it expired.
+	InFlight int
+	// Cause is ErrDrainTimeout when the budget expired, or the error of the
+	// caller's context when that ended first.
+	Cause error
+}
+
+func (e *DrainTimeoutError) Error() string {
+	return fmt.Sprintf("host: drain timeout after %s: %d handler(s) still running", e.Timeout, e.InFlight)
+}
+
+// Is reports whether target is ErrDrainTimeout.
+func (e *DrainTimeoutError) Is(target error) bool { return target == ErrDrainTimeout }
+
+// Unwrap returns Cause.
+func (e *DrainTimeoutError) Unwrap() error { return e.Cause }
+
+// Reasons passed to Config.OnReject. They are fixed, low-cardinality
+// strings suitable as metric labels.
+const (
+	RejectNotReady       = "not_ready"
+	RejectDraining       = "draining"
+	RejectInFlight       = "in_flight"
+	RejectURLTooLong     = "url_too_long"
+	RejectTooManyHeaders = "too_many_headers"
+	RejectBodyTooLarge   = "body_too_large"
+	RejectProbeMethod    = "probe_method"
+	RejectTimeout        = "timeout"
+	RejectPanic          = "panic"
+)
+
+// Check is one readiness check run by Ready. Name appears in the error.
+type Check struct {
+	Name string
+	Fn   func(context.Context) error
+}
+
+// Config configures a Host. Only Addr (or Listener) is required.
+type Config struct {
+	// Addr is the TCP address to bind, e.g. "127.0.0.1:8080". Ignored when
+	// Listener is set.
+	Addr string
+	// Listener, when set, is used instead of binding Addr. The host closes
+	// it at shutdown or on a start-up failure.
+	Listener net.Listener
+	// WrapListener, when set, wraps the bound listener at Start (deny
+	// lists, connection guards). It runs before TLS.
+	WrapListener func(net.Listener) net.Listener
+	// TLSConfig, when set, serves HTTP/1.1 and HTTP/2 over TLS. It must
+	// provide certificates (Certificates, GetCertificate or
+	// GetConfigForClient). It is cloned.
+	TLSConfig *tls.Config
+	// H2C serves cleartext HTTP/2 with prior knowledge next to HTTP/1.1.
+	// Not allowed together with TLSConfig.
+	H2C bool
+	// Limits are the hard bounds; zero fields take their defaults.
+	Limits Limits
+	// Logger receives lifecycle and failure events; nil discards. Client
+	// addresses and request data are never logged.
+	Logger *slog.Logger
+	// OnReject, when set, is called synchronously for every request the
+	// host rejects before or instead of the handler, with one of the
+	// Reject* reasons. A panicking hook is swallowed.
+	OnReject func(reason string)
+}
+
+// A Host is an HTTP server with probes, readiness-gated admission, hard
+// bounds and a waiting drain. Create it with New. Its methods are safe for
+// concurrent use.
+type Host struct {
+	lim      Limits
+	cfg      Config
+	log      *slog.Logger
+	onReject func(string)
+	srv      *http.Server
+
+	// word packs the admission state (high 32 bits) and the number of
+	// admitted handlers and holds (low 32 bits), so that admitting and
+	// draining are linearizable without a lock on the request path.
+	word    atomic.Uint64
+	handler atomic.Pointer[handlerBox]
+
+	// shards register every admitted request so that step (b) of the drain
+	// can cancel them; drainCause is set (ErrDraining or ErrStopped) before
+	// the shards are walked, and checked by requests after registering.
+	shards     [numShards]shard
+	epoch      time.Time // monotonic origin of request deadlines
+	connSeq    atomic.Uint32
+	drainCause atomic.Pointer[error]
+
+	idle     chan struct{} // closed when stopping and nothing is in flight
+	idleOnce sync.Once
+
+	stopOnce sync.Once
+	stopErr  error
+
+	mu        sync.Mutex // guards the fields below
+	started   bool
+	stopping  bool
+	activated bool
+	ln        net.Listener
+	serveDone chan struct{}
+	hooks     []hook
+	hooksRan  bool
+}
+
+type handlerBox struct{ h http.Handler }
+
+type hook struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Admission states (the high half of Host.word).
+const (
+	stateNotReady uint64 = iota
+	stateActive
+	stateDraining
+	stateStopped
+)
+
+const countMask = 1<<32 - 1
+
+func stateOf(w uint64) uint64 { return w >> 32 }
+func countOf(w uint64) int    { return int(w & countMask) }
+
+// New validates cfg and returns a Host that is not yet listening.
+func New(cfg Config) (*Host, error) {
+	lim := cfg.Limits.WithDefaults()
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Listener == nil && cfg.Addr == "" {
+		return nil, errors.New("host: config.addr is required when no listener is given")
+	}
+	if cfg.TLSConfig != nil && cfg.H2C {
+		return nil, errors.New("host: config.h2c cannot be combined with config.tls")
+	}
+	if t := cfg.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+		return nil, errors.New("host: config.tls has no certificate")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{
+		lim:      lim,
+		cfg:      cfg,
+		log:      log,
+		onReject: cfg.OnReject,
+		idle:     make(chan struct{}),
+		epoch:    time.Now(),
+	}
+	for i := range h.shards {
+		h.shards[i].epoch = h.epoch
+	}
+
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	if cfg.TLSConfig != nil {
+		protos.SetHTTP2(true)
+	}
+	if cfg.H2C {
+		protos.SetUnencryptedHTTP2(true)
+	}
+	h.srv = &http.Server{
+		Handler:           http.HandlerFunc(h.serve),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadHeaderTimeout + lim.RequestTimeout,
+		WriteTimeout:      lim.RequestTimeout + writeGrace,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		Protocols:         protos,
+		ErrorLog:          newErrorLog(log),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			ci := &connInfo{shard: h.connSeq.Add(1) % numShards}
+			return context.WithValue(ctx, connKey{}, ci)
+		},
+	}
+	if cfg.TLSConfig != nil {
+		h.srv.TLSConfig = cfg.TLSConfig.Clone()
+	}
+	return h, nil
+}
+
+// Limits returns the effective limits (defaults applied).
+func (h *Host) Limits() Limits { return h.lim }
+
+// Start binds the listener (or takes Config.Listener) and starts serving.
+// Until Activate only the probes answer; everything else gets 503
+// not_ready. If Start fails, the host is stopped: OnStop hooks registered
+// so far run in reverse order and the error is returned.
+func (h *Host) Start() error {
+	h.mu.Lock()
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("host: already started")
+	}
+	if h.stopping {
+		h.mu.Unlock()
+		return ErrStopped
+	}
+	ln := h.cfg.Listener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", h.cfg.Addr)
+		if err != nil {
+			h.mu.Unlock()
+			err = fmt.Errorf("host: listen: %w", err)
+			return errors.Join(err, h.stop(context.Background(), ErrStopped))
+		}
+	}
+	if h.cfg.WrapListener != nil {
+		w := h.cfg.WrapListener(ln)
+		if w == nil {
+			_ = ln.Close()
+			h.mu.Unlock()
+			err := errors.New("host: config.wrap_listener returned nil")
+			return errors.Join(err, h.stop(context.Background(), ErrStopped))
+		}
+		ln = w
+	}
+	h.ln = ln
+	h.started = true
+	h.serveDone = make(chan struct{})
+	h.mu.Unlock()
+
+	go h.serveLoop(ln)
+	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C)
+	return nil
+}
+
+func (h *Host) serveLoop(ln net.Listener) {
+	defer close(h.serveDone)
+	var err error
+	if h.srv.TLSConfig != nil {
+		err = h.srv.ServeTLS(ln, "", "")
+	} else {
+		err = h.srv.Serve(ln)
+	}
+	// Serve does not close a listener it never tracked (a stop racing
+	// with Start); closing twice is harmless.
+	_ = ln.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		h.log.Error("host: serve stopped", "err", err)
+	}
+}
+
+// Addr returns the bound address, or nil before Start.
+func (h *Host) Addr() net.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ln == nil {
+		return nil
+	}
+	return h.ln.Addr()
+}
+
+// OnStop registers a cleanup hook for something the owner opened (its
+// stack, its pools). Hooks run once, in reverse registration order, at
+// Shutdown (after every handler returned or the drain timed out) or when
+// Start or Ready fails; the listener is closed after the last hook. Each
+// hook's context expires DrainTimeout after cleanup began. A hook
+// registered after cleanup already ran is run immediately.
+func (h *Host) OnStop(name string, fn func(context.Context) error) {
+	if fn == nil {
+		return
+	}
+	h.mu.Lock()
+	if !h.hooksRan {
+		h.hooks = append(h.hooks, hook{name: name, fn: fn})
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), h.lim.DrainTimeout)
+	defer cancel()
+	if err := callHook(ctx, hook{name: name, fn: fn}); err != nil {
+		h.log.Error("host: late stop hook failed", "hook", name)
+	}
+}
+
+// Ready runs checks in order. The first failure (or a cancelled ctx) stops
+// the host: OnStop hooks run in reverse order, the listener closes (new
+// dials are refused), and the check's error is returned wrapped with its
+// name. Ready does not activate; call Activate after it succeeds.
+func (h *Host) Ready(ctx context.Context, checks ...Check) error {
+	h.mu.Lock()
+	started, stopping := h.started, h.stopping
+	h.mu.Unlock()
+	if stopping {
+		return ErrStopped
+	}
+	if !started {
+		return ErrNotStarted
+	}
+	for _, c := range checks {
+		var err error
+		switch {
+		case c.Fn == nil:
+			err = errors.New("host: check has no function")
+		case ctx.Err() != nil:
+			err = context.Cause(ctx)
+		default:
+			err = runCheck(ctx, c.Fn)
+		}
+		if err != nil {
+			err = fmt.Errorf("host: readiness check %q: %w", c.Name, err)
+			h.log.Error("host: readiness failed; stopping", "check", c.Name)
+			return errors.Join(err, h.stop(context.WithoutCancel(ctx), ErrStopped))
+		}
+	}
+	h.mu.Lock()
+	stopping = h.stopping
+	h.mu.Unlock()
+	if stopping {
+		return ErrStopped
+	}
+	return nil
+}
+
+func runCheck(ctx context.Context, fn func(context.Context) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("host: check panicked")
+		}
+	}()
+	return fn(ctx)
+}
+
+// Activate installs handler and opens admission in one atomic step: from
+// then on /readyz answers 200 and requests reach handler. It is ignored
+// (and logged) when handler is nil, before Start, after a failed Ready,
+// once stopping, or when already activated.
+func (h *Host) Activate(handler http.Handler) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case handler == nil:
+		h.log.Error("host: activate ignored: nil handler")
+		return
+	case !h.started:
+		h.log.Error("host: activate ignored: not started")
+		return
+	case h.stopping:
+		h.log.Error("host: activate ignored: stopping")
+		return
+	case h.activated:
+		h.log.Error("host: activate ignored: already active")
+		return
+	}
+	h.handler.Store(&handlerBox{h: handler})
+	h.activated = true
+	// The handler is stored before admission opens, so any admitted
+	// request sees it.
+	h.setState(stateActive)
+	h.log.Info("host: admission open")
+}
+
+// setState replaces the admission state, keeping the count, and returns
+// the previous word.
+func (h *Host) setState(s uint64) uint64 {
+	for {
+		w := h.word.Load()
+		if h.word.CompareAndSwap(w, s<<32|w&countMask) {
+			return w
+		}
+	}
+}
+
+// IsReady reports whether admission is open (what /readyz answers).
+func (h *Host) IsReady() bool { return stateOf(h.word.Load()) == stateActive }
+
+// InFlight returns the number of admitted handlers (and Holds) running.
+func (h *Host) InFlight() int { return countOf(h.word.Load()) }
+
+// Done is closed once the host is stopping and every admitted handler and
+// Hold has returned. After a clean Shutdown it is already closed; after a
+// drain timeout it closes when the last straggler returns.
+func (h *Host) Done() <-chan struct{} { return h.idle }
+
+// admit takes an admission slot or returns the rejection reason.
+func (h *Host) admit() string {
+	for {
+		w := h.word.Load()
+		switch stateOf(w) {
+		case stateActive:
+		case stateNotReady:
+			return RejectNotReady
+		default:
+			return RejectDraining
+		}
+		if countOf(w) >= h.lim.MaxInFlight {
+			return RejectInFlight
+		}
+		if h.word.CompareAndSwap(w, w+1) {
+			return ""
+		}
+	}
+}
+
+// release returns an admission slot.
+func (h *Host) release() {
+	w := h.word.Add(^uint64(0))
+	if countOf(w) == 0 && stateOf(w) >= stateDraining {
+		h.idleOnce.Do(func() { close(h.idle) })
+	}
+}
+
+// Shutdown drains and stops the host; see the package documentation for
+// the order. It returns nil for a clean stop; a *DrainTimeoutError when
+// handlers outlived the drain budget (DrainTimeout, or ctx if it ends
+// first); errors from OnStop hooks are joined. The drain and the hooks are
+// each bounded by DrainTimeout, the final connection close by
+// min(DrainTimeout, 2 s). Calling Shutdown again
+// returns the first result; Shutdown after a failed Start or Ready
+// returns the result of that stop.
+func (h *Host) Shutdown(ctx context.Context) error {
+	return h.stop(ctx, ErrDraining)
+}
+
+func (h *Host) stop(ctx context.Context, cause error) error {
+	h.stopOnce.Do(func() { h.stopErr = h.doStop(ctx, cause) })
+	return h.stopErr
+}
+
+func (h *Host) doStop(ctx context.Context, cause error) error {
+	h.mu.Lock()
+	h.stopping = true
+	h.mu.Unlock()
+
+	// (a) Remove admission synchronously.
+	prev := h.setState(stateDraining)
+	if countOf(prev) == 0 {
+		h.idleOnce.Do(func() { close(h.idle) })
+	}
+	h.log.Info("host: draining", "in_flight", countOf(prev))
+
+	// (b) Cancel every admitted handler.
+	h.cancelAll(cause)
+
+	// (c) Wait for their actual return.
+	var drainErr error
+	dctx, cancel := context.WithTimeoutCause(ctx, h.lim.DrainTimeout, ErrDrainTimeout)
+	select {
+	case <-h.idle:
+	case <-dctx.Done():
+		select {
+		case <-h.idle:
+		default:
+			drainErr = &DrainTimeoutError{Timeout: h.lim.DrainTimeout, InFlight: h.InFlight(), Cause: context.Cause(dctx)}
+			h.log.Error("host: drain timed out; cleaning up anyway", "in_flight", h.InFlight())
+		}
+	}
+	cancel()
+
+	h.stopTimers()
+
+	// (d) Stop the owner's stack and pools (reverse order) ...
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.lim.DrainTimeout)
+	hookErr := h.runHooks(hctx)
+	cancel()
+
+	// ... and close the listener last.
+	h.closeServer(context.WithoutCancel(ctx), drainErr == nil)
+	h.setState(stateStopped)
+	if drainErr == nil && hookErr == nil {
+		h.log.Info("host: stopped cleanly")
+	}
+	return errors.Join(drainErr, hookErr)
+}
+
+func (h *Host) runHooks(ctx context.Context) error {
+	h.mu.Lock()
+	hooks := h.hooks
+	h.hooks, h.hooksRan = nil, true
+	h.mu.Unlock()
+	var errs []error
+	for i := len(hooks) - 1; i >= 0; i-- {
+		if err := callHook(ctx, hooks[i]); err != nil {
+			h.log.Error("host: stop hook failed", "hook", hooks[i].name)
+			errs = append(errs, fmt.Errorf("host: stop %q: %w", hooks[i].name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func callHook(ctx context.Context, hk hook) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.New("host: stop hook panicked")
+		}
+	}()
+	return hk.fn(ctx)
+}
+
+// closeGrace bounds how long closeServer lets connections finish writing
+// their last response after a clean drain. Every handler has returned by
+// then; what remains is socket writes, and connections that never become
+// idle on their own (an HTTP/2 connection still waiting for its client's
+// preface waits 10 s) must not hold the stop.
+const closeGrace = 2 * time.Second
+
+// closeServer closes the listener and connections. After a clean drain it
+// lets connections finish writing their last response (bounded by
+// closeGrace and DrainTimeout); otherwise it closes them at once.
+func (h *Host) closeServer(ctx context.Context, graceful bool) {
+	h.mu.Lock()
+	started, done := h.started, h.serveDone
+	h.mu.Unlock()
+	if !started {
+		if h.cfg.Listener != nil {
+			_ = h.cfg.Listener.Close()
+		}
+		return
+	}
+	if graceful {
+		sctx, cancel := context.WithTimeout(ctx, min(h.lim.DrainTimeout, closeGrace))
+		if err := h.srv.Shutdown(sctx); err != nil {
+			_ = h.srv.Close()
+		}
+		cancel()
+	} else {
+		_ = h.srv.Close()
+	}
+	<-done
+}

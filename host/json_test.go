@@ -1,0 +1,364 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/host"
+)
+
+// secret is planted in handler errors and panics; it must never reach a
+// response.
+const secret = "SECRET-7f3a postgres://app:hunter2@db:5432/prod SELECT * FROM api_keys"
+
+// marker is planted in request payloads; error bodies must never echo it.
+const marker = "PAYLOAD-MARKER-91c2"
+
+type jsonEnv struct {
+	*env
+	mu     sync.Mutex
+	errors map[string]error // code → last error given to OnError
+}
+
+func (j *jsonEnv) lastErr(code string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.errors[code]
+}
+
+func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]host.JSONHandler) *jsonEnv {
+	t.Helper()
+	j := &jsonEnv{errors: map[string]error{}}
+	routes := map[string]host.JSONHandler{
+		"POST /api/echo": func(_ context.Context, _ *http.Request, body json.RawMessage) (int, any, error) {
+			return http.StatusOK, map[string]json.RawMessage{"got": body}, nil
+		},
+		"GET /api/items/{id}": func(_ context.Context, r *http.Request, _ json.RawMessage) (int, any, error) {
+			return http.StatusOK, map[string]string{"id": r.PathValue("id")}, nil
+		},
+		"DELETE /api/items/{id}": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return http.StatusNoContent, nil, nil
+		},
+		"POST /api/typed": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return 0, nil, &host.Error{Status: 409, Code: "conflict", Title: "Already exists", RetryAfter: 1500 * time.Millisecond, Err: errors.New(secret)}
+		},
+		"POST /api/typed-bad": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return 0, nil, &host.Error{Status: 422, Code: "Bad Code!", Title: "title with " + secret + strings.Repeat("x", 200), Err: errors.New(secret)}
+		},
+		"POST /api/plain": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return 0, nil, errors.New(secret)
+		},
+		"POST /api/panic": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			panic(secret)
+		},
+		"POST /api/big": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return http.StatusOK, strings.Repeat("x", 4096), nil
+		},
+		"POST /api/badstatus": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return http.StatusNotFound, map[string]string{"leak": secret}, nil
+		},
+		"POST /api/unencodable": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
+			return http.StatusOK, map[string]any{"f": func() {}}, nil
+		},
+	}
+	for k, v := range extra {
+		routes[k] = v
+	}
+	hd, err := host.NewJSON(host.JSONConfig{
+		Prefix:           "/api",
+		Methods:          []string{"GET", "POST", "DELETE"},
+		MaxBodyBytes:     256,
+		MaxResponseBytes: 1024,
+		OnError: func(_ context.Context, code string, err error) {
+			j.mu.Lock()
+			j.errors[code] = err
+			j.mu.Unlock()
+		},
+	}, routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.env = start(t, m, lim)
+	j.h.Activate(hd)
+	return j
+}
+
+func checkClean(t *testing.T, what string, r result) {
+	t.Helper()
+	if strings.Contains(r.body, "SECRET") || strings.Contains(r.body, "postgres") ||
+		strings.Contains(r.body, "SELECT") || strings.Contains(r.body, marker) || strings.Contains(r.body, "goroutine") {
+		t.Fatalf("%s: error body leaks: %s", what, r.body)
+	}
+}
+
+// Each bad input produces its status and stable code; no error body
+// carries the handler's error text, a panic value or the payload.
+func TestJSONBadInputs(t *testing.T) {
+	const ct = "application/json"
+	type tc struct {
+		name, method, path string
+		body               string // "" = none
+		streamed           bool   // unknown length (chunked)
+		hdr                []string
+		status             int
+		code               string
+		closes             bool // HTTP/1.1 connection closed (rejected before the body was read)
+	}
+	big := `"` + strings.Repeat(marker, 20) + `"`
+	cases := []tc{
+		{"wrong content type", "POST", "/api/echo", `{"a":"` + marker + `"}`, false, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type", true},
+		{"missing content type", "POST", "/api/echo", `{}`, false, nil, 415, "unsupported_media_type", true},
+		{"json with foreign charset", "POST", "/api/echo", `{}`, false, []string{"Content-Type", "application/json; charset=latin1"}, 415, "unsupported_media_type", true},
+		{"compressed body", "POST", "/api/echo", "\x1f\x8b" + marker, false, []string{"Content-Type", ct, "Content-Encoding", "gzip"}, 415, "unsupported_content_encoding", true},
+		{"oversized body", "POST", "/api/echo", big, false, []string{"Content-Type", ct}, 413, "payload_too_large", true},
+		{"oversized streamed body", "POST", "/api/echo", big, true, []string{"Content-Type", ct}, 413, "payload_too_large", true},
+		{"invalid json", "POST", "/api/echo", `{"a":"` + marker + `"`, false, []string{"Content-Type", ct}, 400, "invalid_json", false},
+		{"invalid streamed json", "POST", "/api/echo", `{"a":"` + marker + `"`, true, []string{"Content-Type", ct}, 400, "invalid_json", false},
+		{"two json values", "POST", "/api/echo", `{} {"` + marker + `":1}`, false, []string{"Content-Type", ct}, 400, "invalid_json", false},
+		{"typed handler error", "POST", "/api/typed", "", false, nil, 409, "conflict", false},
+		{"typed error with invalid code and title", "POST", "/api/typed-bad", "", false, nil, 422, "invalid_request", false},
+		{"plain handler error", "POST", "/api/plain", `{"p":"` + marker + `"}`, false, []string{"Content-Type", ct}, 500, "internal", false},
+		{"handler panic", "POST", "/api/panic", "", false, nil, 500, "internal", false},
+		{"oversized response", "POST", "/api/big", "", false, nil, 500, "response_too_large", false},
+		{"non-2xx without error", "POST", "/api/badstatus", "", false, nil, 500, "internal", false},
+		{"unencodable response", "POST", "/api/unencodable", "", false, nil, 500, "internal", false},
+		{"unknown route", "POST", "/api/nope", "", false, nil, 404, "not_found", true},
+		{"outside prefix", "GET", "/other", "", false, nil, 404, "not_found", true},
+		{"prefix look-alike", "GET", "/apix/items/1", "", false, nil, 404, "not_found", true},
+		{"unclean path", "GET", "/api/items/../items/1", "", false, nil, 404, "not_found", true},
+		{"method not in the list", "PUT", "/api/echo", "", false, nil, 405, "method_not_allowed", true},
+		{"method not for this path", "GET", "/api/echo", "", false, nil, 405, "method_not_allowed", true},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			j := startJSON(t, m, host.Limits{}, nil)
+			for _, c := range cases {
+				var body io.Reader
+				if c.body != "" {
+					body = strings.NewReader(c.body)
+					if c.streamed {
+						body = io.MultiReader(body)
+					}
+				}
+				r := j.do(c.method, c.path, body, c.hdr...)
+				j.checkProto(r)
+				expect(t, c.name, r, c.status, c.code)
+				checkClean(t, c.name, r)
+				if !m.h2() && r.close != c.closes {
+					t.Errorf("%s: connection close %v, want %v", c.name, r.close, c.closes)
+				}
+			}
+			// Allow headers.
+			r := j.do("PUT", "/api/echo", nil)
+			if r.header.Get("Allow") != "DELETE, GET, POST" {
+				t.Errorf("Allow for PUT: %q", r.header.Get("Allow"))
+			}
+			r = j.do("GET", "/api/echo", nil)
+			if r.header.Get("Allow") != "POST" {
+				t.Errorf("Allow for GET /api/echo: %q", r.header.Get("Allow"))
+			}
+			// The typed error keeps its title and Retry-After; the owner
+			// still gets the real error through OnError.
+			r = j.do("POST", "/api/typed", nil)
+			var p map[string]any
+			_ = json.Unmarshal([]byte(r.body), &p)
+			if p["title"] != "Already exists" || r.header.Get("Retry-After") != "2" {
+				t.Errorf("typed: %v Retry-After %q", p, r.header.Get("Retry-After"))
+			}
+			if err := j.lastErr("conflict"); err == nil || !strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("OnError did not receive the handler's error: %v", err)
+			}
+			var pe *host.PanicError
+			if err := j.lastErr("internal"); err == nil {
+				t.Error("OnError not called for internal")
+			} else if j.do("POST", "/api/panic", nil); !errors.As(j.lastErr("internal"), &pe) || pe.Value != secret {
+				t.Errorf("OnError for panic: %v", j.lastErr("internal"))
+			}
+			if j.h.InFlight() != 0 {
+				t.Errorf("InFlight %d", j.h.InFlight())
+			}
+		})
+	}
+}
+
+func TestJSONSuccess(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			j := startJSON(t, m, host.Limits{}, nil)
+			r := j.do("POST", "/api/echo", strings.NewReader(`{"a":[1,2,3]}`), "Content-Type", "application/json; charset=UTF-8")
+			if r.status != 200 || r.body != `{"got":{"a":[1,2,3]}}`+"\n" || r.header.Get("Content-Type") != "application/json" {
+				t.Fatalf("echo: %d %q %q", r.status, r.body, r.header.Get("Content-Type"))
+			}
+			if r.close {
+				t.Error("success closed the connection")
+			}
+			r = j.do("POST", "/api/echo", nil)
+			if r.status != 200 || r.body != `{"got":null}`+"\n" {
+				t.Fatalf("no body: %d %q", r.status, r.body)
+			}
+			r = j.do("GET", "/api/items/42", nil)
+			if r.status != 200 || r.body != `{"id":"42"}`+"\n" {
+				t.Fatalf("path value: %d %q", r.status, r.body)
+			}
+			if r = j.do("DELETE", "/api/items/42", nil); r.status != 204 || r.body != "" {
+				t.Fatalf("delete: %d %q", r.status, r.body)
+			}
+			if r = j.do("HEAD", "/api/items/7", nil); r.status != 405 {
+				t.Fatalf("HEAD not in the method list: %d", r.status)
+			}
+		})
+	}
+}
+
+// Malformed framing over a raw HTTP/1.1 socket.
+func TestJSONFramingH1(t *testing.T) {
+	j := startJSON(t, modeH1, host.Limits{}, nil)
+
+	// An invalid Content-Length never reaches the host: net/http answers a
+	// plain 400 and closes.
+	rc := dialRaw(t, j.env)
+	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 12abc\r\n\r\n{}")
+	r := rc.read("POST")
+	if r.status != 400 || !r.close {
+		t.Fatalf("invalid Content-Length: %d close=%v", r.status, r.close)
+	}
+	rc.expectEOF()
+
+	// A body shorter than announced (the client half-closes).
+	rc = dialRaw(t, j.env)
+	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"" + marker + "\":")
+	_ = rc.c.(interface{ CloseWrite() error }).CloseWrite()
+	r = rc.read("POST")
+	expect(t, "short body", r, 400, "invalid_content_length")
+	checkClean(t, "short body", r)
+	rc.expectEOF()
+
+	// After a fully read bad body the connection stays usable.
+	rc = dialRaw(t, j.env)
+	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{{{")
+	expect(t, "invalid json", rc.read("POST"), 400, "invalid_json")
+	rc.send("GET /api/items/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("GET"); r.status != 200 {
+		t.Fatalf("keep-alive after invalid_json: %d", r.status)
+	}
+}
+
+// At the request timeout the client gets 504 at once, but the slot (and
+// the drain) waits for the handler's real return.
+func TestJSONTimeoutAwaitsHandler(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			entered := make(chan error, 1)
+			finish := make(chan struct{})
+			var order events
+			j := startJSON(t, m, host.Limits{RequestTimeout: 20 * time.Millisecond}, map[string]host.JSONHandler{
+				"POST /api/slow": func(ctx context.Context, _ *http.Request, _ json.RawMessage) (int, any, error) {
+					<-ctx.Done()
+					entered <- context.Cause(ctx)
+					<-finish
+					order.add("handler returned")
+					return http.StatusOK, "too late", nil
+				},
+			})
+			j.h.OnStop("stack", func(context.Context) error { order.add("stack"); return nil })
+			r := j.do("POST", "/api/slow", nil)
+			expect(t, "slow", r, 504, "timeout")
+			if c := <-entered; !errors.Is(c, host.ErrRequestTimeout) {
+				t.Fatalf("cause %v", c)
+			}
+			if j.h.InFlight() != 1 {
+				t.Fatalf("InFlight %d after the 504: the handler still runs", j.h.InFlight())
+			}
+			shut := make(chan error, 1)
+			go func() { shut <- j.h.Shutdown(context.Background()) }()
+			close(finish)
+			if err := <-shut; err != nil {
+				t.Fatal(err)
+			}
+			if got := order.get(); len(got) != 2 || got[0] != "handler returned" || got[1] != "stack" {
+				t.Fatalf("order %v", got)
+			}
+		})
+	}
+}
+
+// At drain the client gets 503 draining at once; Shutdown still waits for
+// the handler.
+func TestJSONDrainAnswersEarly(t *testing.T) {
+	entered := make(chan struct{})
+	finish := make(chan struct{})
+	var order events
+	j := startJSON(t, modeH1, host.Limits{}, map[string]host.JSONHandler{
+		"POST /api/slow": func(ctx context.Context, _ *http.Request, _ json.RawMessage) (int, any, error) {
+			close(entered)
+			<-ctx.Done()
+			<-finish
+			order.add("handler returned")
+			return 0, nil, ctx.Err()
+		},
+	})
+	j.h.OnStop("pool", func(context.Context) error { order.add("pool"); return nil })
+	got := make(chan result, 1)
+	go func() { r, _ := j.try("POST", "/api/slow", nil); got <- r }()
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- j.h.Shutdown(context.Background()) }()
+	r := <-got // answered before the handler returned
+	expect(t, "drained", r, 503, "draining")
+	if len(order.get()) != 0 {
+		t.Fatalf("cleanup ran before the handler returned: %v", order.get())
+	}
+	close(finish)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if got := order.get(); len(got) != 2 || got[0] != "handler returned" {
+		t.Fatalf("order %v", got)
+	}
+}
+
+func TestJSONConfigErrors(t *testing.T) {
+	ok := func(context.Context, *http.Request, json.RawMessage) (int, any, error) { return 200, nil, nil }
+	cases := []struct {
+		name   string
+		cfg    host.JSONConfig
+		routes map[string]host.JSONHandler
+		want   string
+	}{
+		{"no prefix", host.JSONConfig{}, map[string]host.JSONHandler{"GET /x": ok}, "json.prefix"},
+		{"relative prefix", host.JSONConfig{Prefix: "api"}, map[string]host.JSONHandler{"GET /api": ok}, "json.prefix"},
+		{"unclean prefix", host.JSONConfig{Prefix: "/api/../x"}, map[string]host.JSONHandler{"GET /x": ok}, "json.prefix"},
+		{"body bound", host.JSONConfig{Prefix: "/api", MaxBodyBytes: -1}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.max_body_bytes -1 out of range [1, 67108864]"},
+		{"response bound", host.JSONConfig{Prefix: "/api", MaxResponseBytes: 1 << 40}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.max_response_bytes"},
+		{"no routes", host.JSONConfig{Prefix: "/api"}, nil, "routes is empty"},
+		{"bad method", host.JSONConfig{Prefix: "/api", Methods: []string{"TRACE"}}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.methods"},
+		{"route method not listed", host.JSONConfig{Prefix: "/api", Methods: []string{"GET"}}, map[string]host.JSONHandler{"POST /api/x": ok}, "not in json.methods"},
+		{"route outside prefix", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /other": ok}, "under"},
+		{"route trailing slash", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/x/": ok}, "end in"},
+		{"route without method", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"/api/x": ok}, "METHOD /path"},
+		{"nil handler", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/x": nil}, "no handler"},
+		{"conflicting patterns", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/{a}/x": ok, "GET /api/y/{b}": ok}, "conflicting"},
+	}
+	for _, c := range cases {
+		_, err := host.NewJSON(c.cfg, c.routes)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "host: ") {
+			t.Errorf("%s: %v (want %q)", c.name, err, c.want)
+		}
+	}
+	// JSON with an invalid configuration answers 500 internal, never panics.
+	var reported error
+	hd := host.JSON(host.JSONConfig{OnError: func(_ context.Context, _ string, err error) { reported = err }}, nil)
+	rec := httptest.NewRecorder()
+	hd.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+	if rec.Code != 500 || reported == nil {
+		t.Fatalf("invalid JSON config: %d %v", rec.Code, reported)
+	}
+}

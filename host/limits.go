@@ -1,0 +1,206 @@
+package host
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits are the host's hard bounds. Every field has a production default
+// (DefaultLimits) and an allowed range checked by Validate; a zero field
+// means "use the default" once WithDefaults is applied, which New does.
+// The snake_case name in each comment is the configuration key used in
+// error messages (limits.<key>).
+type Limits struct {
+	// MaxURLBytes (max_url_bytes) bounds the request target (path and
+	// query, as sent). Longer → 414 url_too_long. Default 8 KiB, range
+	// [256, 64 KiB].
+	MaxURLBytes int
+	// MaxHeaderBytes (max_header_bytes) bounds the request line plus
+	// header block; it is http.Server.MaxHeaderBytes (HTTP/2: the
+	// advertised SETTINGS_MAX_HEADER_LIST_SIZE). Over it, net/http itself
+	// answers 431 before the host runs. Default 64 KiB, range [4 KiB, 1 MiB].
+	MaxHeaderBytes int
+	// MaxHeaders (max_headers) bounds the number of header field lines
+	// (repeated fields count once per line; Host is not counted). More →
+	// 431 too_many_headers. Default 100, range [1, 1000].
+	MaxHeaders int
+	// MaxRequestsPerConn (max_requests_per_conn) bounds the requests served
+	// on one connection. The last allowed response carries
+	// "Connection: close" (HTTP/1.1: the socket is closed after it;
+	// HTTP/2: Go's server sends GOAWAY and closes once idle, so streams the
+	// client opened concurrently before seeing GOAWAY are still served:
+	// at most MaxRequestsPerConn plus the concurrent-stream limit).
+	// Probes count too. Default 1000, range [1, 1000000].
+	MaxRequestsPerConn int
+	// MaxInFlight (max_in_flight) bounds admitted handlers running at once
+	// (including work kept alive by Hold). Above it → 503 overloaded.
+	// Default 1024, range [1, 100000].
+	MaxInFlight int
+	// MaxBodyBytes (max_body_bytes) bounds the request body of every
+	// admitted request. A larger Content-Length → 413 payload_too_large
+	// before admission; a body that grows past it while streaming makes
+	// the handler's Read fail with *http.MaxBytesError. Default 1 MiB,
+	// range [1, 64 GiB]. (The gateway raises it for proxied uploads.)
+	MaxBodyBytes int64
+	// MaxResponseBytes (max_response_bytes) bounds a JSON-mode answer when
+	// the JSONConfig does not set its own. Default 1 MiB, range [1, 64 MiB].
+	MaxResponseBytes int64
+	// RequestTimeout (request_timeout) cancels an admitted handler's
+	// context (cause ErrRequestTimeout). Also sets the server's read
+	// timeout to ReadHeaderTimeout+RequestTimeout and its write timeout to
+	// RequestTimeout+5s, so a slow client cannot hold a handler longer.
+	// Default 30 s, range [1 ms, 1 h].
+	RequestTimeout time.Duration
+	// DrainTimeout (drain_timeout) bounds each of the two main shutdown
+	// phases, waiting for handlers and running OnStop hooks; closing the
+	// listener and connections then takes at most min(DrainTimeout, 2 s).
+	// Default 25 s (fits Kubernetes' 30 s grace
+	// period), range [1 ms, 10 m].
+	DrainTimeout time.Duration
+	// ReadHeaderTimeout (read_header_timeout) is http.Server's
+	// ReadHeaderTimeout. Default 10 s, range [1 ms, 5 m].
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout (idle_timeout) closes keep-alive connections idle this
+	// long. Default 60 s, range [1 ms, 1 h].
+	IdleTimeout time.Duration
+}
+
+// Defaults and hard ranges of Limits.
+const (
+	DefaultMaxURLBytes        = 8 << 10
+	DefaultMaxHeaderBytes     = 64 << 10
+	DefaultMaxHeaders         = 100
+	DefaultMaxRequestsPerConn = 1000
+	DefaultMaxInFlight        = 1024
+	DefaultMaxBodyBytes       = 1 << 20
+	DefaultMaxResponseBytes   = 1 << 20
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultDrainTimeout       = 25 * time.Second
+	DefaultReadHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout        = 60 * time.Second
+
+	MaxMaxURLBytes        = 64 << 10
+	MaxMaxHeaderBytes     = 1 << 20
+	MaxMaxHeaders         = 1000
+	MaxMaxRequestsPerConn = 1_000_000
+	MaxMaxInFlight        = 100_000
+	MaxMaxBodyBytes       = 64 << 30
+	MaxMaxResponseBytes   = 64 << 20
+	MaxRequestTimeout     = time.Hour
+	MaxDrainTimeout       = 10 * time.Minute
+	MaxReadHeaderTimeout  = 5 * time.Minute
+	MaxIdleTimeout        = time.Hour
+)
+
+// writeGrace is added to RequestTimeout for the server's write timeout so a
+// timeout answer (504) can still be written after the handler's context
+// expired.
+const writeGrace = 5 * time.Second
+
+// DefaultLimits returns the production defaults documented on each field.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxURLBytes:        DefaultMaxURLBytes,
+		MaxHeaderBytes:     DefaultMaxHeaderBytes,
+		MaxHeaders:         DefaultMaxHeaders,
+		MaxRequestsPerConn: DefaultMaxRequestsPerConn,
+		MaxInFlight:        DefaultMaxInFlight,
+		MaxBodyBytes:       DefaultMaxBodyBytes,
+		MaxResponseBytes:   DefaultMaxResponseBytes,
+		RequestTimeout:     DefaultRequestTimeout,
+		DrainTimeout:       DefaultDrainTimeout,
+		ReadHeaderTimeout:  DefaultReadHeaderTimeout,
+		IdleTimeout:        DefaultIdleTimeout,
+	}
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+// Negative values are kept so that Validate reports them.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxURLBytes == 0 {
+		l.MaxURLBytes = d.MaxURLBytes
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if l.MaxHeaders == 0 {
+		l.MaxHeaders = d.MaxHeaders
+	}
+	if l.MaxRequestsPerConn == 0 {
+		l.MaxRequestsPerConn = d.MaxRequestsPerConn
+	}
+	if l.MaxInFlight == 0 {
+		l.MaxInFlight = d.MaxInFlight
+	}
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if l.MaxResponseBytes == 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
+	}
+	if l.RequestTimeout == 0 {
+		l.RequestTimeout = d.RequestTimeout
+	}
+	if l.DrainTimeout == 0 {
+		l.DrainTimeout = d.DrainTimeout
+	}
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	return l
+}
+
+// Validate checks every field against its allowed range (zero is out of
+// range: apply WithDefaults first). The first violation is returned as
+// "host: limits.<key> <value> out of range [<min>, <max>]".
+func (l Limits) Validate() error {
+	if err := checkInt("max_url_bytes", int64(l.MaxURLBytes), 256, MaxMaxURLBytes); err != nil {
+		return err
+	}
+	if err := checkInt("max_header_bytes", int64(l.MaxHeaderBytes), 4<<10, MaxMaxHeaderBytes); err != nil {
+		return err
+	}
+	if err := checkInt("max_headers", int64(l.MaxHeaders), 1, MaxMaxHeaders); err != nil {
+		return err
+	}
+	if err := checkInt("max_requests_per_conn", int64(l.MaxRequestsPerConn), 1, MaxMaxRequestsPerConn); err != nil {
+		return err
+	}
+	if err := checkInt("max_in_flight", int64(l.MaxInFlight), 1, MaxMaxInFlight); err != nil {
+		return err
+	}
+	if err := checkInt("max_body_bytes", l.MaxBodyBytes, 1, MaxMaxBodyBytes); err != nil {
+		return err
+	}
+	if err := checkInt("max_response_bytes", l.MaxResponseBytes, 1, MaxMaxResponseBytes); err != nil {
+		return err
+	}
+	if err := checkDur("request_timeout", l.RequestTimeout, time.Millisecond, MaxRequestTimeout); err != nil {
+		return err
+	}
+	if err := checkDur("drain_timeout", l.DrainTimeout, time.Millisecond, MaxDrainTimeout); err != nil {
+		return err
+	}
+	if err := checkDur("read_header_timeout", l.ReadHeaderTimeout, time.Millisecond, MaxReadHeaderTimeout); err != nil {
+		return err
+	}
+	return checkDur("idle_timeout", l.IdleTimeout, time.Millisecond, MaxIdleTimeout)
+}
+
+func checkInt(key string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("host: limits.%s %d out of range [%d, %d]", key, v, lo, hi)
+	}
+	return nil
+}
+
+func checkDur(key string, v, lo, hi time.Duration) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("host: limits.%s %s out of range [%s, %s]", key, v, lo, hi)
+	}
+	return nil
+}

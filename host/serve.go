@@ -1,0 +1,496 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// connKey keys the per-connection bookkeeping in the connection context.
+type connKey struct{}
+
+// connInfo is created once per accepted connection (ConnContext); HTTP/2
+// streams of one connection share it.
+type connInfo struct {
+	requests atomic.Int64
+	shard    uint32 // registry shard of this connection's requests
+}
+
+// Fixed rejection answers. Titles never carry request data.
+var (
+	probNotReady = wire.Problem{Status: 503, Code: wire.CodeNotReady, Title: "Service is not ready", RetryAfter: 1}
+	probDraining = wire.Problem{Status: 503, Code: wire.CodeDraining, Title: "Service is shutting down", RetryAfter: 1}
+	probOverload = wire.Problem{Status: 503, Code: wire.CodeOverloaded, Title: "Service is at capacity", RetryAfter: 1}
+	probURL      = wire.Problem{Status: 414, Code: wire.CodeURLTooLong, Title: "Request target too long"}
+	probHeaders  = wire.Problem{Status: 431, Code: wire.CodeTooManyHeaders, Title: "Too many header fields"}
+	probBody     = wire.Problem{Status: 413, Code: wire.CodePayloadTooLarge, Title: "Request body too large"}
+	probMethod   = wire.Problem{Status: 405, Code: wire.CodeMethodNotAllowed, Title: "Method not allowed"}
+	probTimeout  = wire.Problem{Status: 504, Code: wire.CodeTimeout, Title: "Request timed out"}
+	probInternal = wire.Problem{Status: 500, Code: wire.CodeInternal, Title: "Internal error"}
+)
+
+var (
+	bodyLive  = []byte(`{"status":"live"}` + "\n")
+	bodyReady = []byte(`{"status":"ready"}` + "\n")
+	lenLive   = strconv.Itoa(len(bodyLive))
+	lenReady  = strconv.Itoa(len(bodyReady))
+)
+
+// serve is the server's root handler: probes, pre-admission bounds,
+// admission, then the activated handler.
+func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
+	var shard uint32
+	if ci, ok := r.Context().Value(connKey{}).(*connInfo); ok {
+		if ci.requests.Add(1) >= int64(h.lim.MaxRequestsPerConn) {
+			w.Header().Set("Connection", "close")
+		}
+		shard = ci.shard
+	}
+	switch r.URL.Path {
+	case "/livez":
+		h.probe(w, r, true)
+		return
+	case "/readyz":
+		h.probe(w, r, false)
+		return
+	}
+	// Not ready or draining: nothing else matters, and nothing is read.
+	switch stateOf(h.word.Load()) {
+	case stateActive:
+	case stateNotReady:
+		h.reject(w, r, RejectNotReady, probNotReady)
+		return
+	default:
+		h.reject(w, r, RejectDraining, probDraining)
+		return
+	}
+	if len(r.RequestURI) > h.lim.MaxURLBytes {
+		h.reject(w, r, RejectURLTooLong, probURL)
+		return
+	}
+	if headerCount(r.Header) > h.lim.MaxHeaders {
+		h.reject(w, r, RejectTooManyHeaders, probHeaders)
+		return
+	}
+	if r.ContentLength > h.lim.MaxBodyBytes {
+		h.reject(w, r, RejectBodyTooLarge, probBody)
+		return
+	}
+	switch reason := h.admit(); reason {
+	case "":
+	case RejectNotReady:
+		h.reject(w, r, reason, probNotReady)
+		return
+	case RejectInFlight:
+		h.reject(w, r, reason, probOverload)
+		return
+	default:
+		h.reject(w, r, reason, probDraining)
+		return
+	}
+	h.run(w, r, &h.shards[shard])
+}
+
+func headerCount(hd http.Header) int {
+	n := 0
+	for _, v := range hd {
+		n += len(v)
+	}
+	return n
+}
+
+// probe answers /livez and /readyz. Probes consume no admission budget and
+// are never gated.
+func (h *Host) probe(w http.ResponseWriter, r *http.Request, live bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.reject(w, r, RejectProbeMethod, probMethod)
+		return
+	}
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		// A probe carrying a body is odd; do not read it.
+		closeUnread(w)
+	}
+	var body []byte
+	var n string
+	st := stateOf(h.word.Load()) // one load: one consistent answer
+	switch {
+	case live:
+		body, n = bodyLive, lenLive
+	case st == stateActive:
+		body, n = bodyReady, lenReady
+	case st == stateNotReady:
+		writeProblem(w, r, probNotReady)
+		return
+	default:
+		writeProblem(w, r, probDraining)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Length", n)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// reject reports reason and answers p without reading the body.
+func (h *Host) reject(w http.ResponseWriter, r *http.Request, reason string, p wire.Problem) {
+	h.report(reason)
+	writeProblem(w, r, p)
+}
+
+func (h *Host) report(reason string) {
+	if h.onReject == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	h.onReject(reason)
+}
+
+// writeProblem answers p for a request whose body was not (fully) read.
+// Over HTTP/1.1 the connection is closed after the answer (wire.WriteClose
+// also expires the read side, so that net/http does not wait for an
+// announced body it would otherwise try to drain). Over HTTP/2 only the
+// stream ends (closing would tear down every other stream), except when
+// draining, where a GOAWAY is what the client needs.
+func writeProblem(w http.ResponseWriter, r *http.Request, p wire.Problem) {
+	if r.ProtoMajor == 1 {
+		wire.WriteClose(w, p)
+		return
+	}
+	if p.Code == wire.CodeDraining {
+		w.Header().Set("Connection", "close")
+	}
+	wire.Write(w, p)
+}
+
+// closeUnread makes the server give up on the rest of an HTTP/1.1 body:
+// after the response is flushed, net/http would otherwise read up to 256
+// KiB of unread body looking for EOF before closing.
+func closeUnread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
+}
+
+// numShards is the number of in-flight registry shards.
+const numShards = 16
+
+// shard is one part of the in-flight registry: an intrusive list of
+// admitted requests in admission order. Because every request gets the same
+// timeout, that is also deadline order, so one timer per shard, armed for
+// the head, enforces every request timeout: there is no timer per request.
+// Padded so shards do not share cache lines.
+type shard struct {
+	mu         sync.Mutex
+	head, tail *request
+	timer      *time.Timer
+	armed      bool
+	closed     bool
+	epoch      time.Time // the host's epoch; deadlines are monotonic offsets from it
+	_          [64]byte
+}
+
+// now is the monotonic time since the epoch: one clock read, cheaper than
+// time.Now on hosts where reading the clock is slow.
+func (s *shard) now() int64 { return int64(time.Since(s.epoch)) }
+
+// add registers rq with a deadline timeout from now.
+func (s *shard) add(rq *request, timeout time.Duration) {
+	s.mu.Lock()
+	rq.expireAt = s.now() + int64(timeout)
+	rq.prev = s.tail
+	if s.tail != nil {
+		s.tail.next = rq
+	} else {
+		s.head = rq
+	}
+	s.tail = rq
+	if !s.armed && !s.closed {
+		s.armLocked(timeout)
+	}
+	s.mu.Unlock()
+}
+
+func (s *shard) armLocked(d time.Duration) {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.expire)
+	} else {
+		s.timer.Reset(d)
+	}
+	s.armed = true
+}
+
+// remove unregisters rq (a no-op if its timeout already unlinked it).
+func (s *shard) remove(rq *request) {
+	s.mu.Lock()
+	s.unlinkLocked(rq)
+	s.mu.Unlock()
+}
+
+func (s *shard) unlinkLocked(rq *request) {
+	if rq.unlinked {
+		return
+	}
+	if rq.prev != nil {
+		rq.prev.next = rq.next
+	} else {
+		s.head = rq.next
+	}
+	if rq.next != nil {
+		rq.next.prev = rq.prev
+	} else {
+		s.tail = rq.prev
+	}
+	rq.prev, rq.next, rq.unlinked = nil, nil, true
+}
+
+// expire is the shard timer: it cancels (cause ErrRequestTimeout) and
+// unlinks every request whose deadline passed, then re-arms for the next.
+// A timed-out request needs no drain cancellation: it is already cancelled.
+func (s *shard) expire() {
+	var due []context.CancelCauseFunc
+	s.mu.Lock()
+	s.armed = false
+	now := s.now()
+	for s.head != nil && s.head.expireAt <= now {
+		rq := s.head
+		s.unlinkLocked(rq)
+		due = append(due, rq.cancel)
+	}
+	if s.head != nil && !s.closed {
+		s.armLocked(time.Duration(s.head.expireAt - now))
+	}
+	s.mu.Unlock()
+	for _, c := range due {
+		c(ErrRequestTimeout)
+	}
+}
+
+// cancelAll is step (b) of the drain: it cancels every registered request
+// with cause. Requests registering concurrently see drainCause and cancel
+// themselves (see run), so none is missed.
+func (h *Host) cancelAll(cause error) {
+	h.drainCause.CompareAndSwap(nil, &cause)
+	var cancels []context.CancelCauseFunc
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		for rq := s.head; rq != nil; rq = rq.next {
+			cancels = append(cancels, rq.cancel)
+		}
+		s.mu.Unlock()
+	}
+	for _, c := range cancels {
+		c(cause)
+	}
+}
+
+// stopTimers stops the shard timers at the end of a stop.
+func (h *Host) stopTimers() {
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		s.closed = true
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// request is everything the host keeps for one admitted request, allocated
+// together.
+type request struct {
+	h      *Host
+	refs   atomic.Int32 // ServeHTTP itself plus Holds; the slot is freed at 0
+	ctx    reqCtx
+	rw     responseWriter
+	body   bodyReader
+	cancel context.CancelCauseFunc
+	// expireAt is the request timeout as an offset from the host's epoch,
+	// written once by shard.add before the handler runs.
+	expireAt int64
+	// Guarded by the shard's mutex.
+	prev, next *request
+	unlinked   bool
+}
+
+type reqKey struct{}
+
+// reqCtx is the admitted handler's context: a cancel context under the
+// request context, cancelled at the request timeout (ErrRequestTimeout)
+// and at drain (ErrDraining). It reports the timeout as its deadline and
+// carries the request for Hold and JSON mode.
+type reqCtx struct {
+	context.Context
+	rq *request
+}
+
+// Deadline reports the request timeout, or the parent's deadline if that
+// is earlier.
+func (c *reqCtx) Deadline() (time.Time, bool) {
+	d := c.rq.h.epoch.Add(time.Duration(c.rq.expireAt))
+	if pd, ok := c.Context.Deadline(); ok && pd.Before(d) {
+		return pd, true
+	}
+	return d, true
+}
+
+func (c *reqCtx) Value(key any) any {
+	if key == (reqKey{}) {
+		return c.rq
+	}
+	return c.Context.Value(key)
+}
+
+func requestFrom(ctx context.Context) *request {
+	rq, _ := ctx.Value(reqKey{}).(*request)
+	return rq
+}
+
+// unref drops one reference; the last one frees the admission slot.
+func (rq *request) unref() {
+	if rq.refs.Add(-1) == 0 {
+		rq.h.release()
+	}
+}
+
+// run serves an admitted request. The admission slot is held until the
+// handler and every Hold it took have returned.
+func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard) {
+	rq := &request{h: h}
+	rq.refs.Store(1)
+	parent := r.Context()
+	var cctx context.Context
+	cctx, rq.cancel = context.WithCancelCause(parent)
+	rq.ctx = reqCtx{Context: cctx, rq: rq}
+	rq.rw.w = w
+	sh.add(rq, h.lim.RequestTimeout)
+	if c := h.drainCause.Load(); c != nil {
+		// The drain walked this shard before we registered.
+		rq.cancel(*c)
+	}
+
+	r2 := r.WithContext(&rq.ctx)
+	if r.Body != nil && r.Body != http.NoBody {
+		rq.body.rc = http.MaxBytesReader(w, r.Body, h.lim.MaxBodyBytes)
+		r2.Body = &rq.body
+	}
+	handler := h.handler.Load().h
+
+	defer func() {
+		// Runs last, also while a panic unwinds.
+		cause := context.Cause(cctx)
+		sh.remove(rq)
+		rq.cancel(context.Canceled)
+		if !rq.rw.wrote {
+			switch {
+			case rq.body.tooLarge.Load():
+				h.report(RejectBodyTooLarge)
+				writeProblem(w, r, probBody)
+			case cause == ErrRequestTimeout:
+				h.report(RejectTimeout)
+				writeProblem(w, r, probTimeout)
+			case errors.Is(cause, ErrDraining) || errors.Is(cause, ErrStopped):
+				writeProblem(w, r, probDraining)
+			}
+		}
+		rq.unref()
+	}()
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			panic(p)
+		}
+		h.report(RejectPanic)
+		h.log.Error("host: handler panicked")
+		if rq.rw.wrote {
+			// Part of an answer is out; abort the connection (net/http
+			// does not log ErrAbortHandler).
+			panic(http.ErrAbortHandler)
+		}
+		rq.rw.wrote = true
+		writeProblem(w, r, probInternal)
+	}()
+	handler.ServeHTTP(&rq.rw, r2)
+}
+
+// responseWriter records whether the handler committed an answer, so the
+// host can send a fallback (413, 504, 503, 500) only when nothing was
+// written. It keeps http.ResponseController working through Unwrap.
+type responseWriter struct {
+	w     http.ResponseWriter
+	wrote bool
+}
+
+func (rw *responseWriter) Header() http.Header { return rw.w.Header() }
+
+func (rw *responseWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		rw.wrote = true
+	}
+	rw.w.WriteHeader(code)
+}
+
+func (rw *responseWriter) Write(p []byte) (int, error) {
+	rw.wrote = true
+	return rw.w.Write(p)
+}
+
+// ReadFrom keeps sendfile/splice paths of the underlying writer.
+func (rw *responseWriter) ReadFrom(src io.Reader) (int64, error) {
+	rw.wrote = true
+	return io.Copy(rw.w, src)
+}
+
+// Flush implements http.Flusher.
+func (rw *responseWriter) Flush() { _ = rw.FlushError() }
+
+// FlushError is used by http.ResponseController.
+func (rw *responseWriter) FlushError() error {
+	rw.wrote = true
+	return http.NewResponseController(rw.w).Flush()
+}
+
+// Hijack implements http.Hijacker (HTTP/1.1 only).
+func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	rw.wrote = true
+	return http.NewResponseController(rw.w).Hijack()
+}
+
+// Unwrap returns the server's ResponseWriter for http.ResponseController.
+func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
+
+// bodyReader is the admitted request's body: http.MaxBytesReader bound to
+// Limits.MaxBodyBytes, recording whether the bound was hit. It may be read
+// from another goroutine (a proxy's transport), hence the atomic.
+type bodyReader struct {
+	rc       io.ReadCloser
+	tooLarge atomic.Bool
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			b.tooLarge.Store(true)
+		}
+	}
+	return n, err
+}
+
+func (b *bodyReader) Close() error { return b.rc.Close() }
