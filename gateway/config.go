@@ -1,0 +1,344 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/proxy"
+)
+
+// Profile selects where the gateway keeps shared state.
+type Profile string
+
+// Profiles.
+const (
+	// Standalone keeps all state in process memory and reads no database
+	// or cache secret. Quota policies are not available.
+	Standalone Profile = "standalone"
+	// Cluster keeps login throttling state in Redis and quotas in
+	// PostgreSQL so that several replicas share them. It requires
+	// BULWARK_REDIS_URL and BULWARK_POSTGRES_URL.
+	Cluster Profile = "cluster"
+)
+
+// Config is a gateway configuration. Obtain one from [Load] or [Parse]:
+// they set defaults, decode strictly and validate, so a *Config they return
+// is ready for [New]. The yaml tags are the configuration keys; the
+// annotated example under examples/ documents each one.
+type Config struct {
+	Profile   Profile    `yaml:"profile"`
+	Listen    Listen     `yaml:"listen"`
+	Limits    Limits     `yaml:"limits"`
+	Shield    Shield     `yaml:"shield"`
+	Upstreams []Upstream `yaml:"upstreams"`
+	Routes    []Route    `yaml:"routes"`
+	Metrics   Metrics    `yaml:"metrics"`
+	Log       Log        `yaml:"log"`
+
+	// File is the name the configuration was loaded from.
+	File string `yaml:"-"`
+	// Env holds what the profile gate read from the environment. Its
+	// secret fields are never printed.
+	Env Env `yaml:"-"`
+
+	lines   map[string]int
+	tlsCert *tls.Certificate
+}
+
+// Listen is the client-facing listener.
+type Listen struct {
+	// Addr is host:port; default 127.0.0.1:8080 (loopback: exposing the
+	// gateway is a deliberate choice).
+	Addr string `yaml:"addr"`
+	// TLS, when set, serves HTTPS (HTTP/2 negotiated by ALPN).
+	TLS *TLS `yaml:"tls"`
+	// H2C serves HTTP/2 over cleartext (prior knowledge or upgrade) as
+	// well as HTTP/1.1. Not allowed together with TLS.
+	H2C bool `yaml:"h2c"`
+}
+
+// TLS names the certificate and key files (PEM).
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Limits are the hard bounds of the HTTP surface, enforced by the host.
+// The meaning of each field is that of the same field of host.Limits.
+type Limits struct {
+	MaxURLBytes        int           `yaml:"max_url_bytes"`         // 414 above
+	MaxHeaderBytes     int           `yaml:"max_header_bytes"`      // 431 above
+	MaxHeaders         int           `yaml:"max_headers"`           // 431 above
+	MaxRequestsPerConn int           `yaml:"max_requests_per_conn"` // then Connection: close
+	MaxInFlight        int           `yaml:"max_in_flight"`         // 503 overloaded above
+	MaxBodyBytes       int64         `yaml:"max_body_bytes"`        // 413 above
+	RequestTimeout     time.Duration `yaml:"request_timeout"`       // whole request, upgrades included
+	DrainTimeout       time.Duration `yaml:"drain_timeout"`         // graceful stop budget
+	ReadHeaderTimeout  time.Duration `yaml:"read_header_timeout"`   // request headers
+	IdleTimeout        time.Duration `yaml:"idle_timeout"`          // idle keep-alive connections
+}
+
+// Shield configures the pre-authentication overload shield (seed 000).
+// It is off by default: its budgets are per process and sized for
+// pre-authentication traffic.
+type Shield struct {
+	Enabled        bool           `yaml:"enabled"`
+	Window         time.Duration  `yaml:"window"`   // fixed window length
+	PerPeer        int64          `yaml:"per_peer"` // requests per client per window
+	Global         int64          `yaml:"global"`   // requests per process per window
+	MaxPeers       int            `yaml:"max_peers"`
+	TrustedProxies TrustedProxies `yaml:"trusted_proxies"`
+}
+
+// TrustedProxies is the opt-in trusted-proxy contract: only when the
+// socket peer is inside one of CIDRs is X-Forwarded-For read, and then
+// exactly Hops entries from the right. Empty (the default) means the
+// socket peer is the client.
+type TrustedProxies struct {
+	CIDRs []string `yaml:"cidrs"`
+	Hops  int      `yaml:"hops"`
+	// Header is x-forwarded-for (default) or forwarded (RFC 7239).
+	Header string `yaml:"header"`
+}
+
+// Upstream is a service requests are proxied to.
+type Upstream struct {
+	Name     string   `yaml:"name"`    // unique; a metric label
+	Targets  []string `yaml:"targets"` // base URLs, round robin
+	Timeouts Timeouts `yaml:"timeouts"`
+	Retries  int      `yaml:"retries"` // extra attempts for safe requests
+}
+
+// Timeouts of an upstream exchange; each is at most Total.
+type Timeouts struct {
+	Connect        time.Duration `yaml:"connect"`
+	ResponseHeader time.Duration `yaml:"response_header"`
+	PerTry         time.Duration `yaml:"per_try"`
+	Total          time.Duration `yaml:"total"`
+}
+
+// Route maps matching requests to an upstream through its policies.
+// A nil policy is off.
+type Route struct {
+	Name      string     `yaml:"name"` // unique; a metric label
+	Match     Match      `yaml:"match"`
+	Upstream  string     `yaml:"upstream"`
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	Login     *Login     `yaml:"login"`
+	Quota     *Quota     `yaml:"quota"`
+}
+
+// Match selects requests. Path uses net/http.ServeMux pattern syntax
+// ("/api/", "/items/{id}", "/files/{path...}", "/{$}"); the most specific
+// matching route wins.
+type Match struct {
+	Path    string   `yaml:"path"`
+	Methods []string `yaml:"methods"`
+	Host    string   `yaml:"host"`
+}
+
+// RateLimit is a per-route GCRA limit (seed 004).
+type RateLimit struct {
+	// QPS is the sustained rate in requests per second.
+	QPS float64 `yaml:"qps"`
+	// Burst is how many requests may arrive at once; 0 means ceil(QPS).
+	Burst int64 `yaml:"burst"`
+	// Key is client_ip, route, or header:NAME.
+	Key string `yaml:"key"`
+	// Status is the answer when over the limit (default 429).
+	Status int `yaml:"status"`
+	// MaxKeys bounds the per-key state table of this route.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+// Login throttles password logins per (client, username) (seed 003).
+type Login struct {
+	UsernameField string        `yaml:"username_field"` // JSON key or form field
+	Limit         int           `yaml:"limit"`          // attempts per window
+	Window        time.Duration `yaml:"window"`         // rolling window
+	MaxBodyBytes  int64         `yaml:"max_body_bytes"` // bound of the body read
+}
+
+// Quota enforces a durable per-(project, subject, operation) quota
+// (seed 001) after a forward-auth call establishes who is calling.
+type Quota struct {
+	Operation string        `yaml:"operation"` // names the budget
+	Limit     int           `yaml:"limit"`     // receipts per window
+	Window    time.Duration `yaml:"window"`    // fixed window
+	Auth      ForwardAuth   `yaml:"auth"`
+}
+
+// ForwardAuth is the identity service called before a quota is charged.
+type ForwardAuth struct {
+	URL           string        `yaml:"url"`            // called with the original method
+	ProjectHeader string        `yaml:"project_header"` // names the project in a 2xx answer
+	SubjectHeader string        `yaml:"subject_header"` // names the subject in a 2xx answer
+	SubjectType   string        `yaml:"subject_type"`   // the quota's subject type
+	Timeout       time.Duration `yaml:"timeout"`        // bounds the call
+}
+
+// Metrics is the Prometheus listener.
+type Metrics struct {
+	// Addr is host:port of the /metrics listener; "" disables it.
+	Addr string `yaml:"addr"`
+}
+
+// Log selects the log format and level.
+type Log struct {
+	Format string `yaml:"format"` // json or text
+	Level  string `yaml:"level"`  // debug, info, warn or error
+}
+
+// Defaults. Each number is the documented default of its key; the reasons
+// are in examples/bulwark.yaml.
+const (
+	DefaultListenAddr  = "127.0.0.1:8080"
+	DefaultMetricsAddr = "127.0.0.1:9090"
+
+	DefaultMaxURLBytes        = host.DefaultMaxURLBytes
+	DefaultMaxHeaderBytes     = host.DefaultMaxHeaderBytes
+	DefaultMaxHeaders         = host.DefaultMaxHeaders
+	DefaultMaxRequestsPerConn = host.DefaultMaxRequestsPerConn
+	DefaultMaxInFlight        = 4096     // a proxy holds many slow requests
+	DefaultMaxBodyBytes       = 10 << 20 // uploads pass through
+	DefaultRequestTimeout     = 60 * time.Second
+	DefaultDrainTimeout       = host.DefaultDrainTimeout
+	DefaultReadHeaderTimeout  = host.DefaultReadHeaderTimeout
+	DefaultIdleTimeout        = host.DefaultIdleTimeout
+
+	DefaultShieldWindow   = 60 * time.Second
+	DefaultShieldPerPeer  = 300
+	DefaultShieldGlobal   = 1200
+	DefaultShieldMaxPeers = 4096
+
+	DefaultConnectTimeout        = proxy.DefaultConnect
+	DefaultResponseHeaderTimeout = proxy.DefaultResponseHeader
+	DefaultPerTryTimeout         = proxy.DefaultPerTry
+	DefaultTotalTimeout          = proxy.DefaultTotal
+	DefaultRetries               = 1
+
+	DefaultRateLimitKey     = "client_ip"
+	DefaultRateLimitStatus  = 429
+	DefaultRateLimitMaxKeys = 65_536
+
+	DefaultLoginUsernameField = "username"
+	DefaultLoginLimit         = 5
+	DefaultLoginWindow        = 60 * time.Second
+	DefaultLoginMaxBodyBytes  = 64 << 10
+
+	DefaultQuotaLimit                = 100
+	DefaultQuotaWindow               = 60 * time.Second
+	DefaultAuthProjectHeader         = "X-Auth-Project"
+	DefaultAuthSubjectHeader         = "X-Auth-Subject"
+	DefaultAuthSubjectType           = "user"
+	DefaultAuthTimeout               = 2 * time.Second
+	DefaultLogFormat                 = "json"
+	DefaultLogLevel                  = "info"
+	defaultProfile           Profile = Standalone
+)
+
+func (c *Config) setDefaults() {
+	c.Profile = defaultProfile
+	c.Listen = Listen{Addr: DefaultListenAddr}
+	c.Limits.setDefaults()
+	c.Shield.setDefaults()
+	c.Metrics = Metrics{Addr: DefaultMetricsAddr}
+	c.Log = Log{Format: DefaultLogFormat, Level: DefaultLogLevel}
+}
+
+func (l *Limits) setDefaults() {
+	*l = Limits{
+		MaxURLBytes:        DefaultMaxURLBytes,
+		MaxHeaderBytes:     DefaultMaxHeaderBytes,
+		MaxHeaders:         DefaultMaxHeaders,
+		MaxRequestsPerConn: DefaultMaxRequestsPerConn,
+		MaxInFlight:        DefaultMaxInFlight,
+		MaxBodyBytes:       DefaultMaxBodyBytes,
+		RequestTimeout:     DefaultRequestTimeout,
+		DrainTimeout:       DefaultDrainTimeout,
+		ReadHeaderTimeout:  DefaultReadHeaderTimeout,
+		IdleTimeout:        DefaultIdleTimeout,
+	}
+}
+
+func (s *Shield) setDefaults() {
+	*s = Shield{
+		Enabled:        false,
+		Window:         DefaultShieldWindow,
+		PerPeer:        DefaultShieldPerPeer,
+		Global:         DefaultShieldGlobal,
+		MaxPeers:       DefaultShieldMaxPeers,
+		TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
+	}
+}
+
+func (u *Upstream) setDefaults() {
+	*u = Upstream{
+		Timeouts: Timeouts{
+			Connect:        DefaultConnectTimeout,
+			ResponseHeader: DefaultResponseHeaderTimeout,
+			PerTry:         DefaultPerTryTimeout,
+			Total:          DefaultTotalTimeout,
+		},
+		Retries: DefaultRetries,
+	}
+}
+
+func (r *RateLimit) setDefaults() {
+	*r = RateLimit{Key: DefaultRateLimitKey, Status: DefaultRateLimitStatus, MaxKeys: DefaultRateLimitMaxKeys}
+}
+
+func (l *Login) setDefaults() {
+	*l = Login{
+		UsernameField: DefaultLoginUsernameField,
+		Limit:         DefaultLoginLimit,
+		Window:        DefaultLoginWindow,
+		MaxBodyBytes:  DefaultLoginMaxBodyBytes,
+	}
+}
+
+func (q *Quota) setDefaults() {
+	*q = Quota{
+		Limit:  DefaultQuotaLimit,
+		Window: DefaultQuotaWindow,
+		Auth: ForwardAuth{
+			ProjectHeader: DefaultAuthProjectHeader,
+			SubjectHeader: DefaultAuthSubjectHeader,
+			SubjectType:   DefaultAuthSubjectType,
+			Timeout:       DefaultAuthTimeout,
+		},
+	}
+}
+
+func (t *TLS) setDefaults() {}
+
+// Line returns the line of the configuration file that set the key at
+// path (e.g. "routes[1].rate_limit"), of its nearest parent, or 0.
+func (c *Config) Line(path string) int {
+	d := decoder{lines: c.lines}
+	return d.line(path)
+}
+
+// Override replaces listen.addr and metrics.addr from the command line
+// ("" keeps the configured value; metrics "off" disables the listener).
+func (c *Config) Override(listen, metrics string) error {
+	if listen != "" {
+		if err := validHostPort(listen); err != nil {
+			return fmt.Errorf("gateway: --listen %q: %v", truncate(listen), err)
+		}
+		c.Listen.Addr = listen
+	}
+	switch metrics {
+	case "":
+	case "off":
+		c.Metrics.Addr = ""
+	default:
+		if err := validHostPort(metrics); err != nil {
+			return fmt.Errorf("gateway: --metrics-listen %q: %v", truncate(metrics), err)
+		}
+		c.Metrics.Addr = metrics
+	}
+	return nil
+}

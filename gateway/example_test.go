@@ -1,0 +1,51 @@
+package gateway_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bulwarkhq/bulwark/gateway"
+)
+
+// Parse validates a configuration strictly and reports every problem with
+// its line, key path and allowed range.
+func ExampleParse() {
+	cfg, err := gateway.Parse("bulwark.yaml", []byte(`
+upstreams:
+  - name: app
+    targets: ["http://127.0.0.1:3000"]
+routes:
+  - name: api
+    match: {path: /api/}
+    upstream: app
+    rate_limit: {qps: 100, burst: 200}
+`), func(string) string { return "" })
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rl := cfg.Routes[0].RateLimit
+	fmt.Println(cfg.Profile, cfg.Listen.Addr, cfg.Routes[0].Name, rl.QPS, rl.Burst, rl.Key, rl.Status)
+
+	_, err = gateway.Parse("bulwark.yaml", []byte(`
+upstreams:
+  - name: app
+    targets: ["http://127.0.0.1:3000"]
+routes:
+  - name: api
+    match: {path: /api/}
+    upstream: backend
+    rate_limit: {qps: 0, colour: red}
+`), nil)
+	var ce *gateway.ConfigError
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			fmt.Println(p)
+		}
+	}
+	// Output:
+	// standalone 127.0.0.1:8080 api 100 200 client_ip 429
+	// bulwark.yaml:9: routes[0].rate_limit.colour: unknown key (known keys: qps, burst, key, status, max_keys)
+	// bulwark.yaml:8: routes[0].upstream: unknown upstream "backend"
+	// bulwark.yaml:9: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]
+}

@@ -1,0 +1,722 @@
+// Package gateway composes Bulwark's layers into a reverse proxy configured
+// by one YAML file: the host (probes, readiness, bounds, drain), the
+// pre-authentication shield, route matching, per-route policies (GCRA rate
+// limit, login throttle, forward-auth + durable quota) and the proxy.
+//
+// A request flows:
+//
+//	host → shield → route match → rate_limit → login → quota → proxy
+//
+// [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
+// from it; [Gateway.Start] listens, runs the readiness checks and opens
+// admission; [Gateway.Shutdown] drains. [Run] does all of that around a
+// context, which is what `bulwark serve` calls.
+//
+// Route limiter state lives in a registry keyed by the route's name and
+// every rate-limit parameter, so [Gateway.Reload] swaps the pipeline
+// atomically (in-flight requests finish on the old one) while the buckets
+// of every unchanged route carry over.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/quota/pgquota"
+	"github.com/bulwarkhq/bulwark/shield"
+)
+
+// Deps are the gateway's collaborators that do not come from the
+// configuration file. Every field is optional.
+type Deps struct {
+	// Logger receives structured events; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the gateway's metrics; nil disables them.
+	// Pass a fresh registry, not the global one.
+	Registerer prometheus.Registerer
+	// Gatherer is served on metrics.addr; nil means Registerer when it is
+	// also a Gatherer, else the metrics listener is not started.
+	Gatherer prometheus.Gatherer
+	// Clock drives the route limiters and the shield; nil is real time.
+	Clock clock.Clock
+	// Version is reported in bulwark_build_info and logs.
+	Version string
+	// Listener, when set, is the client listener instead of binding
+	// listen.addr (tests, socket activation).
+	Listener net.Listener
+	// MetricsListener, when set, replaces binding metrics.addr.
+	MetricsListener net.Listener
+	// WrapListener wraps the client listener before TLS (accept-time deny
+	// lists, connection guards).
+	WrapListener func(net.Listener) net.Listener
+}
+
+// Gateway is a running (or ready to run) gateway. Its methods are safe for
+// concurrent use.
+type Gateway struct {
+	log     *slog.Logger
+	deps    Deps
+	clock   clock.Clock
+	host    *host.Host
+	metrics *metrics
+
+	quota      *pgquota.Store    // cluster profile with quota routes
+	redis      *redisstore.Store // cluster profile with login routes
+	metricsSrv *http.Server
+	metricsLn  net.Listener
+
+	mu  sync.Mutex // serializes Reload
+	cfg *Config
+	cur atomic.Pointer[pipeline]
+}
+
+// New builds a gateway from a validated configuration. It binds no socket
+// and contacts no database yet: see Start.
+func New(cfg *Config, deps Deps) (*Gateway, error) {
+	if cfg == nil {
+		return nil, errors.New("gateway: nil config")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg}
+
+	var tlsCfg *tls.Config
+	if cfg.Listen.TLS != nil {
+		if cfg.tlsCert == nil {
+			return nil, errors.New("gateway: listen.tls: certificate not loaded (use Load or Parse)")
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cfg.tlsCert}, MinVersion: tls.VersionTLS12}
+	}
+	var onReject func(string)
+	h, err := host.New(host.Config{
+		Addr:         cfg.Listen.Addr,
+		Listener:     deps.Listener,
+		WrapListener: deps.WrapListener,
+		TLSConfig:    tlsCfg,
+		H2C:          cfg.Listen.H2C,
+		Limits:       hostLimits(cfg.Limits),
+		Logger:       log,
+		OnReject:     func(reason string) { onReject(reason) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.host = h
+	m, err := newMetrics(deps.Registerer, deps.Version,
+		func() float64 { return float64(h.InFlight()) },
+		func() float64 {
+			if h.IsReady() {
+				return 1
+			}
+			return 0
+		})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	g.metrics = m
+	onReject = func(reason string) { m.reject(layerHost, reason) }
+
+	if err := g.openStores(cfg); err != nil {
+		g.closeStores()
+		m.unregister()
+		return nil, err
+	}
+	p, err := g.build(cfg, nil)
+	if err != nil {
+		g.closeStores()
+		m.unregister()
+		return nil, err
+	}
+	g.cur.Store(p)
+	return g, nil
+}
+
+func hostLimits(l Limits) host.Limits {
+	return host.Limits{
+		MaxURLBytes:        l.MaxURLBytes,
+		MaxHeaderBytes:     l.MaxHeaderBytes,
+		MaxHeaders:         l.MaxHeaders,
+		MaxRequestsPerConn: l.MaxRequestsPerConn,
+		MaxInFlight:        l.MaxInFlight,
+		MaxBodyBytes:       l.MaxBodyBytes,
+		RequestTimeout:     l.RequestTimeout,
+		DrainTimeout:       l.DrainTimeout,
+		ReadHeaderTimeout:  l.ReadHeaderTimeout,
+		IdleTimeout:        l.IdleTimeout,
+	}
+}
+
+// quotaOperations returns the distinct quota operations of cfg.
+func quotaOperations(cfg *Config) []quota.Operation {
+	var ops []quota.Operation
+	seen := map[string]bool{}
+	for _, r := range cfg.Routes {
+		if q := r.Quota; q != nil && !seen[q.Operation] {
+			seen[q.Operation] = true
+			ops = append(ops, quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window})
+		}
+	}
+	return ops
+}
+
+func hasLogin(cfg *Config) bool {
+	for _, r := range cfg.Routes {
+		if r.Login != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// openStores creates the cluster profile's clients. Connections are made
+// lazily; Start checks them.
+func (g *Gateway) openStores(cfg *Config) error {
+	if cfg.Profile != Cluster {
+		return nil
+	}
+	if ops := quotaOperations(cfg); len(ops) > 0 {
+		s, err := pgquota.Open(context.Background(), cfg.Env.PostgresURL, pgquota.Config{
+			Operations:         ops,
+			InsecureAllowNoTLS: cfg.Env.PostgresTLSMode == "disable",
+		})
+		if err != nil {
+			return fmt.Errorf("gateway: quota store: %w", err)
+		}
+		g.quota = s
+	}
+	if hasLogin(cfg) {
+		opts, err := redisOptions(cfg.Env.RedisURL)
+		if err != nil {
+			return err
+		}
+		s, err := redisstore.Open(opts)
+		if err != nil {
+			return fmt.Errorf("gateway: login store: %w", err)
+		}
+		g.redis = s
+	}
+	return nil
+}
+
+// redisOptions turns redis://[user:password@]host:port[/db] into options.
+// Errors never echo the URL.
+func redisOptions(raw string) (redisstore.Options, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: want redis://host:port[/db] (value not shown)")
+	}
+	if u.Scheme != "redis" {
+		return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: only redis:// is supported by the login store (TLS to Redis is not available yet)")
+	}
+	opts := redisstore.Options{Addr: u.Host}
+	if u.User != nil {
+		opts.Username = u.User.Username()
+		opts.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil {
+			return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: the path must be a database number")
+		}
+		opts.DB = n
+	}
+	return opts, nil
+}
+
+func (g *Gateway) closeStores() {
+	if g.quota != nil {
+		g.quota.Close()
+	}
+	if g.redis != nil {
+		_ = g.redis.Close()
+	}
+}
+
+// Start binds the listeners, runs the readiness checks (PostgreSQL schema
+// and role, Redis reachability) and opens admission. If a check fails the
+// gateway is stopped and the error returned; nothing falls back.
+func (g *Gateway) Start(ctx context.Context) error {
+	h := g.host
+	// Stop order (hooks run in reverse): proxies' idle connections, then
+	// the stores, then the metrics listener, so metrics stay scrapable
+	// while draining.
+	h.OnStop("metrics", g.stopMetrics)
+	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
+	h.OnStop("pipeline", func(context.Context) error { g.cur.Load().close(); return nil })
+	if err := h.Start(); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if err := g.startMetrics(); err != nil {
+		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
+	}
+	var checks []host.Check
+	if g.quota != nil {
+		checks = append(checks, host.Check{Name: "postgres", Fn: g.quota.Check})
+	}
+	if g.redis != nil {
+		client := g.redis.Client()
+		checks = append(checks, host.Check{Name: "redis", Fn: func(ctx context.Context) error {
+			if err := client.Ping(ctx).Err(); err != nil {
+				return errors.New("redis unreachable")
+			}
+			return nil
+		}})
+	}
+	if err := h.Ready(ctx, checks...); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	h.Activate(g)
+	g.log.Info("gateway ready", "addr", h.Addr().String(), "profile", string(g.cfg.Profile),
+		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version)
+	return nil
+}
+
+func (g *Gateway) startMetrics() error {
+	gath := g.deps.Gatherer
+	if gath == nil {
+		gath, _ = g.deps.Registerer.(prometheus.Gatherer)
+	}
+	if gath == nil || (g.cfg.Metrics.Addr == "" && g.deps.MetricsListener == nil) {
+		return nil
+	}
+	ln := g.deps.MetricsListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
+			return err
+		}
+	}
+	g.metricsLn = ln
+	g.metricsSrv = &http.Server{
+		Handler:           metricsHandler(gath),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	go func() { _ = g.metricsSrv.Serve(ln) }()
+	g.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}
+
+func (g *Gateway) stopMetrics(ctx context.Context) error {
+	if g.metricsSrv == nil {
+		return nil
+	}
+	if err := g.metricsSrv.Shutdown(ctx); err != nil {
+		return g.metricsSrv.Close()
+	}
+	return nil
+}
+
+// Addr returns the client listener's address once started.
+func (g *Gateway) Addr() net.Addr { return g.host.Addr() }
+
+// MetricsAddr returns the metrics listener's address, or nil.
+func (g *Gateway) MetricsAddr() net.Addr {
+	if g.metricsLn == nil {
+		return nil
+	}
+	return g.metricsLn.Addr()
+}
+
+// Host returns the underlying host (readiness, in-flight count).
+func (g *Gateway) Host() *host.Host { return g.host }
+
+// Config returns the configuration currently served.
+func (g *Gateway) Config() *Config {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cfg
+}
+
+// Handler returns the gateway's request handler (shield → routes →
+// policies → proxy), without the host in front. The host activates it at
+// Start; it is exposed for embedding and tests.
+func (g *Gateway) Handler() http.Handler { return g }
+
+// ServeHTTP serves r with the current pipeline.
+//
+// Draining: the host cancels every admitted handler's context when it
+// starts draining. A half-proxied request cut at that point would be an
+// error for its client, so a proxied exchange keeps running until it
+// completes (bounded by the upstream's total timeout, the request timeout
+// and the drain timeout); any other cancellation (client gone, request
+// timeout) still stops it. Upgraded connections (WebSocket) are closed by
+// the drain.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := g.cur.Load()
+	if r.Header.Get("Upgrade") == "" {
+		parent := r.Context()
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+		stop := context.AfterFunc(parent, func() {
+			if c := context.Cause(parent); !errors.Is(c, host.ErrDraining) {
+				cancel(c)
+			}
+		})
+		defer func() {
+			stop()
+			cancel(context.Canceled)
+		}()
+		r = r.WithContext(ctx)
+	}
+	p.entry.ServeHTTP(w, r)
+}
+
+// Shutdown drains the gateway: readiness turns 503 at once, in-flight
+// requests finish (bounded by limits.drain_timeout), then the stores and
+// the listeners close. It returns a host.DrainTimeoutError (errors.Is
+// host.ErrDrainTimeout) when requests outlived the drain budget.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	err := g.host.Shutdown(ctx)
+	if err != nil {
+		g.log.Error("gateway stopped uncleanly", "error", err.Error())
+	} else {
+		g.log.Info("gateway stopped")
+	}
+	return err
+}
+
+// Run builds, starts and serves the gateway until ctx is done, then
+// drains it. It returns nil after a clean stop.
+func Run(ctx context.Context, cfg *Config, deps Deps) error {
+	g, err := New(cfg, deps)
+	if err != nil {
+		return err
+	}
+	if err := g.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	g.log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
+	return g.Shutdown(context.Background())
+}
+
+// Reload swaps in a new configuration without a restart. The new pipeline
+// is built first; if that fails the old one keeps serving. Requests
+// already in flight finish on the pipeline they started on. The state of
+// every route limit whose route name and parameters are unchanged is kept,
+// as are unchanged upstreams' connections, an unchanged shield and the
+// login state of unchanged login routes.
+//
+// Settings that need a restart (profile, listen, limits, metrics, log,
+// the environment, the set of quota operations) must be unchanged; a
+// *ConfigError naming them is returned otherwise.
+func (g *Gateway) Reload(cfg *Config) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.cfg
+	var ps []Problem
+	need := func(path string, same bool, what string) {
+		if !same {
+			ps = append(ps, Problem{File: cfg.File, Line: cfg.Line(path), Path: path, Msg: what + " cannot change on reload (restart needed)"})
+		}
+	}
+	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
+	need("listen", reflect.DeepEqual(cfg.Listen, old.Listen), "the listener")
+	need("limits", cfg.Limits == old.Limits, "the limits")
+	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
+	need("log", cfg.Log == old.Log, "the log settings")
+	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
+	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
+	if len(ps) > 0 {
+		g.metrics.reloaded(false)
+		return &ConfigError{Problems: ps}
+	}
+	prev := g.cur.Load()
+	p, err := g.build(cfg, prev)
+	if err != nil {
+		g.metrics.reloaded(false)
+		return err
+	}
+	g.cur.Store(p)
+	g.cfg = cfg
+	prev.retire(p)
+	g.metrics.reloaded(true)
+	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams))
+	return nil
+}
+
+// pipeline is everything one configuration serves with. It is immutable
+// once built.
+type pipeline struct {
+	entry    http.Handler
+	proxies  map[string]*upstreamProxy
+	limiters *limiterRegistry
+	logins   map[loginID]*login.Limiter
+	shield   *shield.Shield
+	shieldID Shield
+}
+
+type upstreamProxy struct {
+	cfg Upstream
+	p   *proxy.Proxy
+}
+
+type loginID struct {
+	route  string
+	limit  int
+	window time.Duration
+}
+
+// close releases what the pipeline holds (at shutdown).
+func (p *pipeline) close() {
+	for _, up := range p.proxies {
+		up.p.Close()
+	}
+	p.limiters.close(nil)
+	if p.shield != nil {
+		p.shield.Close()
+	}
+}
+
+// retire releases what p holds and next does not reuse. Only idle upstream
+// connections are closed: requests still running on p keep working, and
+// limiter tables are left to the garbage collector (closing them would
+// fail those requests closed).
+func (p *pipeline) retire(next *pipeline) {
+	for name, up := range p.proxies {
+		if n, ok := next.proxies[name]; !ok || n.p != up.p {
+			up.p.Close()
+		}
+	}
+}
+
+// build creates the pipeline for cfg, reusing what prev has for unchanged
+// parts.
+func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
+	p := &pipeline{
+		proxies:  map[string]*upstreamProxy{},
+		limiters: &limiterRegistry{byID: map[limiterID]*routeLimiter{}},
+		logins:   map[loginID]*login.Limiter{},
+	}
+	fail := func(err error) (*pipeline, error) {
+		// Close only what this build created.
+		for name, up := range p.proxies {
+			if prev == nil || prev.proxies[name] == nil || prev.proxies[name].p != up.p {
+				up.p.Close()
+			}
+		}
+		return nil, err
+	}
+
+	resolver, err := newResolver(cfg.Shield.TrustedProxies)
+	if err != nil {
+		return fail(err)
+	}
+
+	for _, u := range cfg.Upstreams {
+		if prev != nil {
+			if old, ok := prev.proxies[u.Name]; ok && reflect.DeepEqual(old.cfg, u) {
+				p.proxies[u.Name] = old
+				continue
+			}
+		}
+		targets := make([]*url.URL, len(u.Targets))
+		for i, t := range u.Targets {
+			if targets[i], err = url.Parse(t); err != nil {
+				return fail(fmt.Errorf("gateway: upstream %q: bad target", u.Name))
+			}
+		}
+		px, err := proxy.New(proxy.Upstream{
+			Name:    u.Name,
+			Targets: targets,
+			Timeouts: proxy.Timeouts{
+				Connect:        u.Timeouts.Connect,
+				ResponseHeader: u.Timeouts.ResponseHeader,
+				PerTry:         u.Timeouts.PerTry,
+				Total:          u.Timeouts.Total,
+			},
+			Retries: u.Retries,
+		}, proxy.Options{
+			Logger:  g.log,
+			Observe: func(up, outcome string, _ time.Duration) { g.metrics.observeUpstream(up, outcome) },
+		})
+		if err != nil {
+			return fail(fmt.Errorf("gateway: %w", err))
+		}
+		p.proxies[u.Name] = &upstreamProxy{cfg: u, p: px}
+	}
+
+	mux := http.NewServeMux()
+	for _, rc := range cfg.Routes {
+		rt := &route{
+			name:     rc.Name,
+			clock:    g.clock,
+			resolver: resolver,
+			metrics:  g.metrics,
+			rm:       g.metrics.forRoute(rc.Name),
+		}
+		var h http.Handler = &proxyHandler{next: p.proxies[rc.Upstream].p, rm: rt.rm}
+		if q := rc.Quota; q != nil {
+			if g.quota == nil {
+				return fail(fmt.Errorf("gateway: route %q: quota needs the cluster profile", rc.Name))
+			}
+			h = &quotaPolicy{
+				next:          h,
+				consumer:      g.quota,
+				operation:     q.Operation,
+				authURL:       q.Auth.URL,
+				projectHeader: http.CanonicalHeaderKey(q.Auth.ProjectHeader),
+				subjectHeader: http.CanonicalHeaderKey(q.Auth.SubjectHeader),
+				subjectType:   q.Auth.SubjectType,
+				timeout:       q.Auth.Timeout,
+				client:        newAuthClient(q.Auth.Timeout),
+				log:           g.log.With("route", rc.Name),
+				metrics:       g.metrics,
+			}
+		}
+		if l := rc.Login; l != nil {
+			lim, err := g.loginLimiter(rc.Name, l, prev)
+			if err != nil {
+				return fail(err)
+			}
+			p.logins[loginID{rc.Name, l.Limit, l.Window}] = lim
+			h = &loginPolicy{next: h, limiter: lim, field: l.UsernameField, maxBody: l.MaxBodyBytes, resolver: resolver, metrics: g.metrics}
+		}
+		rt.policy = h
+		if rl := rc.RateLimit; rl != nil {
+			id := limiterIDOf(rc.Name, rl)
+			lim := prev.limiterRegistry().take(id)
+			if lim == nil {
+				if lim, err = newRouteLimiter(rc.Name, rl); err != nil {
+					return fail(err)
+				}
+			}
+			p.limiters.byID[id] = lim
+			rt.limiter = lim
+		}
+		for _, pat := range routePatterns(rc.Match) {
+			// Validation rules conflicts out; ServeMux would panic on one.
+			if !registerHandler(mux, pat, rt) {
+				return fail(fmt.Errorf("gateway: route %q: pattern %q conflicts with another route", rc.Name, pat))
+			}
+		}
+	}
+	var entry http.Handler = &router{mux: mux, metrics: g.metrics, none: g.metrics.forUnmatched()}
+
+	if cfg.Shield.Enabled {
+		sc := cfg.Shield
+		sc.TrustedProxies = TrustedProxies{} // the resolver is rebuilt; the shield state does not depend on it
+		if prev != nil && prev.shield != nil && reflect.DeepEqual(prev.shieldID, sc) {
+			p.shield = prev.shield
+		} else {
+			s, err := shield.New(shield.Config{
+				Window:   cfg.Shield.Window,
+				PerPeer:  int(cfg.Shield.PerPeer),
+				Global:   int(cfg.Shield.Global),
+				MaxPeers: cfg.Shield.MaxPeers,
+				Clock:    g.deps.Clock,
+				Hook:     func(e shield.Event) { g.metrics.shieldEvent(string(e.Outcome), string(e.Reason)) },
+			})
+			if err != nil {
+				return fail(fmt.Errorf("gateway: %w", err))
+			}
+			p.shield = s
+		}
+		p.shieldID = sc
+		entry = shield.Middleware(entry, p.shield, resolver)
+	}
+	p.entry = entry
+	return p, nil
+}
+
+// limiterRegistry returns p's limiters; nil-safe.
+func (p *pipeline) limiterRegistry() *limiterRegistry {
+	if p == nil {
+		return nil
+	}
+	return p.limiters
+}
+
+func limiterIDOf(route string, rl *RateLimit) limiterID {
+	return limiterID{route: route, qps: rl.QPS, burst: rl.Burst, key: rl.Key, status: rl.Status, maxKeys: rl.MaxKeys}
+}
+
+func newResolver(tp TrustedProxies) (*peer.Resolver, error) {
+	if len(tp.CIDRs) == 0 {
+		return peer.NewResolver(nil)
+	}
+	ptp := &peer.TrustedProxies{Hops: tp.Hops}
+	if tp.Header == "forwarded" {
+		ptp.Header = peer.Forwarded
+	}
+	for _, c := range tp.CIDRs {
+		pfx, err := parsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: shield.trusted_proxies: %q: %v", c, err)
+		}
+		ptp.CIDRs = append(ptp.CIDRs, pfx)
+	}
+	r, err := peer.NewResolver(ptp)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return r, nil
+}
+
+// loginLimiter returns the limiter of a login route, reusing prev's when
+// the route's limit and window are unchanged (its memory state carries
+// over).
+func (g *Gateway) loginLimiter(route string, l *Login, prev *pipeline) (*login.Limiter, error) {
+	id := loginID{route, l.Limit, l.Window}
+	if prev != nil {
+		if lim, ok := prev.logins[id]; ok {
+			return lim, nil
+		}
+	}
+	var store login.Store
+	if g.redis != nil {
+		sum := sha256.Sum256([]byte(route))
+		s, err := redisstore.New(g.redis.Client(), redisstore.Config{Prefix: "bulwark:login:" + hex.EncodeToString(sum[:8]) + ":"})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: route %q: login store: %w", route, err)
+		}
+		store = s
+	} else {
+		s, err := login.NewMemoryStore(login.MemoryConfig{Clock: g.deps.Clock})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: route %q: login store: %w", route, err)
+		}
+		store = s
+	}
+	lim, err := login.New(login.Config{
+		Limit:    l.Limit,
+		Window:   l.Window,
+		Store:    store,
+		Clock:    g.deps.Clock,
+		Listener: loginEventListener(g.log, route),
+		Logger:   g.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: route %q: %w", route, err)
+	}
+	return lim, nil
+}

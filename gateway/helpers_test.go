@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulwarkhq/bulwark/clock"
+)
+
+// testGateway is a gateway running in-process on real loopback sockets.
+type testGateway struct {
+	g       *Gateway
+	url     string // http://127.0.0.1:PORT
+	metrics string // http://127.0.0.1:PORT/metrics
+	reg     *prometheus.Registry
+	logs    *syncBuffer
+}
+
+type gwOpts struct {
+	clock  clock.Clock
+	getenv func(string) string
+}
+
+// startGateway parses yaml (with {{NAME}} placeholders replaced from
+// subst), starts a gateway on 127.0.0.1:0 and stops it at cleanup.
+func startGateway(t *testing.T, yaml string, subst map[string]string, o gwOpts) *testGateway {
+	t.Helper()
+	for k, v := range subst {
+		yaml = strings.ReplaceAll(yaml, "{{"+k+"}}", v)
+	}
+	cfg, err := Parse("test.yaml", []byte(yaml), o.getenv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return startConfig(t, cfg, o)
+}
+
+func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	g, err := New(cfg, Deps{
+		Logger:          slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Registerer:      reg,
+		Clock:           o.clock,
+		Version:         "test",
+		Listener:        ln,
+		MetricsListener: mln,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("gateway logs:\n%s", logs.String())
+		}
+	})
+	return &testGateway{g: g, url: "http://" + g.Addr().String(), metrics: "http://" + g.MetricsAddr().String() + "/metrics", reg: reg, logs: logs}
+}
+
+// counter returns the value of a counter series in the registry.
+func (tg *testGateway) counter(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := tg.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// client is an HTTP client without keep-alive surprises: every test
+// request has its own bounded timeout.
+var client = &http.Client{Timeout: 20 * time.Second}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func do(t *testing.T, method, url string, body io.Reader, hdr ...string) resp {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// problem decodes a problem+json body.
+func (r resp) problem(t *testing.T) map[string]any {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json (status %d, body %s)", ct, r.status, r.body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("problem body %q: %v", r.body, err)
+	}
+	return m
+}
+
+func (r resp) code(t *testing.T) string {
+	t.Helper()
+	c, _ := r.problem(t)["code"].(string)
+	return c
+}

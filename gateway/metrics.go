@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metric label values are fixed words and configured route/upstream names
+// only: never an address, a header value or a username.
+
+// Request outcomes (label "outcome" of bulwark_requests_total): the status
+// class of the answer, or "rejected" when a Bulwark route policy answered.
+var outcomes = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "rejected"}
+
+const outcomeRejected = 5
+
+// unmatchedRoute is the route label of requests no route matched. Route
+// names cannot contain parentheses, so it never collides with one.
+const unmatchedRoute = "(none)"
+
+// Rejection layers (label "layer" of bulwark_rejections_total).
+const (
+	layerHost   = "host"
+	layerShield = "shield"
+	layerRouter = "router"
+	layerRoute  = "rate_limit"
+	layerLogin  = "login"
+	layerQuota  = "quota"
+)
+
+// metrics holds the gateway's collectors. A nil *metrics (no Registerer)
+// records nothing.
+type metrics struct {
+	requests   *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	shield     *prometheus.CounterVec
+	upstream   *prometheus.HistogramVec
+	upstreamRq *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer, version string, inFlight func() float64, ready func() float64) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_requests_total",
+			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
+		}, []string{"route", "outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_rejections_total",
+			Help: "Requests answered by a protection layer instead of the upstream, by layer and reason.",
+		}, []string{"layer", "reason"}),
+		shield: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_shield_events_total",
+			Help: "Pre-authentication shield rejections, by outcome and reason.",
+		}, []string{"outcome", "reason"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bulwark_upstream_duration_seconds",
+			Help:    "Time from handing a request to the proxy until the response headers were written, by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+		upstreamRq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_upstream_requests_total",
+			Help: "Proxied requests by upstream and outcome (ok, error, timeout, canceled).",
+		}, []string{"upstream", "outcome"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_config_reloads_total",
+			Help: "Configuration reloads by result (ok, error).",
+		}, []string{"result"}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bulwark_build_info",
+		Help: "Always 1; labels carry the build.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	cs := []prometheus.Collector{
+		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, build,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bulwark_in_flight",
+			Help: "Requests admitted by the host and not yet finished.",
+		}, inFlight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bulwark_ready",
+			Help: "1 when the gateway admits traffic (/readyz 200), else 0.",
+		}, ready),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs {
+				reg.Unregister(done)
+			}
+			return nil, err
+		}
+	}
+	m.reg, m.collectors = reg, cs
+	return m, nil
+}
+
+// unregister removes the collectors (after a failed construction).
+func (m *metrics) unregister() {
+	if m == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+func (m *metrics) reloaded(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "error"
+	}
+	m.reloads.WithLabelValues(result).Inc()
+}
+
+func (m *metrics) reject(layer, reason string) {
+	if m != nil {
+		m.rejections.WithLabelValues(layer, reason).Inc()
+	}
+}
+
+func (m *metrics) shieldEvent(outcome, reason string) {
+	if m != nil {
+		m.shield.WithLabelValues(outcome, reason).Inc()
+		m.rejections.WithLabelValues(layerShield, reason).Inc()
+	}
+}
+
+func (m *metrics) observeUpstream(upstream, outcome string) {
+	if m != nil {
+		m.upstreamRq.WithLabelValues(upstream, outcome).Inc()
+	}
+}
+
+// routeMetrics are a route's pre-resolved series, so the hot path does no
+// label lookups.
+type routeMetrics struct {
+	outcome  [len(outcomes)]prometheus.Counter
+	upstream prometheus.Observer
+}
+
+func (m *metrics) forRoute(name string) *routeMetrics {
+	if m == nil {
+		return nil
+	}
+	rm := &routeMetrics{upstream: m.upstream.WithLabelValues(name)}
+	for i, o := range outcomes {
+		rm.outcome[i] = m.requests.WithLabelValues(name, o)
+	}
+	return rm
+}
+
+// forUnmatched returns the series of requests no route matched: they are
+// only ever rejected (404), so no other series is created.
+func (m *metrics) forUnmatched() *routeMetrics {
+	if m == nil {
+		return nil
+	}
+	rm := &routeMetrics{}
+	rm.outcome[outcomeRejected] = m.requests.WithLabelValues(unmatchedRoute, outcomes[outcomeRejected])
+	return rm
+}
+
+func (rm *routeMetrics) count(status int, rejected bool) {
+	if rm == nil {
+		return
+	}
+	i := outcomeRejected
+	if !rejected {
+		i = status/100 - 1
+		if i < 0 || i > 4 {
+			i = 4
+		}
+	}
+	if c := rm.outcome[i]; c != nil {
+		c.Inc()
+	}
+}
+
+func (rm *routeMetrics) observe(d time.Duration) {
+	if rm != nil && rm.upstream != nil {
+		rm.upstream.Observe(d.Seconds())
+	}
+}
+
+// metricsHandler serves /metrics with bounded concurrency and time.
+func metricsHandler(g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	return mux
+}

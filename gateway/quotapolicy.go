@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// Problem codes of the quota policy.
+const (
+	// CodeIdempotencyKeyRequired: a quota route needs the client's
+	// Idempotency-Key header (it is the quota receipt id).
+	CodeIdempotencyKeyRequired = "idempotency_key_required"
+	// CodeIdempotencyKeyInvalid: the Idempotency-Key is longer than 128
+	// bytes or uses characters outside [A-Za-z0-9._:-].
+	CodeIdempotencyKeyInvalid = "idempotency_key_invalid"
+	// CodeAuthUnavailable: the forward-auth service failed, timed out or
+	// answered 2xx without a usable identity.
+	CodeAuthUnavailable = "auth_unavailable"
+)
+
+// Bounds of the forward-auth exchange.
+const (
+	// maxAuthBody bounds the body of a non-2xx auth answer relayed to the
+	// client; a larger one is treated as an auth failure.
+	maxAuthBody = 64 << 10
+	// maxAuthHeaderBytes bounds the auth service's response headers.
+	maxAuthHeaderBytes = 32 << 10
+)
+
+// Headers copied from the client to the auth service.
+var authForwardHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
+
+// hopHeaders are never relayed (RFC 9110 §7.6.1).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true,
+}
+
+// quotaPolicy charges a durable quota for the caller established by a
+// forward-auth call (like nginx auth_request or Traefik ForwardAuth):
+//
+//  1. the client's Idempotency-Key is the receipt id (missing → 400);
+//  2. the auth service gets the original method, the original URI in
+//     X-Forwarded-Uri and X-Original-URI, and the credential headers;
+//  3. a non-2xx answer is relayed to the client as is (bounded body);
+//     a 2xx answer names project and subject in the configured headers;
+//  4. one unit of the operation is consumed; exhausted → 429
+//     quota_exceeded, store unavailable → 503 quota_unavailable;
+//  5. the upstream gets the request with the identity headers set from the
+//     auth answer (client-sent values of those headers are removed).
+type quotaPolicy struct {
+	next          http.Handler
+	consumer      quota.Consumer
+	operation     string
+	authURL       string
+	projectHeader string
+	subjectHeader string
+	subjectType   string
+	timeout       time.Duration
+	client        *http.Client
+	log           *slog.Logger
+	metrics       *metrics
+}
+
+func newAuthClient(timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:            (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:    timeout,
+			ResponseHeaderTimeout:  timeout,
+			MaxIdleConnsPerHost:    64,
+			IdleConnTimeout:        90 * time.Second,
+			MaxResponseHeaderBytes: maxAuthHeaderBytes,
+			DisableCompression:     true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Identity headers come only from the auth service.
+	r.Header.Del(p.projectHeader)
+	r.Header.Del(p.subjectHeader)
+
+	receipt, code := idempotencyKey(r.Header)
+	switch code {
+	case CodeIdempotencyKeyRequired:
+		p.refuse(w, r, wire.Problem{Status: http.StatusBadRequest, Code: code, Title: "This operation needs an Idempotency-Key header."}, "idempotency_key_required")
+		return
+	case CodeIdempotencyKeyInvalid:
+		p.refuse(w, r, wire.Problem{Status: http.StatusBadRequest, Code: code, Title: "The Idempotency-Key header must be 1 to 128 characters of A-Z a-z 0-9 . _ : -."}, "idempotency_key_invalid")
+		return
+	}
+
+	project, subject, ok := p.authenticate(w, r)
+	if !ok {
+		return
+	}
+
+	d, err := p.consumer.Consume(r.Context(), quota.Request{
+		Project:     project,
+		SubjectType: p.subjectType,
+		SubjectID:   subject,
+		Operation:   p.operation,
+		ReceiptID:   receipt,
+	})
+	switch {
+	case errors.Is(err, quota.ErrInvalidRequest):
+		// The auth service named a project or subject the quota store
+		// cannot key on.
+		p.log.Warn("forward-auth identity unusable for quota", "operation", p.operation, "error", err.Error())
+		p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: CodeAuthUnavailable, Title: "The identity service is unavailable.", RetryAfter: 1}, "auth_identity_invalid")
+		return
+	case err != nil:
+		reason := "unavailable"
+		var ue *quota.UnavailableError
+		if errors.As(err, &ue) {
+			reason = string(ue.Reason)
+		}
+		if r.Context().Err() != nil {
+			return // client gone: nobody to answer
+		}
+		p.log.Warn("quota store unavailable", "operation", p.operation, "reason", reason)
+		p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: wire.CodeQuotaUnavailable, Title: "The quota service is unavailable; retry later.", RetryAfter: 1}, "unavailable")
+		return
+	case !d.Allowed:
+		p.refuse(w, r, wire.Problem{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, Title: "The quota for this operation is exhausted.", RetryAfter: d.RetryAfterSeconds()}, "exceeded")
+		return
+	}
+	r.Header.Set(p.projectHeader, project)
+	r.Header.Set(p.subjectHeader, subject)
+	p.next.ServeHTTP(w, r)
+}
+
+func (p *quotaPolicy) refuse(w http.ResponseWriter, r *http.Request, pr wire.Problem, reason string) {
+	p.metrics.reject(layerQuota, reason)
+	markRejected(w)
+	writeRejection(w, r, pr)
+}
+
+// idempotencyKey returns the receipt id from Idempotency-Key (a bare
+// token, or a quoted structured-field string), or a problem code.
+func idempotencyKey(h http.Header) (string, string) {
+	vs := h.Values("Idempotency-Key")
+	if len(vs) == 0 || strings.TrimSpace(vs[0]) == "" {
+		return "", CodeIdempotencyKeyRequired
+	}
+	if len(vs) > 1 {
+		return "", CodeIdempotencyKeyInvalid
+	}
+	k := strings.TrimSpace(vs[0])
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+	}
+	if len(k) == 0 || len(k) > quota.MaxReceiptIDBytes {
+		return "", CodeIdempotencyKeyInvalid
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return "", CodeIdempotencyKeyInvalid
+		}
+	}
+	return k, ""
+}
+
+// authenticate performs the forward-auth call. It returns the identity,
+// or answers the client itself and returns ok == false.
+func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (project, subject string, ok bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
+	defer cancel()
+	areq, err := http.NewRequestWithContext(ctx, r.Method, p.authURL, http.NoBody)
+	if err != nil {
+		p.authFailed(w, r, "request")
+		return "", "", false
+	}
+	for _, k := range authForwardHeaders {
+		if vs := r.Header.Values(k); len(vs) > 0 {
+			areq.Header[k] = append([]string(nil), vs...)
+		}
+	}
+	uri := r.URL.RequestURI()
+	areq.Header.Set("X-Forwarded-Method", r.Method)
+	areq.Header.Set("X-Forwarded-Uri", uri)
+	areq.Header.Set("X-Original-URI", uri)
+	areq.Header.Set("X-Forwarded-Host", r.Host)
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	areq.Header.Set("X-Forwarded-Proto", proto)
+
+	resp, err := p.client.Do(areq)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return "", "", false // client gone
+		}
+		reason := "auth_unreachable"
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			reason = "auth_timeout"
+		}
+		p.log.Warn("forward-auth failed", "operation", p.operation, "reason", reason, "error", describeURLError(err))
+		p.authFailed(w, r, reason)
+		return "", "", false
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAuthBody))
+		project = resp.Header.Get(p.projectHeader)
+		subject = resp.Header.Get(p.subjectHeader)
+		if project == "" || subject == "" {
+			p.log.Warn("forward-auth answered 2xx without identity headers", "operation", p.operation)
+			p.authFailed(w, r, "auth_identity_missing")
+			return "", "", false
+		}
+		return project, subject, true
+	}
+
+	// Relay the denial as is: status, end-to-end headers and body.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAuthBody+1))
+	if err != nil || len(body) > maxAuthBody {
+		p.authFailed(w, r, "auth_bad_answer")
+		return "", "", false
+	}
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if hopHeaders[k] {
+			continue
+		}
+		h[k] = append([]string(nil), vs...)
+	}
+	p.metrics.reject(layerQuota, "auth_denied")
+	markRejected(w)
+	if r.ContentLength != 0 {
+		h.Set("Connection", "close")
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return "", "", false
+}
+
+func (p *quotaPolicy) authFailed(w http.ResponseWriter, r *http.Request, reason string) {
+	p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: CodeAuthUnavailable, Title: "The identity service is unavailable.", RetryAfter: 1}, reason)
+}
+
+// describeURLError drops the URL from a client error before logging.
+func describeURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}
