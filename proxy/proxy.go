@@ -374,11 +374,14 @@ func forwardedElement(remoteAddr, host, proto string) string {
 	return b.String()
 }
 
+// quoteEscaper escapes a quoted-string (RFC 9110 §5.6.4).
+var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 func quoteIfNeeded(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+			return `"` + quoteEscaper.Replace(s) + `"`
 		}
 	}
 	return s
