@@ -1,0 +1,92 @@
+package keyed_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// A per-client GCRA limiter: the table holds one limit.GCRAState per key
+// and reclaims a client's entry once its bucket is full again.
+func Example() {
+	g := limit.GCRA{Rate: 1, Burst: 2} // 1 request/s, bursts of 2
+	tab, err := keyed.New[keyed.Digest](keyed.Config{Capacity: 2}, g.Expired)
+	if err != nil {
+		panic(err)
+	}
+	defer tab.Close()
+
+	allow := func(client string, now time.Time) string {
+		key := keyed.Digest(sha256.Sum256([]byte(client))) // use an HMAC in production
+		var d limit.Decision
+		err := tab.Do(key, now, func(s *limit.GCRAState, created bool) bool {
+			d = g.AllowN(s, now, 1)
+			return true
+		})
+		switch {
+		case errors.Is(err, keyed.ErrFull):
+			return "table full: fail closed"
+		case err != nil:
+			return err.Error()
+		case d.Allowed:
+			return "allowed"
+		}
+		return fmt.Sprintf("rejected, retry in %ds", d.RetryAfterSeconds())
+	}
+
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fmt.Println("alice:", allow("alice", t0))
+	fmt.Println("alice:", allow("alice", t0))
+	fmt.Println("alice:", allow("alice", t0))
+	fmt.Println("bob:  ", allow("bob", t0))
+	fmt.Println("carol:", allow("carol", t0)) // capacity 2, nobody expired
+	fmt.Println("len:  ", tab.Len())
+
+	// Two seconds later alice's and bob's buckets are full again, so their
+	// entries can be reclaimed to make room.
+	t1 := t0.Add(2 * time.Second)
+	fmt.Println("carol:", allow("carol", t1))
+	fmt.Println("len:  ", tab.Len())
+
+	tab.Close()
+	fmt.Println("alice:", allow("alice", t1))
+	// Output:
+	// alice: allowed
+	// alice: allowed
+	// alice: rejected, retry in 1s
+	// bob:   allowed
+	// carol: table full: fail closed
+	// len:   2
+	// carol: allowed
+	// len:   2
+	// alice: keyed: table closed
+}
+
+// String keys (user names, API keys) go through a Hasher, which maps them
+// to a fixed-size Key128 without allocating.
+func ExampleHasher() {
+	h := keyed.NewHasher()
+	tab, err := keyed.New[keyed.Key128, int](keyed.Config{Capacity: 1000}, nil)
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 3 {
+		_ = tab.Do(h.Sum("someone@example.com"), now, func(n *int, _ bool) bool {
+			*n++
+			return true
+		})
+	}
+	_ = tab.Do(h.Sum("someone@example.com"), now, func(n *int, _ bool) bool {
+		fmt.Println("attempts:", *n)
+		return false // remove the entry
+	})
+	fmt.Println("len:", tab.Len())
+	// Output:
+	// attempts: 3
+	// len: 0
+}

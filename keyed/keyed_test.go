@@ -1,0 +1,921 @@
+package keyed
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// item is a test value that expires at a given instant.
+type item struct {
+	id  int
+	exp time.Time
+	buf []byte // proves Clear/Close/removal release references
+}
+
+func itemExpired(v *item, now time.Time) bool { return !now.Before(v.exp) }
+
+func dkey(i uint64) Digest {
+	var d Digest
+	binary.LittleEndian.PutUint64(d[:], i)
+	binary.LittleEndian.PutUint64(d[24:], ^i)
+	return d
+}
+
+func mustNew[K Hashable, V any](t testing.TB, cfg Config, expired func(*V, time.Time) bool) *Table[K, V] {
+	t.Helper()
+	tab, err := New[K, V](cfg, expired)
+	if err != nil {
+		t.Fatalf("New(%+v): %v", cfg, err)
+	}
+	return tab
+}
+
+// put inserts or overwrites key with an item expiring at exp.
+func put(t testing.TB, tab *Table[Digest, item], key Digest, now, exp time.Time, id int) error {
+	t.Helper()
+	return tab.Do(key, now, func(v *item, created bool) bool {
+		v.id, v.exp = id, exp
+		if created {
+			v.buf = make([]byte, 8)
+		}
+		return true
+	})
+}
+
+// get returns key's value without changing the table (an existing key
+// never triggers a reclaim scan; a missing one is inserted and removed
+// again through keep=false).
+func get(t testing.TB, tab *Table[Digest, item], key Digest) (item, bool) {
+	t.Helper()
+	var out item
+	var found bool
+	err := tab.Do(key, t0, func(v *item, created bool) bool {
+		out, found = *v, !created
+		return !created
+	})
+	if err != nil && !errors.Is(err, ErrFull) {
+		t.Fatalf("get: %v", err)
+	}
+	return out, found
+}
+
+// checkInvariants verifies the internal structure of every shard: the
+// index holds exactly the slab's entries, each findable from its hash,
+// the slab beyond n is zeroed, and the global count matches.
+func checkInvariants[K Hashable, V any](t testing.TB, tab *Table[K, V]) {
+	t.Helper()
+	total := 0
+	for si := range tab.shards {
+		sh := &tab.shards[si]
+		sh.mu.Lock()
+		used := 0
+		for _, s := range sh.idx {
+			if s != 0 {
+				used++
+			}
+		}
+		if used != sh.n {
+			t.Errorf("shard %d: %d index slots used, %d entries", si, used, sh.n)
+		}
+		if sh.n > len(sh.slab) {
+			t.Errorf("shard %d: n %d > slab %d", si, sh.n, len(sh.slab))
+		}
+		for i := 0; i < sh.n; i++ {
+			e := &sh.slab[i]
+			if h := e.key.Hash(tab.seed); uint32(h) != e.h32 || &tab.shards[h>>tab.shardShift] != sh {
+				t.Errorf("shard %d pos %d: wrong hash or shard", si, i)
+			}
+			if got := sh.find(e.key, e.h32); got != i {
+				t.Errorf("shard %d pos %d: find returned %d", si, i, got)
+			}
+			if s := sh.idx[e.pos]; uint32(s) != uint32(i+1) || uint32(s>>32) != e.h32 {
+				t.Errorf("shard %d pos %d: back-pointer %d holds %#x", si, i, e.pos, s)
+			}
+		}
+		var zero entry[K, V]
+		for i := sh.n; i < len(sh.slab); i++ {
+			if !isZeroEntry(&sh.slab[i], &zero) {
+				t.Errorf("shard %d: slab[%d] beyond n=%d not zeroed", si, i, sh.n)
+				break
+			}
+		}
+		total += sh.n
+		sh.mu.Unlock()
+	}
+	if got := tab.Len(); got != total {
+		t.Errorf("Len() = %d, entries = %d", got, total)
+	}
+	if total > tab.Capacity() {
+		t.Errorf("entries %d > capacity %d", total, tab.Capacity())
+	}
+}
+
+func isZeroEntry[K Hashable, V any](e, zero *entry[K, V]) bool {
+	switch v := any(&e.val).(type) {
+	case *item:
+		return e.key == zero.key && e.h32 == 0 && e.pos == 0 && v.id == 0 && v.exp.IsZero() && v.buf == nil
+	case *int:
+		return e.key == zero.key && e.h32 == 0 && e.pos == 0 && *v == 0
+	}
+	return e.key == zero.key && e.h32 == 0 && e.pos == 0
+}
+
+func TestConfigValidation(t *testing.T) {
+	bad := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Capacity: 0}, "Capacity must be in [1, 16777216], got 0"},
+		{Config{Capacity: -5}, "Capacity must be in [1, 16777216], got -5"},
+		{Config{Capacity: MaxCapacity + 1}, "Capacity must be in [1, 16777216], got 16777217"},
+		{Config{Capacity: 10, ScanLimit: -1}, "ScanLimit must be in [1, 4096]"},
+		{Config{Capacity: 10, ScanLimit: MaxScanLimit + 1}, "ScanLimit must be in [1, 4096]"},
+		{Config{Capacity: 10, Shards: 3}, "Shards must be a power of two in [1, 1024]"},
+		{Config{Capacity: 10, Shards: -2}, "Shards must be a power of two in [1, 1024]"},
+		{Config{Capacity: 10, Shards: 16}, "at most Capacity (10), got 16"},
+		{Config{Capacity: MaxCapacity, Shards: 2048}, "Shards must be a power of two in [1, 1024]"},
+	}
+	for _, tc := range bad {
+		_, err := New[Digest, int](tc.cfg, nil)
+		if err == nil {
+			t.Errorf("New(%+v) = nil error", tc.cfg)
+			continue
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "keyed: ") {
+			t.Errorf("New(%+v) = %q, want ErrInvalidConfig containing %q", tc.cfg, err, tc.want)
+		}
+		if err2 := tc.cfg.Validate(); err2 == nil || err2.Error() != err.Error() {
+			t.Errorf("Validate(%+v) = %v, want %v", tc.cfg, err2, err)
+		}
+	}
+
+	good := []Config{
+		{Capacity: 1},
+		{Capacity: MaxCapacity / 64, ScanLimit: MaxScanLimit, Shards: MaxShards},
+		{Capacity: 4096, ScanLimit: 1, Shards: 1},
+		{Capacity: 4096},
+	}
+	for _, cfg := range good {
+		tab, err := New[Digest, int](cfg, nil)
+		if err != nil {
+			t.Errorf("New(%+v): %v", cfg, err)
+			continue
+		}
+		st := tab.Stats()
+		if st.Shards&(st.Shards-1) != 0 || st.Shards < 1 || st.Shards > 64 && cfg.Shards == 0 {
+			t.Errorf("New(%+v): %d shards", cfg, st.Shards)
+		}
+		if st.Shards*st.ShardSlab < cfg.Capacity || st.ShardSlab > cfg.Capacity {
+			t.Errorf("New(%+v): %d shards of %d entries", cfg, st.Shards, st.ShardSlab)
+		}
+		if cfg.Shards == 0 && st.Shards > 1 && cfg.Capacity/st.Shards < minDefaultShardEntries {
+			t.Errorf("New(%+v): default picked %d shards", cfg, st.Shards)
+		}
+		if cfg.ScanLimit == 0 && tab.scanLimit != DefaultScanLimit {
+			t.Errorf("default ScanLimit = %d", tab.scanLimit)
+		}
+	}
+	// Small tables get one shard, so their slab is exactly Capacity.
+	if st := mustNew[Digest, int](t, Config{Capacity: 100}, nil).Stats(); st.Shards != 1 || st.ShardSlab != 100 {
+		t.Errorf("Capacity 100: %d shards of %d", st.Shards, st.ShardSlab)
+	}
+}
+
+func TestShardPadding(t *testing.T) {
+	// Shards sit in one array; each must span whole 128-byte blocks so two
+	// shards' locks never share a cache line (or an adjacent-line pair).
+	if n := unsafe.Sizeof(shard[Digest, item]{}); n%cacheLine != 0 {
+		t.Errorf("shard size %d is not a multiple of %d", n, cacheLine)
+	}
+	if n := unsafe.Sizeof(shard[Key128, int]{}); n%cacheLine != 0 {
+		t.Errorf("shard size %d is not a multiple of %d", n, cacheLine)
+	}
+	var tab Table[Digest, int]
+	if gap := unsafe.Offsetof(tab.count) - unsafe.Offsetof(tab.capacity); gap < cacheLine {
+		t.Errorf("count is %d bytes after the read-only fields", gap)
+	}
+}
+
+func TestShardSlabSize(t *testing.T) {
+	for _, tc := range []struct{ c, s, want int }{
+		{1, 1, 1},
+		{100, 1, 100},
+		{64, 64, 17},
+		{4096, 8, 512 + 182 + 8},
+		{100_000, 8, 12_500 + 895 + 8},
+	} {
+		if got := shardSlabSize(tc.c, tc.s); got != tc.want {
+			t.Errorf("shardSlabSize(%d, %d) = %d, want %d", tc.c, tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestDoCreateExistingRemove(t *testing.T) {
+	tab := mustNew[Digest, item](t, Config{Capacity: 8}, itemExpired)
+	far := t0.Add(time.Hour)
+	k := dkey(1)
+
+	calls := 0
+	err := tab.Do(k, t0, func(v *item, created bool) bool {
+		calls++
+		if !created || v.id != 0 || v.buf != nil {
+			t.Errorf("first Do: created=%v v=%+v, want created zero value", created, *v)
+		}
+		v.id, v.exp = 7, far
+		return true
+	})
+	if err != nil || calls != 1 || tab.Len() != 1 {
+		t.Fatalf("first Do: err=%v calls=%d len=%d", err, calls, tab.Len())
+	}
+	err = tab.Do(k, t0, func(v *item, created bool) bool {
+		calls++
+		if created || v.id != 7 {
+			t.Errorf("second Do: created=%v v=%+v", created, *v)
+		}
+		v.id++
+		return true
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("second Do: err=%v calls=%d", err, calls)
+	}
+	if v, ok := get(t, tab, k); !ok || v.id != 8 {
+		t.Fatalf("get = %+v, %v", v, ok)
+	}
+
+	// keep=false on an existing key removes it.
+	if err := tab.Do(k, t0, func(*item, bool) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := get(t, tab, k); ok || tab.Len() != 0 {
+		t.Fatalf("after keep=false: found=%v len=%d", ok, tab.Len())
+	}
+	// keep=false on a new key leaves nothing behind.
+	if err := tab.Do(dkey(2), t0, func(v *item, created bool) bool { return !created }); err != nil || tab.Len() != 0 {
+		t.Fatalf("keep=false on new key: err=%v len=%d", err, tab.Len())
+	}
+
+	// Delete.
+	if err := put(t, tab, k, t0, far, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !tab.Delete(k) || tab.Delete(k) || tab.Len() != 0 {
+		t.Fatalf("Delete: len=%d", tab.Len())
+	}
+	checkInvariants(t, tab)
+}
+
+func TestFullFailsClosed(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		const capacity = 64
+		var expiredCalls atomic.Int64
+		tab := mustNew[Digest, item](t, Config{Capacity: capacity, Shards: shards, ScanLimit: 16}, func(v *item, now time.Time) bool {
+			expiredCalls.Add(1)
+			return itemExpired(v, now)
+		})
+		far := t0.Add(time.Hour)
+		inserted := 0
+		for i := 0; inserted < capacity; i++ {
+			if i > 10*capacity {
+				t.Fatalf("shards=%d: could not fill the table", shards)
+			}
+			err := put(t, tab, dkey(uint64(i)), t0, far, i)
+			if err == nil {
+				inserted++
+			} else if !errors.Is(err, ErrFull) || shards == 1 {
+				t.Fatalf("shards=%d: insert %d: %v", shards, i, err)
+			}
+		}
+		if tab.Len() != capacity {
+			t.Fatalf("Len = %d", tab.Len())
+		}
+		before := tab.Stats()
+		for i := 0; i < 100; i++ {
+			called := false
+			err := tab.Do(dkey(uint64(1_000_000+i)), t0.Add(time.Minute), func(*item, bool) bool { called = true; return true })
+			if !errors.Is(err, ErrFull) || called {
+				t.Fatalf("shards=%d: new key on full table: err=%v fn called=%v", shards, err, called)
+			}
+		}
+		after := tab.Stats()
+		if after.Full-before.Full != 100 || after.Len != capacity || after.Reclaimed != 0 {
+			t.Fatalf("shards=%d: stats %+v", shards, after)
+		}
+		if after.MaxInspected > 16 {
+			t.Fatalf("MaxInspected %d > ScanLimit", after.MaxInspected)
+		}
+		// Existing keys are never evicted and still work.
+		n := 0
+		for i := 0; i < 10*capacity; i++ {
+			if v, ok := get(t, tab, dkey(uint64(i))); ok {
+				if v.id != i {
+					t.Fatalf("key %d holds id %d", i, v.id)
+				}
+				n++
+			}
+		}
+		if n != capacity {
+			t.Fatalf("shards=%d: %d of %d keys still present", shards, n, capacity)
+		}
+		checkInvariants(t, tab)
+	}
+}
+
+func TestExpiredReclaimed(t *testing.T) {
+	const capacity = 100
+	tab := mustNew[Digest, item](t, Config{Capacity: capacity, ScanLimit: 4}, itemExpired)
+	for i := range capacity {
+		if err := put(t, tab, dkey(uint64(i)), t0, t0.Add(time.Second), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := put(t, tab, dkey(1000), t0, t0.Add(time.Second), 1000); !errors.Is(err, ErrFull) {
+		t.Fatalf("before expiry: %v, want ErrFull", err)
+	}
+	// After expiry every new key reclaims an old one: three generations of
+	// keys, each living one second, pass through the full table.
+	for round := range 3 {
+		now := t0.Add(time.Duration(2+2*round) * time.Second)
+		for i := range capacity {
+			id := 1000*(round+1) + i
+			if err := put(t, tab, dkey(uint64(id)), now, now.Add(time.Second), id); err != nil {
+				t.Fatalf("round %d insert %d after expiry: %v", round, i, err)
+			}
+			if tab.Len() > capacity {
+				t.Fatalf("Len %d > capacity", tab.Len())
+			}
+		}
+		// Full of live entries again.
+		if err := put(t, tab, dkey(999), now, now, 999); !errors.Is(err, ErrFull) {
+			t.Fatalf("round %d: %v, want ErrFull", round, err)
+		}
+	}
+	st := tab.Stats()
+	if st.Len != capacity || st.Reclaimed != 3*capacity || st.MaxInspected > 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The last generation is the live set.
+	for i := range capacity {
+		if v, ok := get(t, tab, dkey(uint64(3000+i))); !ok || v.id != 3000+i {
+			t.Fatalf("key %d missing", 3000+i)
+		}
+	}
+	checkInvariants(t, tab)
+}
+
+func TestOpportunisticReclaim(t *testing.T) {
+	tab := mustNew[Digest, item](t, Config{Capacity: 1000}, itemExpired)
+	for i := range 100 {
+		if err := put(t, tab, dkey(uint64(i)), t0, t0.Add(time.Second), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not full: each new key inspects at most two entries at the hand and
+	// reuses the slot of an expired one.
+	now := t0.Add(time.Minute)
+	before := tab.Stats()
+	for i := range 100 {
+		if err := put(t, tab, dkey(uint64(1000+i)), now, now.Add(time.Hour), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := tab.Stats()
+	if d := after.Inspected - before.Inspected; d > 200 {
+		t.Fatalf("inspected %d entries for 100 inserts with room, want <= 200", d)
+	}
+	if after.MaxInspected > opportunisticScan || after.Reclaimed < 50 || after.Len > 150 {
+		t.Fatalf("opportunistic reclaim: %+v", after)
+	}
+	checkInvariants(t, tab)
+}
+
+// TestLenTracksLiveSet shows that under churn with room to spare the table
+// does not fill up with stale entries: the clock hand laps the slab.
+func TestLenTracksLiveSet(t *testing.T) {
+	const capacity, horizon, total = 20_000, 1000, 100_000
+	tab := mustNew[Digest, item](t, Config{Capacity: capacity}, itemExpired)
+	maxLen := 0
+	for i := range total {
+		now := t0.Add(time.Duration(i) * time.Millisecond)
+		if err := put(t, tab, dkey(uint64(i)), now, now.Add(horizon*time.Millisecond), i); err != nil {
+			t.Fatal(err)
+		}
+		if i > 10*horizon {
+			maxLen = max(maxLen, tab.Len())
+		}
+	}
+	st := tab.Stats()
+	t.Logf("max Len in steady state %d (live set %d), %+v", maxLen, horizon, st)
+	if maxLen > 3*horizon {
+		t.Fatalf("Len reached %d with a live set of %d", maxLen, horizon)
+	}
+	if st.Full != 0 || float64(st.Inspected) > 2.0*total {
+		t.Fatalf("stats %+v", st)
+	}
+	checkInvariants(t, tab)
+}
+
+// TestScanLimitBound counts, in the expired callback itself, how many
+// entries each insert inspects, and shows that an expired entry beyond the
+// scan bound is not found.
+func TestScanLimitBound(t *testing.T) {
+	for _, limit := range []int{1, 8, 64} {
+		const capacity = 512
+		var calls int
+		tab := mustNew[Digest, item](t, Config{Capacity: capacity, ScanLimit: limit, Shards: 1}, func(v *item, now time.Time) bool {
+			calls++
+			return itemExpired(v, now)
+		})
+		far := t0.Add(time.Hour)
+		for i := range capacity {
+			exp := far
+			if i == capacity-1 { // the only expired entry is the last one
+				exp = t0
+			}
+			if err := put(t, tab, dkey(uint64(i)), t0, exp, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Full. Put the hand at the start; the expired entry sits at the
+		// end, out of reach for capacity/limit-1 inserts.
+		tab.shards[0].hand = 0
+		calls = 0
+		base := tab.Stats()
+		fails := 0
+		for i := 0; i < capacity/limit-1; i++ {
+			before := calls
+			err := put(t, tab, dkey(uint64(10_000+i)), t0.Add(time.Second), far, i)
+			if got := calls - before; got > limit {
+				t.Fatalf("limit %d: insert inspected %d entries", limit, got)
+			}
+			if !errors.Is(err, ErrFull) {
+				t.Fatalf("limit %d: insert %d: %v, want ErrFull", limit, i, err)
+			}
+			fails++
+		}
+		// The next inserts reach it.
+		var err error
+		for i := 0; i < 2 && (i == 0 || err != nil); i++ {
+			before := calls
+			err = put(t, tab, dkey(20_000), t0.Add(time.Second), far, 1)
+			if got := calls - before; got > limit {
+				t.Fatalf("limit %d: insert inspected %d entries", limit, got)
+			}
+		}
+		if err != nil {
+			t.Fatalf("limit %d: expired entry was never reclaimed: %v", limit, err)
+		}
+		st := tab.Stats()
+		if st.MaxInspected != limit || st.Reclaimed != 1 || int(st.Inspected-base.Inspected) != calls || st.Len != capacity {
+			t.Fatalf("limit %d: stats %+v, calls %d", limit, st, calls)
+		}
+		checkInvariants(t, tab)
+	}
+}
+
+func TestCloseAndClear(t *testing.T) {
+	tab := mustNew[Digest, item](t, Config{Capacity: 1000, Shards: 4}, itemExpired)
+	far := t0.Add(time.Hour)
+	for i := range 500 {
+		if err := put(t, tab, dkey(uint64(i)), t0, far, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab.Clear()
+	if tab.Len() != 0 {
+		t.Fatalf("Len after Clear = %d", tab.Len())
+	}
+	checkInvariants(t, tab) // slabs zeroed: no buf survives
+	if _, ok := get(t, tab, dkey(1)); ok {
+		t.Fatal("key survived Clear")
+	}
+	if err := put(t, tab, dkey(1), t0, far, 1); err != nil || tab.Len() != 1 {
+		t.Fatalf("after Clear: %v len=%d", err, tab.Len())
+	}
+
+	tab.Close()
+	tab.Close() // idempotent
+	if tab.Len() != 0 {
+		t.Fatalf("Len after Close = %d", tab.Len())
+	}
+	for i := range tab.shards {
+		if tab.shards[i].slab != nil || tab.shards[i].idx != nil {
+			t.Fatal("Close kept memory")
+		}
+	}
+	called := false
+	for _, k := range []Digest{dkey(1), dkey(99999)} {
+		err := tab.Do(k, t0, func(*item, bool) bool { called = true; return true })
+		if !errors.Is(err, ErrClosed) || called {
+			t.Fatalf("Do after Close: %v called=%v", err, called)
+		}
+	}
+	if tab.Delete(dkey(1)) {
+		t.Fatal("Delete after Close reported true")
+	}
+	tab.Clear()
+	if st := tab.Stats(); st.Len != 0 {
+		t.Fatalf("stats after Close: %+v", st)
+	}
+
+	// The zero Table is unusable but does not panic.
+	var zero Table[Digest, item]
+	if err := zero.Do(dkey(1), t0, func(*item, bool) bool { return true }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("zero Table Do: %v", err)
+	}
+	if zero.Delete(dkey(1)) || zero.Len() != 0 {
+		t.Fatal("zero Table")
+	}
+}
+
+func TestPanicInFnReleasesLock(t *testing.T) {
+	tab := mustNew[Digest, int](t, Config{Capacity: 4}, nil)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		_ = tab.Do(dkey(1), t0, func(*int, bool) bool { panic("boom") })
+	}()
+	done := make(chan error, 1)
+	go func() { done <- tab.Do(dkey(1), t0, func(*int, bool) bool { return true }) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shard lock held after fn panicked")
+	}
+}
+
+func TestNilExpiredNeverReclaims(t *testing.T) {
+	tab := mustNew[Digest, int](t, Config{Capacity: 3}, nil)
+	for i := range 3 {
+		if err := tab.Do(dkey(uint64(i)), t0, func(*int, bool) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tab.Do(dkey(9), t0.Add(1000*time.Hour), func(*int, bool) bool { return true }); !errors.Is(err, ErrFull) {
+		t.Fatalf("got %v, want ErrFull", err)
+	}
+	if st := tab.Stats(); st.Inspected != 0 {
+		t.Fatalf("inspected %d with nil expired", st.Inspected)
+	}
+}
+
+// TestCapacityExactAcrossShards shows that the capacity is a global bound,
+// not a per-shard one: a sharded table accepts exactly Capacity keys.
+func TestCapacityExactAcrossShards(t *testing.T) {
+	const capacity = 20_000
+	tab := mustNew[Digest, int](t, Config{Capacity: capacity, Shards: 16}, nil)
+	for i := range capacity {
+		if err := tab.Do(dkey(uint64(i)), t0, func(*int, bool) bool { return true }); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	if err := tab.Do(dkey(capacity), t0, func(*int, bool) bool { return true }); !errors.Is(err, ErrFull) {
+		t.Fatalf("insert beyond capacity: %v", err)
+	}
+	checkInvariants(t, tab)
+}
+
+// TestConcurrentChurn hammers a small sharded table from many goroutines
+// with distinct keys, keep=false removals and deletes, while a watcher
+// checks Len() <= Capacity throughout. Run with -race.
+func TestConcurrentChurn(t *testing.T) {
+	const (
+		capacity   = 300
+		goroutines = 8
+		perG       = 4000
+	)
+	for _, expiring := range []bool{false, true} {
+		var maxSeen atomic.Int64
+		var scan atomic.Int64
+		tab := mustNew[Digest, item](t, Config{Capacity: capacity, Shards: 8, ScanLimit: 16}, itemExpired)
+		var clock atomic.Int64 // nanoseconds since t0
+		stop := make(chan struct{})
+		var watch sync.WaitGroup
+		watch.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := int64(tab.Len())
+				if n > capacity {
+					t.Errorf("Len() = %d > %d", n, capacity)
+				}
+				if n > maxSeen.Load() {
+					maxSeen.Store(n)
+				}
+			}
+		})
+		var wg sync.WaitGroup
+		var ok, full atomic.Int64
+		for g := range goroutines {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 1))
+				for i := range perG {
+					now := t0.Add(time.Duration(clock.Add(1000)))
+					ttl := time.Hour
+					if expiring {
+						ttl = time.Duration(r.IntN(300_000)) // a few hundred ops
+					}
+					key := dkey(uint64(g)<<32 | uint64(i))
+					err := tab.Do(key, now, func(v *item, created bool) bool {
+						if !created {
+							t.Error("fresh key reported as existing")
+						}
+						v.exp = now.Add(ttl)
+						v.buf = make([]byte, 4)
+						return r.IntN(10) != 0 // 10%: keep=false
+					})
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.Is(err, ErrFull):
+						full.Add(1)
+					default:
+						t.Error(err)
+					}
+					if r.IntN(20) == 0 {
+						tab.Delete(dkey(uint64(g)<<32 | uint64(r.IntN(i+1))))
+					}
+					if n := tab.Len(); n > capacity {
+						t.Errorf("Len() = %d > %d", n, capacity)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(stop)
+		watch.Wait()
+		_ = scan.Load()
+		st := tab.Stats()
+		if st.Len > capacity || st.MaxInspected > 16 {
+			t.Fatalf("expiring=%v: stats %+v", expiring, st)
+		}
+		if !expiring && full.Load() == 0 {
+			t.Errorf("no ErrFull without expiry (ok=%d)", ok.Load())
+		}
+		if expiring && ok.Load() < goroutines*perG/2 {
+			t.Errorf("expiring: only %d of %d inserts succeeded", ok.Load(), goroutines*perG)
+		}
+		t.Logf("expiring=%v ok=%d full=%d maxLen=%d stats=%+v", expiring, ok.Load(), full.Load(), maxSeen.Load(), st)
+		checkInvariants(t, tab)
+	}
+}
+
+// runModel interprets ops as a sequence of table operations on a
+// one-shard table and checks the table against a reference map: no entry
+// disappears unless it was removed or had expired, values are what was
+// stored, Len matches, ErrFull only when full, and every insert inspects
+// at most ScanLimit entries.
+func runModel(t *testing.T, ops []byte) {
+	const capacity, scan = 8, 3
+	tab := mustNew[Digest, item](t, Config{Capacity: capacity, ScanLimit: scan, Shards: 1}, itemExpired)
+	model := map[Digest]item{}
+	now := t0
+	for len(ops) >= 2 {
+		op, arg := ops[0], ops[1]
+		ops = ops[2:]
+		key := dkey(uint64(arg % 16))
+		switch op % 6 {
+		case 0, 1: // upsert with a ttl of arg>>4 seconds
+			exp := now.Add(time.Duration(arg>>4) * time.Second)
+			_, existed := model[key]
+			before := tab.Stats()
+			var sawCreated bool
+			err := tab.Do(key, now, func(v *item, created bool) bool {
+				sawCreated = created
+				if m := model[key]; !created && (v.id != m.id || !v.exp.Equal(m.exp)) {
+					t.Fatalf("value %+v, model %+v", *v, model[key])
+				}
+				v.id, v.exp = int(arg), exp
+				return true
+			})
+			after := tab.Stats()
+			if after.Inspected-before.Inspected > scan {
+				t.Fatalf("insert inspected %d > %d", after.Inspected-before.Inspected, scan)
+			}
+			if existed {
+				if err != nil || sawCreated || after.Inspected != before.Inspected {
+					t.Fatalf("existing key: err=%v created=%v", err, sawCreated)
+				}
+			}
+			if err == nil {
+				if !existed && !sawCreated {
+					t.Fatal("new key not created")
+				}
+				model[key] = item{id: int(arg), exp: exp}
+			} else if !errors.Is(err, ErrFull) || existed || sawCreated || tab.Len() != capacity {
+				t.Fatalf("err %v: existed=%v len=%d", err, existed, tab.Len())
+			}
+		case 2: // keep=false
+			err := tab.Do(key, now, func(*item, bool) bool { return false })
+			if err != nil && !errors.Is(err, ErrFull) {
+				t.Fatal(err)
+			}
+			delete(model, key)
+		case 3:
+			got := tab.Delete(key)
+			if _, want := model[key]; got && !want {
+				t.Fatal("Delete found a key the model lacks")
+			}
+			delete(model, key)
+		case 4: // time moves, sometimes backwards
+			now = now.Add(time.Duration(int(arg)-64) * 100 * time.Millisecond)
+		case 5:
+			if arg == 0 {
+				tab.Clear()
+				clear(model)
+			}
+		}
+		// Reconcile: entries missing from the table must have expired.
+		present := map[Digest]item{}
+		sh := &tab.shards[0]
+		for i := 0; i < sh.n; i++ {
+			e := sh.slab[i]
+			present[e.key] = item{id: e.val.id, exp: e.val.exp}
+		}
+		for k, v := range model {
+			got, ok := present[k]
+			if !ok {
+				if now.Before(v.exp) {
+					t.Fatalf("live entry %v (exp %v, now %v) disappeared", k[0], v.exp, now)
+				}
+				delete(model, k)
+				continue
+			}
+			if got.id != v.id || !got.exp.Equal(v.exp) {
+				t.Fatalf("entry %v = %+v, model %+v", k[0], got, v)
+			}
+		}
+		if len(present) != len(model) || tab.Len() != len(model) {
+			t.Fatalf("table %d entries (Len %d), model %d", len(present), tab.Len(), len(model))
+		}
+	}
+	checkInvariants(t, tab)
+}
+
+func TestModelRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		ops := make([]byte, 400)
+		for i := range ops {
+			ops[i] = byte(r.UintN(256))
+		}
+		runModel(t, ops)
+	}
+}
+
+func FuzzTable(f *testing.F) {
+	f.Add([]byte{0, 0x11, 0, 0x22, 4, 200, 1, 0x33})
+	f.Add([]byte{0, 0xf1, 0, 0xf2, 0, 0xf3, 0, 0xf4, 0, 0xf5, 0, 0xf6, 0, 0xf7, 0, 0xf8, 0, 0xf9, 4, 255, 0, 0x0a})
+	f.Add([]byte{0, 1, 2, 1, 3, 1, 5, 0, 0, 2})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 4096 {
+			ops = ops[:4096]
+		}
+		runModel(t, ops)
+	})
+}
+
+func TestHashMixesEveryByte(t *testing.T) {
+	s1, s2 := maphash.MakeSeed(), maphash.MakeSeed()
+	var d Digest
+	for i := range d {
+		d[i] = byte(i * 7)
+	}
+	base := d.Hash(s1)
+	if base == d.Hash(s2) {
+		t.Error("Digest.Hash ignores the seed")
+	}
+	if base != d.Hash(s1) {
+		t.Error("Digest.Hash is not deterministic")
+	}
+	for i := range d {
+		e := d
+		e[i] ^= 0x80
+		if e.Hash(s1) == base {
+			t.Errorf("Digest.Hash ignores byte %d", i)
+		}
+	}
+	k := Key128{0x0123456789abcdef, 0xfedcba9876543210}
+	kb := k.Hash(s1)
+	if kb == k.Hash(s2) || kb != k.Hash(s1) {
+		t.Error("Key128.Hash seed handling")
+	}
+	for w := range 2 {
+		for b := range 64 {
+			e := k
+			e[w] ^= 1 << b
+			if e.Hash(s1) == kb {
+				t.Errorf("Key128.Hash ignores word %d bit %d", w, b)
+			}
+		}
+	}
+}
+
+func TestHasher(t *testing.T) {
+	h1, h2 := NewHasher(), NewHasher()
+	alice := "alice"
+	if a, b := h1.Sum(alice), h1.Sum(strings.Clone(alice)); a != b {
+		t.Error("Sum not deterministic")
+	}
+	if h1.Sum("alice") == h1.Sum("alicf") || h1.Sum("") == h1.Sum("\x00") {
+		t.Error("Sum collides on near strings")
+	}
+	if h1.Sum("alice") == h2.Sum("alice") {
+		t.Error("two hashers share seeds")
+	}
+	k := h1.Sum("bob")
+	if k[0] == k[1] {
+		t.Error("the two words use the same seed")
+	}
+	long := strings.Repeat("x", 1000)
+	if n := testing.AllocsPerRun(100, func() { _ = h1.Sum(long) }); n != 0 {
+		t.Errorf("Sum allocates %v", n)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	tab := mustNew[Digest, item](t, Config{Capacity: 1000, Shards: 4}, itemExpired)
+	now := t0
+	hit := dkey(1)
+	if err := put(t, tab, hit, now, now.Add(time.Hour), 1); err != nil {
+		t.Fatal(err)
+	}
+	var sink int
+	// Existing key; fn captures locals (must not escape).
+	if n := testing.AllocsPerRun(1000, func() {
+		_ = tab.Do(hit, now, func(v *item, created bool) bool {
+			sink += v.id
+			return true
+		})
+	}); n != 0 {
+		t.Errorf("existing key: %v allocs", n)
+	}
+
+	// New keys with reclaim: the table churns through expired entries.
+	i := uint64(100)
+	if n := testing.AllocsPerRun(5000, func() {
+		i++
+		now = now.Add(time.Millisecond)
+		exp := now.Add(100 * time.Millisecond)
+		err := tab.Do(dkey(i), now, func(v *item, created bool) bool {
+			v.exp = exp
+			sink++
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("insert+reclaim: %v allocs", n)
+	}
+	if st := tab.Stats(); st.Reclaimed == 0 {
+		t.Errorf("no reclaim happened: %+v", st)
+	}
+
+	// Full table, nothing expired: ErrFull.
+	full := mustNew[Digest, int](t, Config{Capacity: 10}, func(*int, time.Time) bool { return false })
+	for j := range 10 {
+		_ = full.Do(dkey(uint64(j)), now, func(*int, bool) bool { return true })
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := full.Do(dkey(99), now, func(*int, bool) bool { return true }); !errors.Is(err, ErrFull) {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("ErrFull path: %v allocs", n)
+	}
+
+	// String keys through a Hasher, keep=false, Delete.
+	h := NewHasher()
+	st := mustNew[Key128, int](t, Config{Capacity: 100}, nil)
+	user := "someone@example.com"
+	if n := testing.AllocsPerRun(1000, func() {
+		_ = st.Do(h.Sum(user), now, func(v *int, created bool) bool { *v++; return true })
+		_ = st.Do(h.Sum(user+"x"[:0]), now, func(v *int, created bool) bool { return false })
+		st.Delete(h.Sum(user))
+	}); n != 0 {
+		t.Errorf("Key128 path: %v allocs", n)
+	}
+	_ = sink
+}
