@@ -237,6 +237,7 @@ routes:
     upstream: app
     quota: {operation: q, limit: 1, auth: {url: "http://127.0.0.1:1/"}}
 metrics: {addr: ""}
+control: {addr: "127.0.0.1:0"}
 listen: {addr: "127.0.0.1:0"}
 `), getenv)
 	if err != nil {

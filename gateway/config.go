@@ -3,9 +3,12 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
+	"net/netip"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/proxy"
 )
 
@@ -36,6 +39,8 @@ type Config struct {
 	Routes    []Route    `yaml:"routes"`
 	Metrics   Metrics    `yaml:"metrics"`
 	Log       Log        `yaml:"log"`
+	IPSets    IPSets     `yaml:"ipsets"`
+	Control   Control    `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
 	File string `yaml:"-"`
@@ -45,6 +50,20 @@ type Config struct {
 
 	lines   map[string]int
 	tlsCert *tls.Certificate
+	// token is the control API's bearer token (from control.token_file
+	// or BULWARK_CONTROL_TOKEN). A pointer, so that printing a Config
+	// never prints it.
+	token *controlToken
+}
+
+type controlToken struct{ v string }
+
+// controlToken returns the loaded control token, or "".
+func (c *Config) controlToken() string {
+	if c.token == nil {
+		return ""
+	}
+	return c.token.v
 }
 
 // Listen is the client-facing listener.
@@ -191,6 +210,49 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn or error
 }
 
+// IPSets are the static allow and deny lists, checked against the socket
+// peer of every connection (X-Forwarded-For never counts). A denied peer
+// is refused at accept, before TLS and before any HTTP parsing; an
+// allowed peer bypasses the shield and every route rate limit (not the
+// login throttle, not quotas). Allow wins over deny. Runtime entries are
+// added with the control API; a reload replaces the static entries and
+// keeps the runtime ones.
+type IPSets struct {
+	Allow []ListEntry `yaml:"allow"`
+	Deny  []ListEntry `yaml:"deny"`
+	// AllowCapacity and DenyCapacity bound each list (static and runtime
+	// entries together); restart to change them.
+	AllowCapacity int `yaml:"allow_capacity"`
+	DenyCapacity  int `yaml:"deny_capacity"`
+}
+
+// ListEntry is one static list entry. In YAML it is either a string
+// ("203.0.113.0/24", "2001:db8::1") or a mapping {ip, reason}.
+type ListEntry struct {
+	// IP is an address or a CIDR prefix without host bits.
+	IP string `yaml:"ip"`
+	// Reason is at most 64 bytes of printable ASCII; default "config".
+	Reason string `yaml:"reason"`
+
+	prefix netip.Prefix // set by validation
+}
+
+// Prefix returns the parsed prefix of a validated entry.
+func (e ListEntry) Prefix() netip.Prefix { return e.prefix }
+
+// Control is the control-plane API listener (allow/deny lists, status,
+// reload). See package control.
+type Control struct {
+	// Enabled starts the API; default true.
+	Enabled bool `yaml:"enabled"`
+	// Addr is host:port; default 127.0.0.1:9091. A non-loopback address
+	// needs a token.
+	Addr string `yaml:"addr"`
+	// TokenFile holds the bearer token (relative to the configuration
+	// file). BULWARK_CONTROL_TOKEN is the alternative; not both.
+	TokenFile string `yaml:"token_file"`
+}
+
 // Defaults. Each number is the documented default of its key; the reasons
 // are in examples/bulwark.yaml.
 const (
@@ -234,6 +296,8 @@ const (
 	DefaultAuthSubjectHeader         = "X-Auth-Subject"
 	DefaultAuthSubjectType           = "user"
 	DefaultAuthTimeout               = 2 * time.Second
+	DefaultControlAddr               = control.DefaultAddr
+	DefaultStaticReason              = "config"
 	DefaultLogFormat                 = "json"
 	DefaultLogLevel                  = "info"
 	defaultProfile           Profile = Standalone
@@ -246,7 +310,11 @@ func (c *Config) setDefaults() {
 	c.Shield.setDefaults()
 	c.Metrics = Metrics{Addr: DefaultMetricsAddr}
 	c.Log = Log{Format: DefaultLogFormat, Level: DefaultLogLevel}
+	c.IPSets = IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity}
+	c.Control = Control{Enabled: true, Addr: DefaultControlAddr}
 }
+
+func (e *ListEntry) setDefaults() { *e = ListEntry{Reason: DefaultStaticReason} }
 
 func (l *Limits) setDefaults() {
 	*l = Limits{
@@ -340,5 +408,30 @@ func (c *Config) Override(listen, metrics string) error {
 		}
 		c.Metrics.Addr = metrics
 	}
+	return nil
+}
+
+// OverrideControl replaces control.addr from the command line: "" keeps
+// the configured value, "off" disables the API. An address needs the API
+// enabled in the file (its token was read only then), and a non-loopback
+// one needs a token.
+func (c *Config) OverrideControl(addr string) error {
+	switch addr {
+	case "":
+		return nil
+	case "off":
+		c.Control.Enabled = false
+		return nil
+	}
+	if err := validHostPort(addr); err != nil {
+		return fmt.Errorf("gateway: --control-listen %q: %v", truncate(addr), err)
+	}
+	if !c.Control.Enabled {
+		return fmt.Errorf("gateway: --control-listen: control.enabled is false in the configuration")
+	}
+	if control.CheckAddr(addr, c.controlToken() != "") != nil {
+		return fmt.Errorf("gateway: --control-listen %q is not a loopback address; set control.token_file or %s to expose the API", truncate(addr), EnvControlToken)
+	}
+	c.Control.Addr = addr
 	return nil
 }

@@ -155,7 +155,8 @@ func TestExampleConfig(t *testing.T) {
 		"targets:", "connect:", "response_header:", "per_try:", "total:", "retries:",
 		"match:", "path:", "methods:", "upstream:", "rate_limit:", "qps:", "burst:", "key:", "status:", "max_keys:",
 		"login:", "username_field:", "limit:", "quota:", "operation:", "auth:", "url:", "project_header:",
-		"subject_header:", "subject_type:", "timeout:", "metrics:", "log:", "format:", "level:"} {
+		"subject_header:", "subject_type:", "timeout:", "metrics:", "log:", "format:", "level:",
+		"ipsets:", "allow:", "deny:", "reason:", "allow_capacity:", "deny_capacity:", "control:", "token_file:"} {
 		if !strings.Contains(string(data), key) {
 			t.Errorf("examples/bulwark.yaml does not document %s", key)
 		}
@@ -173,8 +174,17 @@ func TestProfileGate(t *testing.T) {
 		if _, err := Parse("bulwark.yaml", []byte(minimal), e.get); err != nil {
 			t.Fatal(err)
 		}
+		// The control token is no database or cache secret: it is read
+		// in every profile, after the gate, and only with the API on.
+		if !slices.Equal(e.read, []string{EnvProfile, EnvControlToken}) {
+			t.Errorf("read %q, want only %s then %s", e.read, EnvProfile, EnvControlToken)
+		}
+		e = env(allSet...)
+		if _, err := Parse("bulwark.yaml", []byte(minimal+"control: {enabled: false}\n"), e.get); err != nil {
+			t.Fatal(err)
+		}
 		if !slices.Equal(e.read, []string{EnvProfile}) {
-			t.Errorf("read %q, want only %s", e.read, EnvProfile)
+			t.Errorf("control off: read %q, want only %s", e.read, EnvProfile)
 		}
 	})
 	t.Run("env standalone overrides file cluster", func(t *testing.T) {

@@ -118,7 +118,10 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType  = reflect.TypeFor[time.Duration]()
+	listEntryType = reflect.TypeFor[ListEntry]()
+)
 
 func kindName(n *yaml.Node) string {
 	switch n.Kind {
@@ -164,6 +167,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(int64(dur))
+		return
+	}
+
+	if v.Type() == listEntryType && n.Kind == yaml.ScalarNode && !null {
+		// The short form of a list entry: just the address or prefix.
+		v.FieldByName("IP").SetString(n.Value)
 		return
 	}
 

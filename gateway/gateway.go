@@ -3,19 +3,30 @@
 // pre-authentication shield, route matching, per-route policies (GCRA rate
 // limit, login throttle, forward-auth + durable quota) and the proxy.
 //
-// A request flows:
+// A connection and its requests flow:
 //
-//	host → shield → route match → rate_limit → login → quota → proxy
+//	accept: deny list → (TLS) → host → shield → route match → rate_limit → login → quota → proxy
+//
+// The allow and deny lists (ipsets in the configuration, plus runtime
+// entries from the control API) match the socket peer. A denied peer is
+// refused at accept, before TLS and before any HTTP parsing: the
+// connection is reset and never reaches the host. An allowed peer (allow
+// wins over deny) skips the shield and every route rate limit; login
+// throttles and quotas still apply. See [Gateway.ServeHTTP] and
+// [IPSets].
 //
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
-// from it; [Gateway.Start] listens, runs the readiness checks and opens
-// admission; [Gateway.Shutdown] drains. [Run] does all of that around a
-// context, which is what `bulwark serve` calls.
+// from it; [Gateway.Start] listens (client, metrics and control
+// listeners), runs the readiness checks and opens admission;
+// [Gateway.Shutdown] drains. [Run] does all of that around a context.
 //
-// Route limiter state lives in a registry keyed by the route's name and
-// every rate-limit parameter, so [Gateway.Reload] swaps the pipeline
-// atomically (in-flight requests finish on the old one) while the buckets
-// of every unchanged route carry over.
+// The control API (package control) serves status, the lists and reload
+// on control.addr. Route limiter state lives in a registry keyed by the
+// route's name and every rate-limit parameter, so [Gateway.Reload] (and
+// [Gateway.ReloadFromSource], behind POST /v1/reload and SIGHUP) swaps the
+// pipeline atomically (in-flight requests finish on the old one) while the
+// buckets of every unchanged route carry over, as do the runtime list
+// entries.
 package gateway
 
 import (
@@ -40,6 +51,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/peer"
@@ -69,9 +81,18 @@ type Deps struct {
 	Listener net.Listener
 	// MetricsListener, when set, replaces binding metrics.addr.
 	MetricsListener net.Listener
-	// WrapListener wraps the client listener before TLS (accept-time deny
-	// lists, connection guards).
+	// WrapListener wraps the client listener before TLS (connection
+	// guards). The gateway's own deny-list check runs first, so a denied
+	// peer never reaches it.
 	WrapListener func(net.Listener) net.Listener
+	// ControlListener, when set, replaces binding control.addr.
+	ControlListener net.Listener
+	// Source re-reads the configuration for a reload (POST /v1/reload,
+	// SIGHUP through ReloadFromSource): typically Load of the file the
+	// gateway was started with, with the same command-line overrides.
+	// Nil means the configuration cannot be re-read (the embedded
+	// quickstart): the API answers 501 reload_unsupported.
+	Source func() (*Config, error)
 }
 
 // Gateway is a running (or ready to run) gateway. Its methods are safe for
@@ -88,9 +109,16 @@ type Gateway struct {
 	metricsSrv *http.Server
 	metricsLn  net.Listener
 
-	mu  sync.Mutex // serializes Reload
-	cfg *Config
-	cur atomic.Pointer[pipeline]
+	lists   *lists
+	tally   *tally
+	ctl     *controlPlane // nil when control.enabled is false
+	started time.Time     // by the injected clock
+	sweeper chan struct{} // closed to stop the list sweeper
+
+	mu     sync.Mutex // serializes Reload
+	cfg    *Config
+	closed bool // the pipeline was closed at shutdown: no more reloads
+	cur    atomic.Pointer[pipeline]
 }
 
 // New builds a gateway from a validated configuration. It binds no socket
@@ -103,7 +131,13 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg}
+	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg, tally: newTally()}
+	g.started = g.clock.Now()
+	ls, err := newLists(cfg, deps.Clock)
+	if err != nil {
+		return nil, err
+	}
+	g.lists = ls
 
 	var tlsCfg *tls.Config
 	if cfg.Listen.TLS != nil {
@@ -116,7 +150,7 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	h, err := host.New(host.Config{
 		Addr:         cfg.Listen.Addr,
 		Listener:     deps.Listener,
-		WrapListener: deps.WrapListener,
+		WrapListener: g.wrapListener,
 		TLSConfig:    tlsCfg,
 		H2C:          cfg.Listen.H2C,
 		Limits:       hostLimits(cfg.Limits),
@@ -127,20 +161,26 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.host = h
-	m, err := newMetrics(deps.Registerer, deps.Version,
+	m, err := newMetrics(deps.Registerer, deps.Version, g.tally,
 		func() float64 { return float64(h.InFlight()) },
 		func() float64 {
 			if h.IsReady() {
 				return 1
 			}
 			return 0
-		})
+		}, ls)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
 	onReject = func(reason string) { m.reject(layerHost, reason) }
 
+	if cfg.Control.Enabled {
+		if g.ctl, err = g.newControlPlane(cfg); err != nil {
+			m.unregister()
+			return nil, err
+		}
+	}
 	if err := g.openStores(cfg); err != nil {
 		g.closeStores()
 		m.unregister()
@@ -154,6 +194,16 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	}
 	g.cur.Store(p)
 	return g, nil
+}
+
+// wrapListener installs the accept-time deny check innermost, then the
+// caller's wrapper.
+func (g *Gateway) wrapListener(ln net.Listener) net.Listener {
+	ln = &denyListener{Listener: ln, lists: g.lists, denied: g.metrics.connDenied}
+	if g.deps.WrapListener != nil {
+		ln = g.deps.WrapListener(ln)
+	}
+	return ln
 }
 
 func hostLimits(l Limits) host.Limits {
@@ -263,16 +313,27 @@ func (g *Gateway) closeStores() {
 func (g *Gateway) Start(ctx context.Context) error {
 	h := g.host
 	// Stop order (hooks run in reverse): proxies' idle connections, then
-	// the stores, then the metrics listener, so metrics stay scrapable
-	// while draining.
+	// the stores, then the metrics listener, then the control API and the
+	// list sweeper, so metrics stay scrapable and the control API keeps
+	// answering (status shows the drain) until everything else stopped.
+	h.OnStop("control", g.stopControl)
 	h.OnStop("metrics", g.stopMetrics)
 	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
-	h.OnStop("pipeline", func(context.Context) error { g.cur.Load().close(); return nil })
+	h.OnStop("pipeline", func(context.Context) error {
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+		g.cur.Load().close()
+		return nil
+	})
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.startMetrics(); err != nil {
 		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
+	}
+	if err := g.startControl(ctx); err != nil {
+		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Shutdown(ctx))
 	}
 	var checks []host.Check
 	if g.quota != nil {
@@ -291,8 +352,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	h.Activate(g)
-	g.log.Info("gateway ready", "addr", h.Addr().String(), "profile", string(g.cfg.Profile),
-		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version)
+	attrs := []any{"addr", h.Addr().String(), "profile", string(g.cfg.Profile),
+		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version}
+	if a := g.ControlAddr(); a != nil {
+		attrs = append(attrs, "control_addr", a.String())
+	}
+	g.log.Info("gateway ready", attrs...)
 	return nil
 }
 
@@ -364,6 +429,12 @@ func (g *Gateway) Handler() http.Handler { return g }
 
 // ServeHTTP serves r with the current pipeline.
 //
+// Lists: when the allow or deny list has entries, the socket peer is
+// checked. An allowed peer is served by the pipeline without the shield
+// and without route rate limits; a denied peer's request (on a
+// connection accepted before the block) is aborted without an answer and
+// its connection closed.
+//
 // Draining: the host cancels every admitted handler's context when it
 // starts draining. A half-proxied request cut at that point would be an
 // error for its client, so a proxied exchange keeps running until it
@@ -372,7 +443,18 @@ func (g *Gateway) Handler() http.Handler { return g }
 // timeout) still stops it. Upgraded connections (WebSocket) are closed by
 // the drain.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.tally.requests.Add(1)
 	p := g.cur.Load()
+	entry := p.entry
+	if g.lists.active() {
+		switch g.lists.remoteVerdict(r.RemoteAddr) {
+		case ipset.Allowed:
+			entry = p.allowed
+		case ipset.Denied:
+			g.metrics.reject(layerIPSet, "deny_request")
+			panic(http.ErrAbortHandler)
+		}
+	}
 	if r.Header.Get("Upgrade") == "" {
 		parent := r.Context()
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
@@ -387,7 +469,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}()
 		r = r.WithContext(ctx)
 	}
-	p.entry.ServeHTTP(w, r)
+	entry.ServeHTTP(w, r)
 }
 
 // Shutdown drains the gateway: readiness turns 503 at once, in-flight
@@ -395,6 +477,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the listeners close. It returns a host.DrainTimeoutError (errors.Is
 // host.ErrDrainTimeout) when requests outlived the drain budget.
 func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.tally.draining.Store(true)
 	err := g.host.Shutdown(ctx)
 	if err != nil {
 		g.log.Error("gateway stopped uncleanly", "error", err.Error())
@@ -446,6 +529,12 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("log", cfg.Log == old.Log, "the log settings")
 	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
 	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
+	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")
+	need("ipsets.allow_capacity", cfg.IPSets.AllowCapacity == old.IPSets.AllowCapacity, "the allow list's capacity")
+	need("ipsets.deny_capacity", cfg.IPSets.DenyCapacity == old.IPSets.DenyCapacity, "the deny list's capacity")
+	if g.closed {
+		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
+	}
 	if len(ps) > 0 {
 		g.metrics.reloaded(false)
 		return &ConfigError{Problems: ps}
@@ -456,18 +545,31 @@ func (g *Gateway) Reload(cfg *Config) error {
 		g.metrics.reloaded(false)
 		return err
 	}
+	// The lists last: nothing after them can fail, so they never need
+	// undoing.
+	if _, ps := g.lists.apply(cfg); len(ps) > 0 {
+		p.discard(prev)
+		g.metrics.reloaded(false)
+		return &ConfigError{Problems: ps}
+	}
 	g.cur.Store(p)
 	g.cfg = cfg
 	prev.retire(p)
+	if g.ctl != nil {
+		g.ctl.setToken(g, cfg.controlToken())
+	}
+	g.tally.reloaded(g.clock.Now())
 	g.metrics.reloaded(true)
-	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams))
+	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
+		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
 	return nil
 }
 
 // pipeline is everything one configuration serves with. It is immutable
 // once built.
 type pipeline struct {
-	entry    http.Handler
+	entry    http.Handler // shield → routes
+	allowed  http.Handler // routes without rate limits, for allowed peers
 	proxies  map[string]*upstreamProxy
 	limiters *limiterRegistry
 	logins   map[loginID]*login.Limiter
@@ -493,6 +595,24 @@ func (p *pipeline) close() {
 	}
 	p.limiters.close(nil)
 	if p.shield != nil {
+		p.shield.Close()
+	}
+}
+
+// discard releases what a pipeline that never served (a reload rejected
+// after it was built) created and prev does not share.
+func (p *pipeline) discard(prev *pipeline) {
+	for name, up := range p.proxies {
+		if prev == nil || prev.proxies[name] == nil || prev.proxies[name].p != up.p {
+			up.p.Close()
+		}
+	}
+	for id, l := range p.limiters.byID {
+		if prev.limiterRegistry().take(id) != l {
+			l.table.Close()
+		}
+	}
+	if p.shield != nil && (prev == nil || prev.shield != p.shield) {
 		p.shield.Close()
 	}
 }
@@ -566,6 +686,7 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 	}
 
 	mux := http.NewServeMux()
+	allowMux := http.NewServeMux() // the same routes without rate limits
 	for _, rc := range cfg.Routes {
 		rt := &route{
 			name:     rc.Name,
@@ -613,14 +734,17 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 			p.limiters.byID[id] = lim
 			rt.limiter = lim
 		}
+		free := *rt // the allowed-peer variant: no rate limit
+		free.limiter = nil
 		for _, pat := range routePatterns(rc.Match) {
 			// Validation rules conflicts out; ServeMux would panic on one.
-			if !registerHandler(mux, pat, rt) {
+			if !registerHandler(mux, pat, rt) || !registerHandler(allowMux, pat, &free) {
 				return fail(fmt.Errorf("gateway: route %q: pattern %q conflicts with another route", rc.Name, pat))
 			}
 		}
 	}
 	var entry http.Handler = &router{mux: mux, metrics: g.metrics, none: g.metrics.forUnmatched()}
+	p.allowed = &router{mux: allowMux, metrics: g.metrics, none: g.metrics.forUnmatched()}
 
 	if cfg.Shield.Enabled {
 		sc := cfg.Shield

@@ -23,6 +23,7 @@ type testGateway struct {
 	g       *Gateway
 	url     string // http://127.0.0.1:PORT
 	metrics string // http://127.0.0.1:PORT/metrics
+	control string // http://127.0.0.1:PORT (the control API), or ""
 	reg     *prometheus.Registry
 	logs    *syncBuffer
 }
@@ -30,6 +31,10 @@ type testGateway struct {
 type gwOpts struct {
 	clock  clock.Clock
 	getenv func(string) string
+	// source, when set, is Deps.Source (what a reload re-reads).
+	source func() (*Config, error)
+	// wrap is Deps.WrapListener.
+	wrap func(net.Listener) net.Listener
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -56,6 +61,12 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cln net.Listener
+	if cfg.Control.Enabled {
+		if cln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
 	g, err := New(cfg, Deps{
@@ -65,6 +76,9 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 		Version:         "test",
 		Listener:        ln,
 		MetricsListener: mln,
+		ControlListener: cln,
+		Source:          o.source,
+		WrapListener:    o.wrap,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -82,7 +96,11 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 			t.Logf("gateway logs:\n%s", logs.String())
 		}
 	})
-	return &testGateway{g: g, url: "http://" + g.Addr().String(), metrics: "http://" + g.MetricsAddr().String() + "/metrics", reg: reg, logs: logs}
+	tg := &testGateway{g: g, url: "http://" + g.Addr().String(), metrics: "http://" + g.MetricsAddr().String() + "/metrics", reg: reg, logs: logs}
+	if a := g.ControlAddr(); a != nil {
+		tg.control = "http://" + a.String()
+	}
+	return tg
 }
 
 // counter returns the value of a counter series in the registry.

@@ -25,6 +25,10 @@ const (
 	EnvPostgresAllowInsecure = "BULWARK_POSTGRES_ALLOW_INSECURE"
 	// EnvRedisURL is the Redis URL, redis:// or rediss:// (cluster only).
 	EnvRedisURL = "BULWARK_REDIS_URL"
+	// EnvControlToken is the control API's bearer token, an alternative
+	// to control.token_file. Read in every profile, only when the control
+	// API is enabled.
+	EnvControlToken = "BULWARK_CONTROL_TOKEN"
 )
 
 // Env is what the profile gate read from the environment. In the
@@ -118,6 +122,7 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 	if !d.syntax {
 		v := &validator{d: d, cfg: cfg, dir: dir}
 		v.validate()
+		v.control(getenv)
 	}
 	d.problems = append(d.problems, gateProblems...)
 	if len(d.problems) > 0 {

@@ -30,11 +30,15 @@ const (
 	layerRoute  = "rate_limit"
 	layerLogin  = "login"
 	layerQuota  = "quota"
+	layerIPSet  = "ipset"
 )
 
-// metrics holds the gateway's collectors. A nil *metrics (no Registerer)
-// records nothing.
+// metrics holds the gateway's collectors and feeds the status document's
+// counters (tally). Without a Registerer only the tally records.
 type metrics struct {
+	tally     *tally
+	ipsetDeny prometheus.Counter // pre-resolved: counted per refused connection
+
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 	shield     *prometheus.CounterVec
@@ -46,11 +50,12 @@ type metrics struct {
 	collectors []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer, version string, inFlight func() float64, ready func() float64) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight func() float64, ready func() float64, ls *lists) (*metrics, error) {
 	if reg == nil {
-		return nil, nil
+		return &metrics{tally: t}, nil
 	}
 	m := &metrics{
+		tally: t,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -82,6 +87,7 @@ func newMetrics(reg prometheus.Registerer, version string, inFlight func() float
 		Help: "Always 1; labels carry the build.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
+	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny")
 	cs := []prometheus.Collector{
 		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -92,6 +98,26 @@ func newMetrics(reg prometheus.Registerer, version string, inFlight func() float
 			Name: "bulwark_ready",
 			Help: "1 when the gateway admits traffic (/readyz 200), else 0.",
 		}, ready),
+	}
+	for _, l := range []struct {
+		name string
+		set  interface {
+			Len() int
+			Capacity() int
+		}
+	}{{"allow", ls.allow}, {"deny", ls.deny}} {
+		set := l.set
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "bulwark_ipset_entries",
+				Help:        "Entries in the allow or deny list (static and runtime; expired entries until reclaimed).",
+				ConstLabels: prometheus.Labels{"list": l.name},
+			}, func() float64 { return float64(set.Len()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "bulwark_ipset_capacity",
+				Help:        "Hard capacity of the allow or deny list.",
+				ConstLabels: prometheus.Labels{"list": l.name},
+			}, func() float64 { return float64(set.Capacity()) }))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -105,9 +131,12 @@ func newMetrics(reg prometheus.Registerer, version string, inFlight func() float
 	return m, nil
 }
 
+// on reports whether Prometheus collectors exist.
+func (m *metrics) on() bool { return m != nil && m.reg != nil }
+
 // unregister removes the collectors (after a failed construction).
 func (m *metrics) unregister() {
-	if m == nil {
+	if !m.on() {
 		return
 	}
 	for _, c := range m.collectors {
@@ -116,7 +145,8 @@ func (m *metrics) unregister() {
 }
 
 func (m *metrics) reloaded(ok bool) {
-	if m == nil {
+	m.tally.reload(ok)
+	if !m.on() {
 		return
 	}
 	result := "ok"
@@ -127,20 +157,30 @@ func (m *metrics) reloaded(ok bool) {
 }
 
 func (m *metrics) reject(layer, reason string) {
-	if m != nil {
+	m.tally.add(layer, reason)
+	if m.on() {
 		m.rejections.WithLabelValues(layer, reason).Inc()
 	}
 }
 
+// connDenied counts one connection refused at accept by the deny list.
+func (m *metrics) connDenied() {
+	m.tally.denied.Add(1)
+	if m.on() {
+		m.ipsetDeny.Inc()
+	}
+}
+
 func (m *metrics) shieldEvent(outcome, reason string) {
-	if m != nil {
+	m.tally.add(layerShield, reason)
+	if m.on() {
 		m.shield.WithLabelValues(outcome, reason).Inc()
 		m.rejections.WithLabelValues(layerShield, reason).Inc()
 	}
 }
 
 func (m *metrics) observeUpstream(upstream, outcome string) {
-	if m != nil {
+	if m.on() {
 		m.upstreamRq.WithLabelValues(upstream, outcome).Inc()
 	}
 }
@@ -153,7 +193,7 @@ type routeMetrics struct {
 }
 
 func (m *metrics) forRoute(name string) *routeMetrics {
-	if m == nil {
+	if !m.on() {
 		return nil
 	}
 	rm := &routeMetrics{upstream: m.upstream.WithLabelValues(name)}
@@ -166,7 +206,7 @@ func (m *metrics) forRoute(name string) *routeMetrics {
 // forUnmatched returns the series of requests no route matched: they are
 // only ever rejected (404), so no other series is created.
 func (m *metrics) forUnmatched() *routeMetrics {
-	if m == nil {
+	if !m.on() {
 		return nil
 	}
 	rm := &routeMetrics{}

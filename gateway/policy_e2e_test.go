@@ -458,7 +458,7 @@ func TestDrain(t *testing.T) {
 		w.Write([]byte("done"))
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := Parse("drain.yaml", []byte(strings.ReplaceAll(oneRoute, "{{APP}}", up.URL)), nil)
+	cfg, err := Parse("drain.yaml", []byte(strings.ReplaceAll(oneRoute, "{{APP}}", up.URL)+"control: {enabled: false}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -195,6 +197,7 @@ func (v *validator) validate() {
 	v.shield()
 	ups := v.upstreams()
 	v.routes(ups)
+	v.ipsets()
 	if c.Metrics.Addr != "" {
 		if err := validHostPort(c.Metrics.Addr); err != nil {
 			v.add("metrics.addr", "%q: %v", c.Metrics.Addr, err)
@@ -576,4 +579,94 @@ func registerHandler(mux *http.ServeMux, pattern string, h http.Handler) (ok boo
 	}()
 	mux.Handle(pattern, h)
 	return true
+}
+
+var rangeListCapacity = intRange{1, ipset.MaxCapacity}
+
+// ipsets validates the static lists: every entry parses, no prefix
+// appears twice in a list, and the static entries fit the capacity.
+func (v *validator) ipsets() {
+	s := &v.cfg.IPSets
+	v.int("ipsets.allow_capacity", int64(s.AllowCapacity), rangeListCapacity)
+	v.int("ipsets.deny_capacity", int64(s.DenyCapacity), rangeListCapacity)
+	for _, l := range []struct {
+		name     string
+		entries  []ListEntry
+		capacity int
+	}{{"allow", s.Allow, s.AllowCapacity}, {"deny", s.Deny, s.DenyCapacity}} {
+		base := "ipsets." + l.name
+		if len(l.entries) > l.capacity && l.capacity >= 1 {
+			v.add(base, "%d static entries exceed ipsets.%s_capacity %d", len(l.entries), l.name, l.capacity)
+		}
+		first := make(map[netip.Prefix]int, len(l.entries))
+		for i := range l.entries {
+			e := &l.entries[i]
+			p := fmt.Sprintf("%s[%d]", base, i)
+			ip := p
+			if _, long := v.d.lines[p+".ip"]; long {
+				ip = p + ".ip"
+			}
+			if e.IP == "" {
+				v.add(ip, "an address or CIDR prefix is required")
+				continue
+			}
+			if !ipset.ValidReason(e.Reason) {
+				v.add(p+".reason", "want at most %d bytes of printable ASCII", ipset.MaxReasonBytes)
+			}
+			pfx, err := ipset.ParsePrefix(e.IP)
+			if err != nil {
+				v.add(ip, "%s", strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": "))
+				continue
+			}
+			if j, dup := first[pfx]; dup {
+				v.add(ip, "%s duplicates %s[%d]", pfx, base, j)
+				continue
+			}
+			first[pfx] = i
+			e.prefix = pfx
+		}
+	}
+}
+
+// control validates the control API listener and loads its token. The
+// token is read (BULWARK_CONTROL_TOKEN or control.token_file) only when
+// the API is enabled.
+func (v *validator) control(getenv func(string) string) {
+	c := &v.cfg.Control
+	if !c.Enabled {
+		return
+	}
+	if err := validHostPort(c.Addr); err != nil {
+		v.add("control.addr", "%q: %v", c.Addr, err)
+		return
+	}
+	if _, port, _ := net.SplitHostPort(c.Addr); port != "0" {
+		switch c.Addr {
+		case v.cfg.Listen.Addr:
+			v.add("control.addr", "same address as listen.addr")
+		case v.cfg.Metrics.Addr:
+			v.add("control.addr", "same address as metrics.addr")
+		}
+	}
+	file := c.TokenFile
+	if file != "" && !filepath.IsAbs(file) && v.dir != "" {
+		file = filepath.Join(v.dir, file)
+	}
+	tok, err := control.LoadToken(file, getenv)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "control: ")
+		msg = strings.TrimPrefix(msg, "control.token_file: ")
+		if c.TokenFile == "" {
+			v.d.problems = append(v.d.problems, Problem{Path: EnvControlToken, Msg: msg})
+		} else {
+			v.add("control.token_file", "%s", msg)
+		}
+		return
+	}
+	if control.CheckAddr(c.Addr, tok != "") != nil {
+		v.add("control.addr", "%q is not a loopback address: set control.token_file or %s to expose the API", c.Addr, EnvControlToken)
+		return
+	}
+	c.TokenFile = file
+	v.cfg.token = &controlToken{v: tok}
 }

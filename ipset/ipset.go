@@ -323,6 +323,10 @@ func commonLen(a, b u128) uint8 {
 	return uint8(64 + bits.LeadingZeros64(a.lo^b.lo))
 }
 
+// ValidReason reports whether r is acceptable as an entry's reason: at
+// most MaxReasonBytes bytes of printable ASCII.
+func ValidReason(r string) bool { return validReason(r) }
+
 // validReason reports whether r is short printable ASCII.
 func validReason(r string) bool {
 	if len(r) > MaxReasonBytes {

@@ -1,13 +1,21 @@
 // Command bulwark is the Bulwark gateway: layered abuse and overload
 // protection in front of any HTTP service, configured by one YAML file.
 //
-//	bulwark serve [--config FILE] [--log-format json|text]
+//	bulwark serve [--config FILE] [--log-format json|text] [--listen ADDR]
+//	              [--metrics-listen ADDR|off] [--control-listen ADDR|off]
 //	bulwark check --config FILE
+//	bulwark ctl [--addr URL] [--token TOKEN] [--json] COMMAND ...
 //	bulwark migrate [flags]
 //	bulwark version
 //
 // Without --config, serve runs the embedded quickstart: standalone, on
 // 127.0.0.1:8080, in front of a demo echo upstream inside the binary.
+//
+// SIGHUP makes serve re-read its configuration file (the same as POST
+// /v1/reload or `bulwark ctl reload`): a valid file is swapped in keeping
+// the state of every unchanged rate limit and every runtime list entry;
+// an invalid one is logged problem by problem and the running
+// configuration stays. SIGTERM and SIGINT drain and stop.
 package main
 
 import (
@@ -26,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/gateway"
 )
 
@@ -41,6 +50,8 @@ const usage = `usage: bulwark <command> [flags]
 commands:
   serve     run the gateway (without --config: the embedded quickstart)
   check     validate a configuration file and list every problem
+  ctl       call a running gateway's control API (block, unblock, allow,
+            disallow, list, status, reload; "bulwark ctl" for help)
   migrate   apply the PostgreSQL migrations (cluster profile)
   version   print the version
 `
@@ -55,6 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "ctl":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return control.RunCtl(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "migrate":
 		return runMigrate(args[1:])
 	case "version", "--version", "-version":
@@ -117,6 +132,7 @@ func serve(args []string, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "", "json or text (default: the configuration's log.format)")
 	listen := fs.String("listen", "", "override listen.addr (host:port)")
 	metricsAddr := fs.String("metrics-listen", "", "override metrics.addr (host:port, or \"off\")")
+	controlAddr := fs.String("control-listen", "", "override control.addr (host:port, or \"off\")")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -126,10 +142,17 @@ func serve(args []string, stderr io.Writer) int {
 	}
 
 	var (
-		cfg  *gateway.Config
-		demo *gateway.Demo
-		err  error
+		cfg    *gateway.Config
+		demo   *gateway.Demo
+		source func() (*gateway.Config, error)
+		err    error
 	)
+	override := func(c *gateway.Config) error {
+		if err := c.Override(*listen, *metricsAddr); err != nil {
+			return err
+		}
+		return c.OverrideControl(*controlAddr)
+	}
 	if *path == "" {
 		if demo, err = gateway.StartDemo(nil); err != nil {
 			fmt.Fprintf(stderr, "bulwark: demo upstream: %v\n", err)
@@ -139,12 +162,23 @@ func serve(args []string, stderr io.Writer) int {
 		cfg, err = gateway.Quickstart(demo.URL, os.Getenv)
 	} else {
 		cfg, err = gateway.Load(*path, os.Getenv)
+		// A reload re-reads the same file with the same overrides.
+		source = func() (*gateway.Config, error) {
+			c, err := gateway.Load(*path, os.Getenv)
+			if err != nil {
+				return nil, err
+			}
+			if err := override(c); err != nil {
+				return nil, &gateway.ConfigError{Problems: []gateway.Problem{{File: *path, Msg: err.Error()}}}
+			}
+			return c, nil
+		}
 	}
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
 	}
-	if err := cfg.Override(*listen, *metricsAddr); err != nil {
+	if err := override(cfg); err != nil {
 		fmt.Fprintln(stderr, "bulwark:", err)
 		return 2
 	}
@@ -165,18 +199,43 @@ func serve(args []string, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// SIGHUP is caught before anything starts: its default action would
+	// kill the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	err = gateway.Run(ctx, cfg, gateway.Deps{
+	fail := func(err error) int {
+		log.Error("bulwark stopped with an error", "error", err.Error(), "uptime", time.Since(start).Round(time.Second).String())
+		return 1
+	}
+	g, err := gateway.New(cfg, gateway.Deps{
 		Logger:     log,
 		Registerer: reg,
 		Gatherer:   reg,
 		Version:    buildVersion(),
+		Source:     source,
 	})
 	if err != nil {
-		log.Error("bulwark stopped with an error", "error", err.Error(), "uptime", time.Since(start).Round(time.Second).String())
-		return 1
+		return fail(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		return fail(err)
+	}
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading the configuration")
+			// The gateway logs the outcome, every problem included.
+			_ = g.ReloadFromSource(ctx)
+		case <-ctx.Done():
+		}
+	}
+	log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
+	if err := g.Shutdown(context.Background()); err != nil {
+		return fail(err)
 	}
 	return 0
 }

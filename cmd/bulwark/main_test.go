@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,11 +160,64 @@ routes:
 	})
 }
 
-// quickstart runs `bulwark serve` without a config (ports overridden so
-// the test never collides with anything on 8080/9090).
-func quickstart(t *testing.T, bin string) {
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-format", "json")
-	cmd.Env = cleanEnv()
+// served is a running `bulwark serve` process.
+type served struct {
+	cmd                    *exec.Cmd
+	base, metrics, control string // http://host:port of each listener
+	done                   chan error
+	mu                     sync.Mutex
+	logs                   bytes.Buffer
+}
+
+func (s *served) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// waitLog waits until a log line with msg (and, if given, containing
+// sub) appeared, and returns it.
+func (s *served) waitLog(t *testing.T, msg, sub string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(s.log(), "\n") {
+			if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, sub) {
+				return line
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no log line %q with %q:\n%s", msg, sub, s.log())
+	return ""
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("serve exit after SIGTERM: %v\n%s", err, s.log())
+		}
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		t.Fatalf("serve did not stop after SIGTERM:\n%s", s.log())
+	}
+	if !strings.Contains(s.log(), `"msg":"gateway stopped"`) {
+		t.Errorf("no clean stop logged:\n%s", s.log())
+	}
+}
+
+// startServe runs `bulwark serve args...` (JSON logs) and waits until it
+// is ready. The addresses come from the "gateway ready" log line.
+func startServe(t *testing.T, bin string, env []string, args ...string) *served {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--log-format", "json"}, args...)...)
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,40 +225,62 @@ func quickstart(t *testing.T, bin string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	var logs bytes.Buffer
-	addrs := make(chan [2]string, 1)
+	s := &served{cmd: cmd, done: make(chan error, 1)}
+	ready := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		var listen, metrics string
+		var metrics string
 		for sc.Scan() {
 			line := sc.Text()
-			logs.WriteString(line + "\n")
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) != nil {
 				continue
 			}
 			switch m["msg"] {
-			case "host: listening":
-				listen, _ = m["addr"].(string)
 			case "metrics listening":
 				metrics, _ = m["addr"].(string)
 			case "gateway ready":
-				addrs <- [2]string{listen, metrics}
+				m["metrics_addr"] = metrics
+				ready <- m
 			}
 		}
-		done <- cmd.Wait()
+		s.done <- cmd.Wait()
 	}()
-	var base, metricsURL string
 	select {
-	case a := <-addrs:
-		base, metricsURL = "http://"+a[0], "http://"+a[1]+"/metrics"
-	case err := <-done:
-		t.Fatalf("serve exited early: %v\n%s", err, logs.String())
+	case m := <-ready:
+		str := func(k string) string {
+			if v, _ := m[k].(string); v != "" {
+				return "http://" + v
+			}
+			return ""
+		}
+		s.base, s.control = str("addr"), str("control_addr")
+		if v, _ := m["metrics_addr"].(string); v != "" {
+			s.metrics = "http://" + v + "/metrics"
+		}
+	case err := <-s.done:
+		t.Fatalf("serve exited early: %v\n%s", err, s.log())
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("serve never became ready:\n%s", logs.String())
+		t.Fatalf("serve never became ready:\n%s", s.log())
 	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
+}
+
+// quickstart runs `bulwark serve` without a config (ports overridden so
+// the test never collides with anything on 8080/9090/9091).
+func quickstart(t *testing.T, bin string) {
+	s := startServe(t, bin, cleanEnv(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0")
+	base, metricsURL := s.base, s.metrics
 
 	var codes []int
 	for range 20 {
@@ -227,21 +305,17 @@ func quickstart(t *testing.T, bin string) {
 		t.Errorf("metrics do not show the rejections")
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	// The quickstart has no file to re-read: reload is unsupported, and
+	// SIGHUP is logged, not fatal.
+	var out, errb bytes.Buffer
+	if code := run([]string{"ctl", "--addr", s.control, "reload"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "501 reload_unsupported") {
+		t.Errorf("ctl reload on the quickstart: exit %d %q", code, errb.String())
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("serve did not stop after SIGTERM:\n%s", logs.String())
-	}
-	if !strings.Contains(logs.String(), `"msg":"gateway stopped"`) {
-		t.Errorf("no clean stop logged:\n%s", logs.String())
-	}
+	s.waitLog(t, "reload not possible", "embedded quickstart")
+	s.stop(t)
 }
 
 // TestRunInProcess covers the dispatch without building the binary.
@@ -257,4 +331,159 @@ func TestRunInProcess(t *testing.T) {
 	if code := run([]string{"serve", "--listen", "nonsense"}, &out, &errb); code == 0 {
 		t.Errorf("serve with a bad --listen succeeded")
 	}
+}
+
+// refusedFrom reports whether a connection from src to addr is refused
+// at accept: without sending anything, the client reads no byte, only a
+// reset or EOF (a served connection would wait for a request).
+func refusedFrom(t *testing.T, src, addr string) bool {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNRESET)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	n, err := c.Read(make([]byte, 64))
+	return n == 0 && (err == io.EOF || errors.Is(err, syscall.ECONNRESET))
+}
+
+func getFrom(t *testing.T, src, u string) int {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	res, err := c.Get(u)
+	if err != nil {
+		return -1
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestBinaryControl runs the real binary: `bulwark ctl block` against a
+// running `bulwark serve` refuses the blocked source at connect; SIGHUP
+// reloads the file (limiter state and runtime entries kept, static
+// entries replaced), and an invalid file is rejected problem by problem
+// while the running configuration keeps serving.
+func TestBinaryControl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := bulwarkBin(t)
+	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ReadHeaderTimeout: 5 * time.Second}
+	uln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go up.Serve(uln)
+	t.Cleanup(func() { up.Close() })
+
+	dir := t.TempDir()
+	const token = "binary-test-token-0123456789"
+	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
+	path := filepath.Join(dir, "bulwark.yaml")
+	write := func(extraRoute, deny, qps string) {
+		y := `listen: {addr: "127.0.0.1:0"}
+metrics: {addr: ""}
+control: {addr: "127.0.0.1:0", token_file: token}
+upstreams: [{name: app, targets: ["http://` + uln.Addr().String() + `"]}]
+routes:
+  - {name: api, match: {path: /api/}, upstream: app, rate_limit: {qps: ` + qps + `, burst: 2}}
+  - {name: all, match: {path: /}, upstream: app}
+` + extraRoute + `ipsets: {deny: [` + deny + `]}
+`
+		if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("", "127.0.50.1", "0.001")
+	s := startServe(t, bin, cleanEnv(), "--config", path)
+	addr := strings.TrimPrefix(s.base, "http://")
+	ctlEnv := cleanEnv("BULWARK_CONTROL_TOKEN="+token, "BULWARK_CONTROL_ADDR="+s.control)
+
+	code, out, errOut := runBin(t, bin, ctlEnv, "ctl", "block", "127.0.51.0/24", "--ttl", "10m", "--reason", "manual")
+	if code != 0 || !strings.HasPrefix(out, "blocked 127.0.51.0/24 (expires ") {
+		t.Fatalf("ctl block: exit %d %q %q", code, out, errOut)
+	}
+	if !refusedFrom(t, "127.0.51.4", addr) || !refusedFrom(t, "127.0.51.200", addr) {
+		t.Error("a blocked source was not refused at connect")
+	}
+	if !refusedFrom(t, "127.0.50.1", addr) {
+		t.Error("the static deny entry was not refused")
+	}
+	if st := getFrom(t, "127.0.52.1", s.base+"/"); st != 200 {
+		t.Errorf("another source: %d", st)
+	}
+	if code, _, errOut := runBin(t, bin, cleanEnv("BULWARK_CONTROL_ADDR="+s.control), "ctl", "status"); code != 1 || !strings.Contains(errOut, "401 unauthorized") {
+		t.Errorf("ctl without a token: exit %d %q", code, errOut)
+	}
+	// Exhaust the route.
+	for i, want := range []int{200, 200, 429} {
+		if st := getFrom(t, "127.0.0.1", s.base+"/api/x"); st != want {
+			t.Fatalf("/api/x #%d: %d, want %d", i, st, want)
+		}
+	}
+
+	// SIGHUP with an unrelated change and a new static deny list.
+	write("  - {name: other, match: {path: /other}, upstream: app}\n", "127.0.50.2", "0.001")
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(t, "configuration reloaded", "")
+	if st := getFrom(t, "127.0.0.1", s.base+"/api/x"); st != 429 {
+		t.Errorf("after SIGHUP the route limit state was lost: %d", st)
+	}
+	if st := getFrom(t, "127.0.0.1", s.base+"/other"); st != 200 {
+		t.Errorf("the new route: %d", st)
+	}
+	if st := getFrom(t, "127.0.50.1", s.base+"/"); st != 200 {
+		t.Errorf("the removed static entry still blocks: %d", st)
+	}
+	if !refusedFrom(t, "127.0.50.2", addr) || !refusedFrom(t, "127.0.51.4", addr) {
+		t.Error("after SIGHUP: the new static entry or the runtime entry does not block")
+	}
+
+	// SIGHUP with an invalid file.
+	write("  - {name: other, match: {path: /other}, upstream: app}\n", "127.0.50.2, 10.0.0.1/8", "0")
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	s.waitLog(t, "reload rejected; the previous configuration keeps serving", "ipsets.deny[1]")
+	line := s.waitLog(t, "reload rejected; the previous configuration keeps serving", "rate_limit.qps")
+	if !strings.Contains(line, path+":6: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]") {
+		t.Errorf("problem line %s", line)
+	}
+	if st := getFrom(t, "127.0.0.1", s.base+"/other"); st != 200 {
+		t.Errorf("the previous configuration stopped serving: %d", st)
+	}
+	if !refusedFrom(t, "127.0.50.2", addr) {
+		t.Error("the previous static entry stopped blocking")
+	}
+	// `ctl reload` reports the same problems.
+	code, _, errOut = runBin(t, bin, ctlEnv, "ctl", "reload")
+	if code != 1 || !strings.Contains(errOut, "422 invalid_config") || !strings.Contains(errOut, "routes[0].rate_limit.qps: 0 out of range") ||
+		!strings.Contains(errOut, `ipsets.deny[1]: "10.0.0.1/8" has host bits set`) {
+		t.Errorf("ctl reload: exit %d %q", code, errOut)
+	}
+	code, out, _ = runBin(t, bin, ctlEnv, "ctl", "--json", "status")
+	var st struct {
+		State  string `json:"state"`
+		Config struct {
+			OK   int `json:"reloads_ok"`
+			Fail int `json:"reloads_failed"`
+		} `json:"config"`
+		Lists map[string]struct{ Entries, Static int } `json:"lists"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.State != "ready" || st.Config.OK != 1 || st.Config.Fail != 2 ||
+		st.Lists["deny"].Entries != 2 || st.Lists["deny"].Static != 1 {
+		t.Errorf("ctl status: exit %d %s", code, out)
+	}
+	// The audit line names the blocked prefix (the operator's input);
+	// the refused clients' addresses appear nowhere.
+	if strings.Contains(s.log(), token) || strings.Contains(s.log(), "127.0.51.4") || strings.Contains(s.log(), "127.0.51.200") {
+		t.Errorf("the logs carry the token or a client address:\n%s", s.log())
+	}
+	s.stop(t)
 }

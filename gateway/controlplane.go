@@ -1,0 +1,377 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
+)
+
+// The control plane
+//
+// control.enabled (default true) serves the control API (package control)
+// on its own listener, control.addr (default 127.0.0.1:9091), through its
+// own host: probes, hard bounds (4 KiB bodies, 32 requests in flight, 30 s
+// per request) and a drain. It starts with the client listener, before
+// the readiness checks (so GET /v1/status can show a gateway that is still
+// starting), and stops last, after the client listener drained and the
+// stores closed: during a drain it still answers, and its status shows
+// state "draining".
+//
+// Reload (POST /v1/reload, and SIGHUP in `bulwark serve`) re-reads the
+// configuration through Deps.Source and applies it with Gateway.Reload;
+// a rejected configuration answers 422 with every problem ("file:line:
+// key: message") and the previous configuration keeps serving. Without a
+// Source (the embedded quickstart) the API answers 501.
+//
+// The bearer token may be rotated by a reload (a new token_file content
+// or BULWARK_CONTROL_TOKEN value); control.enabled and control.addr need
+// a restart. Audit lines ("control audit": token id, action, target,
+// result) go to the gateway's logger.
+
+// ErrNoSource is returned by ReloadFromSource when the gateway has no
+// configuration source (Deps.Source) to re-read.
+var ErrNoSource = errors.New("gateway: no configuration file to re-read (the embedded quickstart cannot be reloaded)")
+
+// Control host bounds.
+const (
+	controlMaxInFlight     = 32
+	controlRequestTimeout  = 30 * time.Second
+	controlDrainTimeout    = 5 * time.Second
+	controlReadHeader      = 5 * time.Second
+	controlIdleTimeout     = 60 * time.Second
+	controlMaxRequestsConn = 1000
+	sweepInterval          = time.Second
+)
+
+type controlPlane struct {
+	host    *host.Host
+	handler atomic.Pointer[http.Handler]
+	token   string // guarded by Gateway.mu
+}
+
+func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
+	ch, err := host.New(host.Config{
+		Addr:     cfg.Control.Addr,
+		Listener: g.deps.ControlListener,
+		Limits: host.Limits{
+			MaxInFlight:        controlMaxInFlight,
+			MaxBodyBytes:       control.MaxBodyBytes,
+			MaxResponseBytes:   control.MaxResponseBytes,
+			RequestTimeout:     controlRequestTimeout,
+			DrainTimeout:       controlDrainTimeout,
+			ReadHeaderTimeout:  controlReadHeader,
+			IdleTimeout:        controlIdleTimeout,
+			MaxRequestsPerConn: controlMaxRequestsConn,
+		},
+		Logger: g.log.With("listener", "control"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: control: %w", err)
+	}
+	cp := &controlPlane{host: ch}
+	h, err := g.controlHandler(cfg.controlToken())
+	if err != nil {
+		return nil, err
+	}
+	cp.handler.Store(&h)
+	cp.token = cfg.controlToken()
+	return cp, nil
+}
+
+func (g *Gateway) controlHandler(token string) (http.Handler, error) {
+	var reload func(context.Context) error
+	if g.deps.Source != nil {
+		reload = func(ctx context.Context) error {
+			err := g.ReloadFromSource(ctx)
+			var ce *ConfigError
+			if errors.As(err, &ce) {
+				re := &control.ReloadError{Problems: make([]string, len(ce.Problems))}
+				for i, p := range ce.Problems {
+					re.Problems[i] = p.String()
+				}
+				return re
+			}
+			return err
+		}
+	}
+	h, err := control.New(control.Config{
+		Allow:  g.lists.allow,
+		Deny:   g.lists.deny,
+		Token:  token,
+		Status: func() any { return g.Status() },
+		Reload: reload,
+		Audit:  g.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: control: %w", err)
+	}
+	return h, nil
+}
+
+// setToken swaps in a handler with a new token (a reload rotated it).
+// Called with Gateway.mu held.
+func (cp *controlPlane) setToken(g *Gateway, token string) {
+	if token == cp.token {
+		return
+	}
+	h, err := g.controlHandler(token)
+	if err != nil {
+		g.log.Error("control token not rotated", "error", err.Error())
+		return
+	}
+	cp.handler.Store(&h)
+	cp.token = token
+	g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
+}
+
+func (cp *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*cp.handler.Load()).ServeHTTP(w, r)
+}
+
+// startControl starts the list sweeper and the control API listener.
+func (g *Gateway) startControl(ctx context.Context) error {
+	g.sweeper = make(chan struct{})
+	go g.sweep(g.sweeper)
+	if g.ctl == nil {
+		return nil
+	}
+	ch := g.ctl.host
+	g.mu.Lock()
+	auth := g.ctl.token != ""
+	g.mu.Unlock()
+	if err := ch.Start(); err != nil {
+		return err
+	}
+	if err := ch.Ready(ctx); err != nil {
+		return err
+	}
+	ch.Activate(g.ctl)
+	g.log.Info("control API listening", "addr", ch.Addr().String(), "auth", auth)
+	return nil
+}
+
+// sweep reclaims expired list entries in the background, a bounded number
+// per second (lookups already ignore them; this frees their room).
+func (g *Gateway) sweep(stop <-chan struct{}) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			g.lists.allow.Sweep(ipset.FullScanLimit)
+			g.lists.deny.Sweep(ipset.FullScanLimit)
+		}
+	}
+}
+
+func (g *Gateway) stopControl(ctx context.Context) error {
+	if g.sweeper != nil {
+		close(g.sweeper)
+		g.sweeper = nil
+	}
+	if g.ctl == nil {
+		return nil
+	}
+	return g.ctl.host.Shutdown(ctx)
+}
+
+// ControlAddr returns the control API listener's address, or nil when it
+// is disabled or not started.
+func (g *Gateway) ControlAddr() net.Addr {
+	if g.ctl == nil {
+		return nil
+	}
+	return g.ctl.host.Addr()
+}
+
+// Lists returns the gateway's allow and deny lists (for embedding; the
+// control API changes the same sets).
+func (g *Gateway) Lists() *ipset.Lists { return &ipset.Lists{Allow: g.lists.allow, Deny: g.lists.deny} }
+
+// ReloadFromSource re-reads the configuration with Deps.Source and
+// applies it with Reload. Every outcome is logged: success, each problem
+// of a rejected configuration (the previous one keeps serving), or the
+// error. It returns ErrNoSource without a source.
+func (g *Gateway) ReloadFromSource(ctx context.Context) error {
+	if g.deps.Source == nil {
+		g.log.Warn("reload not possible", "error", ErrNoSource.Error())
+		return ErrNoSource
+	}
+	cfg, err := g.deps.Source()
+	if err != nil {
+		g.metrics.reloaded(false)
+	} else {
+		err = g.Reload(cfg)
+	}
+	var ce *ConfigError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		for _, p := range ce.Problems {
+			g.log.Warn("reload rejected; the previous configuration keeps serving", "problem", p.String())
+		}
+	default:
+		g.log.Error("reload failed; the previous configuration keeps serving", "error", err.Error())
+	}
+	return err
+}
+
+// Status is the document GET /v1/status serves. It carries no address,
+// credential or secret.
+type Status struct {
+	Version       string    `json:"version"`
+	Profile       string    `json:"profile"`
+	State         string    `json:"state"` // starting, ready or draining
+	Ready         bool      `json:"ready"` // what /readyz answers
+	StartedAt     time.Time `json:"started_at"`
+	UptimeSeconds int64     `json:"uptime_seconds"`
+	InFlight      int       `json:"in_flight"`
+	Config        struct {
+		File       string     `json:"file"`
+		Routes     int        `json:"routes"`
+		Upstreams  int        `json:"upstreams"`
+		ReloadsOK  uint64     `json:"reloads_ok"`
+		ReloadsErr uint64     `json:"reloads_failed"`
+		LastReload *time.Time `json:"last_reload,omitempty"`
+	} `json:"config"`
+	Counters struct {
+		// Requests counts requests that reached the gateway's handler
+		// (admitted by the host).
+		Requests uint64 `json:"requests"`
+		// Rejections counts answers (or refused connections) by layer
+		// and reason, as bulwark_rejections_total.
+		Rejections map[string]map[string]uint64 `json:"rejections"`
+	} `json:"counters"`
+	Lists map[string]ListStatus `json:"lists"`
+}
+
+// ListStatus describes one list in the status document.
+type ListStatus struct {
+	// Entries counts static and runtime entries (expired ones until
+	// reclaimed, within about a second).
+	Entries  int `json:"entries"`
+	Static   int `json:"static"`
+	Capacity int `json:"capacity"`
+}
+
+// Status returns the current status document.
+func (g *Gateway) Status() Status {
+	var s Status
+	now := g.clock.Now()
+	g.mu.Lock()
+	cfg := g.cfg
+	static := [2]int{len(g.lists.static[0]), len(g.lists.static[1])}
+	g.mu.Unlock()
+	s.Version = g.deps.Version
+	s.Profile = string(cfg.Profile)
+	s.Ready = g.host.IsReady()
+	switch {
+	case g.tally.draining.Load():
+		s.State = "draining"
+	case s.Ready:
+		s.State = "ready"
+	default:
+		s.State = "starting"
+	}
+	s.StartedAt = g.started.UTC()
+	s.UptimeSeconds = int64(now.Sub(g.started) / time.Second)
+	s.InFlight = g.host.InFlight()
+	s.Config.File = cfg.File
+	s.Config.Routes = len(cfg.Routes)
+	s.Config.Upstreams = len(cfg.Upstreams)
+	s.Config.ReloadsOK = g.tally.reloadOK.Load()
+	s.Config.ReloadsErr = g.tally.reloadErr.Load()
+	if t := g.tally.lastReload.Load(); t != nil {
+		u := t.UTC()
+		s.Config.LastReload = &u
+	}
+	s.Counters.Requests = g.tally.requests.Load()
+	s.Counters.Rejections = g.tally.snapshot()
+	s.Lists = map[string]ListStatus{
+		"allow": {Entries: g.lists.allow.Len(), Static: static[0], Capacity: g.lists.allow.Capacity()},
+		"deny":  {Entries: g.lists.deny.Len(), Static: static[1], Capacity: g.lists.deny.Capacity()},
+	}
+	return s
+}
+
+// maxTallyKeys bounds the distinct (layer, reason) pairs counted; the
+// pairs are fixed words, so the bound is never reached in practice.
+const maxTallyKeys = 256
+
+// tally keeps the status document's counters, independent of Prometheus.
+type tally struct {
+	requests  atomic.Uint64
+	denied    atomic.Uint64 // connections refused at accept
+	draining  atomic.Bool
+	reloadOK  atomic.Uint64
+	reloadErr atomic.Uint64
+
+	lastReload atomic.Pointer[time.Time]
+
+	mu sync.RWMutex
+	m  map[[2]string]*atomic.Uint64
+}
+
+func newTally() *tally { return &tally{m: map[[2]string]*atomic.Uint64{}} }
+
+func (t *tally) add(layer, reason string) {
+	k := [2]string{layer, reason}
+	t.mu.RLock()
+	c := t.m[k]
+	t.mu.RUnlock()
+	if c == nil {
+		t.mu.Lock()
+		if c = t.m[k]; c == nil {
+			if len(t.m) >= maxTallyKeys {
+				k = [2]string{layer, "other"}
+				c = t.m[k]
+			}
+			if c == nil {
+				c = new(atomic.Uint64)
+				t.m[k] = c
+			}
+		}
+		t.mu.Unlock()
+	}
+	c.Add(1)
+}
+
+func (t *tally) reload(ok bool) {
+	if ok {
+		t.reloadOK.Add(1)
+	} else {
+		t.reloadErr.Add(1)
+	}
+}
+
+func (t *tally) reloaded(at time.Time) { t.lastReload.Store(&at) }
+
+func (t *tally) snapshot() map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	put := func(layer, reason string, n uint64) {
+		if out[layer] == nil {
+			out[layer] = map[string]uint64{}
+		}
+		out[layer][reason] += n
+	}
+	t.mu.RLock()
+	for k, c := range t.m {
+		put(k[0], k[1], c.Load())
+	}
+	t.mu.RUnlock()
+	if n := t.denied.Load(); n > 0 {
+		put(layerIPSet, "deny", n)
+	}
+	return out
+}
