@@ -83,13 +83,23 @@ type monitor struct {
 	logger    *slog.Logger
 
 	failed atomic.Uint32 // Op set; read without the lock on the hot path
-	mu     sync.Mutex    // serializes transitions and their events
+	// epoch counts recorded failures. An operation notes it before calling
+	// the store; its success counts toward recovery only if no failure was
+	// recorded while it was in flight, because an operation that started
+	// before (or during) an outage and happened to succeed says nothing
+	// about the cache afterwards.
+	epoch atomic.Uint64
+	mu    sync.Mutex // serializes transitions and their events
 }
+
+// begin returns the token an operation passes to success.
+func (m *monitor) begin() uint64 { return m.epoch.Load() }
 
 // failure records that the kinds in ops failed.
 func (m *monitor) failure(ops Op) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.epoch.Add(1)
 	old := Op(m.failed.Load())
 	m.failed.Store(uint32(old | ops))
 	if old == 0 {
@@ -97,15 +107,16 @@ func (m *monitor) failure(ops Op) {
 	}
 }
 
-// success records that the kinds in ops succeeded.
-func (m *monitor) success(ops Op) {
+// success records that the kinds in ops succeeded in an operation that
+// began with token start (from begin).
+func (m *monitor) success(ops Op, start uint64) {
 	if Op(m.failed.Load())&ops == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := Op(m.failed.Load())
-	if old&ops == 0 {
+	if old&ops == 0 || m.epoch.Load() != start {
 		return
 	}
 	now := old &^ ops

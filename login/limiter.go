@@ -154,6 +154,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 	if err != nil {
 		return Decision{}, err
 	}
+	start := l.mon.begin()
 	h, err := l.store.Hit(ctx, key, l.limit, l.window)
 	if err != nil {
 		if !errors.Is(err, ErrDisabled) && ctx.Err() == nil {
@@ -162,14 +163,14 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 		return Decision{Allowed: true, Limit: l.limit, Remaining: -1, Degraded: true}, nil
 	}
 	if h.Allowed {
-		l.mon.success(OpRead | OpWrite)
+		l.mon.success(OpRead|OpWrite, start)
 		rem := l.limit - h.Count
 		if rem < 0 {
 			rem = 0
 		}
 		return Decision{Allowed: true, Limit: l.limit, Remaining: rem, ResetAt: h.At.Add(h.NextSlot).UTC()}, nil
 	}
-	l.mon.success(OpRead)
+	l.mon.success(OpRead, start)
 	return Decision{
 		Limit:             l.limit,
 		ResetAt:           h.At.Add(h.NextSlot).UTC(),

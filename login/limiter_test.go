@@ -478,3 +478,68 @@ func TestMemoryStoreClosed(t *testing.T) {
 		t.Fatalf("events %v", got)
 	}
 }
+
+// gateStore wraps a real store; a Hit whose ctx carries a gate blocks
+// inside the store until the gate is released, so a test can hold one
+// call in flight while others fail.
+type gateStore struct {
+	*faultStore
+}
+
+type gateKey struct{}
+
+func (g gateStore) Hit(ctx context.Context, k login.Key, limit int, window time.Duration) (login.Hit, error) {
+	if gate, ok := ctx.Value(gateKey{}).(chan struct{}); ok {
+		gate <- struct{}{} // entered
+		<-gate             // released
+		return g.faultStore.rate.Hit(ctx, k, limit, window)
+	}
+	return g.faultStore.Hit(ctx, k, limit, window)
+}
+
+// TestSuccessInFlightDuringOutageDoesNotRecover: a call that entered the
+// store before a failure was recorded and succeeds afterwards proves
+// nothing about the cache after the outage; it must not emit
+// CACHE_RECOVERED (it did, racing, against a real Redis killed mid-run).
+func TestSuccessInFlightDuringOutageDoesNotRecover(t *testing.T) {
+	clk := clock.NewManual(t0)
+	fs := &faultStore{rate: newMemoryStore(t, clk)}
+	rec := &recorder{}
+	l := newLimiter(t, login.Config{Store: gateStore{fs}, Clock: clk, Listener: rec.listen})
+
+	// First an outage is observed and one write-kind failure recorded,
+	// so that there is something to recover from.
+	fs.set(login.OpWrite)
+	if d, _ := l.Evaluate(context.Background(), "192.0.2.1", "a"); !d.Degraded {
+		t.Fatalf("want degraded, got %+v", d)
+	}
+	fs.set(0)
+
+	// A call enters the store while the cache is still believed failing…
+	gate := make(chan struct{})
+	done := make(chan login.Decision)
+	go func() {
+		d, _ := l.Evaluate(context.WithValue(context.Background(), gateKey{}, gate), "192.0.2.1", "b")
+		done <- d
+	}()
+	<-gate
+	// …another failure is recorded while it is in flight…
+	fs.set(login.OpWrite)
+	l.Evaluate(context.Background(), "192.0.2.1", "c")
+	fs.set(0)
+	// …and then it succeeds: no recovery from that success.
+	gate <- struct{}{}
+	if d := <-done; d.Degraded || !d.Allowed {
+		t.Fatalf("gated call: %+v", d)
+	}
+	if got := rec.types(); len(got) != 1 || got[0] != login.CacheUnavailable {
+		t.Fatalf("events %v, want only CACHE_UNAVAILABLE", got)
+	}
+	// A call that starts after the last failure and succeeds recovers.
+	if d, _ := l.Evaluate(context.Background(), "192.0.2.1", "d"); d.Degraded {
+		t.Fatalf("%+v", d)
+	}
+	if got := rec.types(); len(got) != 2 || got[1] != login.CacheRecovered {
+		t.Fatalf("events %v, want UNAVAILABLE then RECOVERED", got)
+	}
+}

@@ -163,11 +163,12 @@ func (l *Lockout) Check(ctx context.Context, username string) (LockStatus, error
 	if err != nil {
 		return LockStatus{}, err
 	}
+	start := l.mon.begin()
 	d, err := l.store.LockedFor(ctx, key)
 	if err != nil {
 		return l.degraded(ctx, err, OpRead), nil
 	}
-	l.mon.success(OpRead)
+	l.mon.success(OpRead, start)
 	return status(d), nil
 }
 
@@ -179,11 +180,12 @@ func (l *Lockout) RecordFailure(ctx context.Context, username string) (LockStatu
 	if err != nil {
 		return LockStatus{}, err
 	}
+	start := l.mon.begin()
 	d, err := l.store.AddFailure(ctx, key, l.policy)
 	if err != nil {
 		return l.degraded(ctx, err, OpWrite), nil
 	}
-	l.mon.success(OpWrite)
+	l.mon.success(OpWrite, start)
 	return status(d), nil
 }
 
@@ -195,10 +197,11 @@ func (l *Lockout) RecordSuccess(ctx context.Context, username string) (LockStatu
 	if err != nil {
 		return LockStatus{}, err
 	}
+	start := l.mon.begin()
 	if err := l.store.ClearFailures(ctx, key); err != nil {
 		return l.degraded(ctx, err, OpRemove), nil
 	}
-	l.mon.success(OpRemove)
+	l.mon.success(OpRemove, start)
 	return LockStatus{}, nil
 }
 
