@@ -84,11 +84,12 @@ const DefaultScanLimit = 64
 //
 // Memory is allocated once by New and is bounded by Capacity and Shards:
 // each of the S shards gets a slab of min(Capacity, m + ceil(8·√m) + 8)
-// entries, where m = ceil(Capacity/S), plus an index of 8 bytes per slot
-// with at least twice as many slots. The margin over m makes it
-// astronomically unlikely (well below 1e-12 for any allowed size) that one
-// shard fills before the table as a whole does, given the per-table random
-// hash seed; if it happens anyway the insert fails closed with ErrFull.
+// entries (a key, a value and a 4-byte back-pointer each), where
+// m = ceil(Capacity/S), plus an index of 8 bytes per slot with at least
+// twice as many slots. The margin over m makes it astronomically unlikely
+// (well below 1e-12 for any allowed size) that one shard fills before the
+// table as a whole does, given the per-table random hash seed; if it
+// happens anyway the insert fails closed with ErrFull.
 type Config struct {
 	// Capacity is the hard maximum number of entries, in [1, MaxCapacity].
 	// Required.
@@ -209,21 +210,22 @@ type Table[K Hashable, V any] struct {
 
 const cacheLine = 128 // two 64-byte lines: adjacent-line prefetch
 
-// entry is one slot of a shard's slab.
+// entry is one slot of a shard's slab. The key and its value are
+// adjacent and nothing else is stored with them, so a hit touches the
+// fewest cache lines: for a Digest key and a 32-byte state such as
+// limit.GCRAState the entry is exactly 64 bytes, and slabs larger than
+// the allocator's small-object limit are page-aligned.
 type entry[K Hashable, V any] struct {
 	key K
-	h32 uint32 // low 32 bits of the key's hash under the table seed
-	pos uint32 // index slot that points at this entry
 	val V
 }
 
-// shardHead holds a shard's lock and bookkeeping.
+// shardHead holds a shard's lock and the bookkeeping written under it.
 type shardHead struct {
 	mu     sync.Mutex
 	closed bool
-	mask   uint32 // len(idx)-1
-	n      int    // entries live in slab[:n]
-	hand   int    // next slab position the reclaim scan inspects
+	n      int // entries live in slab[:n]
+	hand   int // next slab position the reclaim scan inspects
 
 	// Statistics, guarded by mu.
 	inserts      uint64
@@ -233,16 +235,28 @@ type shardHead struct {
 	maxInspected int
 }
 
-const shardPad = cacheLine - (unsafe.Sizeof(shardHead{})+2*unsafe.Sizeof([]byte(nil)))%cacheLine
+// Padding that puts a shard's written fields (shardHead) and its fields
+// written only by New and Close (mask and the slice headers, read by every
+// lookup) in separate cacheLine blocks, so inserts and statistics updates
+// on one core do not evict the lookup fields from another core's cache.
+const (
+	headPad   = cacheLine - unsafe.Sizeof(shardHead{})%cacheLine
+	tablesPad = cacheLine - (8+3*unsafe.Sizeof([]byte(nil)))%cacheLine
+)
 
 // shard is one independently locked part of a Table. idx is an
 // open-addressing index whose nonzero slots hold h32<<32 | (slab position
-// + 1); slab[:n] holds the entries densely, slab[n:] is zeroed.
+// + 1), h32 being the low 32 bits of the key's hash under the table seed;
+// slab[:n] holds the entries densely, slab[n:] is zeroed; pos[i] is the
+// index slot that points at slab[i] (0 beyond n).
 type shard[K Hashable, V any] struct {
 	shardHead
+	_    [headPad]byte
+	mask uint32 // len(idx)-1
 	idx  []uint64
 	slab []entry[K, V]
-	_    [shardPad]byte
+	pos  []uint32
+	_    [tablesPad]byte
 }
 
 // New returns an empty table. expired reports whether an entry may be
@@ -272,6 +286,7 @@ func New[K Hashable, V any](cfg Config, expired func(v *V, now time.Time) bool) 
 		sh.idx = make([]uint64, idxLen)
 		sh.mask = uint32(idxLen - 1)
 		sh.slab = make([]entry[K, V], per)
+		sh.pos = make([]uint32, per)
 	}
 	return t, nil
 }
@@ -356,12 +371,13 @@ func (t *Table[K, V]) reserve() bool {
 // the slab grows and laps it instead of trailing the newest entry.
 const opportunisticScan = 2
 
-// insertLocked makes room for a new key in sh, appends the key with a
+// insertLocked makes room for a new key in sh, stores the key with a
 // zero value and returns its slab position. sh.mu must be held and key
 // must be absent.
 //
 // The scan starts at the clock hand and stops at the first expired entry,
-// which is removed; its capacity unit passes to key (no atomic operation).
+// whose slab slot and capacity unit pass to key (no atomic operation, no
+// entry moved).
 // If the shard has room and the first opportunisticScan inspected entries
 // are live, one unit is reserved from the global count instead; only when
 // that fails (table or shard full) does the scan go on, up to t.scanLimit
@@ -372,41 +388,44 @@ func (t *Table[K, V]) insertLocked(sh *shard[K, V], key K, h32 uint32, now time.
 	if t.expired == nil {
 		limit = 0
 	}
-	inspected, reserved := 0, false
+	inspected, i, reserved := 0, -1, false
 	if room {
-		inspected, reserved = t.scanLocked(sh, 0, min(limit, opportunisticScan), now)
-		if !reserved {
+		inspected, i = t.scanLocked(sh, 0, min(limit, opportunisticScan), now)
+		if i < 0 {
 			reserved = t.reserve()
 		}
 	}
-	if !reserved {
-		inspected, reserved = t.scanLocked(sh, inspected, limit, now)
+	if i < 0 && !reserved {
+		inspected, i = t.scanLocked(sh, inspected, limit, now)
 	}
 	sh.inspected += uint64(inspected)
 	sh.maxInspected = max(sh.maxInspected, inspected)
-	if !reserved {
-		sh.full++
-		return 0, false
+	if i < 0 {
+		if !reserved {
+			sh.full++
+			return 0, false
+		}
+		i = sh.n
+		sh.n++
 	}
 	// Removal may have moved index slots: probe again for key's empty slot.
 	p := h32 & sh.mask
 	for sh.idx[p] != 0 {
 		p = (p + 1) & sh.mask
 	}
-	i := sh.n
 	sh.idx[p] = uint64(h32)<<32 | uint64(i+1)
-	e := &sh.slab[i]
-	e.key = key
-	e.h32 = h32
-	e.pos = p
-	sh.n++
+	sh.slab[i].key = key
+	sh.pos[i] = p
 	sh.inserts++
 	return i, true
 }
 
-// scanLocked inspects entries at the clock hand until one is expired
-// (removing it and reporting true) or inspected reaches limit.
-func (t *Table[K, V]) scanLocked(sh *shard[K, V], inspected, limit int, now time.Time) (int, bool) {
+// scanLocked inspects entries at the clock hand until one is expired or
+// inspected reaches limit. It returns the new inspected count and the
+// slab position of the expired entry, or -1. That entry is taken out of
+// the index and its value zeroed, but it stays in slab[:n] for the caller
+// to fill with the new key at once.
+func (t *Table[K, V]) scanLocked(sh *shard[K, V], inspected, limit int, now time.Time) (int, int) {
 	for inspected < limit {
 		j := sh.hand
 		if j >= sh.n {
@@ -415,12 +434,14 @@ func (t *Table[K, V]) scanLocked(sh *shard[K, V], inspected, limit int, now time
 		sh.hand = j + 1
 		inspected++
 		if t.expired(&sh.slab[j].val, now) {
-			sh.removeAt(j)
+			sh.unindex(j)
+			var zero V
+			sh.slab[j].val = zero
 			sh.reclaimed++
-			return inspected, true
+			return inspected, j
 		}
 	}
-	return inspected, false
+	return inspected, -1
 }
 
 // find returns key's slab position, or -1.
@@ -445,8 +466,25 @@ func (sh *shard[K, V]) find(key K, h32 uint32) int {
 // slab stays dense. The vacated slab slot is zeroed so the value's
 // references are released. It does not touch the table count.
 func (sh *shard[K, V]) removeAt(i int) {
-	idx, mask := sh.idx, sh.mask
-	hole := sh.slab[i].pos
+	sh.unindex(i)
+	last := sh.n - 1
+	if i != last {
+		sh.slab[i] = sh.slab[last]
+		p := sh.pos[last]
+		sh.pos[i] = p
+		sh.idx[p] = sh.idx[p]&^(1<<32-1) | uint64(i+1)
+	}
+	sh.slab[last] = entry[K, V]{}
+	sh.pos[last] = 0
+	sh.n = last
+}
+
+// unindex clears the index slot of slab[i] by backward-shift deletion,
+// updating the back-pointer of every entry whose slot moves. pos[i] is
+// left stale.
+func (sh *shard[K, V]) unindex(i int) {
+	idx, mask, pos := sh.idx, sh.mask, sh.pos
+	hole := pos[i]
 	for p := (hole + 1) & mask; idx[p] != 0; p = (p + 1) & mask {
 		s := idx[p]
 		home := uint32(s>>32) & mask
@@ -454,19 +492,11 @@ func (sh *shard[K, V]) removeAt(i int) {
 		// cyclically in (hole, p].
 		if (p-home)&mask >= (p-hole)&mask {
 			idx[hole] = s
-			sh.slab[uint32(s)-1].pos = hole
+			pos[uint32(s)-1] = hole
 			hole = p
 		}
 	}
 	idx[hole] = 0
-
-	last := sh.n - 1
-	if i != last {
-		sh.slab[i] = sh.slab[last]
-		idx[sh.slab[i].pos] = uint64(sh.slab[i].h32)<<32 | uint64(i+1)
-	}
-	sh.slab[last] = entry[K, V]{}
-	sh.n = last
 }
 
 // Len returns the number of entries. It never exceeds the capacity; while
@@ -486,12 +516,13 @@ func (t *Table[K, V]) clear(closing bool) {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		clear(sh.slab[:sh.n])
+		clear(sh.pos[:sh.n])
 		clear(sh.idx)
 		t.count.Add(-int64(sh.n))
 		sh.n, sh.hand = 0, 0
 		if closing {
 			sh.closed = true
-			sh.slab, sh.idx = nil, nil
+			sh.slab, sh.idx, sh.pos = nil, nil, nil
 		}
 		sh.mu.Unlock()
 	}

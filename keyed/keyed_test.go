@@ -92,19 +92,22 @@ func checkInvariants[K Hashable, V any](t testing.TB, tab *Table[K, V]) {
 		}
 		for i := 0; i < sh.n; i++ {
 			e := &sh.slab[i]
-			if h := e.key.Hash(tab.seed); uint32(h) != e.h32 || &tab.shards[h>>tab.shardShift] != sh {
-				t.Errorf("shard %d pos %d: wrong hash or shard", si, i)
+			h := e.key.Hash(tab.seed)
+			if &tab.shards[h>>tab.shardShift] != sh {
+				t.Errorf("shard %d pos %d: wrong shard", si, i)
 			}
-			if got := sh.find(e.key, e.h32); got != i {
+			if got := sh.find(e.key, uint32(h)); got != i {
 				t.Errorf("shard %d pos %d: find returned %d", si, i, got)
 			}
-			if s := sh.idx[e.pos]; uint32(s) != uint32(i+1) || uint32(s>>32) != e.h32 {
-				t.Errorf("shard %d pos %d: back-pointer %d holds %#x", si, i, e.pos, s)
+			if p := sh.pos[i]; p > sh.mask {
+				t.Errorf("shard %d pos %d: back-pointer %d out of range", si, i, p)
+			} else if s := sh.idx[p]; uint32(s) != uint32(i+1) || uint32(s>>32) != uint32(h) {
+				t.Errorf("shard %d pos %d: back-pointer %d holds %#x", si, i, p, s)
 			}
 		}
 		var zero entry[K, V]
 		for i := sh.n; i < len(sh.slab); i++ {
-			if !isZeroEntry(&sh.slab[i], &zero) {
+			if !isZeroEntry(&sh.slab[i], &zero) || sh.pos[i] != 0 {
 				t.Errorf("shard %d: slab[%d] beyond n=%d not zeroed", si, i, sh.n)
 				break
 			}
@@ -123,11 +126,11 @@ func checkInvariants[K Hashable, V any](t testing.TB, tab *Table[K, V]) {
 func isZeroEntry[K Hashable, V any](e, zero *entry[K, V]) bool {
 	switch v := any(&e.val).(type) {
 	case *item:
-		return e.key == zero.key && e.h32 == 0 && e.pos == 0 && v.id == 0 && v.exp.IsZero() && v.buf == nil
+		return e.key == zero.key && v.id == 0 && v.exp.IsZero() && v.buf == nil
 	case *int:
-		return e.key == zero.key && e.h32 == 0 && e.pos == 0 && *v == 0
+		return e.key == zero.key && *v == 0
 	}
-	return e.key == zero.key && e.h32 == 0 && e.pos == 0
+	return e.key == zero.key
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -199,6 +202,15 @@ func TestShardPadding(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(shard[Key128, int]{}); n%cacheLine != 0 {
 		t.Errorf("shard size %d is not a multiple of %d", n, cacheLine)
+	}
+	// The fields every lookup reads sit in their own block, after the
+	// lock and the fields written under it.
+	var sh shard[Digest, item]
+	if off := unsafe.Offsetof(sh.mask); off%cacheLine != 0 || off < unsafe.Sizeof(shardHead{}) {
+		t.Errorf("mask at offset %d", off)
+	}
+	if end := unsafe.Offsetof(sh.pos) + unsafe.Sizeof(sh.pos); end-unsafe.Offsetof(sh.mask) > cacheLine {
+		t.Errorf("lookup fields span %d bytes", end-unsafe.Offsetof(sh.mask))
 	}
 	var tab Table[Digest, int]
 	if gap := unsafe.Offsetof(tab.count) - unsafe.Offsetof(tab.capacity); gap < cacheLine {
@@ -702,6 +714,13 @@ func runModel(t *testing.T, ops []byte) {
 				sawCreated = created
 				if m := model[key]; !created && (v.id != m.id || !v.exp.Equal(m.exp)) {
 					t.Fatalf("value %+v, model %+v", *v, model[key])
+				}
+				// A new key gets a zero value, also in a reclaimed slot.
+				if created && (v.id != 0 || !v.exp.IsZero() || v.buf != nil) {
+					t.Fatalf("created value %+v is not zero", *v)
+				}
+				if arg&1 != 0 {
+					v.buf = make([]byte, 1) // a reference for reclaim to drop
 				}
 				v.id, v.exp = int(arg), exp
 				return true

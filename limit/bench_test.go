@@ -58,3 +58,47 @@ func BenchmarkGCRAAllowN(b *testing.B) {
 		g.AllowN(&s, now, 1)
 	}
 }
+
+// BenchmarkGCRAAllowNWall is BenchmarkGCRAAllowN with instants that carry
+// no monotonic reading (a manual clock, a parsed time), where time.Time
+// arithmetic takes its slower wall-clock path.
+func BenchmarkGCRAAllowNWall(b *testing.B) {
+	g := limit.GCRA{Rate: 1e6, Burst: 100}
+	var s limit.GCRAState
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(500 * time.Nanosecond)
+		g.AllowN(&s, now, 1)
+	}
+}
+
+// BenchmarkGCRAExpired is the check a keyed table's reclaim scan makes on
+// every entry it inspects (up to ScanLimit per insert), on a live entry.
+func BenchmarkGCRAExpired(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+	}{
+		{"monotonic", time.Now()},
+		{"wall", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			g := limit.GCRA{Rate: 1, Burst: 10}
+			var s limit.GCRAState
+			g.AllowN(&s, tc.now, 5)
+			now := tc.now
+			expired := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(time.Nanosecond)
+				if g.Expired(&s, now) {
+					expired++
+				}
+			}
+			if expired != 0 {
+				b.Fatal("entry expired")
+			}
+		})
+	}
+}

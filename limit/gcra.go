@@ -113,42 +113,38 @@ func (g GCRA) AllowN(s *GCRAState, now time.Time, n int64) Decision {
 		return reject(g.Burst)
 	}
 	tau := time.Duration(g.Burst) * t
-	d := Decision{Limit: g.Burst}
+	// Every return builds its Decision in a single composite literal: on
+	// this hot path, filling a Decision variable field by field and then
+	// returning it costs store-forwarding stalls that are larger than the
+	// arithmetic.
 	base := now // the effective now
 	var ahead time.Duration
+	regressed := false
 	if s.seen != 0 {
 		ahead = s.tat.Sub(now)
 		if lag := time.Duration(s.seen - 1); ahead > lag {
 			// now is before the latest admission (tat - lag).
 			ahead = lag
 			base = s.tat.Add(-lag)
-			d.ClockRegressed = true
+			regressed = true
 		}
 		ahead = max(ahead, 0)
 	}
-	d.ResetAfter = ahead
-	switch {
-	case n <= 0:
-		d.Allowed = true
-		d.Remaining = int64(max(tau-ahead, 0) / t)
-		return d
-	case n > g.Burst:
-		d.RetryAfter = InfDuration
-		return d
+	if n <= 0 {
+		return Decision{Allowed: true, Limit: g.Burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead, ClockRegressed: regressed}
+	}
+	if n > g.Burst {
+		return Decision{Limit: g.Burst, RetryAfter: InfDuration, ResetAfter: ahead, ClockRegressed: regressed}
 	}
 	// ahead <= the tolerance in force at the latest admission <= MaxRefill
 	// and n*T <= tau <= MaxRefill: no overflow.
 	next := ahead + time.Duration(n)*t
 	if next > tau {
-		d.RetryAfter = next - tau
-		return d
+		return Decision{Limit: g.Burst, RetryAfter: next - tau, ResetAfter: ahead, ClockRegressed: regressed}
 	}
 	s.tat = base.Add(next)
 	s.seen = int64(next) + 1
-	d.Allowed = true
-	d.Remaining = int64((tau - next) / t)
-	d.ResetAfter = next
-	return d
+	return Decision{Allowed: true, Limit: g.Burst, Remaining: int64((tau - next) / t), ResetAfter: next, ClockRegressed: regressed}
 }
 
 // Expired reports whether the bucket is full again at now (now >= tat), so
