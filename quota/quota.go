@@ -44,6 +44,8 @@ package quota
 import (
 	"context"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/limit"
 )
 
 // Hard bounds. They are checked before any store is touched.
@@ -107,14 +109,7 @@ func (d Decision) RetryAfterSeconds() int64 {
 	if d.Allowed {
 		return 0
 	}
-	if d.RetryAfter <= 0 {
-		return 1
-	}
-	s := int64(d.RetryAfter / time.Second)
-	if d.RetryAfter%time.Second != 0 {
-		s++
-	}
-	return s
+	return limit.CeilSeconds(d.RetryAfter)
 }
 
 // Consumer consumes quota. Implementations are safe for concurrent use.
