@@ -30,13 +30,18 @@ type APIError struct {
 	Status int
 	Code   string
 	Title  string
+	// Detail is the server's explanation, when it sent one.
+	Detail string
 	// Errors lists configuration problems of a rejected reload.
 	Errors []string
 }
 
 func (e *APIError) Error() string {
 	s := fmt.Sprintf("control: %d %s", e.Status, e.Code)
-	if e.Title != "" {
+	switch {
+	case e.Detail != "":
+		s += ": " + e.Detail
+	case e.Title != "":
 		s += ": " + e.Title
 	}
 	for _, p := range e.Errors {
@@ -89,10 +94,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		var p struct {
 			Code   string   `json:"code"`
 			Title  string   `json:"title"`
+			Detail string   `json:"detail"`
 			Errors []string `json:"errors"`
 		}
 		if json.Unmarshal(b, &p) == nil {
-			ae.Code, ae.Title, ae.Errors = p.Code, p.Title, p.Errors
+			ae.Code, ae.Title, ae.Detail, ae.Errors = p.Code, p.Title, p.Detail, p.Errors
 		}
 		if ae.Code == "" && len(ae.Errors) > 0 {
 			ae.Code = "invalid_config"

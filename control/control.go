@@ -227,13 +227,11 @@ type api struct {
 	next     http.Handler
 }
 
-var probUnauthorized = wire.Problem{Status: http.StatusUnauthorized, Code: "unauthorized", Title: "A valid bearer token is required."}
-
 // ServeHTTP authenticates, then serves the JSON API.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.tokenSum != nil && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="bulwark-control"`)
-		wire.WriteClose(w, probUnauthorized)
+		wire.WriteClose(w, r, wire.New(wire.CodeUnauthorized))
 		return
 	}
 	if r.URL.Path == "/v1/reload" && r.Method == http.MethodPost {
@@ -258,7 +256,7 @@ func (a *api) authorized(r *http.Request) bool {
 }
 
 func badRequest(title string) error {
-	return &host.Error{Status: http.StatusBadRequest, Code: "invalid_request", Title: title}
+	return &host.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Detail: title}
 }
 
 func (a *api) status(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
@@ -270,11 +268,13 @@ func (a *api) status(ctx context.Context, r *http.Request, body json.RawMessage)
 
 func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
-		wire.WriteClose(w, wire.Problem{Status: http.StatusBadRequest, Code: "invalid_request", Title: "POST /v1/reload takes no body."})
+		p := wire.New(wire.CodeInvalidRequest)
+		p.Detail = "POST /v1/reload takes no body."
+		wire.WriteClose(w, r, p)
 		return
 	}
 	if a.cfg.Reload == nil {
-		wire.Write(w, wire.Problem{Status: http.StatusNotImplemented, Code: "reload_unsupported", Title: "This server cannot reload its configuration."})
+		wire.Write(w, wire.New(wire.CodeReloadUnsupported))
 		return
 	}
 	err := a.cfg.Reload(r.Context())
@@ -287,14 +287,12 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(ReloadResult{Reloaded: true})
 	case errors.As(err, &re):
 		a.audit.Info("control audit", "who", a.who, "action", "reload", "result", "rejected", "problems", len(re.Problems))
-		wire.Write(w, wire.Problem{
-			Status: http.StatusUnprocessableEntity, Code: "invalid_config",
-			Title: "The configuration was rejected; the previous one keeps serving.",
-			Extra: map[string]any{"reloaded": false, "errors": re.Problems},
-		})
+		p := wire.New(wire.CodeInvalidConfig)
+		p.Extra = map[string]any{"reloaded": false, "errors": re.Problems}
+		wire.Write(w, p)
 	default:
 		a.audit.Error("control audit", "who", a.who, "action", "reload", "result", "error", "error", err.Error())
-		wire.Write(w, wire.Problem{Status: http.StatusInternalServerError, Code: "reload_failed", Title: "The reload failed; the previous configuration keeps serving."})
+		wire.Write(w, wire.New(wire.CodeReloadFailed))
 	}
 }
 
@@ -352,7 +350,7 @@ func (a *api) add(s *ipset.Set, action string) host.JSONHandler {
 		if err := s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
 			a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "error")
 			if errors.Is(err, ipset.ErrFull) {
-				return 0, nil, &host.Error{Status: http.StatusInsufficientStorage, Code: "list_full", Title: "The list is full; remove entries or raise its capacity.", Err: err}
+				return 0, nil, &host.Error{Status: http.StatusInsufficientStorage, Code: wire.CodeListFull, Err: err}
 			}
 			return 0, nil, badRequest(titleFor(err, "reason must be at most 64 bytes of printable ASCII."))
 		}
@@ -384,7 +382,7 @@ func (a *api) remove(s *ipset.Set, action string) host.JSONHandler {
 			return 0, nil, badRequest(titleFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
 		}
 		if !s.Remove(p) {
-			return 0, nil, &host.Error{Status: http.StatusNotFound, Code: "not_found", Title: "No such entry."}
+			return 0, nil, &host.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Detail: "No such entry."}
 		}
 		a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "ok")
 		return http.StatusOK, map[string]any{"removed": p.String()}, nil

@@ -166,9 +166,9 @@ func TestControlAPI(t *testing.T) {
 			{"GET", "/v1/nothing", "", 404, ""},
 		} {
 			st, b, h := apiRaw(t, base, c.method, c.path, testToken, c.body)
-			var p struct{ Title string }
+			var p struct{ Detail string }
 			json.Unmarshal(b, &p)
-			if st != c.status || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(p.Title, c.title) {
+			if st != c.status || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(p.Detail, c.title) {
 				t.Errorf("%s %s %.40s: %d %s, want %d with %q", c.method, c.path, c.body, st, b, c.status, c.title)
 			}
 		}

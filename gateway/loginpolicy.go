@@ -92,7 +92,7 @@ func (p *loginPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		p.metrics.reject(layerLogin, "over_limit")
 		markRejected(w)
-		writeLoginRejected(w, d)
+		login.WriteRejected(w, d)
 		return
 	}
 	if d.Degraded {
@@ -105,25 +105,6 @@ func (p *loginPolicy) refuse(w http.ResponseWriter, r *http.Request, status int,
 	p.metrics.reject(layerLogin, reason)
 	markRejected(w)
 	writeRejection(w, r, wire.Problem{Status: status, Code: code, Title: title})
-}
-
-// writeLoginRejected writes the seed 003 answer: 429, Retry-After,
-// X-RateLimit-Limit/Remaining/Reset (ISO instant) and a problem body with
-// errorCode rate-limit-exceeded and retryAfter.
-func writeLoginRejected(w http.ResponseWriter, d login.Decision) {
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", itoa(int64(d.Limit)))
-	h.Set("X-RateLimit-Remaining", "0")
-	if !d.ResetAt.IsZero() {
-		h.Set("X-RateLimit-Reset", d.ResetAt.UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	wire.WriteClose(w, wire.Problem{
-		Status:     http.StatusTooManyRequests,
-		Code:       wire.CodeLoginRateLimitExceeded,
-		Title:      "Too many login attempts; retry later.",
-		RetryAfter: max(d.RetryAfterSeconds, 1),
-		Extra:      map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded},
-	})
 }
 
 // extractUsername finds field in a JSON object or URL-encoded form body.

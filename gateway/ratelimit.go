@@ -157,13 +157,10 @@ func (l *routeLimiter) allow(r *http.Request, res *peer.Resolver, now time.Time)
 func (l *routeLimiter) reject(w http.ResponseWriter, r *http.Request, route string, d limit.Decision) {
 	h := w.Header()
 	reset := d.RetryAfter
-	wire.SetRateLimit(h, route, l.gcra.Burst, 0, l.window, reset)
-	p := wire.Problem{
-		Status:     l.status,
-		Code:       wire.CodeRateLimited,
-		Title:      "Too many requests for this route; retry later.",
-		RetryAfter: limit.CeilSeconds(d.RetryAfter),
-	}
+	wire.SetRateLimit(h, wire.RateLimit{Policy: route, Limit: l.gcra.Burst, Window: l.window, Reset: reset})
+	p := wire.New(wire.CodeRateLimited)
+	p.Status = l.status
+	p.RetryAfter = limit.CeilSeconds(d.RetryAfter)
 	writeRejection(w, r, p)
 }
 
@@ -171,11 +168,7 @@ func (l *routeLimiter) reject(w http.ResponseWriter, r *http.Request, route stri
 // body, the HTTP/1.1 connection is closed so the unread bytes cannot keep
 // it busy.
 func writeRejection(w http.ResponseWriter, r *http.Request, p wire.Problem) {
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		wire.WriteClose(w, p)
-		return
-	}
-	wire.Write(w, p)
+	wire.Reject(w, r, p)
 }
 
 // limiterRegistry holds the route limiters of one pipeline, by identity,

@@ -59,10 +59,10 @@ func Example() {
 	http.DefaultClient.CloseIdleConnections()
 	fmt.Println("shutdown:", h.Shutdown(context.Background()))
 	// Output:
-	// starting /readyz: 503 {"code":"not_ready","retryAfter":1,"status":503,"title":"Service is not ready","type":"about:blank"}
+	// starting /readyz: 503 {"code":"not_ready","detail":"The service is starting; retry later.","retryAfter":1,"status":503,"title":"Service Unavailable","type":"about:blank"}
 	// active /readyz: 200 {"status":"ready"}
 	// api: 200 {"hello":"bulwark"}
-	// unknown: 404 {"code":"not_found","status":404,"title":"Not found","type":"about:blank"}
+	// unknown: 404 {"code":"not_found","detail":"Nothing is served at this path.","status":404,"title":"Not Found","type":"about:blank"}
 	// pool closed
 	// shutdown: <nil>
 }

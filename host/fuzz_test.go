@@ -10,18 +10,19 @@ import (
 	"testing"
 
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
-// fixedTitles is every title the JSON mode can send for client input.
-var fixedTitles = map[string]string{
-	"not_found":                    "Not found",
-	"method_not_allowed":           "Method not allowed",
-	"unsupported_media_type":       "Content-Type must be application/json",
-	"unsupported_content_encoding": "Content-Encoding is not supported",
-	"payload_too_large":            "Request body too large",
-	"invalid_json":                 "Body is not valid JSON",
-	"invalid_content_length":       "Body shorter than Content-Length",
-	"invalid_request":              "Invalid request",
+// fixedCodes is every code the JSON mode can send for client input.
+var fixedCodes = map[string]bool{
+	"not_found":                    true,
+	"method_not_allowed":           true,
+	"unsupported_media_type":       true,
+	"unsupported_content_encoding": true,
+	"payload_too_large":            true,
+	"invalid_json":                 true,
+	"invalid_content_length":       true,
+	"invalid_request":              true,
 }
 
 // FuzzJSONRequest feeds arbitrary method, path, media type, encoding and
@@ -79,13 +80,13 @@ func FuzzJSONRequest(f *testing.F) {
 			t.Fatalf("problem body is not JSON: %q", rec.Body.String())
 		}
 		code, _ := p["code"].(string)
-		want, ok := fixedTitles[code]
-		if !ok || p["title"] != want || p["type"] != "about:blank" || p["status"] != float64(rec.Code) {
+		_, detail, _ := wire.Lookup(code)
+		if !fixedCodes[code] || p["title"] != http.StatusText(rec.Code) || p["detail"] != detail || p["type"] != "about:blank" || p["status"] != float64(rec.Code) {
 			t.Fatalf("unexpected problem %v", p)
 		}
 		for k := range p {
 			switch k {
-			case "code", "title", "type", "status":
+			case "code", "title", "detail", "type", "status":
 			default:
 				t.Fatalf("unexpected member %q in %v", k, p)
 			}

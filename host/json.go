@@ -28,8 +28,8 @@ const (
 	MaxJSONBytes = 64 << 20
 	// MaxJSONRoutes bounds the route table.
 	MaxJSONRoutes = 1000
-	// maxTitleBytes bounds Error.Title.
-	maxTitleBytes = 120
+	// maxDetailBytes bounds Error.Detail.
+	maxDetailBytes = 120
 	// maxCodeBytes bounds Error.Code.
 	maxCodeBytes = 64
 )
@@ -82,9 +82,10 @@ type Error struct {
 	// Code is the stable machine code: 1 to 64 of [a-z0-9_-]. When invalid,
 	// "invalid_request" (4xx) or "internal" (5xx) is sent instead.
 	Code string
-	// Title is sent when it is printable ASCII of at most 120 bytes;
-	// otherwise the status text is.
-	Title string
+	// Detail is sent as the problem's detail when it is printable ASCII
+	// of at most 120 bytes; otherwise the code's fixed detail (if any) is.
+	// The title is always the status phrase.
+	Detail string
 	// RetryAfter, when > 0, is sent as Retry-After in whole seconds
 	// (rounded up).
 	RetryAfter time.Duration
@@ -142,14 +143,14 @@ func Hold(ctx context.Context) (release func()) {
 
 // Fixed JSON-mode answers.
 var (
-	probNotFound    = wire.Problem{Status: 404, Code: wire.CodeNotFound, Title: "Not found"}
-	probMedia       = wire.Problem{Status: 415, Code: wire.CodeUnsupportedMediaType, Title: "Content-Type must be application/json"}
-	probEncoding    = wire.Problem{Status: 415, Code: wire.CodeUnsupportedContentEncoding, Title: "Content-Encoding is not supported"}
-	probInvalidJSON = wire.Problem{Status: 400, Code: wire.CodeInvalidJSON, Title: "Body is not valid JSON"}
-	probLength      = wire.Problem{Status: 400, Code: wire.CodeInvalidContentLength, Title: "Body shorter than Content-Length"}
-	probBadRequest  = wire.Problem{Status: 400, Code: wire.CodeInvalidRequest, Title: "Invalid request"}
-	probBodyTimeout = wire.Problem{Status: 408, Code: wire.CodeRequestTimeout, Title: "Request body not received in time"}
-	probRespSize    = wire.Problem{Status: 500, Code: wire.CodeResponseTooLarge, Title: "Response too large"}
+	probNotFound    = wire.New(wire.CodeNotFound)
+	probMedia       = wire.New(wire.CodeUnsupportedMediaType)
+	probEncoding    = wire.New(wire.CodeUnsupportedContentEncoding)
+	probInvalidJSON = wire.New(wire.CodeInvalidJSON)
+	probLength      = wire.New(wire.CodeInvalidContentLength)
+	probBadRequest  = wire.New(wire.CodeInvalidRequest)
+	probBodyTimeout = wire.New(wire.CodeRequestTimeout)
+	probRespSize    = wire.New(wire.CodeResponseTooLarge)
 )
 
 var allowedMethods = []string{
@@ -556,11 +557,10 @@ func problemFor(err error) wire.Problem {
 				code = wire.CodeInvalidRequest
 			}
 		}
-		title := he.Title
-		if !validTitle(title) {
-			title = http.StatusText(st)
+		p := wire.Problem{Status: st, Code: code}
+		if validDetail(he.Detail) {
+			p.Detail = he.Detail
 		}
-		p := wire.Problem{Status: st, Code: code, Title: title}
 		if he.RetryAfter > 0 {
 			p.RetryAfter = wire.RetryAfterSeconds(he.RetryAfter)
 		}
@@ -587,8 +587,8 @@ func validCode(s string) bool {
 	return true
 }
 
-func validTitle(s string) bool {
-	if s == "" || len(s) > maxTitleBytes {
+func validDetail(s string) bool {
+	if s == "" || len(s) > maxDetailBytes {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

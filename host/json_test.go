@@ -48,10 +48,10 @@ func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]host.JSON
 			return http.StatusNoContent, nil, nil
 		},
 		"POST /api/typed": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
-			return 0, nil, &host.Error{Status: 409, Code: "conflict", Title: "Already exists", RetryAfter: 1500 * time.Millisecond, Err: errors.New(secret)}
+			return 0, nil, &host.Error{Status: 409, Code: "conflict", Detail: "Already exists", RetryAfter: 1500 * time.Millisecond, Err: errors.New(secret)}
 		},
 		"POST /api/typed-bad": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
-			return 0, nil, &host.Error{Status: 422, Code: "Bad Code!", Title: "title with " + secret + strings.Repeat("x", 200), Err: errors.New(secret)}
+			return 0, nil, &host.Error{Status: 422, Code: "Bad Code!", Detail: "title with " + secret + strings.Repeat("x", 200), Err: errors.New(secret)}
 		},
 		"POST /api/plain": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
 			return 0, nil, errors.New(secret)
@@ -170,7 +170,7 @@ func TestJSONBadInputs(t *testing.T) {
 			r = j.do("POST", "/api/typed", nil)
 			var p map[string]any
 			_ = json.Unmarshal([]byte(r.body), &p)
-			if p["title"] != "Already exists" || r.header.Get("Retry-After") != "2" {
+			if p["detail"] != "Already exists" || r.header.Get("Retry-After") != "2" {
 				t.Errorf("typed: %v Retry-After %q", p, r.header.Get("Retry-After"))
 			}
 			if err := j.lastErr("conflict"); err == nil || !strings.Contains(err.Error(), "SECRET") {

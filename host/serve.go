@@ -27,15 +27,15 @@ type connInfo struct {
 
 // Fixed rejection answers. Titles never carry request data.
 var (
-	probNotReady = wire.Problem{Status: 503, Code: wire.CodeNotReady, Title: "Service is not ready", RetryAfter: 1}
-	probDraining = wire.Problem{Status: 503, Code: wire.CodeDraining, Title: "Service is shutting down", RetryAfter: 1}
-	probOverload = wire.Problem{Status: 503, Code: wire.CodeOverloaded, Title: "Service is at capacity", RetryAfter: 1}
-	probURL      = wire.Problem{Status: 414, Code: wire.CodeURLTooLong, Title: "Request target too long"}
-	probHeaders  = wire.Problem{Status: 431, Code: wire.CodeTooManyHeaders, Title: "Too many header fields"}
-	probBody     = wire.Problem{Status: 413, Code: wire.CodePayloadTooLarge, Title: "Request body too large"}
-	probMethod   = wire.Problem{Status: 405, Code: wire.CodeMethodNotAllowed, Title: "Method not allowed"}
-	probTimeout  = wire.Problem{Status: 504, Code: wire.CodeTimeout, Title: "Request timed out"}
-	probInternal = wire.Problem{Status: 500, Code: wire.CodeInternal, Title: "Internal error"}
+	probNotReady = retryable(wire.New(wire.CodeNotReady))
+	probDraining = retryable(wire.New(wire.CodeDraining))
+	probOverload = retryable(wire.New(wire.CodeOverloaded))
+	probURL      = wire.New(wire.CodeURLTooLong)
+	probHeaders  = wire.New(wire.CodeTooManyHeaders)
+	probBody     = wire.New(wire.CodePayloadTooLarge)
+	probMethod   = wire.New(wire.CodeMethodNotAllowed)
+	probTimeout  = wire.New(wire.CodeTimeout)
+	probInternal = wire.New(wire.CodeInternal)
 )
 
 var (
@@ -157,6 +157,13 @@ func (h *Host) report(reason string) {
 	h.onReject(reason)
 }
 
+// retryable returns p with Retry-After: 1 (the 503s of a starting,
+// draining or saturated process are worth retrying soon, elsewhere).
+func retryable(p wire.Problem) wire.Problem {
+	p.RetryAfter = 1
+	return p
+}
+
 // writeProblem answers p for a request whose body was not (fully) read.
 // Over HTTP/1.1 the connection is closed after the answer (wire.WriteClose
 // also expires the read side, so that net/http does not wait for an
@@ -165,7 +172,7 @@ func (h *Host) report(reason string) {
 // draining, where a GOAWAY is what the client needs.
 func writeProblem(w http.ResponseWriter, r *http.Request, p wire.Problem) {
 	if r.ProtoMajor == 1 {
-		wire.WriteClose(w, p)
+		wire.WriteClose(w, r, p)
 		return
 	}
 	if p.Code == wire.CodeDraining {

@@ -16,10 +16,10 @@ import (
 const (
 	// CodeMissingCredentials answers a login request without a username
 	// (400). Such a request is not counted.
-	CodeMissingCredentials = "missing_credentials"
+	CodeMissingCredentials = wire.CodeMissingCredentials
 	// CodeInvalidLoginRequest answers a login request whose username
 	// cannot be read or is malformed (400). It is not counted.
-	CodeInvalidLoginRequest = "invalid_login_request"
+	CodeInvalidLoginRequest = wire.CodeInvalidLoginRequest
 )
 
 // Header names of the login rate-limit fields (seed 003). They are
@@ -145,22 +145,19 @@ func WriteRejected(w http.ResponseWriter, d Decision) {
 	if retry < 1 {
 		retry = 1
 	}
-	wire.Write(w, wire.Problem{
-		Status:     http.StatusTooManyRequests,
-		Code:       wire.CodeLoginRateLimitExceeded,
-		Title:      "Too many login attempts",
-		RetryAfter: retry,
-		Extra:      map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded},
-	})
+	p := wire.New(wire.CodeLoginRateLimitExceeded)
+	p.RetryAfter = int64(retry)
+	p.Extra = map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded}
+	wire.Write(w, p)
 }
 
 // WriteBadRequest answers a login request that cannot be counted: 400 with
 // code [CodeMissingCredentials] when err wraps [ErrMissingCredentials],
 // else [CodeInvalidLoginRequest]. The error text is not sent.
 func WriteBadRequest(w http.ResponseWriter, err error) {
-	p := wire.Problem{Status: http.StatusBadRequest, Code: CodeInvalidLoginRequest, Title: "Invalid login request"}
+	p := wire.New(CodeInvalidLoginRequest)
 	if errors.Is(err, ErrMissingCredentials) {
-		p.Code, p.Title = CodeMissingCredentials, "Missing credentials"
+		p = wire.New(CodeMissingCredentials)
 	}
 	wire.Write(w, p)
 }

@@ -68,8 +68,8 @@ import (
 
 // Stable problem codes written by the proxy.
 const (
-	CodeUpstreamUnavailable = "upstream_unavailable"
-	CodeUpstreamTimeout     = "upstream_timeout"
+	CodeUpstreamUnavailable = wire.CodeUpstreamUnavailable
+	CodeUpstreamTimeout     = wire.CodeUpstreamTimeout
 )
 
 // Defaults and hard limits for [Timeouts] and [Upstream].
@@ -552,12 +552,12 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	if class == "timeout" {
 		set("timeout")
 		p.log.Warn("upstream timeout", "error", describe(err))
-		wire.Write(w, wire.Problem{Status: http.StatusGatewayTimeout, Code: CodeUpstreamTimeout, Title: "The upstream service did not answer in time."})
+		wire.Write(w, wire.New(wire.CodeUpstreamTimeout))
 		return
 	}
 	set("error")
 	p.log.Warn("upstream unavailable", "error", describe(err))
-	wire.Write(w, wire.Problem{Status: http.StatusBadGateway, Code: CodeUpstreamUnavailable, Title: "The upstream service is unavailable."})
+	wire.Write(w, wire.New(wire.CodeUpstreamUnavailable))
 }
 
 // errorClass maps an error to timeout, canceled or error.

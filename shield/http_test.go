@@ -232,6 +232,11 @@ func rejectionError(r reply, status int, code string, leaks ...string) error {
 	for k := range doc {
 		switch k {
 		case "type", "status", "code", "title", "retryAfter":
+		case "detail":
+			// Only the code's fixed sentence: nothing about the request.
+			if _, want, _ := wire.Lookup(code); doc[k] != want {
+				return fmt.Errorf("detail %q is not the fixed sentence of %s", doc[k], code)
+			}
 		default:
 			return fmt.Errorf("problem carries member %q: %s", k, r.body)
 		}

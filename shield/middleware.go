@@ -3,16 +3,9 @@ package shield
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/wire"
-)
-
-// Fixed titles of the shield's answers; they carry no request data.
-const (
-	titleRateLimited = "Too many requests"
-	titleUnavailable = "Service unavailable"
 )
 
 type admissionKey struct{}
@@ -67,21 +60,11 @@ func WriteRejection(w http.ResponseWriter, r *http.Request, a *Admission) {
 	if a.Allowed {
 		return
 	}
-	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any instant in the past
-	}
 	if a.Outcome == OutcomeRateLimited {
-		wire.WriteClose(w, wire.Problem{
-			Status:     http.StatusTooManyRequests,
-			Code:       wire.CodeAuthenticationRateLimited,
-			Title:      titleRateLimited,
-			RetryAfter: a.RetryAfterSeconds(),
-		})
+		p := wire.New(wire.CodeAuthenticationRateLimited)
+		p.RetryAfter = a.RetryAfterSeconds()
+		wire.WriteClose(w, r, p)
 		return
 	}
-	wire.WriteClose(w, wire.Problem{
-		Status: http.StatusServiceUnavailable,
-		Code:   wire.CodeAuthenticationShieldUnavailable,
-		Title:  titleUnavailable,
-	})
+	wire.WriteClose(w, r, wire.New(wire.CodeAuthenticationShieldUnavailable))
 }

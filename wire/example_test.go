@@ -10,13 +10,11 @@ import (
 
 func Example() {
 	rec := httptest.NewRecorder()
-	wire.SetRateLimit(rec.Header(), "peer", 300, 0, time.Minute, 2500*time.Millisecond)
-	wire.WriteClose(rec, wire.Problem{
-		Status:     429,
-		Code:       wire.CodeAuthenticationRateLimited,
-		Title:      "Too many authentication attempts",
-		RetryAfter: wire.RetryAfterSeconds(2500 * time.Millisecond),
-	})
+	req := httptest.NewRequest("POST", "/login", nil)
+	wire.SetRateLimit(rec.Header(), wire.RateLimit{Policy: "peer", Limit: 300, Window: time.Minute, Reset: 2500 * time.Millisecond})
+	p := wire.New(wire.CodeAuthenticationRateLimited)
+	p.RetryAfter = wire.RetryAfterSeconds(2500 * time.Millisecond)
+	wire.WriteClose(rec, req, p)
 	fmt.Println(rec.Code)
 	for _, k := range []string{"Content-Type", "Retry-After", "Connection", "RateLimit", "RateLimit-Policy"} {
 		fmt.Printf("%s: %s\n", k, rec.Header().Get(k))
@@ -29,5 +27,5 @@ func Example() {
 	// Connection: close
 	// RateLimit: "peer";r=0;t=3
 	// RateLimit-Policy: "peer";q=300;w=60
-	// {"code":"authentication_rate_limited","retryAfter":3,"status":429,"title":"Too many authentication attempts","type":"about:blank"}
+	// {"code":"authentication_rate_limited","detail":"Too many requests from this client; retry later.","retryAfter":3,"status":429,"title":"Too Many Requests","type":"about:blank"}
 }

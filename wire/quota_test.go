@@ -28,16 +28,16 @@ func TestQuotaProblem(t *testing.T) {
 		{"exceeded", quota.Decision{Limit: 8, RetryAfter: 1500 * time.Millisecond}, nil, 429, wire.CodeQuotaExceeded, "2"},
 		{"exceeded exact", quota.Decision{Limit: 8, RetryAfter: 59 * time.Second}, nil, 429, wire.CodeQuotaExceeded, "59"},
 		{"exceeded zero", quota.Decision{Limit: 8}, nil, 429, wire.CodeQuotaExceeded, "1"},
-		{"unavailable", quota.Decision{}, quota.Unavailable(quota.ReasonCorrupt, "", "window start is in the future", nil), 503, wire.CodeQuotaUnavailable, ""},
-		{"unavailable sqlstate", quota.Decision{}, quota.Unavailable(quota.ReasonServer, "42501", "", nil), 503, wire.CodeQuotaUnavailable, ""},
-		{"unknown operation", quota.Decision{}, quota.ErrUnknownOperation, 503, wire.CodeQuotaUnavailable, ""},
-		{"unexpected error", quota.Decision{Allowed: true}, errors.New("boom: password=hunter2"), 503, wire.CodeQuotaUnavailable, ""},
+		{"unavailable", quota.Decision{}, quota.Unavailable(quota.ReasonCorrupt, "", "window start is in the future", nil), 503, wire.CodeQuotaUnavailable, "1"},
+		{"unavailable sqlstate", quota.Decision{}, quota.Unavailable(quota.ReasonServer, "42501", "", nil), 503, wire.CodeQuotaUnavailable, "1"},
+		{"unknown operation", quota.Decision{}, quota.ErrUnknownOperation, 503, wire.CodeQuotaUnavailable, "1"},
+		{"unexpected error", quota.Decision{Allowed: true}, errors.New("boom: password=hunter2"), 503, wire.CodeQuotaUnavailable, "1"},
 		{"invalid", quota.Decision{}, &quota.InvalidRequestError{Field: "receipt id", Reason: "empty"}, 400, wire.CodeQuotaInvalidRequest, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			wrote := wire.WriteQuota(rec, c.d, c.err)
+			wrote := wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), c.d, c.err)
 			if wrote != (c.status != 0) {
 				t.Fatalf("WriteQuota wrote=%v", wrote)
 			}
@@ -64,6 +64,10 @@ func TestQuotaProblem(t *testing.T) {
 			for k := range body {
 				switch k {
 				case "type", "status", "code", "title", "retryAfter":
+				case "detail":
+					if _, want, _ := wire.Lookup(c.code); body[k] != want {
+						t.Fatalf("detail %v is not the code's fixed sentence", body[k])
+					}
 				default:
 					t.Fatalf("unexpected member %q in %v", k, body)
 				}
@@ -85,16 +89,16 @@ func ExampleWriteQuota() {
 	// A denied decision from a quota.Consumer.
 	d := quota.Decision{Limit: 30, RetryAfter: 12300 * time.Millisecond}
 	rec := httptest.NewRecorder()
-	if wire.WriteQuota(rec, d, nil) {
+	if wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), d, nil) {
 		fmt.Println(rec.Code, rec.Header().Get("Retry-After"))
 		fmt.Print(rec.Body.String())
 	}
 	// Any error that is not a malformed request fails closed.
 	rec = httptest.NewRecorder()
-	wire.WriteQuota(rec, quota.Decision{}, quota.Unavailable(quota.ReasonTimeout, "", "", nil))
+	wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), quota.Decision{}, quota.Unavailable(quota.ReasonTimeout, "", "", nil))
 	fmt.Println(rec.Code, http.StatusText(rec.Code))
 	// Output:
 	// 429 13
-	// {"code":"quota_exceeded","retryAfter":13,"status":429,"title":"Quota exceeded","type":"about:blank"}
+	// {"code":"quota_exceeded","detail":"The quota for this operation is exhausted; retry later.","retryAfter":13,"status":429,"title":"Too Many Requests","type":"about:blank"}
 	// 503 Service Unavailable
 }

@@ -20,59 +20,12 @@ import (
 // ContentType is the media type of problem details (RFC 9457).
 const ContentType = "application/problem+json"
 
-// Stable problem codes. The seed-fixed ones are kept verbatim.
-const (
-	CodeAuthenticationRateLimited       = "authentication_rate_limited"
-	CodeAuthenticationShieldUnavailable = "authentication_shield_unavailable"
-	CodeQuotaExceeded                   = "quota_exceeded"
-	CodeQuotaUnavailable                = "quota_unavailable"
-	CodeLoginRateLimitExceeded          = "rate-limit-exceeded"
-	CodeNotReady                        = "not_ready"
-	CodeRateLimited                     = "rate_limited"
-)
-
-// Stable problem codes of the HTTP host and its bounded JSON API mode. The
-// status each one is normally sent with is given in parentheses.
-const (
-	// CodeDraining: the process is shutting down and admits nothing new (503).
-	CodeDraining = "draining"
-	// CodeOverloaded: the in-flight admission bound is reached (503).
-	CodeOverloaded = "overloaded"
-	// CodeTimeout: the request timeout expired before the handler answered (504).
-	CodeTimeout = "timeout"
-	// CodeRequestTimeout: the client did not send its body in time (408).
-	CodeRequestTimeout = "request_timeout"
-	// CodeURLTooLong: the request target exceeds the URL bound (414).
-	CodeURLTooLong = "url_too_long"
-	// CodeTooManyHeaders: the request carries more header fields than allowed (431).
-	CodeTooManyHeaders = "too_many_headers"
-	// CodePayloadTooLarge: the request body exceeds its bound (413).
-	CodePayloadTooLarge = "payload_too_large"
-	// CodeUnsupportedMediaType: the body is not application/json (415).
-	CodeUnsupportedMediaType = "unsupported_media_type"
-	// CodeUnsupportedContentEncoding: the body is compressed or otherwise
-	// content-coded; only identity is accepted (415).
-	CodeUnsupportedContentEncoding = "unsupported_content_encoding"
-	// CodeInvalidContentLength: the body ended before its announced
-	// Content-Length (400).
-	CodeInvalidContentLength = "invalid_content_length"
-	// CodeInvalidJSON: the body is not one well-formed JSON value (400).
-	CodeInvalidJSON = "invalid_json"
-	// CodeInvalidRequest: the request could not be read (400).
-	CodeInvalidRequest = "invalid_request"
-	// CodeNotFound: no route matches the path (404).
-	CodeNotFound = "not_found"
-	// CodeMethodNotAllowed: the path exists but not for this method (405).
-	CodeMethodNotAllowed = "method_not_allowed"
-	// CodeResponseTooLarge: the handler's answer exceeds the response bound (500).
-	CodeResponseTooLarge = "response_too_large"
-	// CodeInternal: the handler failed or panicked; nothing more is said (500).
-	CodeInternal = "internal"
-)
-
 // Problem is an RFC 9457 problem details object. Code is Bulwark's stable
-// machine-readable code; Title is a fixed human sentence for that code.
-// Detail must never contain request data or internal error text.
+// machine-readable code (see [Codes]). Leave Title and Detail empty: Write
+// fills Title with the HTTP status phrase (RFC 9457 §4.2.1 asks exactly
+// that of problems whose type is "about:blank") and Detail with the code's
+// fixed sentence. Detail must never contain request data or internal
+// error text. [New] builds a Problem from a code alone.
 type Problem struct {
 	Status int    `json:"status"`
 	Code   string `json:"code"`
@@ -88,18 +41,33 @@ type Problem struct {
 	Extra map[string]any `json:"-"`
 }
 
-// Write sends p as application/problem+json with status p.Status. When
-// p.RetryAfter > 0 it also sets the Retry-After header. A Status outside
-// [400, 599] is a caller bug; it is sent as 500 rather than passed to
-// WriteHeader, which would panic on an invalid code. Write never reads the
-// request body and never panics.
-func Write(w http.ResponseWriter, p Problem) {
+// complete fills the defaults Write applies: a valid status, the type,
+// the title and the code's detail.
+func (p Problem) complete() Problem {
 	if p.Status < 400 || p.Status > 599 {
 		p.Status = http.StatusInternalServerError
 	}
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	if p.Detail == "" {
+		if ci, ok := registry[p.Code]; ok {
+			p.Detail = ci.detail
+		}
+	}
+	return p
+}
+
+// Write sends p as application/problem+json with status p.Status. When
+// p.RetryAfter > 0 it also sets the Retry-After header. A Status outside
+// [400, 599] is a caller bug; it is sent as 500 rather than passed to
+// WriteHeader, which would panic on an invalid code. Write never reads the
+// request body and never panics.
+func Write(w http.ResponseWriter, p Problem) {
+	p = p.complete()
 	body, ok := p.encode()
 	if !ok {
 		p.Status, p.RetryAfter = http.StatusInternalServerError, 0
@@ -116,20 +84,37 @@ func Write(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(body)
 }
 
-// WriteClose is Write plus "Connection: close", for rejections that happen
-// before the request body was read: the server then closes the HTTP/1.1
-// connection so unread body or pipelined bytes cannot keep it busy.
+// WriteClose is Write for a rejection that happens before the request body
+// was read, where the connection should not be reused: over HTTP/1.x it
+// adds "Connection: close" and expires the request's read side, so unread
+// body or pipelined bytes cannot keep the connection busy. (Without the
+// expiry net/http, after sending the answer, keeps reading an announced
+// body of up to 256 KiB looking for its end, so a client that announces a
+// small body and never sends it would hold the connection until the
+// server's read timeout.)
 //
-// It also expires the request's read side. Without that, net/http, after
-// sending the answer, keeps reading an announced body of up to 256 KiB
-// looking for its end before it closes, so a client that announces a small
-// body and never sends it would hold the connection until the server's read
-// timeout. (Over HTTP/2, Go's server turns "Connection: close" into a
-// graceful GOAWAY for the whole connection, so HTTP/2 callers usually want
-// Write instead.)
-func WriteClose(w http.ResponseWriter, p Problem) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
+// Over HTTP/2 and HTTP/3 it is plain Write: the rejection ends only its
+// stream. Go's HTTP/2 server turns "Connection: close" into a GOAWAY for
+// the whole connection, and one abuser behind a multiplexing load balancer
+// would otherwise churn the connection every client shares.
+func WriteClose(w http.ResponseWriter, r *http.Request, p Problem) {
+	if r == nil || r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
+	}
+	Write(w, p)
+}
+
+// Reject is Write for a rejection that happens before the request body
+// was read, on a connection worth keeping: the HTTP/1.x connection is
+// closed (as by WriteClose) only when the request announced a body that
+// is still unread; a bodiless request keeps its keep-alive connection.
+// Over HTTP/2 only the stream ends.
+func Reject(w http.ResponseWriter, r *http.Request, p Problem) {
+	if r != nil && r.ProtoMajor < 2 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		WriteClose(w, r, p)
+		return
+	}
 	Write(w, p)
 }
 
@@ -197,22 +182,56 @@ func SetRetryAfter(h http.Header, d time.Duration) int64 {
 	return s
 }
 
-// SetRateLimit sets the IETF RateLimit and RateLimit-Policy fields
-// (draft-ietf-httpapi-ratelimit-headers) for a policy named name that
-// allows limit units per window, with remaining units left and reset until
-// the quota is fully restored.
-func SetRateLimit(h http.Header, name string, limit, remaining int64, window, reset time.Duration) {
-	if remaining < 0 {
-		remaining = 0
-	}
-	w := int64(window / time.Second)
-	if w < 1 {
-		w = 1
-	}
+// RateLimit describes one rate-limit policy and the client's current
+// standing for the IETF RateLimit and RateLimit-Policy header fields
+// (draft-ietf-httpapi-ratelimit-headers-10).
+type RateLimit struct {
+	// Policy names the policy (a short token such as "route", "login",
+	// "shield" or a route name; never a client or key).
+	Policy string
+	// Limit is the quota: units per Window ("q").
+	Limit int64
+	// Window is the policy's time window ("w"), sent in whole seconds (at
+	// least 1).
+	Window time.Duration
+	// Remaining is the units left now ("r"); negative is sent as 0.
+	Remaining int64
+	// Reset is the time until the quota is fully restored ("t"), sent
+	// rounded up to whole seconds; 0 means now.
+	Reset time.Duration
+}
+
+// SetRateLimit sets the RateLimit-Policy and RateLimit fields for rl:
+//
+//	RateLimit-Policy: "route";q=100;w=60
+//	RateLimit: "route";r=0;t=3
+func SetRateLimit(h http.Header, rl RateLimit) {
+	remaining := max(rl.Remaining, 0)
+	w := max(int64(rl.Window/time.Second), 1)
 	r := int64(0)
-	if reset > 0 {
-		r = RetryAfterSeconds(reset)
+	if rl.Reset > 0 {
+		r = RetryAfterSeconds(rl.Reset)
 	}
-	h.Set("RateLimit-Policy", `"`+name+`";q=`+strconv.FormatInt(limit, 10)+`;w=`+strconv.FormatInt(w, 10))
-	h.Set("RateLimit", `"`+name+`";r=`+strconv.FormatInt(remaining, 10)+`;t=`+strconv.FormatInt(r, 10))
+	name := quotePolicy(rl.Policy)
+	h.Set("RateLimit-Policy", name+`;q=`+strconv.FormatInt(rl.Limit, 10)+`;w=`+strconv.FormatInt(w, 10))
+	h.Set("RateLimit", name+`;r=`+strconv.FormatInt(remaining, 10)+`;t=`+strconv.FormatInt(r, 10))
+}
+
+// quotePolicy renders a policy name as a structured-field string. Names
+// are configuration words; a character a string cannot carry is replaced.
+func quotePolicy(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
 }

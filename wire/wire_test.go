@@ -27,7 +27,7 @@ func decode(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 
 func TestWrite(t *testing.T) {
 	rec := httptest.NewRecorder()
-	Write(rec, Problem{Status: 429, Code: CodeRateLimited, Title: "Too many requests", RetryAfter: 7})
+	Write(rec, Problem{Status: 429, Code: CodeRateLimited, RetryAfter: 7})
 	if rec.Code != 429 {
 		t.Fatalf("status %d", rec.Code)
 	}
@@ -47,7 +47,8 @@ func TestWrite(t *testing.T) {
 		t.Errorf("Write must not set Connection")
 	}
 	m := decode(t, rec)
-	want := map[string]any{"type": "about:blank", "status": 429.0, "code": CodeRateLimited, "title": "Too many requests", "retryAfter": 7.0}
+	want := map[string]any{"type": "about:blank", "status": 429.0, "code": CodeRateLimited, "title": "Too Many Requests",
+		"detail": "Too many requests; retry later.", "retryAfter": 7.0}
 	if len(m) != len(want) {
 		t.Fatalf("members %v, want %v", m, want)
 	}
@@ -72,10 +73,65 @@ func TestWriteNoRetryAfter(t *testing.T) {
 }
 
 func TestWriteClose(t *testing.T) {
-	rec := httptest.NewRecorder()
-	WriteClose(rec, Problem{Status: 503, Code: CodeNotReady, Title: "Not ready"})
-	if rec.Header().Get("Connection") != "close" || rec.Code != 503 {
-		t.Fatalf("Connection %q status %d", rec.Header().Get("Connection"), rec.Code)
+	for _, c := range []struct {
+		major int
+		want  string
+	}{{1, "close"}, {2, ""}, {3, ""}} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.ProtoMajor = c.major
+		WriteClose(rec, r, New(CodeNotReady))
+		if rec.Header().Get("Connection") != c.want || rec.Code != 503 {
+			t.Errorf("HTTP/%d: Connection %q status %d, want %q 503", c.major, rec.Header().Get("Connection"), rec.Code, c.want)
+		}
+	}
+}
+
+// Reject closes an HTTP/1.x connection only when an announced body is
+// left unread, and never closes HTTP/2.
+func TestReject(t *testing.T) {
+	for _, c := range []struct {
+		major int
+		body  string
+		want  string
+	}{{1, "", ""}, {1, "x=1", "close"}, {2, "x=1", ""}, {2, "", ""}} {
+		rec := httptest.NewRecorder()
+		var r *http.Request
+		if c.body != "" {
+			r = httptest.NewRequest("POST", "/", strings.NewReader(c.body))
+		} else {
+			r = httptest.NewRequest("GET", "/", nil)
+		}
+		r.ProtoMajor = c.major
+		Reject(rec, r, New(CodeRateLimited))
+		if got := rec.Header().Get("Connection"); got != c.want || rec.Code != 429 {
+			t.Errorf("HTTP/%d body %q: Connection %q status %d, want %q 429", c.major, c.body, got, rec.Code, c.want)
+		}
+	}
+}
+
+// Every registered code has a status in [400, 599], a detail sentence,
+// and New renders it with the status phrase as title.
+func TestRegistry(t *testing.T) {
+	codes := Codes()
+	if len(codes) < 40 {
+		t.Fatalf("only %d codes registered", len(codes))
+	}
+	for _, c := range codes {
+		st, detail, ok := Lookup(c)
+		if !ok || st < 400 || st > 599 || detail == "" {
+			t.Errorf("%q: status %d detail %q ok %v", c, st, detail, ok)
+		}
+		if c == "" || strings.ContainsAny(c, " \t\"") {
+			t.Errorf("code %q is not a token", c)
+		}
+		p := New(c)
+		if p.Code != c || p.Status != st || p.Title != http.StatusText(st) || p.Detail != detail {
+			t.Errorf("New(%q) = %+v", c, p)
+		}
+	}
+	if p := New("no_such_code"); p.Code != CodeInternal || p.Status != 500 {
+		t.Errorf("unknown code gave %+v, want the internal problem", p)
 	}
 }
 
@@ -152,7 +208,7 @@ func TestSetRetryAfter(t *testing.T) {
 
 func TestSetRateLimit(t *testing.T) {
 	h := http.Header{}
-	SetRateLimit(h, "peer", 300, 12, time.Minute, 1500*time.Millisecond)
+	SetRateLimit(h, RateLimit{Policy: "peer", Limit: 300, Remaining: 12, Window: time.Minute, Reset: 1500 * time.Millisecond})
 	if got := h.Get("RateLimit-Policy"); got != `"peer";q=300;w=60` {
 		t.Errorf("policy %q", got)
 	}
@@ -160,12 +216,17 @@ func TestSetRateLimit(t *testing.T) {
 		t.Errorf("ratelimit %q", got)
 	}
 	h = http.Header{}
-	SetRateLimit(h, "g", 5, -4, time.Millisecond, 0)
+	SetRateLimit(h, RateLimit{Policy: "g", Limit: 5, Remaining: -4, Window: time.Millisecond})
 	if got := h.Get("RateLimit-Policy"); got != `"g";q=5;w=1` {
 		t.Errorf("policy %q", got)
 	}
 	if got := h.Get("RateLimit"); got != `"g";r=0;t=0` {
 		t.Errorf("ratelimit %q", got)
+	}
+	h = http.Header{}
+	SetRateLimit(h, RateLimit{Policy: "a\"b\\c\x01", Limit: 1, Window: time.Second})
+	if got := h.Get("RateLimit-Policy"); got != `"a\"b\\c_";q=1;w=1` {
+		t.Errorf("policy with specials %q", got)
 	}
 }
 
@@ -197,7 +258,7 @@ func TestCodesAreStable(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func BenchmarkWrite(b *testing.B) {
-	p := Problem{Status: 429, Code: CodeRateLimited, Title: "Too many requests", RetryAfter: 3}
+	p := Problem{Status: 429, Code: CodeRateLimited, RetryAfter: 3}
 	rec := httptest.NewRecorder()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -213,7 +274,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // announced body is above or below net/http's 256 KiB post-handler drain.
 func TestWriteCloseClosesWithUnreadBody(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteClose(w, Problem{Status: 503, Code: CodeNotReady, Title: "Not ready"})
+		WriteClose(w, r, New(CodeNotReady))
 	}))
 	defer srv.Close()
 	for _, cl := range []int{100, 10 << 20} {

@@ -206,7 +206,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func deny(w http.ResponseWriter) {
-	wire.Write(w, wire.Problem{Status: http.StatusUnauthorized, Code: "invalid_credentials", Title: "Invalid username or password"})
+	wire.Write(w, wire.Problem{Status: http.StatusUnauthorized, Code: "invalid_credentials", Detail: "Invalid username or password."})
 }
 
 // loadUsers reads "username:bcrypt-hash" lines, or creates the demo user.

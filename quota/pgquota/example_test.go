@@ -71,7 +71,7 @@ func Example() {
 			Operation:   "plugin-package.propose",
 			ReceiptID:   r.Header.Get("Idempotency-Key"), // the client reuses it on retries
 		})
-		if wire.WriteQuota(w, d, err) { // 429 quota_exceeded, 503 quota_unavailable, 400
+		if wire.WriteQuota(w, r, d, err) { // 429 quota_exceeded, 503 quota_unavailable, 400
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
