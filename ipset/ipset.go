@@ -161,10 +161,19 @@ type entry struct {
 	used   bool
 }
 
-// New returns an empty set.
-func New(cfg Config) (*Set, error) {
+// Validate reports whether cfg can build a Set: Capacity must be in
+// [1, MaxCapacity]. The error names the set and the allowed range.
+func (cfg Config) Validate() error {
 	if cfg.Capacity < 1 || cfg.Capacity > MaxCapacity {
-		return nil, fmt.Errorf("ipset: %s capacity %d out of range [1, %d]", nameOr(cfg.Name), cfg.Capacity, MaxCapacity)
+		return fmt.Errorf("ipset: %s capacity %d out of range [1, %d]", nameOr(cfg.Name), cfg.Capacity, MaxCapacity)
+	}
+	return nil
+}
+
+// New returns an empty set. It fails exactly when cfg.Validate does.
+func New(cfg Config) (*Set, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c := clock.Or(cfg.Clock)
 	s := &Set{

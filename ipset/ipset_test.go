@@ -225,6 +225,26 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		capacity int
+		ok       bool
+	}{{0, false}, {1, true}, {ipset.MaxCapacity, true}, {ipset.MaxCapacity + 1, false}, {-1, false}} {
+		cfg := ipset.Config{Name: "deny", Capacity: c.capacity}
+		err := cfg.Validate()
+		if (err == nil) != c.ok {
+			t.Errorf("capacity %d: Validate() = %v", c.capacity, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "deny capacity") {
+			t.Errorf("capacity %d: %v does not name the set", c.capacity, err)
+		}
+		// New fails exactly when Validate does.
+		if _, nerr := ipset.New(cfg); (nerr == nil) != (err == nil) {
+			t.Errorf("capacity %d: New() = %v, Validate() = %v", c.capacity, nerr, err)
+		}
+	}
+}
+
 func TestChangesAndRange(t *testing.T) {
 	c := clock.NewManual(t0)
 	var got []string

@@ -103,8 +103,9 @@ type Limiter struct {
 	mon    monitor
 }
 
-// New returns a Limiter for cfg.
-func New(cfg Config) (*Limiter, error) {
+// withDefaults returns cfg with its zero settings replaced by the
+// defaults.
+func (cfg Config) withDefaults() Config {
 	if cfg.Limit == 0 {
 		cfg.Limit = DefaultLimit
 	}
@@ -114,17 +115,34 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.CacheName == "" {
 		cfg.CacheName = DefaultRateLimitCacheName
 	}
+	return cfg
+}
+
+// Validate reports whether the settings of cfg (Limit, Window, CacheName,
+// after defaults) are within their bounds; the error names the setting
+// and its allowed range. It does not look at Store, Clock, Listener or
+// Logger: New also requires a Store.
+func (cfg Config) Validate() error {
+	cfg = cfg.withDefaults()
 	switch {
 	case cfg.Limit < 1 || cfg.Limit > MaxLimit:
-		return nil, fmt.Errorf("login: Limit must be between 1 and %d, got %d", MaxLimit, cfg.Limit)
+		return fmt.Errorf("login: Limit must be between 1 and %d, got %d", MaxLimit, cfg.Limit)
 	case cfg.Window < MinWindow || cfg.Window > MaxWindow || cfg.Window%time.Millisecond != 0:
-		return nil, fmt.Errorf("login: Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, cfg.Window)
-	case cfg.Store == nil:
-		return nil, errors.New("login: Store is required (use login.Disabled{} to run without a cache)")
+		return fmt.Errorf("login: Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, cfg.Window)
 	}
-	if err := validCacheName("CacheName", cfg.CacheName); err != nil {
+	return validCacheName("CacheName", cfg.CacheName)
+}
+
+// New returns a Limiter for cfg. It fails when cfg.Validate does or when
+// cfg.Store is nil.
+func New(cfg Config) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Store == nil {
+		return nil, errors.New("login: Store is required (use login.Disabled{} to run without a cache)")
+	}
+	cfg = cfg.withDefaults()
 	l := &Limiter{limit: cfg.Limit, window: cfg.Window, store: cfg.Store}
 	l.mon.init(ComponentRateLimit, cfg.CacheName, cfg.Clock, cfg.Listener, cfg.Logger)
 	return l, nil

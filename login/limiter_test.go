@@ -194,6 +194,31 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
+// TestConfigValidate: Validate checks the same settings New does (all but
+// Store), so a caller can check a configuration before it has a store.
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  login.Config
+		want string
+	}{
+		{login.Config{}, ""},
+		{login.Config{Limit: login.MaxLimit, Window: login.MaxWindow}, ""},
+		{login.Config{Limit: login.MaxLimit + 1}, "Limit must be between 1 and 100, got 101"},
+		{login.Config{Window: time.Second + time.Microsecond}, "whole number of milliseconds"},
+		{login.Config{CacheName: "a b"}, "CacheName must be printable"},
+	} {
+		err := c.cfg.Validate()
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Validate() = %v, want %q", c.cfg, err, c.want)
+		}
+		// New with a store agrees with Validate.
+		c.cfg.Store = login.Disabled{}
+		if _, nerr := login.New(c.cfg); (nerr == nil) != (err == nil) {
+			t.Errorf("%+v: New() = %v, Validate() = %v", c.cfg, nerr, err)
+		}
+	}
+}
+
 // TestConcurrentExact: 50 goroutines, one (address, account), one
 // instant and real time → exactly five admitted.
 func TestConcurrentExact(t *testing.T) {

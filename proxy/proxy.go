@@ -188,8 +188,19 @@ type Proxy struct {
 	rp        *httputil.ReverseProxy
 }
 
-// New validates u and returns a proxy for it.
-func New(u Upstream, opts Options) (*Proxy, error) {
+// Validate reports every problem of u: a missing name, a target count
+// outside [1, MaxTargets], a target that is not an http or https URL with
+// a host and without user info, query or fragment, timeouts outside their
+// ranges (after [Timeouts.WithDefaults]), retries outside [0, MaxRetries]
+// and MaxIdleConnsPerHost outside [1, MaxIdleConnsPerHostLimit] (0 selects
+// the default). Errors name the setting and its range.
+func (u Upstream) Validate() error {
+	_, err := u.resolve()
+	return err
+}
+
+// resolve validates u and returns it with defaults applied.
+func (u Upstream) resolve() (Upstream, error) {
 	var errs []error
 	if u.Name == "" {
 		errs = append(errs, errors.New("proxy: upstream name is required"))
@@ -215,7 +226,13 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 	if u.MaxIdleConnsPerHost < 1 || u.MaxIdleConnsPerHost > MaxIdleConnsPerHostLimit {
 		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_idle_conns_per_host %d out of range [1, %d]", u.Name, u.MaxIdleConnsPerHost, MaxIdleConnsPerHostLimit))
 	}
-	if err := errors.Join(errs...); err != nil {
+	return u, errors.Join(errs...)
+}
+
+// New validates u (see [Upstream.Validate]) and returns a proxy for it.
+func New(u Upstream, opts Options) (*Proxy, error) {
+	u, err := u.resolve()
+	if err != nil {
 		return nil, err
 	}
 

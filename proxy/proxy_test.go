@@ -588,7 +588,14 @@ func TestNewValidates(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
+			// Validate is the same check, without building anything.
+			if verr := c.u.Validate(); verr == nil || verr.Error() != err.Error() {
+				t.Fatalf("Validate() = %v, New() = %v", verr, err)
+			}
 		})
+	}
+	if err := (proxy.Upstream{Name: "a", Targets: []*url.URL{good}}).Validate(); err != nil {
+		t.Fatalf("Validate of a good upstream: %v", err)
 	}
 	if _, err := proxy.New(proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Timeouts: proxy.Timeouts{Total: 2 * time.Second}}, proxy.Options{}); err != nil {
 		t.Fatalf("defaults below a small total must be accepted: %v", err)
