@@ -1,5 +1,53 @@
 package gateway
 
+// How the configuration works, and how to add a setting
+//
+// A file becomes a running gateway in four steps, each in one place:
+//
+//  1. decode (decode.go): yaml.v3 parses the file; a walk over the node
+//     tree, guided by the yaml tags of Config, records the line of every
+//     key path and reports unknown and duplicate keys, wrong kinds and
+//     bad scalars with "file:line: key.path"; yaml.v3 then decodes in
+//     strict mode (KnownFields). A key absent from the file takes its
+//     default (fillDefaults): DefaultConfig for the sections, the element
+//     defaults (DefaultUpstream, DefaultRateLimit, DefaultLogin,
+//     DefaultQuota, elementDefault) for list items and optional sections.
+//     A key present in the file keeps the file's value, even zero.
+//  2. environment (load.go, applyProfileGate): BULWARK_PROFILE first,
+//     then the cluster secrets, only in the cluster profile.
+//  3. Validate (validate.go): pure, no file or environment read. Every
+//     section type has a Validate method returning FieldErrors whose paths
+//     are relative to it; Config.Validate nests them, adds the rules that
+//     span sections and maps paths to lines. gateway.New calls the same
+//     Config.Validate, so `bulwark check` and start-up cannot disagree.
+//  4. Provision (load.go): reads what the configuration names (TLS
+//     certificate and key, control token file or BULWARK_CONTROL_TOKEN)
+//     and checks the store URLs with the parsers the stores use.
+//
+// To add a setting:
+//
+//   - Add the field, with a `yaml:"snake_case"` tag, to its section type.
+//     Supported kinds: string, bool, int, int64, float64, time.Duration, a
+//     struct (a section), a pointer to a struct (an optional section, nil
+//     when absent = off) and slices of those. TestSchema fails on a field
+//     without a tag or of another kind.
+//   - Give it a default in DefaultConfig (top-level sections) or in the
+//     element default of its list item or optional section. A new list
+//     item or optional section type with defaults gets a case in
+//     elementDefault. A default that depends on another key (an upstream
+//     timeout lowered to its total) goes in deriveDefaults.
+//   - Check its range in the section's Validate with f.int, f.dur or
+//     f.float and the bound constants of the library that consumes it,
+//     naming the key: "qps", not "QPS". When a library type consumes the
+//     value, also run that type's own Validate there (the "guard": see
+//     RateLimit.Validate and limit.GCRA), so the library can never refuse
+//     at start what the check accepted.
+//   - Anything that reads a file or the environment goes in Provision.
+//   - Document the key, its default and its range in
+//     examples/bulwark.yaml (TestExampleConfig fails otherwise) and add a
+//     fixture to testdata/bad for each new rule (TestBadConfigs and
+//     TestCheckEqualsStart pick it up).
+
 import (
 	"crypto/tls"
 	"fmt"
@@ -27,9 +75,11 @@ const (
 )
 
 // Config is a gateway configuration. Obtain one from [Load] or [Parse]:
-// they set defaults, decode strictly and validate, so a *Config they return
-// is ready for [New]. The yaml tags are the configuration keys; the
-// annotated example under examples/ documents each one.
+// they decode strictly, set defaults, validate and provision, so a *Config
+// they return is ready for [New]. A Config built in Go starts from
+// [DefaultConfig] and needs [Config.Provision] before New. The yaml tags
+// are the configuration keys; the annotated example under examples/
+// documents each one with its default and range.
 type Config struct {
 	Profile   Profile    `yaml:"profile"`
 	Listen    Listen     `yaml:"listen"`
@@ -48,8 +98,12 @@ type Config struct {
 	// secret fields are never printed.
 	Env Env `yaml:"-"`
 
-	lines   map[string]int
-	tlsCert *tls.Certificate
+	// lines maps key paths ("routes[1].rate_limit.qps") to the line that
+	// set them; a path absent from it was not in the document.
+	lines map[string]int
+	// provisioned is set by a successful Provision.
+	provisioned bool
+	tlsCert     *tls.Certificate
 	// token is the control API's bearer token (from control.token_file
 	// or BULWARK_CONTROL_TOKEN). A pointer, so that printing a Config
 	// never prints it.
@@ -233,12 +287,25 @@ type ListEntry struct {
 	IP string `yaml:"ip"`
 	// Reason is at most 64 bytes of printable ASCII; default "config".
 	Reason string `yaml:"reason"`
-
-	prefix netip.Prefix // set by validation
 }
 
-// Prefix returns the parsed prefix of a validated entry.
-func (e ListEntry) Prefix() netip.Prefix { return e.prefix }
+// UnmarshalText accepts the short form of an entry, a plain string: the
+// address or prefix. (YAML scalars only; the {ip, reason} mapping is
+// decoded field by field, strictly.)
+func (e *ListEntry) UnmarshalText(text []byte) error {
+	e.IP = string(text)
+	return nil
+}
+
+// Prefix returns the entry's prefix, or the zero Prefix when IP does not
+// parse (Validate reports that).
+func (e ListEntry) Prefix() netip.Prefix {
+	p, err := ipset.ParsePrefix(e.IP)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return p
+}
 
 // Control is the control-plane API listener (allow/deny lists, status,
 // reload). See package control.
@@ -253,140 +320,98 @@ type Control struct {
 	TokenFile string `yaml:"token_file"`
 }
 
-// Defaults. Each number is the documented default of its key; the reasons
-// are in examples/bulwark.yaml.
-const (
-	DefaultListenAddr  = "127.0.0.1:8080"
-	DefaultMetricsAddr = "127.0.0.1:9090"
-
-	DefaultMaxURLBytes        = host.DefaultMaxURLBytes
-	DefaultMaxHeaderBytes     = host.DefaultMaxHeaderBytes
-	DefaultMaxHeaders         = host.DefaultMaxHeaders
-	DefaultMaxRequestsPerConn = host.DefaultMaxRequestsPerConn
-	DefaultMaxInFlight        = 4096     // a proxy holds many slow requests
-	DefaultMaxBodyBytes       = 10 << 20 // uploads pass through
-	DefaultRequestTimeout     = 60 * time.Second
-	DefaultDrainTimeout       = host.DefaultDrainTimeout
-	DefaultReadHeaderTimeout  = host.DefaultReadHeaderTimeout
-	DefaultIdleTimeout        = host.DefaultIdleTimeout
-
-	DefaultShieldWindow   = 60 * time.Second
-	DefaultShieldPerPeer  = 300
-	DefaultShieldGlobal   = 1200
-	DefaultShieldMaxPeers = 4096
-
-	DefaultConnectTimeout        = proxy.DefaultConnect
-	DefaultResponseHeaderTimeout = proxy.DefaultResponseHeader
-	DefaultPerTryTimeout         = proxy.DefaultPerTry
-	DefaultTotalTimeout          = proxy.DefaultTotal
-	DefaultRetries               = 1
-
-	DefaultRateLimitKey     = "client_ip"
-	DefaultRateLimitStatus  = 429
-	DefaultRateLimitMaxKeys = 65_536
-
-	DefaultLoginUsernameField = "username"
-	DefaultLoginLimit         = 5
-	DefaultLoginWindow        = 60 * time.Second
-	DefaultLoginMaxBodyBytes  = 64 << 10
-
-	DefaultQuotaLimit                = 100
-	DefaultQuotaWindow               = 60 * time.Second
-	DefaultAuthProjectHeader         = "X-Auth-Project"
-	DefaultAuthSubjectHeader         = "X-Auth-Subject"
-	DefaultAuthSubjectType           = "user"
-	DefaultAuthTimeout               = 2 * time.Second
-	DefaultControlAddr               = control.DefaultAddr
-	DefaultStaticReason              = "config"
-	DefaultLogFormat                 = "json"
-	DefaultLogLevel                  = "info"
-	defaultProfile           Profile = Standalone
-)
-
-func (c *Config) setDefaults() {
-	c.Profile = defaultProfile
-	c.Listen = Listen{Addr: DefaultListenAddr}
-	c.Limits.setDefaults()
-	c.Shield.setDefaults()
-	c.Metrics = Metrics{Addr: DefaultMetricsAddr}
-	c.Log = Log{Format: DefaultLogFormat, Level: DefaultLogLevel}
-	c.IPSets = IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity}
-	c.Control = Control{Enabled: true, Addr: DefaultControlAddr}
-}
-
-func (e *ListEntry) setDefaults() { *e = ListEntry{Reason: DefaultStaticReason} }
-
-func (l *Limits) setDefaults() {
-	*l = Limits{
-		MaxURLBytes:        DefaultMaxURLBytes,
-		MaxHeaderBytes:     DefaultMaxHeaderBytes,
-		MaxHeaders:         DefaultMaxHeaders,
-		MaxRequestsPerConn: DefaultMaxRequestsPerConn,
-		MaxInFlight:        DefaultMaxInFlight,
-		MaxBodyBytes:       DefaultMaxBodyBytes,
-		RequestTimeout:     DefaultRequestTimeout,
-		DrainTimeout:       DefaultDrainTimeout,
-		ReadHeaderTimeout:  DefaultReadHeaderTimeout,
-		IdleTimeout:        DefaultIdleTimeout,
+// DefaultConfig returns the configuration every file starts from: each
+// key a file leaves out takes the value here. It has no upstream and no
+// route, so it does not validate as it is. The reasons for the numbers
+// are in examples/bulwark.yaml, which documents every key.
+func DefaultConfig() *Config {
+	return &Config{
+		Profile: Standalone,
+		// Loopback: exposing the gateway is a deliberate choice.
+		Listen: Listen{Addr: "127.0.0.1:8080"},
+		Limits: Limits{
+			MaxURLBytes:        host.DefaultMaxURLBytes,
+			MaxHeaderBytes:     host.DefaultMaxHeaderBytes,
+			MaxHeaders:         host.DefaultMaxHeaders,
+			MaxRequestsPerConn: host.DefaultMaxRequestsPerConn,
+			MaxInFlight:        4096,     // a proxy holds many slow requests
+			MaxBodyBytes:       10 << 20, // uploads pass through
+			RequestTimeout:     60 * time.Second,
+			DrainTimeout:       host.DefaultDrainTimeout,
+			ReadHeaderTimeout:  host.DefaultReadHeaderTimeout,
+			IdleTimeout:        host.DefaultIdleTimeout,
+		},
+		// Off: the seed's budgets are per process and sized for
+		// pre-authentication traffic, not for a whole site.
+		Shield: Shield{
+			Enabled:        false,
+			Window:         60 * time.Second,
+			PerPeer:        300,
+			Global:         1200,
+			MaxPeers:       4096,
+			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
+		},
+		Metrics: Metrics{Addr: "127.0.0.1:9090"},
+		Log:     Log{Format: "json", Level: "info"},
+		IPSets:  IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
+		Control: Control{Enabled: true, Addr: control.DefaultAddr},
 	}
 }
 
-func (s *Shield) setDefaults() {
-	*s = Shield{
-		Enabled:        false,
-		Window:         DefaultShieldWindow,
-		PerPeer:        DefaultShieldPerPeer,
-		Global:         DefaultShieldGlobal,
-		MaxPeers:       DefaultShieldMaxPeers,
-		TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
-	}
-}
-
-func (u *Upstream) setDefaults() {
-	*u = Upstream{
+// DefaultUpstream returns the defaults of an upstreams item: the proxy's
+// timeouts and one retry. Name and Targets have no default. In a file, a
+// timeout left out is also lowered to the upstream's total when that is
+// smaller.
+func DefaultUpstream() Upstream {
+	return Upstream{
 		Timeouts: Timeouts{
-			Connect:        DefaultConnectTimeout,
-			ResponseHeader: DefaultResponseHeaderTimeout,
-			PerTry:         DefaultPerTryTimeout,
-			Total:          DefaultTotalTimeout,
+			Connect:        proxy.DefaultConnect,
+			ResponseHeader: proxy.DefaultResponseHeader,
+			PerTry:         proxy.DefaultPerTry,
+			Total:          proxy.DefaultTotal,
 		},
-		Retries: DefaultRetries,
+		Retries: 1,
 	}
 }
 
-func (r *RateLimit) setDefaults() {
-	*r = RateLimit{Key: DefaultRateLimitKey, Status: DefaultRateLimitStatus, MaxKeys: DefaultRateLimitMaxKeys}
+// DefaultRateLimit returns the defaults of a route's rate_limit: per
+// client address, 429, a table of 65,536 keys. QPS has no default; Burst 0
+// means ceil(QPS).
+func DefaultRateLimit() RateLimit {
+	return RateLimit{Key: "client_ip", Status: 429, MaxKeys: 65_536}
 }
 
-func (l *Login) setDefaults() {
-	*l = Login{
-		UsernameField: DefaultLoginUsernameField,
-		Limit:         DefaultLoginLimit,
-		Window:        DefaultLoginWindow,
-		MaxBodyBytes:  DefaultLoginMaxBodyBytes,
-	}
+// DefaultLogin returns the defaults of a route's login throttle: seed
+// 003's 5 attempts per 60 s, the username in the "username" field, bodies
+// read up to 64 KiB.
+func DefaultLogin() Login {
+	return Login{UsernameField: "username", Limit: 5, Window: 60 * time.Second, MaxBodyBytes: 64 << 10}
 }
 
-func (q *Quota) setDefaults() {
-	*q = Quota{
-		Limit:  DefaultQuotaLimit,
-		Window: DefaultQuotaWindow,
+// DefaultQuota returns the defaults of a route's quota: 100 per 60 s
+// window, the identity in X-Auth-Project and X-Auth-Subject, subject type
+// "user", 2 s for the forward-auth call. Operation and Auth.URL have no
+// default.
+func DefaultQuota() Quota {
+	return Quota{
+		Limit:  100,
+		Window: 60 * time.Second,
 		Auth: ForwardAuth{
-			ProjectHeader: DefaultAuthProjectHeader,
-			SubjectHeader: DefaultAuthSubjectHeader,
-			SubjectType:   DefaultAuthSubjectType,
-			Timeout:       DefaultAuthTimeout,
+			ProjectHeader: "X-Auth-Project",
+			SubjectHeader: "X-Auth-Subject",
+			SubjectType:   "user",
+			Timeout:       2 * time.Second,
 		},
 	}
 }
 
-func (t *TLS) setDefaults() {}
+// defaultReason is the reason of a static list entry that gives none.
+const defaultReason = "config"
 
 // Line returns the line of the configuration file that set the key at
 // path (e.g. "routes[1].rate_limit"), of its nearest parent, or 0.
 func (c *Config) Line(path string) int {
-	d := decoder{lines: c.lines}
-	return d.line(path)
+	return lineOf(c.lines, path)
 }
 
 // Override replaces listen.addr and metrics.addr from the command line

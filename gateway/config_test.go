@@ -93,17 +93,21 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Profile != Standalone || cfg.Listen.Addr != DefaultListenAddr || cfg.Metrics.Addr != DefaultMetricsAddr {
+	def := DefaultConfig()
+	if cfg.Profile != Standalone || cfg.Listen != def.Listen || cfg.Metrics != def.Metrics || cfg.Log != def.Log {
 		t.Errorf("top-level defaults: %+v", cfg)
 	}
-	if cfg.Limits.MaxInFlight != DefaultMaxInFlight || cfg.Limits.RequestTimeout != DefaultRequestTimeout {
+	if cfg.Limits != def.Limits || cfg.Limits.MaxInFlight != 4096 || cfg.Limits.RequestTimeout != time.Minute {
 		t.Errorf("limits defaults: %+v", cfg.Limits)
 	}
-	if cfg.Shield.Enabled || cfg.Shield.PerPeer != DefaultShieldPerPeer || cfg.Shield.Window != DefaultShieldWindow {
+	if cfg.Shield.Enabled || cfg.Shield.PerPeer != 300 || cfg.Shield.Window != time.Minute || cfg.Shield.TrustedProxies.Header != "x-forwarded-for" {
 		t.Errorf("shield defaults: %+v", cfg.Shield)
 	}
+	if cfg.IPSets.AllowCapacity != def.IPSets.AllowCapacity || cfg.Control != def.Control {
+		t.Errorf("ipsets/control defaults: %+v %+v", cfg.IPSets, cfg.Control)
+	}
 	u := cfg.Upstreams[0]
-	if u.Timeouts.Total != DefaultTotalTimeout || u.Retries != DefaultRetries {
+	if u.Timeouts != DefaultUpstream().Timeouts || u.Retries != 1 {
 		t.Errorf("upstream defaults: %+v", u)
 	}
 	if cfg.Routes[0].RateLimit != nil || cfg.Routes[0].Login != nil || cfg.Routes[0].Quota != nil {
@@ -120,11 +124,72 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := cfg.Routes[0].RateLimit
-	if rl.Key != "client_ip" || rl.Status != 429 || rl.MaxKeys != DefaultRateLimitMaxKeys || rl.Burst != 0 {
-		t.Errorf("rate_limit defaults: %+v", rl)
+	if want := (RateLimit{QPS: 2.5, Key: "client_ip", Status: 429, MaxKeys: 65_536}); *rl != want {
+		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
-	if l := cfg.Routes[0].Login; l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute {
+	if l := cfg.Routes[0].Login; *l != DefaultLogin() || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute {
 		t.Errorf("login defaults: %+v", l)
+	}
+}
+
+// TestDefaultsOnlyForAbsentKeys: a key left out takes its default; a key
+// written takes the file's value, zero included, at every depth (sections,
+// list items, optional sections), and null keeps a section's defaults.
+func TestDefaultsOnlyForAbsentKeys(t *testing.T) {
+	cfg, err := Parse("bulwark.yaml", []byte(`
+shield: {per_peer: 7}
+limits: ~
+upstreams:
+  - name: app
+    targets: [http://127.0.0.1:3000]
+    retries: 0
+    timeouts: {total: 2s}
+  - name: other
+    targets: [http://127.0.0.1:3001]
+    timeouts: {total: 2s, connect: 2s}
+routes:
+  - name: root
+    upstream: app
+    match: {path: /}
+    rate_limit: {qps: 1, burst: 0}
+    quota: ~
+ipsets:
+  deny: [192.0.2.1, {ip: 192.0.2.2}, {ip: 192.0.2.3, reason: ""}]
+control: {enabled: false}
+`), env().get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultConfig()
+	if cfg.Shield.PerPeer != 7 || cfg.Shield.Global != def.Shield.Global || cfg.Shield.Window != def.Shield.Window {
+		t.Errorf("shield: %+v", cfg.Shield)
+	}
+	if cfg.Limits != def.Limits {
+		t.Errorf("limits: ~ must keep the defaults: %+v", cfg.Limits)
+	}
+	u := cfg.Upstreams[0]
+	if u.Retries != 0 {
+		t.Errorf("retries: 0 written, got %d (the default is 1)", u.Retries)
+	}
+	// Timeouts left out are lowered to the upstream's total.
+	if want := (Timeouts{Connect: 2 * time.Second, ResponseHeader: 2 * time.Second, PerTry: 2 * time.Second, Total: 2 * time.Second}); u.Timeouts != want {
+		t.Errorf("timeouts: %+v, want %+v", u.Timeouts, want)
+	}
+	if cfg.Upstreams[1].Retries != 1 {
+		t.Errorf("second upstream: retries %d, want the default 1", cfg.Upstreams[1].Retries)
+	}
+	if rl := cfg.Routes[0].RateLimit; rl.Burst != 0 || rl.GCRA().Burst != 1 || rl.Status != 429 {
+		t.Errorf("rate_limit: %+v (GCRA %+v)", rl, rl.GCRA())
+	}
+	if cfg.Routes[0].Quota != nil {
+		t.Errorf("quota: ~ is off")
+	}
+	d := cfg.IPSets.Deny
+	if d[0].IP != "192.0.2.1" || d[0].Reason != "config" || d[1].Reason != "config" || d[2].Reason != "" {
+		t.Errorf("list entries: %+v", d)
+	}
+	if cfg.Control.Enabled || cfg.Control.Addr != def.Control.Addr {
+		t.Errorf("control: %+v", cfg.Control)
 	}
 }
 

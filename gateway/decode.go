@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -16,8 +19,11 @@ import (
 const (
 	// MaxConfigBytes is the largest configuration file accepted.
 	MaxConfigBytes = 1 << 20
-	// maxNodes bounds the YAML nodes the decoder visits (alias expansion
-	// included), which defeats "billion laughs" documents.
+	// maxNodes bounds the YAML nodes the schema walk visits, aliases
+	// expanded (every visit of an aliased node counts again). The walk
+	// only descends where the schema does, and yaml.v3's strict decoding
+	// visits no more than the walk did, so this bounds decoding too:
+	// "billion laughs" documents stop here.
 	maxNodes = 100_000
 	// maxProblems bounds the problems one load reports.
 	maxProblems = 200
@@ -28,7 +34,7 @@ const (
 // numeric settings.
 type Problem struct {
 	// File is the configuration file name, or "" for problems in the
-	// process environment.
+	// process environment and in a Config built in Go.
 	File string
 	// Line is the 1-based line of the offending key, or 0 when unknown.
 	Line int
@@ -39,7 +45,8 @@ type Problem struct {
 	Msg string
 }
 
-// String renders the problem as "file:line: path: msg".
+// String renders the problem as "file:line: path: msg" ("environment:
+// VAR: msg" for the environment).
 func (p Problem) String() string {
 	var b strings.Builder
 	switch {
@@ -47,7 +54,7 @@ func (p Problem) String() string {
 		fmt.Fprintf(&b, "%s:%d: ", p.File, p.Line)
 	case p.File != "":
 		b.WriteString(p.File + ": ")
-	default:
+	case isEnvName(p.Path):
 		b.WriteString("environment: ")
 	}
 	if p.Path != "" {
@@ -55,6 +62,20 @@ func (p Problem) String() string {
 	}
 	b.WriteString(p.Msg)
 	return b.String()
+}
+
+// isEnvName reports whether path names an environment variable rather
+// than a configuration key.
+func isEnvName(path string) bool {
+	if path == "" {
+		return false
+	}
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // ConfigError is returned when a configuration is invalid. It lists every
@@ -72,265 +93,542 @@ func (e *ConfigError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// defaulter is implemented by configuration structs whose fields have
-// defaults; the decoder calls it on every newly created value before
-// filling it from the document.
-type defaulter interface{ setDefaults() }
+// document is a decoded configuration file: the Config (defaults applied),
+// the problems found on the way, and what later steps need to know.
+type document struct {
+	cfg      *Config
+	problems []Problem
+	// fatal: the document could not be decoded at all (syntax, size);
+	// nothing later should look at cfg.
+	fatal bool
+	// poisoned are the key paths whose values the walk threw away;
+	// validation problems at or under them are knock-on effects and are
+	// not reported.
+	poisoned []string
+}
 
-// decoder turns a yaml.Node tree into configuration structs, strictly:
-// unknown keys, duplicate keys, wrong types and malformed durations are
-// problems, and every problem carries the line and key path. It never
-// stops at the first problem.
-type decoder struct {
+// decodeDocument parses data, walks it against the schema and decodes it
+// with yaml.v3 into a Config with defaults. It never stops at the first
+// problem: a bad value is reported and left out (so its key takes its
+// default) and the rest is decoded, so that validation can report its
+// problems too.
+func decodeDocument(name string, data []byte) *document {
+	doc := &document{cfg: &Config{}}
+	w := &walker{file: name, lines: map[string]int{}, active: map[*yaml.Node]bool{}}
+	defer func() {
+		doc.problems = w.problems
+		doc.poisoned = w.poisoned
+		doc.cfg.lines = w.lines
+		doc.cfg.File = name
+	}()
+	if len(data) > MaxConfigBytes {
+		w.add(0, "", "larger than %d bytes", MaxConfigBytes)
+		doc.fatal = true
+		return doc
+	}
+
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			fillDefaults(doc.cfg, w.lines) // empty document: defaults only
+			return doc
+		}
+		w.add(yamlErrLine(err), "", "%s", yamlErrMsg(err))
+		doc.fatal = true
+		return doc
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		w.add(extra.Line, "", "more than one YAML document (one file holds one configuration)")
+	case !errors.Is(err, io.EOF):
+		w.add(yamlErrLine(err), "", "more than one YAML document (one file holds one configuration)")
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 {
+		fillDefaults(doc.cfg, w.lines)
+		return doc
+	}
+	top := root.Content[0]
+	w.lines[""] = top.Line
+	if !w.walk(top, configType, "") || w.aborted {
+		doc.fatal = true
+		return doc
+	}
+
+	var err error
+	if len(w.problems) == 0 {
+		// The normal case: yaml.v3's strict mode on the file as written.
+		// The walk found nothing, so this cannot fail; if it ever does,
+		// the walk has a gap and the problem is still reported.
+		strict := yaml.NewDecoder(bytes.NewReader(data))
+		strict.KnownFields(true)
+		err = strict.Decode(doc.cfg)
+	} else {
+		// The walk removed what it reported (unknown and duplicate keys,
+		// bad values), so decoding the rest lets validation go on.
+		err = root.Decode(doc.cfg)
+	}
+	if err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, m := range te.Errors {
+				w.add(yamlErrLine(errors.New(m)), "", "cannot decode: %s", stripLine(m))
+			}
+		} else {
+			w.add(yamlErrLine(err), "", "cannot decode: %s", stripLine(strings.TrimPrefix(err.Error(), "yaml: ")))
+		}
+		doc.fatal = true
+		return doc
+	}
+	fillDefaults(doc.cfg, w.lines)
+	return doc
+}
+
+// walker checks a parsed document against the configuration schema: the
+// yaml tags and Go types of Config and what it contains. It records the
+// line of every key path, reports every problem with its path, and
+// removes what it reported from the tree. It never sets a value: yaml.v3
+// decodes afterwards.
+type walker struct {
 	file     string
 	problems []Problem
-	lines    map[string]int // key path → line of the key
+	lines    map[string]int
+	poisoned []string
 	nodes    int
-	syntax   bool // the document did not parse
+	// active holds the alias targets being expanded, to catch a value
+	// that contains an alias to itself.
+	active  map[*yaml.Node]bool
+	aborted bool
 }
 
-func (d *decoder) add(line int, path, format string, args ...any) {
-	if len(d.problems) >= maxProblems {
+func (w *walker) add(line int, path, format string, args ...any) {
+	if len(w.problems) >= maxProblems {
 		return
 	}
-	d.problems = append(d.problems, Problem{File: d.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	w.problems = append(w.problems, Problem{File: w.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// line returns the line recorded for path, or for its nearest recorded
-// parent, or 0.
-func (d *decoder) line(path string) int {
-	for {
-		if l, ok := d.lines[path]; ok {
-			return l
-		}
-		i := strings.LastIndexAny(path, ".[")
-		if i <= 0 {
-			return d.lines[""]
-		}
-		path = path[:i]
+// count charges one node visit and reports false once the bound is
+// exceeded; the walk then stops.
+func (w *walker) count(n *yaml.Node, path string) bool {
+	if w.aborted {
+		return false
 	}
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
+	w.nodes++
+	if w.nodes > maxNodes {
+		w.aborted = true
+		w.add(n.Line, path, "document too large: more than %d nodes (aliases expanded)", maxNodes)
+		return false
 	}
-	return path + "." + key
+	return true
 }
 
 var (
+	configType    = reflect.TypeFor[Config]()
 	durationType  = reflect.TypeFor[time.Duration]()
 	listEntryType = reflect.TypeFor[ListEntry]()
 )
 
+// walk checks n against type t at path and reports whether the value is
+// usable; when it is not, a problem was reported and the caller removes
+// the value.
+func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) bool {
+	if !w.count(n, path) {
+		return false
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			w.add(n.Line, path, "bad alias")
+			return false
+		}
+		if w.active[n.Alias] {
+			w.add(n.Line, path, "alias *%s refers to a value that contains it", n.Value)
+			return false
+		}
+		w.active[n.Alias] = true
+		defer delete(w.active, n.Alias)
+		return w.walk(n.Alias, t, path)
+	}
+	null := isNull(n)
+	if t.Kind() == reflect.Pointer {
+		if null {
+			return true // an optional section left off
+		}
+		t = t.Elem()
+	}
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode || null {
+			w.add(n.Line, path, "want a duration such as 500ms, 30s or 5m, got %s", kindName(n))
+			return false
+		}
+		if !decodesAs[time.Duration](n) {
+			w.add(n.Line, path, "bad duration %q (want e.g. 500ms, 30s, 5m)", n.Value)
+			return false
+		}
+		return true
+	case t == listEntryType && n.Kind == yaml.ScalarNode && !null:
+		// The short form: the address or prefix alone.
+		return w.scalar(n, reflect.TypeFor[string](), path)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if null {
+			return true // keeps its defaults
+		}
+		if n.Kind != yaml.MappingNode {
+			w.add(n.Line, path, "want a mapping, got %s", kindName(n))
+			return false
+		}
+		w.mapping(n, t, path)
+		return true
+	case reflect.Slice:
+		if null {
+			return true
+		}
+		if n.Kind != yaml.SequenceNode {
+			w.add(n.Line, path, "want a list, got %s", kindName(n))
+			return false
+		}
+		w.sequence(n, t.Elem(), path)
+		return true
+	}
+	return w.scalar(n, t, path)
+}
+
+// scalar checks a leaf. The rules are stricter than yaml.v3's (no "yes"
+// for true, no 1.5 truncated into an integer) and the conversion itself
+// is yaml.v3's, so what passes here decodes.
+func (w *walker) scalar(n *yaml.Node, t reflect.Type, path string) bool {
+	null := isNull(n)
+	tag := n.ShortTag()
+	switch t.Kind() {
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode || null || tag == "!!binary" {
+			w.add(n.Line, path, "want a string, got %s", kindName(n))
+			return false
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || tag != "!!bool" {
+			w.add(n.Line, path, "want true or false, got %s", kindName(n))
+			return false
+		}
+	case reflect.Int, reflect.Int64:
+		if n.Kind != yaml.ScalarNode || tag != "!!int" {
+			w.add(n.Line, path, "want an integer, got %s", kindName(n))
+			return false
+		}
+		if !decodesAs[int64](n) {
+			w.add(n.Line, path, "integer %s out of representable range", n.Value)
+			return false
+		}
+	case reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") {
+			w.add(n.Line, path, "want a number, got %s", kindName(n))
+			return false
+		}
+		var f float64
+		if n.Decode(&f) != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			w.add(n.Line, path, "want a finite number, got %s", n.Value)
+			return false
+		}
+	default:
+		// A schema type the walk does not know: TestSchema prevents it.
+		w.add(n.Line, path, "unsupported setting type %s", t)
+		return false
+	}
+	return true
+}
+
+// decodesAs reports whether yaml.v3 decodes the scalar n into a T.
+func decodesAs[T any](n *yaml.Node) bool {
+	var v T
+	return n.Decode(&v) == nil
+}
+
+// mapping checks the keys of a mapping decoded into struct type t.
+func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
+	fields := schemaOf(t)
+	seen := make(map[string]int, len(n.Content)/2)
+	var drop map[int]bool
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !w.count(k, path) {
+			return
+		}
+		bad := func() {
+			if drop == nil {
+				drop = map[int]bool{}
+			}
+			drop[i] = true
+		}
+		if k.Kind != yaml.ScalarNode {
+			w.add(k.Line, path, "keys must be plain strings")
+			bad()
+			continue
+		}
+		key := k.Value
+		kp := join(path, key)
+		if k.ShortTag() == "!!merge" {
+			w.add(k.Line, path, "merge keys (<<) are not supported; write the keys out")
+			bad()
+			continue
+		}
+		if first, dup := seen[key]; dup {
+			w.add(k.Line, kp, "duplicate key (first set at line %d)", first)
+			bad()
+			continue
+		}
+		seen[key] = k.Line
+		f, ok := fields.byKey[key]
+		if !ok {
+			w.add(k.Line, kp, "unknown key (known keys: %s)", strings.Join(fields.keys, ", "))
+			bad()
+			continue
+		}
+		w.lines[kp] = k.Line
+		if !w.walk(v, f.Type, kp) {
+			// Left out, the key takes its default; what validation
+			// would say about that is a knock-on effect.
+			delete(w.lines, kp)
+			w.poisoned = append(w.poisoned, kp)
+			bad()
+		}
+		if w.aborted {
+			return
+		}
+	}
+	if drop != nil {
+		kept := make([]*yaml.Node, 0, len(n.Content)-2*len(drop))
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !drop[i] {
+				kept = append(kept, n.Content[i], n.Content[i+1])
+			}
+		}
+		n.Content = kept
+	}
+}
+
+// sequence checks the items of a list decoded into a slice of et. A bad
+// item is replaced by an empty one (yaml.v3 would drop it and shift the
+// indices of the rest).
+func (w *walker) sequence(n *yaml.Node, et reflect.Type, path string) {
+	for i, e := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		w.lines[p] = e.Line
+		ok := true
+		if isNull(e) {
+			// yaml.v3 drops null items; a list has no optional items.
+			if !w.count(e, p) {
+				return
+			}
+			w.add(e.Line, p, "want %s, got null", describe(et))
+			ok = false
+		} else {
+			ok = w.walk(e, et, p)
+		}
+		if w.aborted {
+			return
+		}
+		if !ok {
+			n.Content[i] = emptyNode(et)
+			w.poisoned = append(w.poisoned, p)
+		}
+	}
+}
+
+// describe names what a list item of type t must be.
+func describe(t reflect.Type) string {
+	switch {
+	case t == listEntryType:
+		return "an address, a prefix or a mapping {ip, reason}"
+	case t.Kind() == reflect.Struct:
+		return "a mapping"
+	case t.Kind() == reflect.String:
+		return "a string"
+	}
+	return "a value"
+}
+
+// emptyNode is the stand-in for a bad list item of type t.
+func emptyNode(t reflect.Type) *yaml.Node {
+	if t.Kind() == reflect.Struct {
+		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ""}
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// structSchema is what the walk needs to know of a struct type: its keys
+// in declaration order and the field behind each.
+type structSchema struct {
+	keys  []string
+	byKey map[string]reflect.StructField
+}
+
+// schemaOf lists the yaml keys of struct type t: every field with a yaml
+// tag other than "-".
+func schemaOf(t reflect.Type) structSchema {
+	s := structSchema{byKey: map[string]reflect.StructField{}}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if key := yamlKey(f); key != "" {
+			s.keys = append(s.keys, key)
+			s.byKey[key] = f
+		}
+	}
+	return s
+}
+
+// yamlKey returns the configuration key of a struct field, or "" for a
+// field that is not one.
+func yamlKey(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+func join(path, key string) string {
+	switch {
+	case path == "":
+		return key
+	case key == "":
+		return path
+	case key[0] == '[':
+		return path + key
+	}
+	return path + "." + key
+}
+
 func kindName(n *yaml.Node) string {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
+		if isNull(n) {
 			return "null"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		v := n.Value
+		if len(v) > 64 {
+			v = v[:64] + "…"
+		}
+		return strconv.Quote(v)
 	}
 	return "an unsupported node"
 }
 
-// decode fills v (addressable) from n. path is v's key path.
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
-	d.nodes++
-	if d.nodes > maxNodes {
-		if d.nodes == maxNodes+1 {
-			d.add(n.Line, path, "document too large: more than %d nodes", maxNodes)
-		}
-		return
-	}
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			d.add(n.Line, path, "bad alias")
-			return
-		}
-		n = n.Alias
-	}
-	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+// fillDefaults gives every field of cfg whose key is absent from lines
+// its default: DefaultConfig for the sections, elementDefault for list
+// items and optional sections. A key present in the document keeps the
+// decoded value, even zero. Then the defaults that depend on other keys
+// are derived.
+func fillDefaults(cfg *Config, lines map[string]int) {
+	fill(reflect.ValueOf(cfg).Elem(), reflect.ValueOf(DefaultConfig()).Elem(), "", lines)
+	deriveDefaults(cfg, lines)
+}
 
-	if v.Type() == durationType {
-		if n.Kind != yaml.ScalarNode || null {
-			d.add(n.Line, path, "want a duration such as 500ms, 30s or 5m, got %s", kindName(n))
-			return
-		}
-		dur, err := time.ParseDuration(n.Value)
-		if err != nil {
-			d.add(n.Line, path, "bad duration %q (want e.g. 500ms, 30s, 5m)", n.Value)
-			return
-		}
-		v.SetInt(int64(dur))
-		return
-	}
-
-	if v.Type() == listEntryType && n.Kind == yaml.ScalarNode && !null {
-		// The short form of a list entry: just the address or prefix.
-		v.FieldByName("IP").SetString(n.Value)
-		return
-	}
-
+func fill(v, def reflect.Value, path string, lines map[string]int) {
 	switch v.Kind() {
-	case reflect.Pointer:
-		if null {
-			v.SetZero()
-			return
-		}
-		nv := reflect.New(v.Type().Elem())
-		if df, ok := nv.Interface().(defaulter); ok {
-			df.setDefaults()
-		}
-		d.decode(n, nv.Elem(), path)
-		v.Set(nv)
 	case reflect.Struct:
-		if null {
-			return // keep defaults
+		t := v.Type()
+		for i := range t.NumField() {
+			key := yamlKey(t.Field(i))
+			if key == "" {
+				continue
+			}
+			p := join(path, key)
+			if _, set := lines[p]; !set {
+				// Absent: the default. (A zero default changes
+				// nothing, which keeps the short form of a list entry,
+				// whose address has no key of its own.)
+				if !def.Field(i).IsZero() {
+					v.Field(i).Set(def.Field(i))
+				}
+				continue
+			}
+			fill(v.Field(i), def.Field(i), p, lines)
 		}
-		if n.Kind != yaml.MappingNode {
-			d.add(n.Line, path, "want a mapping, got %s", kindName(n))
-			return
+	case reflect.Pointer:
+		if !v.IsNil() {
+			fill(v.Elem(), elementDefault(v.Type().Elem()), path, lines)
 		}
-		d.decodeStruct(n, v, path)
 	case reflect.Slice:
-		if null {
-			v.SetZero()
-			return
+		d := elementDefault(v.Type().Elem())
+		for i := range v.Len() {
+			fill(v.Index(i), d, fmt.Sprintf("%s[%d]", path, i), lines)
 		}
-		if n.Kind != yaml.SequenceNode {
-			d.add(n.Line, path, "want a list, got %s", kindName(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			d.lines[p] = c.Line
-			e := s.Index(i)
-			if df, ok := e.Addr().Interface().(defaulter); ok {
-				df.setDefaults()
-			}
-			d.decode(c, e, p)
-		}
-		v.Set(s)
-	case reflect.String:
-		if n.Kind != yaml.ScalarNode || null {
-			d.add(n.Line, path, "want a string, got %s", kindName(n))
-			return
-		}
-		v.SetString(n.Value)
-	case reflect.Bool:
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			d.add(n.Line, path, "want true or false, got %s", kindName(n))
-			return
-		}
-		v.SetBool(n.Value == "true" || n.Value == "True" || n.Value == "TRUE")
-	case reflect.Int, reflect.Int64:
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-			d.add(n.Line, path, "want an integer, got %s", kindName(n))
-			return
-		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-		if err != nil || (v.Kind() == reflect.Int && (i > math.MaxInt32 || i < math.MinInt32)) {
-			d.add(n.Line, path, "integer %s out of representable range", n.Value)
-			return
-		}
-		v.SetInt(i)
-	case reflect.Float64:
-		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
-			d.add(n.Line, path, "want a number, got %s", kindName(n))
-			return
-		}
-		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
-		if err != nil {
-			// YAML integers may be written in octal or hex.
-			i, ierr := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-			if ierr != nil {
-				d.add(n.Line, path, "bad number %q", n.Value)
-				return
-			}
-			f = float64(i)
-		}
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			d.add(n.Line, path, "want a finite number, got %s", n.Value)
-			return
-		}
-		v.SetFloat(f)
+	}
+}
+
+// elementDefault is the default of a list item or optional section of
+// type t: what a key left out of it takes.
+func elementDefault(t reflect.Type) reflect.Value {
+	var d any
+	switch t {
+	case reflect.TypeFor[Upstream]():
+		d = DefaultUpstream()
+	case reflect.TypeFor[RateLimit]():
+		d = DefaultRateLimit()
+	case reflect.TypeFor[Login]():
+		d = DefaultLogin()
+	case reflect.TypeFor[Quota]():
+		d = DefaultQuota()
+	case listEntryType:
+		d = ListEntry{Reason: defaultReason}
 	default:
-		d.add(n.Line, path, "unsupported setting type %s", v.Type())
+		return reflect.Zero(t)
+	}
+	return reflect.ValueOf(d)
+}
+
+// deriveDefaults sets the defaults that depend on other keys: an upstream
+// timeout left out never exceeds the upstream's total (a total of 2s with
+// the connect default of 5s means connect 2s).
+func deriveDefaults(cfg *Config, lines map[string]int) {
+	for i := range cfg.Upstreams {
+		t := &cfg.Upstreams[i].Timeouts
+		p := fmt.Sprintf("upstreams[%d].timeouts.", i)
+		for key, f := range map[string]*time.Duration{"connect": &t.Connect, "response_header": &t.ResponseHeader, "per_try": &t.PerTry} {
+			if _, set := lines[p+key]; !set && t.Total > 0 {
+				*f = min(*f, t.Total)
+			}
+		}
 	}
 }
 
-func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
-	t := v.Type()
-	fields := make(map[string]int, t.NumField())
-	var known []string
-	for i := range t.NumField() {
-		tag := t.Field(i).Tag.Get("yaml")
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "" || name == "-" {
-			continue
+// lineOf returns the line recorded for path, or for its nearest recorded
+// parent, or 0.
+func lineOf(lines map[string]int, path string) int {
+	for {
+		if l, ok := lines[path]; ok {
+			return l
 		}
-		fields[name] = i
-		known = append(known, name)
-	}
-	seen := make(map[string]int, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.add(k.Line, path, "keys must be plain strings")
-			continue
+		i := strings.LastIndexAny(path, ".[")
+		if i <= 0 {
+			return lines[""]
 		}
-		key := k.Value
-		kp := join(path, key)
-		if first, dup := seen[key]; dup {
-			d.add(k.Line, kp, "duplicate key (first set at line %d)", first)
-			continue
-		}
-		seen[key] = k.Line
-		fi, ok := fields[key]
-		if !ok {
-			d.add(k.Line, kp, "unknown key (known keys: %s)", strings.Join(known, ", "))
-			continue
-		}
-		d.lines[kp] = k.Line
-		d.decode(val, v.Field(fi), kp)
+		path = path[:i]
 	}
 }
 
-// decodeDocument parses data and decodes its single document into cfg.
-func (d *decoder) decodeDocument(data []byte, cfg *Config) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&doc); err != nil {
-		if err.Error() == "EOF" {
-			return // empty document: defaults only
-		}
-		d.add(yamlErrLine(err), "", "%s", yamlErrMsg(err))
-		d.syntax = true
-		return
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		d.add(extra.Line, "", "more than one YAML document")
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return
-	}
-	root := doc.Content[0]
-	d.lines[""] = root.Line
-	d.decode(root, reflect.ValueOf(cfg).Elem(), "")
-}
-
-// yamlErrLine extracts the line from a yaml.v3 syntax error ("yaml: line
-// N: ..."), or returns 0.
+// yamlErrLine extracts the line from a yaml.v3 error ("yaml: line N: ..."
+// or "line N: ..."), or returns 0.
 func yamlErrLine(err error) int {
-	s := err.Error()
-	_, rest, ok := strings.Cut(s, "line ")
+	_, rest, ok := strings.Cut(err.Error(), "line ")
 	if !ok {
 		return 0
 	}
@@ -339,12 +637,16 @@ func yamlErrLine(err error) int {
 	return l
 }
 
-func yamlErrMsg(err error) string {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	if i := strings.Index(s, "line "); i == 0 {
-		if j := strings.Index(s, ": "); j > 0 {
-			s = s[j+2:]
+// stripLine drops a leading "line N: " from a yaml.v3 message.
+func stripLine(s string) string {
+	if strings.HasPrefix(s, "line ") {
+		if _, rest, ok := strings.Cut(s, ": "); ok {
+			return rest
 		}
 	}
-	return "bad YAML: " + s
+	return s
+}
+
+func yamlErrMsg(err error) string {
+	return "bad YAML: " + stripLine(strings.TrimPrefix(err.Error(), "yaml: "))
 }

@@ -39,10 +39,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +123,14 @@ type Gateway struct {
 func New(cfg *Config, deps Deps) (*Gateway, error) {
 	if cfg == nil {
 		return nil, errors.New("gateway: nil config")
+	}
+	// The very checks `bulwark check` runs: whatever passed Load passes
+	// here, and nothing below may refuse it.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.provisioned {
+		return nil, errors.New("gateway: configuration not provisioned: call Config.Provision (Load and Parse do)")
 	}
 	log := deps.Logger
 	if log == nil {
@@ -250,10 +255,7 @@ func (g *Gateway) openStores(cfg *Config) error {
 		return nil
 	}
 	if ops := quotaOperations(cfg); len(ops) > 0 {
-		s, err := pgquota.Open(context.Background(), cfg.Env.PostgresURL, pgquota.Config{
-			Operations:         ops,
-			InsecureAllowNoTLS: cfg.Env.PostgresTLSMode == "disable",
-		})
+		s, err := pgquota.Open(context.Background(), cfg.Env.PostgresURL, cfg.quotaStoreConfig())
 		if err != nil {
 			return fmt.Errorf("gateway: quota store: %w", err)
 		}
@@ -262,7 +264,7 @@ func (g *Gateway) openStores(cfg *Config) error {
 	if hasLogin(cfg) {
 		opts, err := redisOptions(cfg.Env.RedisURL)
 		if err != nil {
-			return err
+			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
 		}
 		s, err := redisstore.Open(opts)
 		if err != nil {
@@ -271,31 +273,6 @@ func (g *Gateway) openStores(cfg *Config) error {
 		g.redis = s
 	}
 	return nil
-}
-
-// redisOptions turns redis://[user:password@]host:port[/db] into options.
-// Errors never echo the URL.
-func redisOptions(raw string) (redisstore.Options, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: want redis://host:port[/db] (value not shown)")
-	}
-	if u.Scheme != "redis" {
-		return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: only redis:// is supported by the login store (TLS to Redis is not available yet)")
-	}
-	opts := redisstore.Options{Addr: u.Host}
-	if u.User != nil {
-		opts.Username = u.User.Username()
-		opts.Password, _ = u.User.Password()
-	}
-	if db := strings.Trim(u.Path, "/"); db != "" {
-		n, err := strconv.Atoi(db)
-		if err != nil {
-			return redisstore.Options{}, errors.New("gateway: BULWARK_REDIS_URL: the path must be a database number")
-		}
-		opts.DB = n
-	}
-	return opts, nil
 }
 
 func (g *Gateway) closeStores() {
@@ -513,6 +490,10 @@ func Run(ctx context.Context, cfg *Config, deps Deps) error {
 // the environment, the set of quota operations) must be unchanged; a
 // *ConfigError naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
+	if err := cfg.Validate(); err != nil {
+		g.metrics.reloaded(false)
+		return err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.cfg
@@ -659,23 +640,11 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 				continue
 			}
 		}
-		targets := make([]*url.URL, len(u.Targets))
-		for i, t := range u.Targets {
-			if targets[i], err = url.Parse(t); err != nil {
-				return fail(fmt.Errorf("gateway: upstream %q: bad target", u.Name))
-			}
+		pu, err := u.proxyUpstream()
+		if err != nil {
+			return fail(err)
 		}
-		px, err := proxy.New(proxy.Upstream{
-			Name:    u.Name,
-			Targets: targets,
-			Timeouts: proxy.Timeouts{
-				Connect:        u.Timeouts.Connect,
-				ResponseHeader: u.Timeouts.ResponseHeader,
-				PerTry:         u.Timeouts.PerTry,
-				Total:          u.Timeouts.Total,
-			},
-			Retries: u.Retries,
-		}, proxy.Options{
+		px, err := proxy.New(pu, proxy.Options{
 			Logger:  g.log,
 			Observe: func(up, outcome string, _ time.Duration) { g.metrics.observeUpstream(up, outcome) },
 		})
@@ -752,14 +721,10 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 		if prev != nil && prev.shield != nil && reflect.DeepEqual(prev.shieldID, sc) {
 			p.shield = prev.shield
 		} else {
-			s, err := shield.New(shield.Config{
-				Window:   cfg.Shield.Window,
-				PerPeer:  int(cfg.Shield.PerPeer),
-				Global:   int(cfg.Shield.Global),
-				MaxPeers: cfg.Shield.MaxPeers,
-				Clock:    g.deps.Clock,
-				Hook:     func(e shield.Event) { g.metrics.shieldEvent(string(e.Outcome), string(e.Reason)) },
-			})
+			scfg := cfg.Shield.config()
+			scfg.Clock = g.deps.Clock
+			scfg.Hook = func(e shield.Event) { g.metrics.shieldEvent(string(e.Outcome), string(e.Reason)) }
+			s, err := shield.New(scfg)
 			if err != nil {
 				return fail(fmt.Errorf("gateway: %w", err))
 			}
@@ -785,21 +750,7 @@ func limiterIDOf(route string, rl *RateLimit) limiterID {
 }
 
 func newResolver(tp TrustedProxies) (*peer.Resolver, error) {
-	if len(tp.CIDRs) == 0 {
-		return peer.NewResolver(nil)
-	}
-	ptp := &peer.TrustedProxies{Hops: tp.Hops}
-	if tp.Header == "forwarded" {
-		ptp.Header = peer.Forwarded
-	}
-	for _, c := range tp.CIDRs {
-		pfx, err := parsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: shield.trusted_proxies: %q: %v", c, err)
-		}
-		ptp.CIDRs = append(ptp.CIDRs, pfx)
-	}
-	r, err := peer.NewResolver(ptp)
+	r, err := peer.NewResolver(tp.peerConfig())
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

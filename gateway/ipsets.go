@@ -118,15 +118,9 @@ func (l *lists) remoteVerdict(remote string) ipset.Verdict {
 func staticOf(entries []ListEntry) map[netip.Prefix]string {
 	m := make(map[netip.Prefix]string, len(entries))
 	for _, e := range entries {
-		p := e.prefix
-		if !p.IsValid() {
-			// A Config built without validation: parse here.
-			var err error
-			if p, err = ipset.ParsePrefix(e.IP); err != nil {
-				continue
-			}
+		if p := e.Prefix(); p.IsValid() {
+			m[p] = e.Reason
 		}
-		m[p] = e.Reason
 	}
 	return m
 }

@@ -1,15 +1,24 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
 // Environment variables read by the profile gate (seed 002 §4).
@@ -23,7 +32,9 @@ const (
 	EnvPostgresTLSMode = "BULWARK_POSTGRES_TLS_MODE"
 	// EnvPostgresAllowInsecure must be "true" for EnvPostgresTLSMode=disable.
 	EnvPostgresAllowInsecure = "BULWARK_POSTGRES_ALLOW_INSECURE"
-	// EnvRedisURL is the Redis URL, redis:// or rediss:// (cluster only).
+	// EnvRedisURL is the Redis URL, redis://[user:password@]host[:port][/db]
+	// (cluster only). rediss:// is refused until the login store takes TLS
+	// settings.
 	EnvRedisURL = "BULWARK_REDIS_URL"
 	// EnvControlToken is the control API's bearer token, an alternative
 	// to control.token_file. Read in every profile, only when the control
@@ -63,13 +74,17 @@ func (e Env) String() string {
 	return fmt.Sprintf("profile=%s postgres_tls_mode=%s", e.Profile, e.PostgresTLSMode)
 }
 
-// Load reads, decodes and validates the configuration file at path.
-// getenv reads the process environment (pass os.Getenv); it is consulted
-// only as the profile gate allows: BULWARK_PROFILE first, and the database
-// and cache secrets only in the cluster profile. The error, if any, is a
-// *ConfigError listing every problem.
+// Load reads the configuration file at path and returns it decoded,
+// with defaults, validated and provisioned: ready for [New]. It runs, in
+// order: the strict decoding (every key path with its line), the profile
+// gate, [Config.Validate] and [Config.Provision], and reports the problems
+// of all of them together. getenv reads the process environment (pass
+// os.Getenv); it is consulted only as the profile gate allows:
+// BULWARK_PROFILE first, the database and cache secrets only in the
+// cluster profile, BULWARK_CONTROL_TOKEN only with the control API on.
+// The error, if any, is a *ConfigError listing every problem.
 func Load(path string, getenv func(string) string) (*Config, error) {
-	data, err := readBounded(path)
+	data, err := readBounded(path, MaxConfigBytes)
 	if err != nil {
 		return nil, &ConfigError{Problems: []Problem{{File: path, Msg: err.Error()}}}
 	}
@@ -77,58 +92,233 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 }
 
 // Parse is Load for configuration bytes; name is used in messages, and
-// relative TLS file names are resolved against the working directory.
+// relative file names (TLS, control token) are resolved against the
+// working directory.
 func Parse(name string, data []byte, getenv func(string) string) (*Config, error) {
 	return parse(name, "", data, getenv)
 }
 
-func readBounded(path string) ([]byte, error) {
+// readBounded reads at most limit bytes of the file at path; a larger
+// file is an error.
+func readBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("cannot read: %v", err)
+		return nil, fmt.Errorf("cannot read: %v", pathErr(err))
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("cannot read: %v", err)
+		return nil, fmt.Errorf("cannot read: %v", pathErr(err))
 	}
-	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes", MaxConfigBytes)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return data, nil
+}
+
+// pathErr drops the path from a file system error (messages name the
+// key and the file as written).
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func parse(name, dir string, data []byte, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	d := &decoder{file: name, lines: map[string]int{}}
-	cfg := &Config{File: name}
-	cfg.setDefaults()
-	if len(data) > MaxConfigBytes {
-		d.add(0, "", "larger than %d bytes", MaxConfigBytes)
-	} else {
-		d.decodeDocument(data, cfg)
-	}
-	cfg.lines = d.lines
+	doc := decodeDocument(name, data)
+	cfg := doc.cfg
+	ps := doc.problems
 
 	// The profile gate runs before anything else reads the environment.
-	gateProblems := applyProfileGate(cfg, getenv)
+	gate := applyProfileGate(cfg, getenv)
 
-	if !d.syntax {
-		v := &validator{d: d, cfg: cfg, dir: dir}
-		v.validate()
-		v.control(getenv)
+	if !doc.fatal {
+		for _, p := range cfg.problemsOf(cfg.fieldErrors()) {
+			if !under(p.Path, doc.poisoned) {
+				ps = append(ps, p)
+			}
+		}
+		var ce *ConfigError
+		if err := cfg.Provision(dir, getenv); errors.As(err, &ce) {
+			ps = append(ps, ce.Problems...)
+		}
 	}
-	d.problems = append(d.problems, gateProblems...)
-	if len(d.problems) > 0 {
-		return nil, &ConfigError{Problems: d.problems}
+	ps = append(ps, gate...)
+	if len(ps) > maxProblems {
+		ps = ps[:maxProblems]
+	}
+	if len(ps) > 0 {
+		return nil, &ConfigError{Problems: ps}
 	}
 	return cfg, nil
+}
+
+// under reports whether path is one of paths or inside one of them.
+func under(path string, paths []string) bool {
+	for _, p := range paths {
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// maxFileBytes bounds the PEM files Provision reads.
+const maxFileBytes = 1 << 20
+
+// Provision reads what the configuration names and checks what only
+// reading can tell: the TLS certificate and key (listen.tls), the control
+// API's token (control.token_file or BULWARK_CONTROL_TOKEN, only with the
+// API on) and whether a non-loopback control address has one, and, in
+// the cluster profile with quota routes, whether the PostgreSQL driver
+// accepts the URL. Relative file names are resolved against dir ("" is
+// the working directory); getenv nil means an empty environment. Load and
+// Parse call it after Validate; a Config built in Go must call it before
+// [New]. The error is a *ConfigError naming the key or variable.
+func (c *Config) Provision(dir string, getenv func(string) string) error {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	c.provisioned = false
+	var ps []Problem
+	at := func(path, format string, args ...any) {
+		ps = append(ps, Problem{File: c.File, Line: c.Line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	}
+	env := func(name, format string, args ...any) {
+		ps = append(ps, Problem{Path: name, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	c.tlsCert = nil
+	if t := c.Listen.TLS; t != nil {
+		var pem [2][]byte
+		ok := true
+		for i, f := range []struct {
+			key  string
+			name *string
+		}{{"listen.tls.cert_file", &t.CertFile}, {"listen.tls.key_file", &t.KeyFile}} {
+			if *f.name == "" {
+				ok = false // Validate reports it
+				continue
+			}
+			p := resolve(dir, *f.name)
+			data, err := readBounded(p, maxFileBytes)
+			if err != nil {
+				if why, found := strings.CutPrefix(err.Error(), "cannot read: "); found {
+					at(f.key, "cannot read %q: %s", *f.name, why)
+				} else {
+					at(f.key, "%q: %v", *f.name, err)
+				}
+				ok = false
+				continue
+			}
+			pem[i] = data
+			*f.name = p
+		}
+		if ok {
+			cert, err := tls.X509KeyPair(pem[0], pem[1])
+			if err != nil {
+				at("listen.tls", "bad certificate or key: %v", strings.TrimPrefix(err.Error(), "tls: "))
+			} else {
+				c.tlsCert = &cert
+			}
+		}
+	}
+
+	c.token = nil
+	if ct := &c.Control; ct.Enabled {
+		file := ct.TokenFile
+		if file != "" {
+			file = resolve(dir, file)
+		}
+		tok, err := control.LoadToken(file, getenv)
+		switch {
+		case err != nil:
+			msg := strings.TrimPrefix(err.Error(), "control: ")
+			msg = strings.TrimPrefix(msg, "control.token_file: ")
+			if ct.TokenFile == "" {
+				env(EnvControlToken, "%s", msg)
+			} else {
+				at("control.token_file", "%s", msg)
+			}
+		case validHostPort(ct.Addr) == nil && control.CheckAddr(ct.Addr, tok != "") != nil:
+			at("control.addr", "%q is not a loopback address: set control.token_file or %s to expose the API", ct.Addr, EnvControlToken)
+		default:
+			ct.TokenFile = file
+			c.token = &controlToken{v: tok}
+		}
+	}
+
+	if c.Profile == Cluster && c.Env.PostgresURL != "" {
+		if ops := quotaOperations(c); len(ops) > 0 {
+			if _, err := quota.NewOperations(ops...); err == nil { // else Validate reports the routes
+				if _, err := pgquota.ParsePoolConfig(c.Env.PostgresURL, c.quotaStoreConfig()); err != nil {
+					// pgquota's errors never contain the URL.
+					env(EnvPostgresURL, "not accepted by the PostgreSQL driver: %s (value not shown)", strings.TrimPrefix(err.Error(), "pgquota: "))
+				}
+			}
+		}
+	}
+
+	if len(ps) > 0 {
+		return &ConfigError{Problems: ps}
+	}
+	c.provisioned = true
+	return nil
+}
+
+// resolve makes a relative file name absolute, relative to dir ("" is
+// the working directory), so that resolving twice changes nothing.
+func resolve(dir, name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	p := filepath.Join(dir, name)
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// quotaStoreConfig is the configuration of the quota store: the quota
+// routes' operations, and TLS verification unless the profile gate
+// turned it off.
+func (c *Config) quotaStoreConfig() pgquota.Config {
+	return pgquota.Config{Operations: quotaOperations(c), InsecureAllowNoTLS: c.Env.PostgresTLSMode == "disable"}
+}
+
+// redisOptions turns BULWARK_REDIS_URL into the login store's options,
+// through go-redis's own URL parser. The profile gate and the store use
+// it both, so `bulwark check` refuses what start-up would. Errors never
+// echo the URL.
+//
+// rediss:// (TLS) parses, but the login store cannot take TLS settings
+// yet, so it is refused here rather than silently connected without TLS.
+func redisOptions(raw string) (redisstore.Options, error) {
+	if u, err := url.Parse(raw); err == nil && u.RawQuery != "" {
+		return redisstore.Options{}, errors.New("query options are not supported (value not shown)")
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		return redisstore.Options{}, errors.New("want redis://[user:password@]host[:port][/db] (value not shown)")
+	}
+	if o.Network == "unix" {
+		return redisstore.Options{}, errors.New("unix sockets are not supported; want redis://host:port")
+	}
+	if o.TLSConfig != nil {
+		return redisstore.Options{}, errors.New("rediss:// (TLS) is not supported by the login store yet; use redis:// on a trusted network")
+	}
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
+		return redisstore.Options{}, errors.New("want redis://host:port (value not shown)")
+	}
+	if o.DB < 0 || o.DB > 15 {
+		return redisstore.Options{}, fmt.Errorf("database %d out of range [0, 15]", o.DB)
+	}
+	return redisstore.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB}, nil
 }
 
 // applyProfileGate settles the effective profile and, only for the
@@ -183,8 +373,8 @@ func applyProfileGate(cfg *Config, getenv func(string) string) []Problem {
 
 	if raw := getenv(EnvRedisURL); raw == "" {
 		add(EnvRedisURL, "required in the cluster profile")
-	} else if u, err := url.Parse(raw); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		add(EnvRedisURL, "want a redis:// or rediss:// URL with a host (value not shown)")
+	} else if _, err := redisOptions(raw); err != nil {
+		add(EnvRedisURL, "%v", err)
 	} else {
 		env.RedisURL = raw
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -77,11 +76,8 @@ func newRouteLimiter(route string, rl *RateLimit) (*routeLimiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	burst := rl.Burst
-	if burst == 0 {
-		burst = max(1, int64(math.Ceil(rl.QPS)))
-	}
-	g := limit.GCRA{Rate: rl.QPS, Burst: burst}
+	g := rl.GCRA()
+	burst := g.Burst
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: route %q: rate_limit: %w", route, err)
 	}

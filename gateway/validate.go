@@ -1,24 +1,23 @@
 package gateway
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -28,6 +27,8 @@ import (
 
 // Hard ranges of every numeric setting. A value outside its range is a
 // configuration error naming the key and the range; nothing is clamped.
+// The bounds are the consuming library's own constants; where a library
+// type takes the value, its Validate runs as well (see the guards below).
 var (
 	rangeMaxURLBytes        = intRange{256, host.MaxMaxURLBytes}
 	rangeMaxHeaderBytes     = intRange{4 << 10, host.MaxMaxHeaderBytes}
@@ -61,6 +62,8 @@ var (
 	rangeQuotaLimit  = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow = durRange{quota.MinWindow, quota.MaxWindow}
 	rangeAuthTimeout = durRange{10 * time.Millisecond, 30 * time.Second}
+
+	rangeListCapacity = intRange{1, ipset.MaxCapacity}
 )
 
 // Hard caps on list lengths.
@@ -77,6 +80,116 @@ type intRange struct{ lo, hi int64 }
 type durRange struct{ lo, hi time.Duration }
 type floatRange struct{ lo, hi float64 }
 
+// FieldError is one invalid setting. Path is the key path relative to
+// the value whose Validate returned it ("qps", "timeouts.total",
+// "targets[2]", or "" for the value itself); Msg says what is wrong and,
+// for a number, the allowed range.
+type FieldError struct {
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// FieldErrors is the error of a section's Validate method: every invalid
+// setting, in the order of the keys, not only the first.
+type FieldErrors []*FieldError
+
+func (es FieldErrors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+// fieldErrs collects the FieldErrors of one Validate call.
+type fieldErrs struct{ list FieldErrors }
+
+func (f *fieldErrs) add(path, format string, args ...any) {
+	f.list = append(f.list, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (f *fieldErrs) int(path string, x int64, r intRange) {
+	if x < r.lo || x > r.hi {
+		f.add(path, "%d out of range [%d, %d]", x, r.lo, r.hi)
+	}
+}
+
+func (f *fieldErrs) dur(path string, x time.Duration, r durRange) {
+	if x < r.lo || x > r.hi {
+		f.add(path, "%s out of range [%s, %s]", fmtDuration(x), fmtDuration(r.lo), fmtDuration(r.hi))
+	}
+}
+
+func (f *fieldErrs) float(path string, x float64, r floatRange) {
+	if !(x >= r.lo && x <= r.hi) {
+		f.add(path, "%s out of range [%s, %s]", fmtFloat(x), fmtFloat(r.lo), fmtFloat(r.hi))
+	}
+}
+
+func (f *fieldErrs) wholeMillis(path string, d time.Duration) {
+	if d%time.Millisecond != 0 {
+		f.add(path, "%s is not a whole number of milliseconds", d)
+	}
+}
+
+// sub adds the errors of a nested value's Validate under prefix.
+func (f *fieldErrs) sub(prefix string, err error) {
+	if err == nil {
+		return
+	}
+	var es FieldErrors
+	if errors.As(err, &es) {
+		for _, e := range es {
+			f.list = append(f.list, &FieldError{Path: join(prefix, e.Path), Msg: e.Msg})
+		}
+		return
+	}
+	f.list = append(f.list, &FieldError{Path: prefix, Msg: err.Error()})
+}
+
+// guard runs a library's own Validate on a value the section checked
+// already: it only fires if the section's rules are looser than the
+// library's, and then reports the library's words at path rather than let
+// start-up refuse what the check accepted.
+func (f *fieldErrs) guard(path string, err error) {
+	if err != nil {
+		f.add(path, "%v", err)
+	}
+}
+
+func (f *fieldErrs) ok() bool { return len(f.list) == 0 }
+
+func (f *fieldErrs) err() error {
+	if len(f.list) == 0 {
+		return nil
+	}
+	return f.list
+}
+
+// sortByKeys orders f's errors by the first key of their paths, in the
+// order keys lists them (a section's declaration order), keeping the
+// order within a key.
+func (f *fieldErrs) sortByKeys(keys []string) {
+	rank := func(e *FieldError) int {
+		k := e.Path
+		if i := strings.IndexAny(k, ".["); i >= 0 {
+			k = k[:i]
+		}
+		if i := slices.Index(keys, k); i >= 0 {
+			return i
+		}
+		return len(keys)
+	}
+	slices.SortStableFunc(f.list, func(a, b *FieldError) int { return rank(a) - rank(b) })
+}
+
 // fmtDuration prints d compactly: 1m rather than 1m0s.
 func fmtDuration(d time.Duration) string {
 	s := d.String()
@@ -91,38 +204,634 @@ func fmtDuration(d time.Duration) string {
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
-type validator struct {
-	d   *decoder
-	cfg *Config
-	dir string // directory of the config file, for relative TLS paths
+// Validate checks the whole configuration without reading any file or
+// the environment: every section's Validate, nested under its key, and
+// the rules that span sections (unique names, routes to known upstreams,
+// no two routes with conflicting patterns, quotas only in the cluster
+// profile, one budget per quota operation, distinct listener addresses).
+// [Load] and [Parse] run it, and so does [New]: a configuration `bulwark
+// check` accepts is one the gateway starts with. The error is a
+// *ConfigError; its problems carry the file's lines when c came from a
+// file.
+func (c *Config) Validate() error {
+	if ps := c.problemsOf(c.fieldErrors()); len(ps) > 0 {
+		return &ConfigError{Problems: ps}
+	}
+	return nil
 }
 
-func (v *validator) add(path, format string, args ...any) {
-	v.d.add(v.d.line(path), path, format, args...)
+func (c *Config) fieldErrors() FieldErrors {
+	var f fieldErrs
+	switch c.Profile {
+	case Standalone, Cluster:
+	default:
+		f.add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
+	}
+	f.sub("listen", c.Listen.Validate())
+	f.sub("limits", c.Limits.Validate())
+	f.sub("shield", c.Shield.Validate())
+	ups := c.validateUpstreams(&f)
+	c.validateRoutes(&f, ups)
+	f.sub("ipsets", c.IPSets.Validate())
+	f.sub("metrics", c.Metrics.Validate())
+	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
+		f.add("metrics.addr", "same address as listen.addr")
+	}
+	f.sub("log", c.Log.Validate())
+	f.sub("control", c.Control.Validate())
+	if ct := c.Control; ct.Enabled {
+		switch {
+		case sameListener(ct.Addr, c.Listen.Addr):
+			f.add("control.addr", "same address as listen.addr")
+		case sameListener(ct.Addr, c.Metrics.Addr):
+			f.add("control.addr", "same address as metrics.addr")
+		}
+	}
+	return f.list
 }
 
-func (v *validator) int(path string, x int64, r intRange) {
-	if x < r.lo || x > r.hi {
-		v.add(path, "%d out of range [%d, %d]", x, r.lo, r.hi)
+// sameListener reports whether two listener addresses would collide: the
+// same valid host:port, other than port 0 (each bind picks a free port).
+func sameListener(a, b string) bool {
+	if a != b || validHostPort(a) != nil {
+		return false
+	}
+	_, port, _ := net.SplitHostPort(a)
+	return port != "0"
+}
+
+// problemsOf turns field errors into problems with c's file and lines.
+func (c *Config) problemsOf(es FieldErrors) []Problem {
+	var ps []Problem
+	for _, e := range es {
+		if len(ps) == maxProblems {
+			break
+		}
+		path := e.Path
+		// A list entry written as a plain string (or without ip:) has no
+		// "ip" key in the file: its address problems belong to the entry.
+		if c.lines != nil && strings.HasPrefix(path, "ipsets.") && strings.HasSuffix(path, ".ip") {
+			if _, ok := c.lines[path]; !ok {
+				path = strings.TrimSuffix(path, ".ip")
+			}
+		}
+		ps = append(ps, Problem{File: c.File, Line: lineOf(c.lines, path), Path: path, Msg: e.Msg})
+	}
+	return ps
+}
+
+func (c *Config) validateUpstreams(f *fieldErrs) map[string]bool {
+	ups := c.Upstreams
+	names := make(map[string]bool, len(ups))
+	if len(ups) > maxUpstreams {
+		f.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
+	}
+	first := map[string]int{}
+	keys := schemaOf(reflect.TypeFor[Upstream]()).keys
+	for i, u := range ups {
+		var uf fieldErrs
+		if validName(u.Name) {
+			if j, dup := first[u.Name]; dup {
+				uf.add("name", "duplicate upstream name %q (also upstreams[%d])", u.Name, j)
+			} else {
+				first[u.Name] = i
+			}
+		}
+		names[u.Name] = true
+		uf.sub("", u.Validate())
+		uf.sortByKeys(keys)
+		f.sub(fmt.Sprintf("upstreams[%d]", i), uf.err())
+	}
+	return names
+}
+
+func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
+	rs := c.Routes
+	if len(rs) == 0 {
+		f.add("routes", "at least one route is required")
+	}
+	if len(rs) > maxRoutes {
+		f.add("routes", "%d routes, at most %d", len(rs), maxRoutes)
+	}
+	first := map[string]int{}
+	ops := map[string]int{} // quota operation → first route using it
+	keys := schemaOf(reflect.TypeFor[Route]()).keys
+	for i, r := range rs {
+		var rf fieldErrs
+		if validName(r.Name) {
+			if j, dup := first[r.Name]; dup {
+				rf.add("name", "duplicate route name %q (also routes[%d])", r.Name, j)
+			} else {
+				first[r.Name] = i
+			}
+		}
+		if r.Upstream != "" && !upstreams[r.Upstream] {
+			rf.add("upstream", "unknown upstream %q", r.Upstream)
+		}
+		if q := r.Quota; q != nil {
+			if c.Profile == Standalone {
+				rf.add("quota", "quota needs PostgreSQL and is only available in the cluster profile")
+			}
+			if j, seen := ops[q.Operation]; seen {
+				if o := rs[j].Quota; o.Limit != q.Limit || o.Window != q.Window {
+					rf.add("quota.operation", "%q is also used by route %q with a different limit or window (an operation has one budget)", q.Operation, rs[j].Name)
+				}
+			} else {
+				ops[q.Operation] = i
+			}
+		}
+		rf.sub("", r.Validate())
+		rf.sortByKeys(keys)
+		f.sub(fmt.Sprintf("routes[%d]", i), rf.err())
+	}
+	if f.ok() {
+		c.validatePatterns(f)
 	}
 }
 
-func (v *validator) dur(path string, x time.Duration, r durRange) {
-	if x < r.lo || x > r.hi {
-		v.add(path, "%s out of range [%s, %s]", fmtDuration(x), fmtDuration(r.lo), fmtDuration(r.hi))
+// validatePatterns registers every route in a ServeMux, as the router
+// will, and reports routes whose patterns collide (same pattern, or two
+// patterns where neither is more specific).
+func (c *Config) validatePatterns(f *fieldErrs) {
+	mux := http.NewServeMux()
+	type reg struct {
+		route   int
+		pattern string
+	}
+	var done []reg
+	for i, r := range c.Routes {
+		for _, pat := range routePatterns(r.Match) {
+			if register(mux, pat) {
+				done = append(done, reg{i, pat})
+				continue
+			}
+			other := -1
+			for _, d := range done {
+				m := http.NewServeMux()
+				register(m, d.pattern)
+				if !register(m, pat) {
+					other = d.route
+					break
+				}
+			}
+			p := fmt.Sprintf("routes[%d].match", i)
+			if other >= 0 {
+				f.add(p, "%q conflicts with route %q (routes[%d]): neither is more specific", pat, c.Routes[other].Name, other)
+			} else {
+				f.add(p, "%q conflicts with another route", pat)
+			}
+			break
+		}
 	}
 }
 
-func (v *validator) float(path string, x float64, r floatRange) {
-	if x < r.lo || x > r.hi || math.IsNaN(x) {
-		v.add(path, "%s out of range [%s, %s]", fmtFloat(x), fmtFloat(r.lo), fmtFloat(r.hi))
+// Validate checks the client listener: a host:port address, and with TLS
+// both file names and no h2c. (The files are read by Provision.)
+func (l Listen) Validate() error {
+	var f fieldErrs
+	if err := validHostPort(l.Addr); err != nil {
+		f.add("addr", "%q: %v", l.Addr, err)
 	}
+	if l.TLS != nil {
+		if l.H2C {
+			f.add("h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
+		}
+		f.sub("tls", l.TLS.Validate())
+	}
+	return f.err()
 }
 
-func (v *validator) wholeMillis(path string, d time.Duration) {
-	if d%time.Millisecond != 0 {
-		v.add(path, "%s is not a whole number of milliseconds", d)
+// Validate checks that both file names are set.
+func (t TLS) Validate() error {
+	var f fieldErrs
+	if t.CertFile == "" {
+		f.add("cert_file", "required when listen.tls is set")
 	}
+	if t.KeyFile == "" {
+		f.add("key_file", "required when listen.tls is set")
+	}
+	return f.err()
+}
+
+// Validate checks every bound against its range, then the host's own
+// check of the same values.
+func (l Limits) Validate() error {
+	var f fieldErrs
+	f.int("max_url_bytes", int64(l.MaxURLBytes), rangeMaxURLBytes)
+	f.int("max_header_bytes", int64(l.MaxHeaderBytes), rangeMaxHeaderBytes)
+	f.int("max_headers", int64(l.MaxHeaders), rangeMaxHeaders)
+	f.int("max_requests_per_conn", int64(l.MaxRequestsPerConn), rangeMaxRequestsPerConn)
+	f.int("max_in_flight", int64(l.MaxInFlight), rangeMaxInFlight)
+	f.int("max_body_bytes", l.MaxBodyBytes, rangeMaxBodyBytes)
+	f.dur("request_timeout", l.RequestTimeout, rangeRequestTimeout)
+	f.dur("drain_timeout", l.DrainTimeout, rangeDrainTimeout)
+	f.dur("read_header_timeout", l.ReadHeaderTimeout, rangeReadHeaderTimeout)
+	f.dur("idle_timeout", l.IdleTimeout, rangeIdleTimeout)
+	if f.ok() {
+		f.guard("", hostLimits(l).WithDefaults().Validate())
+	}
+	return f.err()
+}
+
+// Validate checks the shield's budgets and its trusted proxies, then the
+// shield's own check. The shield is validated even when it is disabled,
+// so that enabling it never reveals a mistake.
+func (s Shield) Validate() error {
+	var f fieldErrs
+	f.dur("window", s.Window, rangeShieldWindow)
+	f.int("per_peer", s.PerPeer, rangeShieldPerPeer)
+	f.int("global", s.Global, rangeShieldGlobal)
+	f.int("max_peers", int64(s.MaxPeers), rangeShieldMaxPeers)
+	if f.ok() {
+		f.guard("", s.config().Validate())
+	}
+	f.sub("trusted_proxies", s.TrustedProxies.Validate())
+	return f.err()
+}
+
+// config is the shield.Config the gateway builds from s (hook and clock
+// apart).
+func (s Shield) config() shield.Config {
+	return shield.Config{Window: s.Window, PerPeer: int(s.PerPeer), Global: int(s.Global), MaxPeers: s.MaxPeers}
+}
+
+// Validate checks the trusted-proxy contract: the header, the hop count,
+// every CIDR, and that cidrs and hops are set together; then peer's own
+// check.
+func (tp TrustedProxies) Validate() error {
+	var f fieldErrs
+	f.int("hops", int64(tp.Hops), rangeTrustedHops)
+	switch tp.Header {
+	case "x-forwarded-for", "forwarded":
+	default:
+		f.add("header", "%q: want x-forwarded-for or forwarded", tp.Header)
+	}
+	if len(tp.CIDRs) > maxTrustedCIDRs {
+		f.add("cidrs", "%d entries, at most %d", len(tp.CIDRs), maxTrustedCIDRs)
+	}
+	for i, c := range tp.CIDRs {
+		if _, err := parsePrefix(c); err != nil {
+			f.add(fmt.Sprintf("cidrs[%d]", i), "%q: %v", c, err)
+		}
+	}
+	if (len(tp.CIDRs) == 0) != (tp.Hops == 0) {
+		f.add("", "cidrs and hops are set together (trusting forwarded addresses needs both the proxies and the hop count)")
+	}
+	if f.ok() {
+		if p := tp.peerConfig(); p != nil {
+			f.guard("", p.Validate())
+		}
+	}
+	return f.err()
+}
+
+// peerConfig is the peer.TrustedProxies of a validated tp, or nil when
+// no proxy is trusted.
+func (tp TrustedProxies) peerConfig() *peer.TrustedProxies {
+	if len(tp.CIDRs) == 0 {
+		return nil
+	}
+	p := &peer.TrustedProxies{Hops: tp.Hops}
+	if tp.Header == "forwarded" {
+		p.Header = peer.Forwarded
+	}
+	for _, c := range tp.CIDRs {
+		if pfx, err := parsePrefix(c); err == nil {
+			p.CIDRs = append(p.CIDRs, pfx)
+		}
+	}
+	return p
+}
+
+// Validate checks an upstream: its name, its target URLs, its timeouts
+// and retries, then the proxy's own check of the same upstream.
+// (Config.Validate checks that names are unique.)
+func (u Upstream) Validate() error {
+	var f fieldErrs
+	if !validName(u.Name) {
+		f.add("name", "%q: want 1 to %d of a-z 0-9 . _ -", u.Name, maxNameLen)
+	}
+	if len(u.Targets) == 0 {
+		f.add("targets", "at least one target URL is required")
+	} else if len(u.Targets) > maxTargets {
+		f.add("targets", "%d targets, at most %d", len(u.Targets), maxTargets)
+	}
+	for j, t := range u.Targets {
+		if _, err := targetURL(t); err != nil {
+			f.add(fmt.Sprintf("targets[%d]", j), "%q: want an http or https URL with a host and no user info, query or fragment", redactURL(t))
+		}
+	}
+	f.sub("timeouts", u.Timeouts.Validate())
+	f.int("retries", int64(u.Retries), rangeRetries)
+	if f.ok() {
+		pu, err := u.proxyUpstream()
+		if err == nil {
+			err = pu.Validate()
+		}
+		f.guard("", err)
+	}
+	return f.err()
+}
+
+func targetURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, errors.New("bad target")
+	}
+	return u, nil
+}
+
+// proxyUpstream is the proxy.Upstream the gateway builds from u.
+func (u Upstream) proxyUpstream() (proxy.Upstream, error) {
+	targets := make([]*url.URL, len(u.Targets))
+	for i, t := range u.Targets {
+		tu, err := targetURL(t)
+		if err != nil {
+			return proxy.Upstream{}, fmt.Errorf("gateway: upstream %q: targets[%d]: bad target", u.Name, i)
+		}
+		targets[i] = tu
+	}
+	return proxy.Upstream{
+		Name:    u.Name,
+		Targets: targets,
+		Timeouts: proxy.Timeouts{
+			Connect:        u.Timeouts.Connect,
+			ResponseHeader: u.Timeouts.ResponseHeader,
+			PerTry:         u.Timeouts.PerTry,
+			Total:          u.Timeouts.Total,
+		},
+		Retries: u.Retries,
+	}, nil
+}
+
+// Validate checks each timeout against [1ms, 10m] and connect,
+// response_header and per_try against total.
+func (t Timeouts) Validate() error {
+	var f fieldErrs
+	f.dur("total", t.Total, rangeTimeout)
+	hi := rangeTimeout
+	if t.Total >= rangeTimeout.lo && t.Total < hi.hi {
+		hi.hi = t.Total
+	}
+	f.dur("connect", t.Connect, hi)
+	f.dur("response_header", t.ResponseHeader, hi)
+	f.dur("per_try", t.PerTry, hi)
+	return f.err()
+}
+
+// Validate checks a route: its name, that it names an upstream, its
+// match and each policy it has. (Config.Validate checks that the name is
+// unique, that the upstream exists, that the patterns do not conflict
+// and the quota's profile and budget.)
+func (r Route) Validate() error {
+	var f fieldErrs
+	if !validName(r.Name) {
+		f.add("name", "%q: want 1 to %d of a-z 0-9 . _ -", r.Name, maxNameLen)
+	}
+	if r.Upstream == "" {
+		f.add("upstream", "required")
+	}
+	f.sub("match", r.Match.Validate())
+	if r.RateLimit != nil {
+		f.sub("rate_limit", r.RateLimit.Validate())
+	}
+	if r.Login != nil {
+		f.sub("login", r.Login.Validate())
+	}
+	if r.Quota != nil {
+		f.sub("quota", r.Quota.Validate())
+	}
+	return f.err()
+}
+
+// Validate checks the path pattern (as net/http.ServeMux parses it), the
+// methods and the host.
+func (m Match) Validate() error {
+	var f fieldErrs
+	switch {
+	case m.Path == "":
+		f.add("path", "required")
+	case !strings.HasPrefix(m.Path, "/"):
+		f.add("path", "%q: want a path pattern starting with /", m.Path)
+	case strings.ContainsAny(m.Path, " \t"):
+		f.add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
+	default:
+		if err := patternError(m.Path); err != "" {
+			f.add("path", "%q: %s", m.Path, err)
+		}
+	}
+	if len(m.Methods) > maxMethods {
+		f.add("methods", "%d methods, at most %d", len(m.Methods), maxMethods)
+	}
+	seen := map[string]bool{}
+	for i, meth := range m.Methods {
+		mp := fmt.Sprintf("methods[%d]", i)
+		switch {
+		case !validToken(meth) || strings.ToUpper(meth) != meth:
+			f.add(mp, "%q: want an upper-case method such as GET", meth)
+		case seen[meth]:
+			f.add(mp, "duplicate method %q", meth)
+		}
+		seen[meth] = true
+	}
+	if m.Host != "" && !validHostname(m.Host) {
+		f.add("host", "%q: want a lower-case host name without port", m.Host)
+	}
+	return f.err()
+}
+
+// Validate checks the limit's ranges and key, then the algorithm's and
+// the table's own checks: qps 0.001 with burst 1000000 is within both
+// ranges, but an empty bucket would take 31 years to refill, which
+// limit.GCRA refuses.
+func (rl RateLimit) Validate() error {
+	var f fieldErrs
+	f.float("qps", rl.QPS, rangeQPS)
+	f.int("burst", rl.Burst, rangeBurst)
+	f.int("status", int64(rl.Status), rangeRateLimitStatus)
+	f.int("max_keys", int64(rl.MaxKeys), rangeRateLimitMaxKeys)
+	if _, err := parseKey(rl.Key); err != nil {
+		f.add("key", "%v", err)
+	}
+	if f.ok() {
+		g := rl.GCRA()
+		if err := g.Validate(); err != nil {
+			if t := g.Interval(); t > 0 && float64(g.Burst)*float64(t) > float64(limit.MaxRefill) {
+				refill := time.Duration(float64(g.Burst) * float64(t)).Round(time.Second)
+				f.add("burst", "%d at qps %s: an empty bucket takes %s to refill, more than %s (lower burst or raise qps)",
+					g.Burst, fmtFloat(g.Rate), fmtDuration(refill), fmtDuration(limit.MaxRefill))
+			} else {
+				f.guard("", err)
+			}
+		}
+		f.guard("max_keys", keyed.Config{Capacity: rl.MaxKeys}.Validate())
+	}
+	return f.err()
+}
+
+// GCRA returns the algorithm's parameters as the route limiter uses them:
+// Rate is QPS, and Burst 0 means ceil(QPS) (at least 1).
+func (rl RateLimit) GCRA() limit.GCRA {
+	burst := rl.Burst
+	if burst == 0 {
+		burst = max(1, int64(math.Ceil(rl.QPS)))
+	}
+	return limit.GCRA{Rate: rl.QPS, Burst: burst}
+}
+
+// Validate checks the login throttle's settings, then the login
+// limiter's own check.
+func (l Login) Validate() error {
+	var f fieldErrs
+	if l.UsernameField == "" || len(l.UsernameField) > maxNameLen {
+		f.add("username_field", "want 1 to %d characters", maxNameLen)
+	}
+	f.int("limit", int64(l.Limit), rangeLoginLimit)
+	f.dur("window", l.Window, rangeLoginWindow)
+	f.wholeMillis("window", l.Window)
+	f.int("max_body_bytes", l.MaxBodyBytes, rangeLoginMaxBodyBytes)
+	if f.ok() {
+		f.guard("", login.Config{Limit: l.Limit, Window: l.Window}.Validate())
+	}
+	return f.err()
+}
+
+// Validate checks the quota's operation, limit and window and its
+// forward-auth call, then the quota package's own check of the operation.
+func (q Quota) Validate() error {
+	var f fieldErrs
+	if !validName(q.Operation) {
+		f.add("operation", "%q: want 1 to %d of a-z 0-9 . _ -", q.Operation, maxNameLen)
+	}
+	f.int("limit", int64(q.Limit), rangeQuotaLimit)
+	f.dur("window", q.Window, rangeQuotaWindow)
+	f.wholeMillis("window", q.Window)
+	f.sub("auth", q.Auth.Validate())
+	if f.ok() {
+		f.guard("", q.operation().Validate())
+	}
+	return f.err()
+}
+
+// operation is the quota.Operation of q.
+func (q Quota) operation() quota.Operation {
+	return quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window}
+}
+
+// Validate checks the identity service's URL, the header names and the
+// subject type, and the call's timeout.
+func (a ForwardAuth) Validate() error {
+	var f fieldErrs
+	au, err := url.Parse(a.URL)
+	if a.URL == "" {
+		f.add("url", "required")
+	} else if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" || au.User != nil || au.Fragment != "" {
+		f.add("url", "%q: want an http or https URL with a host and no user info", redactURL(a.URL))
+	}
+	if !validToken(a.ProjectHeader) {
+		f.add("project_header", "%q is not a header name", a.ProjectHeader)
+	}
+	if !validToken(a.SubjectHeader) {
+		f.add("subject_header", "%q is not a header name", a.SubjectHeader)
+	}
+	if !validName(a.SubjectType) {
+		f.add("subject_type", "%q: want 1 to %d of a-z 0-9 . _ -", a.SubjectType, maxNameLen)
+	}
+	f.dur("timeout", a.Timeout, rangeAuthTimeout)
+	return f.err()
+}
+
+// Validate checks the list capacities (with ipset's own check) and the
+// static entries: each parses, no prefix appears twice in a list, and the
+// entries fit the capacity.
+func (s IPSets) Validate() error {
+	var f fieldErrs
+	f.int("allow_capacity", int64(s.AllowCapacity), rangeListCapacity)
+	f.int("deny_capacity", int64(s.DenyCapacity), rangeListCapacity)
+	for _, l := range []struct {
+		name     string
+		entries  []ListEntry
+		capacity int
+	}{{"allow", s.Allow, s.AllowCapacity}, {"deny", s.Deny, s.DenyCapacity}} {
+		if c := int64(l.capacity); c >= rangeListCapacity.lo && c <= rangeListCapacity.hi {
+			f.guard(l.name+"_capacity", ipset.Config{Name: l.name, Capacity: l.capacity}.Validate())
+		}
+		if len(l.entries) > l.capacity && l.capacity >= 1 {
+			f.add(l.name, "%d static entries exceed ipsets.%s_capacity %d", len(l.entries), l.name, l.capacity)
+		}
+		first := make(map[netip.Prefix]int, len(l.entries))
+		for i, e := range l.entries {
+			p := fmt.Sprintf("%s[%d]", l.name, i)
+			f.sub(p, e.Validate())
+			pfx := e.Prefix()
+			if !pfx.IsValid() {
+				continue
+			}
+			if j, dup := first[pfx]; dup {
+				f.add(p+".ip", "%s duplicates ipsets.%s[%d]", pfx, l.name, j)
+				continue
+			}
+			first[pfx] = i
+		}
+	}
+	return f.err()
+}
+
+// Validate checks that the entry has an address or prefix that parses
+// and a short printable reason.
+func (e ListEntry) Validate() error {
+	var f fieldErrs
+	if e.IP == "" {
+		f.add("ip", "an address or CIDR prefix is required")
+		return f.err()
+	}
+	if !ipset.ValidReason(e.Reason) {
+		f.add("reason", "want at most %d bytes of printable ASCII", ipset.MaxReasonBytes)
+	}
+	if _, err := ipset.ParsePrefix(e.IP); err != nil {
+		f.add("ip", "%s", strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": "))
+	}
+	return f.err()
+}
+
+// Validate checks the metrics listener's address ("" turns it off).
+func (m Metrics) Validate() error {
+	var f fieldErrs
+	if m.Addr != "" {
+		if err := validHostPort(m.Addr); err != nil {
+			f.add("addr", "%q: %v", m.Addr, err)
+		}
+	}
+	return f.err()
+}
+
+// Validate checks the log format and level.
+func (l Log) Validate() error {
+	var f fieldErrs
+	switch l.Format {
+	case "json", "text":
+	default:
+		f.add("format", "%q: want json or text", l.Format)
+	}
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		f.add("level", "%q: want debug, info, warn or error", l.Level)
+	}
+	return f.err()
+}
+
+// Validate checks the control API's address when it is enabled. Whether
+// a non-loopback address has a token is checked by Provision, which reads
+// the token.
+func (c Control) Validate() error {
+	var f fieldErrs
+	if c.Enabled {
+		if err := validHostPort(c.Addr); err != nil {
+			f.add("addr", "%q: %v", c.Addr, err)
+		}
+	}
+	return f.err()
 }
 
 // validName accepts the names of routes and upstreams: they become metric
@@ -185,124 +894,6 @@ func validHostname(s string) bool {
 	return true
 }
 
-func (v *validator) validate() {
-	c := v.cfg
-	switch c.Profile {
-	case Standalone, Cluster:
-	default:
-		v.add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
-	}
-	v.listen()
-	v.limits()
-	v.shield()
-	ups := v.upstreams()
-	v.routes(ups)
-	v.ipsets()
-	if c.Metrics.Addr != "" {
-		if err := validHostPort(c.Metrics.Addr); err != nil {
-			v.add("metrics.addr", "%q: %v", c.Metrics.Addr, err)
-		} else if c.Metrics.Addr == c.Listen.Addr {
-			v.add("metrics.addr", "same address as listen.addr")
-		}
-	}
-	switch c.Log.Format {
-	case "json", "text":
-	default:
-		v.add("log.format", "%q: want json or text", c.Log.Format)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		v.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
-	}
-}
-
-func (v *validator) listen() {
-	l := &v.cfg.Listen
-	if err := validHostPort(l.Addr); err != nil {
-		v.add("listen.addr", "%q: %v", l.Addr, err)
-	}
-	if l.TLS == nil {
-		return
-	}
-	if l.H2C {
-		v.add("listen.h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
-	}
-	ok := true
-	for _, f := range []struct {
-		key  string
-		name *string
-	}{{"listen.tls.cert_file", &l.TLS.CertFile}, {"listen.tls.key_file", &l.TLS.KeyFile}} {
-		if *f.name == "" {
-			v.add(f.key, "required when listen.tls is set")
-			ok = false
-			continue
-		}
-		p := *f.name
-		if !filepath.IsAbs(p) && v.dir != "" {
-			p = filepath.Join(v.dir, p)
-		}
-		if _, err := os.ReadFile(p); err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			v.add(f.key, "cannot read %q: %v", *f.name, err)
-			ok = false
-			continue
-		}
-		*f.name = p
-	}
-	if ok {
-		cert, err := tls.LoadX509KeyPair(l.TLS.CertFile, l.TLS.KeyFile)
-		if err != nil {
-			v.add("listen.tls", "bad certificate or key: %v", strings.TrimPrefix(err.Error(), "tls: "))
-			return
-		}
-		v.cfg.tlsCert = &cert
-	}
-}
-
-func (v *validator) limits() {
-	l := v.cfg.Limits
-	v.int("limits.max_url_bytes", int64(l.MaxURLBytes), rangeMaxURLBytes)
-	v.int("limits.max_header_bytes", int64(l.MaxHeaderBytes), rangeMaxHeaderBytes)
-	v.int("limits.max_headers", int64(l.MaxHeaders), rangeMaxHeaders)
-	v.int("limits.max_requests_per_conn", int64(l.MaxRequestsPerConn), rangeMaxRequestsPerConn)
-	v.int("limits.max_in_flight", int64(l.MaxInFlight), rangeMaxInFlight)
-	v.int("limits.max_body_bytes", l.MaxBodyBytes, rangeMaxBodyBytes)
-	v.dur("limits.request_timeout", l.RequestTimeout, rangeRequestTimeout)
-	v.dur("limits.drain_timeout", l.DrainTimeout, rangeDrainTimeout)
-	v.dur("limits.read_header_timeout", l.ReadHeaderTimeout, rangeReadHeaderTimeout)
-	v.dur("limits.idle_timeout", l.IdleTimeout, rangeIdleTimeout)
-}
-
-func (v *validator) shield() {
-	s := &v.cfg.Shield
-	v.dur("shield.window", s.Window, rangeShieldWindow)
-	v.int("shield.per_peer", s.PerPeer, rangeShieldPerPeer)
-	v.int("shield.global", s.Global, rangeShieldGlobal)
-	v.int("shield.max_peers", int64(s.MaxPeers), rangeShieldMaxPeers)
-	tp := s.TrustedProxies
-	v.int("shield.trusted_proxies.hops", int64(tp.Hops), rangeTrustedHops)
-	switch tp.Header {
-	case "x-forwarded-for", "forwarded":
-	default:
-		v.add("shield.trusted_proxies.header", "%q: want x-forwarded-for or forwarded", tp.Header)
-	}
-	if len(tp.CIDRs) > maxTrustedCIDRs {
-		v.add("shield.trusted_proxies.cidrs", "%d entries, at most %d", len(tp.CIDRs), maxTrustedCIDRs)
-	}
-	for i, c := range tp.CIDRs {
-		if _, err := parsePrefix(c); err != nil {
-			v.add(fmt.Sprintf("shield.trusted_proxies.cidrs[%d]", i), "%q: %v", c, err)
-		}
-	}
-	if (len(tp.CIDRs) == 0) != (tp.Hops == 0) {
-		v.add("shield.trusted_proxies", "cidrs and hops are set together (trusting forwarded addresses needs both the proxies and the hop count)")
-	}
-}
-
 // parsePrefix accepts a CIDR prefix or a single address.
 func parsePrefix(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
@@ -319,55 +910,6 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-func (v *validator) upstreams() map[string]bool {
-	ups := v.cfg.Upstreams
-	names := make(map[string]bool, len(ups))
-	if len(ups) > maxUpstreams {
-		v.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
-	}
-	first := map[string]int{}
-	for i := range ups {
-		u := &ups[i]
-		p := fmt.Sprintf("upstreams[%d]", i)
-		if !validName(u.Name) {
-			v.add(p+".name", "%q: want 1 to %d of a-z 0-9 . _ -", u.Name, maxNameLen)
-		} else if j, dup := first[u.Name]; dup {
-			v.add(p+".name", "duplicate upstream name %q (also upstreams[%d])", u.Name, j)
-		} else {
-			first[u.Name] = i
-		}
-		names[u.Name] = true
-		if len(u.Targets) == 0 {
-			v.add(p+".targets", "at least one target URL is required")
-		} else if len(u.Targets) > maxTargets {
-			v.add(p+".targets", "%d targets, at most %d", len(u.Targets), maxTargets)
-		}
-		for j, t := range u.Targets {
-			tu, err := url.Parse(t)
-			if err != nil || (tu.Scheme != "http" && tu.Scheme != "https") || tu.Host == "" || tu.User != nil || tu.RawQuery != "" || tu.Fragment != "" {
-				v.add(fmt.Sprintf("%s.targets[%d]", p, j), "%q: want an http or https URL with a host and no user info, query or fragment", redactURL(t))
-			}
-		}
-		// A timeout left at its default never exceeds total.
-		for key, f := range map[string]*time.Duration{"connect": &u.Timeouts.Connect, "response_header": &u.Timeouts.ResponseHeader, "per_try": &u.Timeouts.PerTry} {
-			if _, set := v.d.lines[p+".timeouts."+key]; !set && u.Timeouts.Total > 0 {
-				*f = min(*f, u.Timeouts.Total)
-			}
-		}
-		t := u.Timeouts
-		v.dur(p+".timeouts.total", t.Total, rangeTimeout)
-		hi := rangeTimeout
-		if t.Total >= rangeTimeout.lo && t.Total < hi.hi {
-			hi.hi = t.Total
-		}
-		v.dur(p+".timeouts.connect", t.Connect, hi)
-		v.dur(p+".timeouts.response_header", t.ResponseHeader, hi)
-		v.dur(p+".timeouts.per_try", t.PerTry, hi)
-		v.int(p+".retries", int64(u.Retries), rangeRetries)
-	}
-	return names
-}
-
 // redactURL drops user info from a URL before it is echoed in a message.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.User != nil {
@@ -378,125 +920,6 @@ func redactURL(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-func (v *validator) routes(upstreams map[string]bool) {
-	rs := v.cfg.Routes
-	if len(rs) == 0 {
-		v.add("routes", "at least one route is required")
-	}
-	if len(rs) > maxRoutes {
-		v.add("routes", "%d routes, at most %d", len(rs), maxRoutes)
-	}
-	first := map[string]int{}
-	ops := map[string]int{} // quota operation → first route using it
-	for i := range rs {
-		r := &rs[i]
-		p := fmt.Sprintf("routes[%d]", i)
-		if !validName(r.Name) {
-			v.add(p+".name", "%q: want 1 to %d of a-z 0-9 . _ -", r.Name, maxNameLen)
-		} else if j, dup := first[r.Name]; dup {
-			v.add(p+".name", "duplicate route name %q (also routes[%d])", r.Name, j)
-		} else {
-			first[r.Name] = i
-		}
-		switch {
-		case r.Upstream == "":
-			v.add(p+".upstream", "required")
-		case !upstreams[r.Upstream]:
-			v.add(p+".upstream", "unknown upstream %q", r.Upstream)
-		}
-		v.match(p+".match", &r.Match)
-		if rl := r.RateLimit; rl != nil {
-			q := p + ".rate_limit"
-			v.float(q+".qps", rl.QPS, rangeQPS)
-			v.int(q+".burst", rl.Burst, rangeBurst)
-			v.int(q+".status", int64(rl.Status), rangeRateLimitStatus)
-			v.int(q+".max_keys", int64(rl.MaxKeys), rangeRateLimitMaxKeys)
-			if _, err := parseKey(rl.Key); err != nil {
-				v.add(q+".key", "%v", err)
-			}
-		}
-		if l := r.Login; l != nil {
-			q := p + ".login"
-			if l.UsernameField == "" || len(l.UsernameField) > maxNameLen {
-				v.add(q+".username_field", "want 1 to %d characters", maxNameLen)
-			}
-			v.int(q+".limit", int64(l.Limit), rangeLoginLimit)
-			v.dur(q+".window", l.Window, rangeLoginWindow)
-			v.wholeMillis(q+".window", l.Window)
-			v.int(q+".max_body_bytes", l.MaxBodyBytes, rangeLoginMaxBodyBytes)
-		}
-		if qt := r.Quota; qt != nil {
-			q := p + ".quota"
-			if v.cfg.Profile == Standalone {
-				v.add(q, "quota needs PostgreSQL and is only available in the cluster profile")
-			}
-			if !validName(qt.Operation) {
-				v.add(q+".operation", "%q: want 1 to %d of a-z 0-9 . _ -", qt.Operation, maxNameLen)
-			}
-			v.int(q+".limit", int64(qt.Limit), rangeQuotaLimit)
-			v.dur(q+".window", qt.Window, rangeQuotaWindow)
-			v.wholeMillis(q+".window", qt.Window)
-			if j, seen := ops[qt.Operation]; seen {
-				o := rs[j].Quota
-				if o.Limit != qt.Limit || o.Window != qt.Window {
-					v.add(q+".operation", "%q is also used by route %q with a different limit or window (an operation has one budget)", qt.Operation, rs[j].Name)
-				}
-			} else {
-				ops[qt.Operation] = i
-			}
-			a := qt.Auth
-			au, err := url.Parse(a.URL)
-			if a.URL == "" {
-				v.add(q+".auth.url", "required")
-			} else if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" || au.User != nil || au.Fragment != "" {
-				v.add(q+".auth.url", "%q: want an http or https URL with a host and no user info", redactURL(a.URL))
-			}
-			if !validToken(a.ProjectHeader) {
-				v.add(q+".auth.project_header", "%q is not a header name", a.ProjectHeader)
-			}
-			if !validToken(a.SubjectHeader) {
-				v.add(q+".auth.subject_header", "%q is not a header name", a.SubjectHeader)
-			}
-			if !validName(a.SubjectType) {
-				v.add(q+".auth.subject_type", "%q: want 1 to %d of a-z 0-9 . _ -", a.SubjectType, maxNameLen)
-			}
-			v.dur(q+".auth.timeout", a.Timeout, rangeAuthTimeout)
-		}
-	}
-	if len(v.d.problems) == 0 {
-		v.patterns()
-	}
-}
-
-func (v *validator) match(p string, m *Match) {
-	if m.Path == "" {
-		v.add(p+".path", "required")
-	} else if !strings.HasPrefix(m.Path, "/") {
-		v.add(p+".path", "%q: want a path pattern starting with /", m.Path)
-	} else if strings.ContainsAny(m.Path, " \t") {
-		v.add(p+".path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
-	} else if err := patternError(m.Path); err != "" {
-		v.add(p+".path", "%q: %s", m.Path, err)
-	}
-	if len(m.Methods) > maxMethods {
-		v.add(p+".methods", "%d methods, at most %d", len(m.Methods), maxMethods)
-	}
-	seen := map[string]bool{}
-	for i, meth := range m.Methods {
-		mp := fmt.Sprintf("%s.methods[%d]", p, i)
-		switch {
-		case !validToken(meth) || strings.ToUpper(meth) != meth:
-			v.add(mp, "%q: want an upper-case method such as GET", meth)
-		case seen[meth]:
-			v.add(mp, "duplicate method %q", meth)
-		}
-		seen[meth] = true
-	}
-	if m.Host != "" && !validHostname(m.Host) {
-		v.add(p+".host", "%q: want a lower-case host name without port", m.Host)
-	}
 }
 
 // patternError returns why ServeMux rejects path as a pattern, or "".
@@ -515,42 +938,6 @@ func patternError(path string) (msg string) {
 	}()
 	http.NewServeMux().Handle(path, http.NotFoundHandler())
 	return ""
-}
-
-// patterns registers every route in a ServeMux, as the router will, and
-// reports routes whose patterns collide (same pattern, or two patterns
-// where neither is more specific).
-func (v *validator) patterns() {
-	mux := http.NewServeMux()
-	type reg struct {
-		route   int
-		pattern string
-	}
-	var done []reg
-	for i, r := range v.cfg.Routes {
-		for _, pat := range routePatterns(r.Match) {
-			if register(mux, pat) {
-				done = append(done, reg{i, pat})
-				continue
-			}
-			other := -1
-			for _, d := range done {
-				m := http.NewServeMux()
-				register(m, d.pattern)
-				if !register(m, pat) {
-					other = d.route
-					break
-				}
-			}
-			p := fmt.Sprintf("routes[%d].match", i)
-			if other >= 0 {
-				v.add(p, "%q conflicts with route %q (%s): neither is more specific", pat, v.cfg.Routes[other].Name, fmt.Sprintf("routes[%d]", other))
-			} else {
-				v.add(p, "%q conflicts with another route", pat)
-			}
-			break
-		}
-	}
 }
 
 // routePatterns turns a Match into ServeMux patterns, one per method.
@@ -579,94 +966,4 @@ func registerHandler(mux *http.ServeMux, pattern string, h http.Handler) (ok boo
 	}()
 	mux.Handle(pattern, h)
 	return true
-}
-
-var rangeListCapacity = intRange{1, ipset.MaxCapacity}
-
-// ipsets validates the static lists: every entry parses, no prefix
-// appears twice in a list, and the static entries fit the capacity.
-func (v *validator) ipsets() {
-	s := &v.cfg.IPSets
-	v.int("ipsets.allow_capacity", int64(s.AllowCapacity), rangeListCapacity)
-	v.int("ipsets.deny_capacity", int64(s.DenyCapacity), rangeListCapacity)
-	for _, l := range []struct {
-		name     string
-		entries  []ListEntry
-		capacity int
-	}{{"allow", s.Allow, s.AllowCapacity}, {"deny", s.Deny, s.DenyCapacity}} {
-		base := "ipsets." + l.name
-		if len(l.entries) > l.capacity && l.capacity >= 1 {
-			v.add(base, "%d static entries exceed ipsets.%s_capacity %d", len(l.entries), l.name, l.capacity)
-		}
-		first := make(map[netip.Prefix]int, len(l.entries))
-		for i := range l.entries {
-			e := &l.entries[i]
-			p := fmt.Sprintf("%s[%d]", base, i)
-			ip := p
-			if _, long := v.d.lines[p+".ip"]; long {
-				ip = p + ".ip"
-			}
-			if e.IP == "" {
-				v.add(ip, "an address or CIDR prefix is required")
-				continue
-			}
-			if !ipset.ValidReason(e.Reason) {
-				v.add(p+".reason", "want at most %d bytes of printable ASCII", ipset.MaxReasonBytes)
-			}
-			pfx, err := ipset.ParsePrefix(e.IP)
-			if err != nil {
-				v.add(ip, "%s", strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": "))
-				continue
-			}
-			if j, dup := first[pfx]; dup {
-				v.add(ip, "%s duplicates %s[%d]", pfx, base, j)
-				continue
-			}
-			first[pfx] = i
-			e.prefix = pfx
-		}
-	}
-}
-
-// control validates the control API listener and loads its token. The
-// token is read (BULWARK_CONTROL_TOKEN or control.token_file) only when
-// the API is enabled.
-func (v *validator) control(getenv func(string) string) {
-	c := &v.cfg.Control
-	if !c.Enabled {
-		return
-	}
-	if err := validHostPort(c.Addr); err != nil {
-		v.add("control.addr", "%q: %v", c.Addr, err)
-		return
-	}
-	if _, port, _ := net.SplitHostPort(c.Addr); port != "0" {
-		switch c.Addr {
-		case v.cfg.Listen.Addr:
-			v.add("control.addr", "same address as listen.addr")
-		case v.cfg.Metrics.Addr:
-			v.add("control.addr", "same address as metrics.addr")
-		}
-	}
-	file := c.TokenFile
-	if file != "" && !filepath.IsAbs(file) && v.dir != "" {
-		file = filepath.Join(v.dir, file)
-	}
-	tok, err := control.LoadToken(file, getenv)
-	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "control: ")
-		msg = strings.TrimPrefix(msg, "control.token_file: ")
-		if c.TokenFile == "" {
-			v.d.problems = append(v.d.problems, Problem{Path: EnvControlToken, Msg: msg})
-		} else {
-			v.add("control.token_file", "%s", msg)
-		}
-		return
-	}
-	if control.CheckAddr(c.Addr, tok != "") != nil {
-		v.add("control.addr", "%q is not a loopback address: set control.token_file or %s to expose the API", c.Addr, EnvControlToken)
-		return
-	}
-	c.TokenFile = file
-	v.cfg.token = &controlToken{v: tok}
 }
