@@ -2,13 +2,18 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/login/redisstore"
 )
 
 // recordingEnv is a getenv that records every variable read.
@@ -46,27 +51,59 @@ func problems(t *testing.T, err error) []string {
 	return out
 }
 
+// fixture is a configuration file under testdata with its header: the
+// "# env: NAME=VALUE" lines are its environment, the "# want: " lines the
+// problems it must produce, exactly and in order.
+type fixture struct {
+	path string
+	data []byte
+	env  []string // NAME, VALUE, ...
+	want []string
+}
+
+func readFixture(t testing.TB, path string) fixture {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := fixture{path: path, data: data}
+	for _, line := range strings.Split(string(data), "\n") {
+		if w, ok := strings.CutPrefix(line, "# want: "); ok {
+			fx.want = append(fx.want, w)
+		}
+		if kv, ok := strings.CutPrefix(line, "# env: "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			fx.env = append(fx.env, k, v)
+		}
+	}
+	return fx
+}
+
+func fixtures(t testing.TB, pattern string) []fixture {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures %s: %v", pattern, err)
+	}
+	out := make([]fixture, len(files))
+	for i, f := range files {
+		out[i] = readFixture(t, f)
+	}
+	return out
+}
+
 // TestBadConfigs loads every fixture under testdata/bad and compares the
 // problems with the "# want:" lines at the top of the fixture, exactly and
 // in order.
 func TestBadConfigs(t *testing.T) {
-	files, err := filepath.Glob("testdata/bad/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	for _, fx := range fixtures(t, "testdata/bad/*.yaml") {
+		t.Run(strings.TrimSuffix(filepath.Base(fx.path), ".yaml"), func(t *testing.T) {
+			data, want := fx.data, fx.want
+			if len(want) == 0 {
+				t.Fatal("a bad fixture needs # want: lines")
 			}
-			var want []string
-			for _, line := range strings.Split(string(data), "\n") {
-				if w, ok := strings.CutPrefix(line, "# want: "); ok {
-					want = append(want, w)
-				}
-			}
-			cfg, err := Parse("bulwark.yaml", data, env().get)
+			cfg, err := Parse("bulwark.yaml", data, env(fx.env...).get)
 			if err == nil {
 				t.Fatalf("Parse accepted the config: %+v", cfg)
 			}
@@ -359,40 +396,106 @@ func TestLoadFileErrors(t *testing.T) {
 	}
 }
 
-// TestAliasBomb: alias expansion is bounded.
+// TestAliasBomb: alias expansion is bounded by maxNodes node visits,
+// whatever the document's expansion would be, and refusing such a
+// document costs a bounded amount of memory.
 func TestAliasBomb(t *testing.T) {
+	// The classic "billion laughs": nine levels of ten aliases, 10^9
+	// strings once expanded, aimed at a list of strings. The walk stops
+	// at the first level where a string is expected and a list is found.
 	var b strings.Builder
 	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
 	for i := 1; i < 9; i++ {
-		b.WriteString("a")
-		b.WriteString(string(rune('0' + i)))
-		b.WriteString(": &a")
-		b.WriteString(string(rune('0' + i)))
-		b.WriteString(" [")
-		for j := 0; j < 10; j++ {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("*a")
-			b.WriteString(string(rune('0' + i - 1)))
-		}
-		b.WriteString("]\n")
+		fmt.Fprintf(&b, "a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
 	}
 	b.WriteString("upstreams:\n  - name: app\n    targets: *a8\n")
-	start := time.Now()
-	_, err := Parse("bomb.yaml", []byte(b.String()), nil)
-	if err == nil {
-		t.Fatal("accepted")
+	laughs := b.String()
+
+	// A quadratic expansion the schema does descend into: 2,000 upstreams
+	// that each alias one list of 2,000 targets, 4,000,000 nodes expanded.
+	b.Reset()
+	b.WriteString("x: &t [")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("http://h")
 	}
-	if time.Since(start) > 30*time.Second {
-		t.Logf("slow: %v", time.Since(start))
+	b.WriteString("]\nupstreams:\n")
+	for range 2000 {
+		b.WriteString("  - {name: a, targets: *t}\n")
+	}
+	quadratic := b.String()
+
+	// The same at the largest accepted size: 1 MiB, ~170,000 aliases to a
+	// list of ~100,000 targets.
+	b.Reset()
+	b.WriteString("x: &t [")
+	for b.Len() < MaxConfigBytes/3 {
+		b.WriteString("h, ")
+	}
+	b.WriteString("h]\nu: &u {name: a, targets: *t}\nupstreams: [")
+	for b.Len() < MaxConfigBytes-8 {
+		b.WriteString("*u, ")
+	}
+	b.WriteString("*u]\n")
+	big := b.String()
+	if len(big) > MaxConfigBytes {
+		t.Fatalf("test document of %d bytes, more than MaxConfigBytes", len(big))
+	}
+
+	for _, c := range []struct {
+		name, doc string
+		want      string
+	}{
+		{"billion laughs", laughs, `upstreams[0].targets[0]: want a string, got a list`},
+		{"quadratic", quadratic, fmt.Sprintf("document too large: more than %d nodes (aliases expanded)", maxNodes)},
+		{"1 MiB quadratic", big, fmt.Sprintf("document too large: more than %d nodes (aliases expanded)", maxNodes)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			doc := decodeDocument("bomb.yaml", []byte(c.doc))
+			_, err := Parse("bomb.yaml", []byte(c.doc), nil)
+			runtime.ReadMemStats(&after)
+			if doc.nodes > maxNodes+1 {
+				t.Errorf("the walk visited %d nodes, more than maxNodes %d", doc.nodes, maxNodes)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse: %v, want a problem %q", err, c.want)
+			}
+			// Both calls together (decodeDocument, then Parse decoding
+			// again) on a document of at most 1 MiB.
+			const limit = 256 << 20
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > limit {
+				t.Errorf("refusing the document allocated %d MiB, more than %d MiB", alloc>>20, limit>>20)
+			} else {
+				t.Logf("%d bytes, %d nodes visited, %.1f MiB allocated for two decodes", len(c.doc), doc.nodes, float64(alloc)/(1<<20))
+			}
+		})
 	}
 }
 
-// FuzzLoad: the loader never panics, and whatever it accepts validates
-// again to the same result.
+// fuzzEnv is the environment FuzzLoad and the agreement test load with:
+// the cluster secrets are set, so both profiles can be accepted.
+func fuzzEnv() *recordingEnv {
+	return env(EnvPostgresURL, "postgres://u:p@db.internal/db", EnvRedisURL, "redis://cache.internal:6379")
+}
+
+// release frees what New built for a gateway that was never started.
+func release(g *Gateway) {
+	g.cur.Load().close()
+	g.closeStores()
+}
+
+// FuzzLoad: the loader never panics, every problem is well formed, the
+// walk is at least as strict as yaml.v3's strict mode (the strict decode
+// never fails after the walk found nothing), and every accepted
+// configuration builds: New succeeds on it (no network needed, the stores
+// connect lazily) and is released without starting.
 func FuzzLoad(f *testing.F) {
-	files, _ := filepath.Glob("testdata/bad/*.yaml")
+	files, _ := filepath.Glob("testdata/*/*.yaml")
 	files = append(files, "../examples/bulwark.yaml")
 	for _, name := range files {
 		if data, err := os.ReadFile(name); err == nil {
@@ -402,17 +505,358 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(""))
 	f.Add([]byte("routes: &r [*r]"))
+	f.Add([]byte(strings.ReplaceAll(QuickstartYAML(), "{{DEMO_UPSTREAM}}", "http://127.0.0.1:1")))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse("fuzz.yaml", data, env(EnvPostgresURL, "postgres://u:p@h/db", EnvRedisURL, "redis://h").get)
+		cfg, err := Parse("fuzz.yaml", data, fuzzEnv().get)
 		if err != nil {
 			var ce *ConfigError
-			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
-				t.Fatalf("error without problems: %v", err)
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 || len(ce.Problems) > maxProblems {
+				t.Fatalf("error without problems or with too many: %v", err)
+			}
+			for _, p := range ce.Problems {
+				if p.Msg == "" {
+					t.Fatalf("problem without a message: %+v", p)
+				}
+				if strings.HasPrefix(p.Msg, "cannot decode: ") {
+					t.Fatalf("yaml.v3 refused what the walk accepted: %s", p)
+				}
 			}
 			return
 		}
 		if len(cfg.Routes) == 0 || len(cfg.Upstreams) == 0 {
 			t.Fatalf("accepted a config without routes or upstreams")
 		}
+		// Keep each iteration small: tables are preallocated, and their
+		// sizes are ranges New checks with the same Validate.
+		for _, r := range cfg.Routes {
+			if r.RateLimit != nil {
+				r.RateLimit.MaxKeys = min(r.RateLimit.MaxKeys, 1024)
+			}
+		}
+		cfg.Shield.MaxPeers = min(cfg.Shield.MaxPeers, 1024)
+		g, err := New(cfg, Deps{})
+		if err != nil {
+			t.Fatalf("Load accepted a configuration New refuses: %v\n%s", err, data)
+		}
+		release(g)
+	})
+}
+
+// goodInline are configurations the other tests load from strings.
+var goodInline = map[string]string{
+	"minimal":            minimal,
+	"minimal+policies":   minimal + "    rate_limit: {qps: 2.5}\n    login: {}\n",
+	"control off":        minimal + "control: {enabled: false}\n",
+	"cluster by profile": "profile: cluster\n" + minimal,
+}
+
+// TestCheckEqualsStart feeds every configuration the tests know (the bad
+// and good fixtures, the annotated example, the quickstart and the inline
+// configurations of the tests) to Load, which `bulwark check` runs, and to
+// New, which `bulwark serve` runs next, and asserts that they agree:
+//
+//   - a configuration Load accepts, New builds (no network: the stores
+//     connect lazily);
+//   - a configuration whose decoded form fails Validate, New refuses with
+//     the very same problems: New runs the same checks.
+func TestCheckEqualsStart(t *testing.T) {
+	type input struct {
+		name string
+		path string // Load; else data is Parsed
+		data []byte
+		env  []string
+	}
+	var ins []input
+	for _, pat := range []string{"testdata/bad/*.yaml", "testdata/good/*.yaml"} {
+		for _, fx := range fixtures(t, pat) {
+			ins = append(ins, input{name: fx.path, path: fx.path, data: fx.data, env: fx.env})
+		}
+	}
+	example, err := os.ReadFile("../examples/bulwark.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins = append(ins,
+		input{name: "example", path: "../examples/bulwark.yaml", data: example, env: []string{EnvPostgresURL, "postgres://rt:secret@db.internal/bulwark", EnvRedisURL, "redis://cache.internal:6379/0"}},
+		input{name: "quickstart", data: []byte(strings.ReplaceAll(QuickstartYAML(), "{{DEMO_UPSTREAM}}", "http://127.0.0.1:1"))})
+	for name, y := range goodInline {
+		ins = append(ins, input{name: name, data: []byte(y), env: fuzzEnv().vars2()})
+	}
+
+	accepted := 0
+	for _, in := range ins {
+		t.Run(in.name, func(t *testing.T) {
+			var cfg *Config
+			var err error
+			if in.path != "" {
+				cfg, err = Load(in.path, env(in.env...).get)
+			} else {
+				cfg, err = Parse(in.name, in.data, env(in.env...).get)
+			}
+			if err == nil {
+				accepted++
+				g, err := New(cfg, Deps{})
+				if err != nil {
+					t.Fatalf("Load accepted it, New refused it: %v", err)
+				}
+				release(g)
+				return
+			}
+			// Refused: decode it as Load did, without validating, and
+			// hand it to New.
+			doc := decodeDocument(in.name, in.data)
+			if doc.fatal {
+				return // nothing a Config could hold
+			}
+			applyProfileGate(doc.cfg, env(in.env...).get)
+			want := doc.cfg.Validate()
+			_ = doc.cfg.Provision(filepath.Dir(in.path), env(in.env...).get)
+			_, nerr := New(doc.cfg, Deps{})
+			if want == nil {
+				// Refused for the file's form, the environment or a
+				// file it names: New refuses it too, or builds what a
+				// corrected file would give.
+				return
+			}
+			if nerr == nil || nerr.Error() != want.Error() {
+				t.Fatalf("Validate: %v\nNew: %v", want, nerr)
+			}
+		})
+	}
+	if accepted < len(goodInline)+6 {
+		t.Errorf("only %d configurations were accepted: the agreement was hardly tested", accepted)
+	}
+}
+
+// vars2 returns the variables as NAME, VALUE pairs.
+func (e *recordingEnv) vars2() []string {
+	var kv []string
+	for k, v := range e.vars {
+		kv = append(kv, k, v)
+	}
+	return kv
+}
+
+// TestGoodConfigs: every good fixture loads.
+func TestGoodConfigs(t *testing.T) {
+	for _, fx := range fixtures(t, "testdata/good/*.yaml") {
+		if _, err := Load(fx.path, env(fx.env...).get); err != nil {
+			t.Errorf("%s: %v", fx.path, err)
+		}
+	}
+}
+
+// schemaKeys walks the configuration schema from t and calls fn for every
+// field with its key path and type (list items as "[]").
+func schemaKeys(t reflect.Type, path string, fn func(path string, f reflect.StructField)) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t == durationType {
+		return
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := yamlKey(f)
+		if key == "" {
+			continue
+		}
+		p := join(path, key)
+		fn(p, f)
+		schemaKeys(f.Type, p, fn)
+	}
+}
+
+// TestSchema: every exported field of the configuration has a yaml key
+// and a kind the walk knows, so no setting can bypass the strict checks;
+// and every key is documented in examples/bulwark.yaml.
+func TestSchema(t *testing.T) {
+	example, err := os.ReadFile("../examples/bulwark.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checkType func(p string, ft reflect.Type)
+	checkType = func(p string, ft reflect.Type) {
+		switch {
+		case ft == durationType:
+		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+		case ft.Kind() == reflect.Slice:
+			checkType(p+"[]", ft.Elem())
+		default:
+			switch ft.Kind() {
+			case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.Struct:
+			default:
+				t.Errorf("%s: type %s is not one the walk checks", p, ft)
+			}
+		}
+	}
+	keys := 0
+	var walkTypes func(t2 reflect.Type, path string)
+	walkTypes = func(t2 reflect.Type, path string) {
+		for i := range t2.NumField() {
+			f := t2.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if _, ok := f.Tag.Lookup("yaml"); !ok {
+				t.Errorf("%s.%s has no yaml tag", t2.Name(), f.Name)
+			}
+		}
+	}
+	seenTypes := map[reflect.Type]bool{configType: true}
+	walkTypes(configType, "")
+	schemaKeys(configType, "", func(p string, f reflect.StructField) {
+		keys++
+		checkType(p, f.Type)
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && ft != durationType && !seenTypes[ft] {
+			seenTypes[ft] = true
+			walkTypes(ft, p)
+		}
+		key := p[strings.LastIndexAny(p, ".")+1:]
+		if !strings.Contains(string(example), key+":") {
+			t.Errorf("examples/bulwark.yaml does not document %s", p)
+		}
+	})
+	if keys < 60 {
+		t.Errorf("the schema walk found %d keys", keys)
+	}
+}
+
+// TestValidateNamesTheField: each section's Validate reports the bad key
+// relative to the section, and Config.Validate nests it; a Config built in
+// Go gets the same checks as a file, without lines.
+func TestValidateNamesTheField(t *testing.T) {
+	rl := DefaultRateLimit()
+	rl.QPS, rl.Burst = 0.001, 1_000_000
+	var fes FieldErrors
+	if err := rl.Validate(); !errors.As(err, &fes) || len(fes) != 1 || fes[0].Path != "burst" {
+		t.Fatalf("RateLimit.Validate() = %v, want one error at burst", err)
+	}
+	u := DefaultUpstream()
+	u.Name, u.Targets = "app", []string{"http://127.0.0.1:1", "ftp://x"}
+	u.Timeouts.PerTry = time.Hour
+	if err := u.Validate(); !errors.As(err, &fes) || len(fes) != 2 || fes[0].Path != "targets[1]" || fes[1].Path != "timeouts.per_try" {
+		t.Fatalf("Upstream.Validate() = %v", err)
+	}
+	if err := (ListEntry{IP: "10.0.0.1/8", Reason: defaultReason}).Validate(); !errors.As(err, &fes) || fes[0].Path != "ip" {
+		t.Fatalf("ListEntry.Validate() = %v", err)
+	}
+
+	cfg := DefaultConfig()
+	err := cfg.Validate()
+	if got := problems(t, err); !slices.Equal(got, []string{"routes: at least one route is required"}) {
+		t.Fatalf("DefaultConfig().Validate() = %q", got)
+	}
+	cfg.Upstreams = []Upstream{u}
+	lim := DefaultRateLimit()
+	lim.QPS = 10
+	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}, RateLimit: &lim}}
+	want := []string{
+		"upstreams[0].targets[1]: \"ftp://x\": want an http or https URL with a host and no user info, query or fragment",
+		"upstreams[0].timeouts.per_try: 1h out of range [1ms, 1m]",
+	}
+	if got := problems(t, cfg.Validate()); !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	cfg.Upstreams[0] = DefaultUpstream()
+	cfg.Upstreams[0].Name, cfg.Upstreams[0].Targets = "app", []string{"http://127.0.0.1:1"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProvision: Validate reads nothing; Provision reads the files and
+// reports them by key; New refuses a configuration that was not
+// provisioned (its token or certificate would be missing) and builds it
+// once it is.
+func TestProvision(t *testing.T) {
+	cfg := DefaultConfig()
+	up := DefaultUpstream()
+	up.Name, up.Targets = "app", []string{"http://127.0.0.1:1"}
+	cfg.Upstreams = []Upstream{up}
+	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}}}
+	cfg.Listen.TLS = &TLS{CertFile: "absent-cert.pem", KeyFile: "../tls/key.pem"}
+	cfg.Control.Enabled = false
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate must not read files: %v", err)
+	}
+	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "not provisioned") {
+		t.Fatalf("New on an unprovisioned config: %v", err)
+	}
+	err := cfg.Provision("testdata/good", nil)
+	if got := problems(t, err); len(got) != 1 || !strings.HasPrefix(got[0], `listen.tls.cert_file: cannot read "absent-cert.pem": no such file`) {
+		t.Fatalf("Provision: %q", got)
+	}
+	cfg.Listen.TLS.CertFile = "../tls/cert.pem"
+	if err := cfg.Provision("testdata/good", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.tlsCert == nil || !filepath.IsAbs(cfg.Listen.TLS.CertFile) {
+		t.Fatalf("certificate not loaded, or path not resolved: %q", cfg.Listen.TLS.CertFile)
+	}
+	// Provisioning again resolves nothing twice.
+	if err := cfg.Provision("testdata/good", nil); err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(g)
+}
+
+// TestRedisOptions: BULWARK_REDIS_URL goes through redis.ParseURL; the
+// check and the login store use the same function, and no error shows
+// the URL.
+func TestRedisOptions(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		want redisstore.Options
+		err  string
+	}{
+		{"redis://cache:6379", redisstore.Options{Addr: "cache:6379"}, ""},
+		{"redis://cache", redisstore.Options{Addr: "cache:6379"}, ""},
+		{"redis://u:hunter2@cache:6380/15", redisstore.Options{Addr: "cache:6380", Username: "u", Password: "hunter2", DB: 15}, ""},
+		{"redis://:hunter2@[::1]:6379/0", redisstore.Options{Addr: "[::1]:6379", Password: "hunter2"}, ""},
+		{"rediss://u:hunter2@cache:6380", redisstore.Options{}, "rediss:// (TLS) is not supported"},
+		{"redis://u:hunter2@cache:6379/16", redisstore.Options{}, "database 16 out of range [0, 15]"},
+		{"redis://u:hunter2@cache:6379/x", redisstore.Options{}, "want redis://"},
+		{"redis://u:hunter2@cache:6379?dial_timeout=1s", redisstore.Options{}, "query options are not supported"},
+		{"unix:///run/redis.sock", redisstore.Options{}, "unix sockets are not supported"},
+		{"http://u:hunter2@cache", redisstore.Options{}, "want redis://"},
+	} {
+		got, err := redisOptions(c.url)
+		if c.err == "" && (err != nil || got != c.want) {
+			t.Errorf("%s: %+v %v, want %+v", c.url, got, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %v, want %q", c.url, err, c.err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: error shows the password: %v", c.url, err)
+		}
+	}
+}
+
+// FuzzRedisOptions: every URL the check accepts, the login store opens
+// (lazily: no connection is made).
+func FuzzRedisOptions(f *testing.F) {
+	for _, s := range []string{"redis://cache:6379", "redis://u:p@h:1/15", "rediss://h", "redis://h/16", "redis://[::1]", "redis://h:99999", "redis://h:-1/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		opts, err := redisOptions(raw)
+		if err != nil {
+			return
+		}
+		s, err := redisstore.Open(opts)
+		if err != nil {
+			t.Fatalf("the check accepted %q, the store refuses it: %v", raw, err)
+		}
+		_ = s.Close()
 	})
 }

@@ -105,6 +105,8 @@ type document struct {
 	// validation problems at or under them are knock-on effects and are
 	// not reported.
 	poisoned []string
+	// nodes is how many nodes the walk visited, aliases expanded.
+	nodes int
 }
 
 // decodeDocument parses data, walks it against the schema and decodes it
@@ -114,10 +116,11 @@ type document struct {
 // problems too.
 func decodeDocument(name string, data []byte) *document {
 	doc := &document{cfg: &Config{}}
-	w := &walker{file: name, lines: map[string]int{}, active: map[*yaml.Node]bool{}}
+	w := &walker{file: name, lines: map[string]int{}}
 	defer func() {
 		doc.problems = w.problems
 		doc.poisoned = w.poisoned
+		doc.nodes = w.nodes
 		doc.cfg.lines = w.lines
 		doc.cfg.File = name
 	}()
@@ -196,10 +199,7 @@ type walker struct {
 	lines    map[string]int
 	poisoned []string
 	nodes    int
-	// active holds the alias targets being expanded, to catch a value
-	// that contains an alias to itself.
-	active  map[*yaml.Node]bool
-	aborted bool
+	aborted  bool
 }
 
 func (w *walker) add(line int, path, format string, args ...any) {
@@ -238,16 +238,14 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) bool {
 		return false
 	}
 	if n.Kind == yaml.AliasNode {
+		// Aliases are expanded (and counted again). The walk descends
+		// only where the schema does, and the schema has no recursive
+		// type, so even an alias to a value that contains it ends at a
+		// kind mismatch: the depth is the schema's, whatever the aliases.
 		if n.Alias == nil {
 			w.add(n.Line, path, "bad alias")
 			return false
 		}
-		if w.active[n.Alias] {
-			w.add(n.Line, path, "alias *%s refers to a value that contains it", n.Value)
-			return false
-		}
-		w.active[n.Alias] = true
-		defer delete(w.active, n.Alias)
 		return w.walk(n.Alias, t, path)
 	}
 	null := isNull(n)
@@ -278,7 +276,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) bool {
 			return true // keeps its defaults
 		}
 		if n.Kind != yaml.MappingNode {
-			w.add(n.Line, path, "want a mapping, got %s", kindName(n))
+			w.add(n.Line, path, "want %s, got %s", describe(t), kindName(n))
 			return false
 		}
 		w.mapping(n, t, path)
@@ -365,13 +363,17 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		}
 		if k.Kind != yaml.ScalarNode {
 			w.add(k.Line, path, "keys must be plain strings")
+			w.poisoned = append(w.poisoned, path)
 			bad()
 			continue
 		}
 		key := k.Value
 		kp := join(path, key)
 		if k.ShortTag() == "!!merge" {
+			// What it would have merged is missing: what validation
+			// says about this mapping is a knock-on effect.
 			w.add(k.Line, path, "merge keys (<<) are not supported; write the keys out")
+			w.poisoned = append(w.poisoned, path)
 			bad()
 			continue
 		}
