@@ -248,21 +248,7 @@ func TestExampleConfig(t *testing.T) {
 	if len(cfg.Routes) < 5 {
 		t.Errorf("example has %d routes", len(cfg.Routes))
 	}
-	// Every key of the schema appears in the example.
-	data, _ := os.ReadFile("../examples/bulwark.yaml")
-	for _, key := range []string{"profile:", "addr:", "tls:", "cert_file:", "key_file:", "h2c:",
-		"max_url_bytes:", "max_header_bytes:", "max_headers:", "max_requests_per_conn:", "max_in_flight:",
-		"max_body_bytes:", "request_timeout:", "drain_timeout:", "read_header_timeout:", "idle_timeout:",
-		"enabled:", "window:", "per_peer:", "global:", "max_peers:", "trusted_proxies:", "cidrs:", "hops:", "header:",
-		"targets:", "connect:", "response_header:", "per_try:", "total:", "retries:",
-		"match:", "path:", "methods:", "upstream:", "rate_limit:", "qps:", "burst:", "key:", "status:", "max_keys:",
-		"login:", "username_field:", "limit:", "quota:", "operation:", "auth:", "url:", "project_header:",
-		"subject_header:", "subject_type:", "timeout:", "metrics:", "log:", "format:", "level:",
-		"ipsets:", "allow:", "deny:", "reason:", "allow_capacity:", "deny_capacity:", "control:", "token_file:"} {
-		if !strings.Contains(string(data), key) {
-			t.Errorf("examples/bulwark.yaml does not document %s", key)
-		}
-	}
+	// TestSchema checks that the example documents every key.
 }
 
 // TestProfileGate proves the order of environment reads: BULWARK_PROFILE
@@ -675,48 +661,46 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var checkType func(p string, ft reflect.Type)
-	checkType = func(p string, ft reflect.Type) {
-		switch {
-		case ft == durationType:
-		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
-		case ft.Kind() == reflect.Slice:
-			checkType(p+"[]", ft.Elem())
-		default:
-			switch ft.Kind() {
-			case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.Struct:
-			default:
-				t.Errorf("%s: type %s is not one the walk checks", p, ft)
+	// tagged checks that every exported field of a section has a tag
+	// (yaml:"-" for those that are not keys).
+	tagged := func(st reflect.Type) {
+		for i := range st.NumField() {
+			if f := st.Field(i); f.IsExported() {
+				if _, ok := f.Tag.Lookup("yaml"); !ok {
+					t.Errorf("%s.%s has no yaml tag", st.Name(), f.Name)
+				}
 			}
 		}
 	}
+	var supported func(ft reflect.Type) bool
+	supported = func(ft reflect.Type) bool {
+		switch ft.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.Struct:
+			return true
+		case reflect.Pointer:
+			return ft.Elem().Kind() == reflect.Struct
+		case reflect.Slice:
+			return supported(ft.Elem())
+		}
+		return false
+	}
+	tagged(configType)
 	keys := 0
-	var walkTypes func(t2 reflect.Type, path string)
-	walkTypes = func(t2 reflect.Type, path string) {
-		for i := range t2.NumField() {
-			f := t2.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			if _, ok := f.Tag.Lookup("yaml"); !ok {
-				t.Errorf("%s.%s has no yaml tag", t2.Name(), f.Name)
-			}
-		}
-	}
-	seenTypes := map[reflect.Type]bool{configType: true}
-	walkTypes(configType, "")
+	sections := map[reflect.Type]bool{}
 	schemaKeys(configType, "", func(p string, f reflect.StructField) {
 		keys++
-		checkType(p, f.Type)
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
-			ft = ft.Elem()
+		if !supported(f.Type) {
+			t.Errorf("%s: type %s is not one the walk checks", p, f.Type)
 		}
-		if ft.Kind() == reflect.Struct && ft != durationType && !seenTypes[ft] {
-			seenTypes[ft] = true
-			walkTypes(ft, p)
+		st := f.Type
+		for st.Kind() == reflect.Pointer || st.Kind() == reflect.Slice {
+			st = st.Elem()
 		}
-		key := p[strings.LastIndexAny(p, ".")+1:]
+		if st.Kind() == reflect.Struct && st != durationType && !sections[st] {
+			sections[st] = true
+			tagged(st)
+		}
+		key := p[strings.LastIndex(p, ".")+1:]
 		if !strings.Contains(string(example), key+":") {
 			t.Errorf("examples/bulwark.yaml does not document %s", p)
 		}

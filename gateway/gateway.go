@@ -118,19 +118,19 @@ type Gateway struct {
 	cur    atomic.Pointer[pipeline]
 }
 
-// New builds a gateway from a validated configuration. It binds no socket
-// and contacts no database yet: see Start.
+// New builds a gateway from a configuration that [Load] or [Parse]
+// returned, or one built in Go and provisioned ([Config.Provision]). It
+// runs [Config.Validate] first, the checks `bulwark check` runs, so it
+// refuses exactly what the check refuses. It binds no socket and contacts
+// no database yet: see Start.
 func New(cfg *Config, deps Deps) (*Gateway, error) {
 	if cfg == nil {
 		return nil, errors.New("gateway: nil config")
 	}
 	// The very checks `bulwark check` runs: whatever passed Load passes
 	// here, and nothing below may refuse it.
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ready(); err != nil {
 		return nil, err
-	}
-	if !cfg.provisioned {
-		return nil, errors.New("gateway: configuration not provisioned: call Config.Provision (Load and Parse do)")
 	}
 	log := deps.Logger
 	if log == nil {
@@ -490,7 +490,7 @@ func Run(ctx context.Context, cfg *Config, deps Deps) error {
 // the environment, the set of quota operations) must be unchanged; a
 // *ConfigError naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.ready(); err != nil {
 		g.metrics.reloaded(false)
 		return err
 	}

@@ -271,6 +271,19 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 	return nil
 }
 
+// ready is what New and Reload require of a configuration: that it
+// passes Validate (the checks `bulwark check` runs) and was provisioned
+// (its certificate and token are loaded).
+func (c *Config) ready() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if !c.provisioned {
+		return errors.New("gateway: configuration not provisioned: call Config.Provision (Load and Parse do)")
+	}
+	return nil
+}
+
 // resolve makes a relative file name absolute, relative to dir ("" is
 // the working directory), so that resolving twice changes nothing.
 func resolve(dir, name string) string {
