@@ -42,11 +42,17 @@ package gateway
 //     value, also run that type's own Validate there (the "guard": see
 //     RateLimit.Validate and limit.GCRA), so the library can never refuse
 //     at start what the check accepted.
+//   - A new section is a struct type with its own Validate (collect into a
+//     fieldErrs, return f.err()), a field of Config with its tag, its
+//     defaults in DefaultConfig and one f.sub("key", c.Key.Validate()) line
+//     in Config.fieldErrors. Rules that span sections go in
+//     Config.fieldErrors too.
 //   - Anything that reads a file or the environment goes in Provision.
 //   - Document the key, its default and its range in
-//     examples/bulwark.yaml (TestExampleConfig fails otherwise) and add a
-//     fixture to testdata/bad for each new rule (TestBadConfigs and
-//     TestCheckEqualsStart pick it up).
+//     examples/bulwark.yaml (TestSchema fails otherwise) and add a fixture
+//     to testdata/bad for each new rule, with "# want:" lines (and
+//     "# env: NAME=VALUE" lines if it needs the environment);
+//     TestBadConfigs and TestCheckEqualsStart pick it up.
 
 import (
 	"crypto/tls"

@@ -49,3 +49,31 @@ routes:
 	// bulwark.yaml:8: routes[0].upstream: unknown upstream "backend"
 	// bulwark.yaml:9: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]
 }
+
+// A configuration built in Go starts from DefaultConfig and the element
+// defaults, and gets exactly the checks a file gets: each section's
+// Validate names the bad key relative to the section, Config.Validate
+// nests it. Provision then reads what the configuration names (here:
+// nothing) and the result is ready for gateway.New.
+func ExampleDefaultConfig() {
+	cfg := gateway.DefaultConfig()
+	up := gateway.DefaultUpstream()
+	up.Name, up.Targets = "app", []string{"http://127.0.0.1:3000"}
+	rl := gateway.DefaultRateLimit()
+	rl.QPS, rl.Burst = 0.001, 1_000_000
+	cfg.Upstreams = []gateway.Upstream{up}
+	cfg.Routes = []gateway.Route{{Name: "api", Upstream: "app", Match: gateway.Match{Path: "/api/"}, RateLimit: &rl}}
+
+	var fes gateway.FieldErrors
+	if errors.As(rl.Validate(), &fes) {
+		fmt.Println("RateLimit.Validate:", fes[0].Path)
+	}
+	fmt.Println(cfg.Validate())
+
+	rl.Burst = 100
+	fmt.Println(cfg.Validate(), cfg.Provision("", nil))
+	// Output:
+	// RateLimit.Validate: burst
+	// routes[0].rate_limit.burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 720h (lower burst or raise qps)
+	// <nil> <nil>
+}

@@ -89,6 +89,7 @@ type FieldError struct {
 	Msg  string
 }
 
+// Error renders the error as "path: msg".
 func (e *FieldError) Error() string {
 	if e.Path == "" {
 		return e.Msg
@@ -100,6 +101,7 @@ func (e *FieldError) Error() string {
 // setting, in the order of the keys, not only the first.
 type FieldErrors []*FieldError
 
+// Error joins the errors with "; ".
 func (es FieldErrors) Error() string {
 	s := make([]string, len(es))
 	for i, e := range es {
