@@ -138,11 +138,13 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 	gate := applyProfileGate(cfg, getenv)
 
 	if !doc.fatal {
-		for _, p := range cfg.problemsOf(cfg.fieldErrors()) {
-			if !under(p.Path, doc.poisoned) {
-				ps = append(ps, p)
+		var es FieldErrors
+		for _, e := range cfg.fieldErrors() {
+			if !under(e.Path, doc.poisoned) {
+				es = append(es, e)
 			}
 		}
+		ps = append(ps, cfg.problemsOf(es)...)
 		var ce *ConfigError
 		if err := cfg.Provision(dir, getenv); errors.As(err, &ce) {
 			ps = append(ps, ce.Problems...)
