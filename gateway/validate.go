@@ -288,23 +288,34 @@ func (c *Config) validateUpstreams(f *fieldErrs) map[string]bool {
 	if len(ups) > maxUpstreams {
 		f.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
 	}
-	first := map[string]int{}
+	first := firstNames{}
 	keys := schemaOf(reflect.TypeFor[Upstream]()).keys
 	for i, u := range ups {
 		var uf fieldErrs
-		if validName(u.Name) {
-			if j, dup := first[u.Name]; dup {
-				uf.add("name", "duplicate upstream name %q (also upstreams[%d])", u.Name, j)
-			} else {
-				first[u.Name] = i
-			}
-		}
+		first.check(&uf, "upstream", u.Name, i)
 		names[u.Name] = true
 		uf.sub("", u.Validate())
 		uf.sortByKeys(keys)
 		f.sub(fmt.Sprintf("upstreams[%d]", i), uf.err())
 	}
 	return names
+}
+
+// firstNames maps each name of a list (upstreams, routes) to the index
+// that first used it.
+type firstNames map[string]int
+
+// check reports item i's name at "name" if an earlier item of the list
+// has it. (An invalid name is the item's own Validate's to report.)
+func (n firstNames) check(f *fieldErrs, list, name string, i int) {
+	if !validName(name) {
+		return
+	}
+	if j, dup := n[name]; dup {
+		f.add("name", "duplicate %s name %q (also %ss[%d])", list, name, list, j)
+		return
+	}
+	n[name] = i
 }
 
 func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
@@ -315,18 +326,12 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 	if len(rs) > maxRoutes {
 		f.add("routes", "%d routes, at most %d", len(rs), maxRoutes)
 	}
-	first := map[string]int{}
+	first := firstNames{}
 	ops := map[string]int{} // quota operation → first route using it
 	keys := schemaOf(reflect.TypeFor[Route]()).keys
 	for i, r := range rs {
 		var rf fieldErrs
-		if validName(r.Name) {
-			if j, dup := first[r.Name]; dup {
-				rf.add("name", "duplicate route name %q (also routes[%d])", r.Name, j)
-			} else {
-				first[r.Name] = i
-			}
-		}
+		first.check(&rf, "route", r.Name, i)
 		if r.Upstream != "" && !upstreams[r.Upstream] {
 			rf.add("upstream", "unknown upstream %q", r.Upstream)
 		}
