@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/login"
@@ -189,4 +188,3 @@ func loginEventListener(log *slog.Logger, route string) login.Listener {
 	}
 }
 
-func itoa(i int64) string { return strconv.FormatInt(i, 10) }
