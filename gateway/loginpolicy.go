@@ -187,4 +187,3 @@ func loginEventListener(log *slog.Logger, route string) login.Listener {
 		log.Log(context.Background(), level, "login cache event", "route", route, "event", string(e.Type), "cache", e.Cache, "component", string(e.Component))
 	}
 }
-
