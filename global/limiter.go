@@ -1,0 +1,277 @@
+package global
+
+import (
+	"math"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// Limiter enforces one GCRA limit per key across every replica of a
+// [Node]'s store. It has the shape of a local keyed limiter:
+// Allow(key) / AllowN(key, n) returning a [limit.Decision], so a caller can
+// hold either behind one small interface. It is safe for concurrent use.
+//
+// Differences from a local limiter's Decision:
+//
+//   - Remaining is approximate: the tokens this replica holds plus what L2
+//     reported left at its latest answer for the key (other replicas may
+//     have taken some since). It never exceeds Limit.
+//   - RetryAfter of a rejection is L2's answer of when tokens are free again
+//     (measured when this replica last asked), and ResetAfter is L2's time
+//     until full as of that answer.
+//   - While the breaker is not closed (and for a decision whose refill
+//     missed the budget or found the queue full) the decision comes from a
+//     local GCRA at the fallback share of the limit; Limit then reports
+//     that share's burst.
+//   - ClockRegressed is never set: L2 runs on the store's clock.
+type Limiter struct {
+	node     *Node
+	name     string
+	g        limit.GCRA
+	interval time.Duration // T rounded to microseconds (L2's resolution)
+	id       keyed.Key128
+	owns     bool
+}
+
+// NewLimiter is a shortcut for a node with a single limiter: Close closes
+// the node too.
+func NewLimiter(cfg Config, name string, g limit.GCRA) (*Limiter, error) {
+	n, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := n.Limiter(name, g)
+	if err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	l.owns = true
+	return l, nil
+}
+
+// Close closes the node if NewLimiter created it; otherwise it does
+// nothing (close the Node).
+func (l *Limiter) Close() error {
+	if l.owns {
+		return l.node.Close()
+	}
+	return nil
+}
+
+// Node returns the limiter's node.
+func (l *Limiter) Node() *Node { return l.node }
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// GCRA returns the limiter's parameters.
+func (l *Limiter) GCRA() limit.GCRA { return l.g }
+
+// Allow is AllowN(key, 1).
+func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
+
+// AllowN admits n units for key if the limit allows it across replicas.
+//
+// The hot path never waits on L2: a key holding at least n leased tokens
+// is decided locally, and a refill is requested in the background when
+// its tokens fall to the low-water mark (half a lease). Only a key that
+// holds too few tokens and is not known to be empty at L2 waits for its
+// refill, at most Config.Budget; a refill that does not arrive in time
+// leaves the decision to the local fallback share. A key L2 reported
+// empty is rejected locally until L2's retry time.
+//
+// n <= 0 is a query that changes nothing; n > Burst is rejected with
+// RetryAfter == limit.InfDuration.
+func (l *Limiter) AllowN(key string, n int64) limit.Decision {
+	nd := l.node
+	k1 := nd.hasher.Sum(key)
+	k1[0] ^= l.id[0]
+	k1[1] ^= l.id[1]
+	if n > l.g.Burst {
+		return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration})
+	}
+	var (
+		k2    Key
+		hasK2 bool
+		timer *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now, t := nd.now()
+		if nd.State() != Closed || nd.closed.Load() {
+			return l.fallback(k1, now, n, timer != nil)
+		}
+		var (
+			d        limit.Decision
+			decided  bool
+			prefetch bool
+			need     int64
+			wait     *round
+		)
+		err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+			if created {
+				e.lim = l
+			}
+			if n <= 0 {
+				d, decided = l.report(e, t, true), true
+				return !created
+			}
+			if timer == nil {
+				e.arrivals += n
+			}
+			if e.tokens > 0 && t >= e.expires {
+				nd.c.expired.Add(uint64(e.tokens))
+				e.tokens = 0
+			}
+			switch {
+			case e.tokens >= n:
+				e.tokens -= n
+				d, decided = l.report(e, t, true), true
+				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
+			case t < e.denied:
+				d, decided = l.rejection(e, t), true
+			case e.pending != nil:
+				wait = e.pending
+			default:
+				need = n - e.tokens
+			}
+			return true
+		})
+		if err != nil {
+			nd.c.tableFull.Add(1)
+			return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: time.Second})
+		}
+		if decided {
+			if prefetch {
+				if !hasK2 {
+					k2, hasK2 = KeyOf(l.name, key), true
+				}
+				l.request(k1, k2, now, t, 1)
+			}
+			return l.count(d)
+		}
+		if wait == nil {
+			// The L2 digest is computed outside the shard lock.
+			if !hasK2 {
+				k2, hasK2 = KeyOf(l.name, key), true
+			}
+			var full bool
+			wait, full = l.request(k1, k2, now, t, need)
+			if full {
+				return l.fallback(k1, now, n, true)
+			}
+			if wait == nil {
+				continue // the key changed meanwhile: decide again
+			}
+		}
+		if timer == nil {
+			nd.c.waits.Add(1)
+			timer = time.NewTimer(nd.cfg.Budget)
+		}
+		select {
+		case <-wait.done:
+		case <-timer.C:
+			nd.c.waitTimeouts.Add(1)
+			return l.fallback(k1, nd.clk.Now(), n, true)
+		}
+	}
+}
+
+// request queues a refill for the key unless one is pending, and returns
+// the round to wait on (the pending one, or the new one). full reports a
+// full queue; a nil round without full means the key got tokens or a
+// denial meanwhile.
+func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64) (rd *round, full bool) {
+	nd := l.node
+	_ = nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+		if created {
+			e.lim = l
+		}
+		if e.pending != nil {
+			rd = e.pending
+			return true
+		}
+		if need > 1 && e.tokens >= need || t < e.denied {
+			return true
+		}
+		// Estimate the key's rate from the units asked for since the
+		// previous request, smoothed.
+		if dt := t - e.lastReq; e.lastReq != 0 && dt > 0 {
+			r := float64(e.arrivals) / (float64(dt) / 1e9)
+			if e.rate == 0 {
+				e.rate = r
+			} else {
+				e.rate = 0.5*e.rate + 0.5*r
+			}
+		}
+		e.lastReq, e.arrivals = max(t, 1), 0
+		k := nd.leaseSize(e, l.g.Burst)
+		e.k = k
+		want := min(max(k, need)+e.debt, l.g.Burst)
+		rd = nd.enqueue(refill{lim: l, l1: k1, l2: k2, want: want, min: min(max(need, 1), want)})
+		if rd == nil {
+			full = true
+			return true
+		}
+		e.pending = rd
+		return true
+	})
+	return rd, full
+}
+
+// rejection is the decision for a key L2 reported empty.
+func (l *Limiter) rejection(e *entry, t int64) limit.Decision {
+	return limit.Decision{Limit: l.g.Burst, RetryAfter: time.Duration(e.denied - t), ResetAfter: max(time.Duration(e.resetAt-t), 0)}
+}
+
+// report builds an allowed (or query) decision from e's state.
+func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
+	rem := min(e.tokens+max(e.remaining, 0), l.g.Burst)
+	return limit.Decision{Allowed: allowed, Limit: l.g.Burst, Remaining: rem, ResetAfter: max(time.Duration(e.resetAt-t), 0)}
+}
+
+// fallback decides from the local share of the limit. With owe (the
+// breaker is closed but this decision could not get L2 tokens in time) an
+// admission becomes debt that the key's next leases pay to L2 first, so
+// global accounting stays exact over time.
+func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64, owe bool) limit.Decision {
+	nd := l.node
+	share := nd.Share()
+	g := limit.GCRA{Rate: l.g.Rate * share, Burst: max(int64(math.Floor(float64(l.g.Burst)*share)), 1)}
+	if g.Rate < limit.MinRate {
+		g.Rate = limit.MinRate
+	}
+	var d limit.Decision
+	err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+		if created {
+			e.lim = l
+		}
+		d = g.AllowN(&e.fb, now, n)
+		if d.Allowed && owe && n > 0 {
+			e.debt = min(e.debt+n, l.g.Burst)
+		}
+		return !created || d.Allowed
+	})
+	if err != nil {
+		nd.c.tableFull.Add(1)
+		d = limit.Decision{Limit: g.Burst, RetryAfter: time.Second}
+	}
+	nd.c.fallback.Add(1)
+	d.ClockRegressed = false
+	return l.count(d)
+}
+
+func (l *Limiter) count(d limit.Decision) limit.Decision {
+	if d.Allowed {
+		l.node.c.allowed.Add(1)
+	} else {
+		l.node.c.rejected.Add(1)
+	}
+	return d
+}
