@@ -296,11 +296,11 @@ type Node struct {
 }
 
 type statsCounters struct {
-	allowed, rejected, fallback, waits, waitTimeouts   atomic.Uint64
-	refills, batches, leased, expired                  atomic.Uint64
-	queueFull, dropped, tableFull                      atomic.Uint64
-	failures, opened, probes                           atomic.Uint64
-	lastFailures, lastProbes, lastFallback             uint64
+	allowed, rejected, fallback, waits, waitTimeouts atomic.Uint64
+	refills, batches, leased, expired                atomic.Uint64
+	queueFull, dropped, tableFull                    atomic.Uint64
+	failures, opened, probes                         atomic.Uint64
+	lastFailures, lastProbes, lastFallback           uint64
 }
 
 // round is one worker round trip's worth of refills; done is closed when
