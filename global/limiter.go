@@ -32,6 +32,7 @@ type Limiter struct {
 	g        limit.GCRA
 	interval time.Duration // T rounded to microseconds (L2's resolution)
 	id       keyed.Key128
+	maxDebt  int64 // Burst + Rate·OpenFor
 	owns     bool
 }
 
@@ -105,7 +106,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 	for {
 		now, t := nd.now()
 		if nd.State() != Closed || nd.closed.Load() {
-			return l.fallback(k1, now, n, timer != nil)
+			return l.fallback(k1, now, n)
 		}
 		var (
 			d        limit.Decision
@@ -136,6 +137,14 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
 			case t < e.denied:
 				d, decided = l.rejection(e, t), true
+			case e.debt > 0:
+				// The key owes L2 for admissions made without it: it is
+				// over its limit until leases have covered the debt.
+				// Reject without waiting; the refill pays in the
+				// background.
+				owed := time.Duration(e.debt+n-e.tokens) * l.interval
+				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
+				prefetch = e.pending == nil
 			case e.pending != nil:
 				wait = e.pending
 			default:
@@ -164,7 +173,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 			var full bool
 			wait, full = l.request(k1, k2, now, t, need)
 			if full {
-				return l.fallback(k1, now, n, true)
+				return l.fallback(k1, now, n)
 			}
 			if wait == nil {
 				continue // the key changed meanwhile: decide again
@@ -178,7 +187,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 		case <-wait.done:
 		case <-timer.C:
 			nd.c.waitTimeouts.Add(1)
-			return l.fallback(k1, nd.clk.Now(), n, true)
+			return l.fallback(k1, nd.clk.Now(), n)
 		}
 	}
 }
@@ -213,8 +222,9 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64)
 		e.lastReq, e.arrivals = max(t, 1), 0
 		k := nd.leaseSize(e, l.g.Burst)
 		e.k = k
+		need = max(need, 1)
 		want := min(max(k, need)+e.debt, l.g.Burst)
-		rd = nd.enqueue(refill{lim: l, l1: k1, l2: k2, want: want, min: min(max(need, 1), want)})
+		rd = nd.enqueue(refill{lim: l, l1: k1, l2: k2, want: want, min: min(need, want)})
 		if rd == nil {
 			full = true
 			return true
@@ -236,11 +246,11 @@ func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
 	return limit.Decision{Allowed: allowed, Limit: l.g.Burst, Remaining: rem, ResetAfter: max(time.Duration(e.resetAt-t), 0)}
 }
 
-// fallback decides from the local share of the limit. With owe (the
-// breaker is closed but this decision could not get L2 tokens in time) an
-// admission becomes debt that the key's next leases pay to L2 first, so
-// global accounting stays exact over time.
-func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64, owe bool) limit.Decision {
+// fallback decides from the local share of the limit. Every admission
+// becomes debt (up to Burst + Rate·OpenFor per key) that the key's next
+// leases must cover before they yield tokens, so once L2 answers again the
+// replicas' accounting catches up with what was admitted without it.
+func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decision {
 	nd := l.node
 	share := nd.Share()
 	g := limit.GCRA{Rate: l.g.Rate * share, Burst: max(int64(math.Floor(float64(l.g.Burst)*share)), 1)}
@@ -252,9 +262,13 @@ func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64, owe bool) li
 		if created {
 			e.lim = l
 		}
+		if gen := nd.gen.Load(); e.fbGen != gen {
+			l.align(e, g, now)
+			e.fbGen = gen
+		}
 		d = g.AllowN(&e.fb, now, n)
-		if d.Allowed && owe && n > 0 {
-			e.debt = min(e.debt+n, l.g.Burst)
+		if d.Allowed && n > 0 {
+			e.debt = min(e.debt+n, l.maxDebt)
 		}
 		return !created || d.Allowed
 	})
@@ -265,6 +279,29 @@ func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64, owe bool) li
 	nd.c.fallback.Add(1)
 	d.ClockRegressed = false
 	return l.count(d)
+}
+
+// align starts e's fallback bucket (share g) as full as L2's bucket was
+// estimated to be: what it reported left at its latest answer plus what
+// has refilled since, scaled to the share. A key at its limit across the
+// replicas therefore stays near its limit when the breaker opens, instead
+// of getting a fresh burst on every replica. Tokens this replica held are
+// not counted (they are set aside while L2 is out of reach).
+func (l *Limiter) align(e *entry, g limit.GCRA, now time.Time) {
+	e.fb.Reset()
+	if e.answerAt == 0 {
+		return
+	}
+	t := int64(now.Sub(l.node.epoch))
+	rem := e.remaining
+	if dt := t - e.answerAt; dt > 0 && l.interval > 0 {
+		rem += dt / int64(l.interval)
+	}
+	rem = min(max(rem, 0), l.g.Burst)
+	used := g.Burst - int64(math.Floor(float64(rem)*float64(g.Burst)/float64(l.g.Burst)))
+	if used > 0 {
+		g.AllowN(&e.fb, now, used)
+	}
 }
 
 func (l *Limiter) count(d limit.Decision) limit.Decision {

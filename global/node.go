@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,10 @@ const (
 	leaseHorizon      = 100 * time.Millisecond
 	workerTick        = 10 * time.Millisecond
 	heartbeatTTLTimes = 3
+	// slowWindow is how many recent round trips the budget rule looks at:
+	// the breaker opens when more than half of them exceeded the budget
+	// (a sustained slowdown), not on a scheduling hiccup.
+	slowWindow = 8
 )
 
 // ErrConfig is wrapped by every configuration error of this package.
@@ -266,6 +271,10 @@ type Node struct {
 
 	state    atomic.Int32
 	replicas atomic.Int64
+	// gen counts the breaker's departures from Closed (plus one): an
+	// entry's fallback bucket is aligned with what L2 last said once per
+	// generation.
+	gen atomic.Uint64
 
 	qmu     sync.Mutex
 	queue   []refill // ring of cap QueueSize
@@ -281,7 +290,8 @@ type Node struct {
 	limiters int
 
 	// Worker-only state.
-	failures     int
+	failures     int   // consecutive failed round trips
+	slow         uint8 // over-budget flags of the latest slowWindow round trips
 	openUntil    time.Time
 	nextBeat     time.Time
 	nextSummary  time.Time
@@ -329,6 +339,8 @@ type entry struct {
 	rate      float64
 	k         int64  // lease size of the latest request
 	debt      int64  // units admitted from the local share while closed, owed to L2
+	answerAt  int64  // instant of the latest L2 answer (0: never answered)
+	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
 	pending   *round // non-nil while a refill is queued or in flight
 	fb        limit.GCRAState
 }
@@ -373,6 +385,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.tab = tab
 	n.replicas.Store(1)
+	n.gen.Store(1)
 	n.nextSummary = n.epoch.Add(cfg.Summary)
 	go n.run()
 	return n, nil
@@ -472,7 +485,8 @@ func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
 	n.limMu.Unlock()
 	t := g.Interval()
 	id := n.hasher.Sum(fmt.Sprintf("%s\x00%d\x00%d", name, t, g.Burst))
-	return &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id}, nil
+	maxDebt := g.Burst + int64(math.Ceil(g.Rate*n.cfg.OpenFor.Seconds()))
+	return &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id, maxDebt: maxDebt}, nil
 }
 
 // Instance is this node's random replica id in the heartbeat set.
@@ -668,10 +682,12 @@ func (n *Node) lease() {
 	n.c.batches.Add(1)
 	over := lat > n.cfg.Budget
 	var granted int64
+	partial := false
 	for i, r := range n.reqs {
 		l := &n.batch[i]
 		if err != nil || l.Err != nil {
 			l.Granted = 0
+			partial = true
 		}
 		if err == nil && l.Err == nil {
 			n.hookLease(l.Want, l.Granted)
@@ -704,23 +720,32 @@ func (n *Node) lease() {
 			}
 			e.remaining = l.Remaining
 			e.resetAt = t + int64(l.ResetAfter)
+			e.answerAt = max(t, 1)
 			return true
 		})
 	}
 	n.c.leased.Add(uint64(granted))
 	n.hookBatch(Batch{Leases: len(n.batch), Granted: granted, Latency: lat, Failed: err != nil, OverBudget: over})
+	n.slow <<= 1
+	if over {
+		n.slow |= 1
+	}
 	switch {
-	case err != nil:
+	case err != nil || partial:
 		n.fail(now, CauseError)
 	case over:
-		n.fail(now, CauseBudget)
+		n.c.failures.Add(1)
+		n.failures = 0
+		if bits.OnesCount8(n.slow) > slowWindow/2 && n.State() == Closed {
+			n.open(now, Closed, CauseBudget)
+		}
 	default:
 		n.failures = 0
 	}
 }
 
-// fail counts a failed or slow round trip and opens the breaker at the
-// threshold.
+// fail counts a failed round trip and opens the breaker after
+// Config.Failures in a row.
 func (n *Node) fail(now time.Time, cause Cause) {
 	n.c.failures.Add(1)
 	n.failures++
@@ -730,10 +755,11 @@ func (n *Node) fail(now time.Time, cause Cause) {
 }
 
 func (n *Node) open(now time.Time, from State, cause Cause) {
-	n.failures = 0
+	n.failures, n.slow = 0, 0
 	n.openUntil = now.Add(n.cfg.OpenFor)
 	n.state.Store(int32(Open))
 	if from == Closed {
+		n.gen.Add(1)
 		n.c.opened.Add(1)
 		n.degradedFrom = now
 		n.sumAny = true
@@ -749,10 +775,10 @@ func (n *Node) probe() {
 	n.c.probes.Add(1)
 	n.event(Event{Kind: EventState, At: now, State: HalfOpen, From: Open, Cause: CauseProbe, Replicas: n.Replicas()})
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
-	err := n.store.Probe(ctx)
+	lat, err := n.store.Probe(ctx)
 	cancel()
 	now = n.clk.Now()
-	if err != nil {
+	if err != nil || lat > n.cfg.Budget {
 		n.c.failures.Add(1)
 		n.open(now, HalfOpen, CauseProbeFailed)
 		return

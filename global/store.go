@@ -76,11 +76,13 @@ type Store interface {
 	Heartbeat(ctx context.Context, instance string, ttl time.Duration) (int, error)
 	// Leave removes instance from the live set (on Close; best effort).
 	Leave(ctx context.Context, instance string) error
-	// Probe checks, on a fresh connection, that the store answers. The
-	// breaker's half-open state calls it; on success the store should also
-	// make sure its regular connections recover at once (a client that
-	// backs off dialing after an outage must not delay recovery).
-	Probe(ctx context.Context) error
+	// Probe checks, on a fresh connection, that the store answers, and
+	// returns the round-trip time of one request on that connection once
+	// established (the breaker closes only if it is within the budget).
+	// The breaker's half-open state calls it; on success the store should
+	// also make sure its regular connections recover at once (a client
+	// that backs off dialing after an outage must not delay recovery).
+	Probe(ctx context.Context) (time.Duration, error)
 }
 
 // MemoryStore is a [Store] in one process: the same GCRA lease rule as
@@ -209,8 +211,10 @@ func (m *MemoryStore) Leave(ctx context.Context, instance string) error {
 	return nil
 }
 
-// Probe implements [Store].
-func (m *MemoryStore) Probe(ctx context.Context) error { return m.fault("probe") }
+// Probe implements [Store]; the round trip is 0.
+func (m *MemoryStore) Probe(ctx context.Context) (time.Duration, error) {
+	return 0, m.fault("probe")
+}
 
 // Close releases the store's table.
 func (m *MemoryStore) Close() { m.tab.Close() }
