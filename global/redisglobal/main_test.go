@@ -101,8 +101,8 @@ func runChild(raw string) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := spec.Keys[g%len(spec.Keys)]
 			for i := 0; ; i++ {
+				key := spec.Keys[(g+i)%len(spec.Keys)]
 				if i%64 == 0 && time.Now().After(end) {
 					return
 				}
