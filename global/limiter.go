@@ -48,8 +48,9 @@ func NewLimiter(cfg Config, name string, g limit.GCRA) (*Limiter, error) {
 		_ = n.Close()
 		return nil, err
 	}
-	l.owns = true
-	return l, nil
+	l2 := *l
+	l2.owns = true
+	return &l2, nil
 }
 
 // Close closes the node if NewLimiter created it; otherwise it does
@@ -83,8 +84,16 @@ func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
 // leaves the decision to the local fallback share. A key L2 reported
 // empty is rejected locally until L2's retry time.
 //
-// n <= 0 is a query that changes nothing; n > Burst is rejected with
-// RetryAfter == limit.InfDuration.
+// n <= 0 is a query that changes nothing and reports what this replica
+// last heard from L2 (a key it never asked about is reported full); n >
+// Burst is rejected with RetryAfter == limit.InfDuration.
+//
+// A decision made from the local share (breaker not closed, refill late
+// or queue full) becomes debt of the key: its next leases pay L2 for it
+// before yielding tokens, and while it owes, the key is rejected locally
+// with the time the debt takes to refill. Global accounting therefore
+// catches up with what replicas admitted without L2, up to Burst +
+// Rate·OpenFor per key and replica.
 func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 	nd := l.node
 	k1 := nd.hasher.Sum(key)
@@ -240,9 +249,13 @@ func (l *Limiter) rejection(e *entry, t int64) limit.Decision {
 	return limit.Decision{Limit: l.g.Burst, RetryAfter: time.Duration(e.denied - t), ResetAfter: max(time.Duration(e.resetAt-t), 0)}
 }
 
-// report builds an allowed (or query) decision from e's state.
+// report builds an allowed (or query) decision from e's state. A key L2
+// has not answered for yet is reported full.
 func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
-	rem := min(e.tokens+max(e.remaining, 0), l.g.Burst)
+	rem := l.g.Burst
+	if e.answerAt != 0 {
+		rem = min(e.tokens+max(e.remaining, 0), l.g.Burst)
+	}
 	return limit.Decision{Allowed: allowed, Limit: l.g.Burst, Remaining: rem, ResetAfter: max(time.Duration(e.resetAt-t), 0)}
 }
 

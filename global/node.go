@@ -287,7 +287,7 @@ type Node struct {
 	closed  atomic.Bool
 
 	limMu    sync.Mutex
-	limiters int
+	limiters map[keyed.Key128]*Limiter // by name and parameters, at most MaxLimiters
 
 	// Worker-only state.
 	failures     int   // consecutive failed round trips
@@ -375,6 +375,7 @@ func New(cfg Config) (*Node, error) {
 		done:     make(chan struct{}),
 		batch:    make([]Lease, 0, cfg.MaxBatch),
 		reqs:     make([]refill, 0, cfg.MaxBatch),
+		limiters: map[keyed.Key128]*Limiter{},
 	}
 	n.epoch = n.clk.Now()
 	tab, err := keyed.New[keyed.Key128, entry](keyed.Config{Capacity: cfg.Capacity}, func(e *entry, now time.Time) bool {
@@ -453,8 +454,9 @@ func (c *Config) fill() error {
 // whose node shares the store. name (1 to MaxNameLen printable ASCII
 // bytes) scopes the keys: limiters with the same name share L2 buckets
 // across replicas, so give each distinct limit its own name. Asking again
-// for the same name and parameters returns a limiter that shares the L1
-// state of the first (configuration reloads keep their state).
+// for the same name and parameters returns the same limiter, with its L1
+// state (configuration reloads keep their state); a node holds at most
+// MaxLimiters distinct ones.
 //
 // g must pass g.Validate with Rate at most MaxRate (L2 counts in
 // microseconds).
@@ -476,17 +478,20 @@ func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
 	if g.Rate > MaxRate {
 		return nil, fmt.Errorf("%w: Rate %v above %v (L2 counts in microseconds)", ErrConfig, g.Rate, float64(MaxRate))
 	}
-	n.limMu.Lock()
-	if n.limiters >= MaxLimiters {
-		n.limMu.Unlock()
-		return nil, fmt.Errorf("%w: more than %d limiters on one node", ErrConfig, MaxLimiters)
-	}
-	n.limiters++
-	n.limMu.Unlock()
 	t := g.Interval()
 	id := n.hasher.Sum(fmt.Sprintf("%s\x00%d\x00%d", name, t, g.Burst))
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	if l, ok := n.limiters[id]; ok {
+		return l, nil
+	}
+	if len(n.limiters) >= MaxLimiters {
+		return nil, fmt.Errorf("%w: more than %d distinct limiters on one node", ErrConfig, MaxLimiters)
+	}
 	maxDebt := g.Burst + int64(math.Ceil(g.Rate*n.cfg.OpenFor.Seconds()))
-	return &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id, maxDebt: maxDebt}, nil
+	l := &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id, maxDebt: maxDebt}
+	n.limiters[id] = l
+	return l, nil
 }
 
 // Instance is this node's random replica id in the heartbeat set.
