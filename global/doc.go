@@ -22,7 +22,8 @@
 // (2 ms by default).
 //
 // The lease size k adapts to the key's observed rate (enough tokens for
-// about 100 ms), between 1 and Config.MaxLease (128 by default), and is
+// half of Config.LeaseTTL, 500 ms by default), between 1 and
+// Config.MaxLease (128 by default), and is
 // capped at Burst divided by the number of live replicas, which the nodes
 // count through a heartbeat set in the store.
 //

@@ -35,7 +35,7 @@ const (
 	MaxLeaseTTL       = time.Minute
 	DefaultQueueSize  = 4096
 	MaxQueueSize      = 1 << 20
-	DefaultMaxBatch   = 256
+	DefaultMaxBatch   = 64
 	MaxMaxBatch       = 4096
 	DefaultHeartbeat  = time.Second
 	MinHeartbeat      = 10 * time.Millisecond
@@ -48,7 +48,6 @@ const (
 	MaxLimiters       = 65536
 	MaxNameLen        = 128
 	MaxRate           = 1e6 // one token per microsecond: the L2 resolution
-	leaseHorizon      = 100 * time.Millisecond
 	workerTick        = 10 * time.Millisecond
 	heartbeatTTLTimes = 3
 	// slowWindow is how many recent round trips the budget rule looks at:
@@ -74,7 +73,7 @@ type Config struct {
 	Capacity int
 	// MaxLease is the most tokens one refill may lease for one key, in
 	// [1, MaxMaxLease]; 0 means DefaultMaxLease (128). The lease size k
-	// adapts to the key's observed rate (enough for about 100 ms) and is
+	// adapts to the key's observed rate (enough for half a LeaseTTL) and is
 	// further capped at Burst / live replicas, so what a replica strands
 	// when it stops using a key is at most k tokens.
 	MaxLease int64
@@ -300,7 +299,6 @@ type Node struct {
 	sumAny       bool
 	batch        []Lease
 	reqs         []refill
-	last         statsCounters // at the previous summary
 
 	c statsCounters
 }
@@ -870,10 +868,10 @@ func (n *Node) hookHeartbeat(k int, lat time.Duration) {
 	}
 }
 
-// leaseSize is the k of a refill for e: enough for leaseHorizon at the
+// leaseSize is the k of a refill for e: enough for half a LeaseTTL at the
 // key's observed rate, within [1, MaxLease] and at most Burst/replicas.
 func (n *Node) leaseSize(e *entry, burst int64) int64 {
-	k := int64(math.Ceil(e.rate * leaseHorizon.Seconds()))
+	k := int64(math.Ceil(e.rate * n.cfg.LeaseTTL.Seconds() / 2))
 	k = min(max(k, 1), n.cfg.MaxLease, max(burst/max(n.replicas.Load(), 1), 1))
 	return k
 }
