@@ -386,7 +386,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			rem = 0
 			reset = tight.d.RetryAfter
 		}
-		wire.SetRateLimit(h, tight.n.name, int64(tight.n.rpu), rem, tight.n.window, min(reset, tight.n.window))
+		wire.SetRateLimit(h, wire.RateLimit{Policy: tight.n.name, Limit: int64(tight.n.rpu), Remaining: rem, Window: tight.n.window, Reset: min(reset, tight.n.window)})
 		if tight.over {
 			h.Set("Retry-After", fmt.Sprint(limit.CeilSeconds(min(tight.d.RetryAfter, tight.n.window))))
 		}
