@@ -12,8 +12,8 @@
 //	GET    /v1/allowlist, POST /v1/allowlist, DELETE /v1/allowlist?ip=…
 //	POST   /v1/reload                    re-read the configuration file
 //
-// Further endpoints (the XDP layer's, say) are mounted with
-// Config.Endpoints and get the same protections. Errors are problem
+// Further endpoints (the XDP layer's, say) are mounted with Config.Routes
+// and get the same protections. Errors are problem
 // details (package wire) with a stable code.
 //
 // # Not for browsers
@@ -88,8 +88,8 @@ const (
 	MaxTokenBytes = 512
 	// MaxAllowedHosts bounds Config.AllowedHosts.
 	MaxAllowedHosts = 64
-	// MaxEndpoints bounds Config.Endpoints.
-	MaxEndpoints = 64
+	// MaxRoutes bounds Config.Routes.
+	MaxRoutes = 64
 )
 
 // ReloadError is returned by a Config.Reload that rejected the new
@@ -104,7 +104,7 @@ func (e *ReloadError) Error() string {
 	return "control: reload rejected: " + strings.Join(e.Problems, "; ")
 }
 
-// Endpoint serves one endpoint mounted with Config.Endpoints. body is the
+// Endpoint serves one endpoint mounted with Config.Routes. body is the
 // request body, already checked to be one well-formed JSON value of at
 // most MaxBodyBytes, or nil when the request had none. ctx ends at the
 // request timeout and when the server drains; return promptly then.
@@ -181,22 +181,23 @@ type Config struct {
 	// Reload re-reads the configuration; a *ReloadError reports every
 	// problem to the caller. Nil means reload is not supported (501).
 	Reload func(ctx context.Context) error
-	// Endpoints mounts further endpoints: "METHOD /v1/path" (http.ServeMux
-	// pattern syntax, e.g. "PUT /v1/xdp/config") → handler. They are
+	// Routes mounts further endpoints: "METHOD /v1/path" (http.ServeMux
+	// pattern syntax, e.g. "PUT /v1/xdp/config") → its Endpoint. They are
 	// served behind the same checks and token, with the same bounds. At
-	// most MaxEndpoints; a pattern must not overlap a built-in endpoint.
-	Endpoints map[string]Endpoint
+	// most MaxRoutes; a pattern must not repeat a built-in endpoint.
+	Routes map[string]Endpoint
 	// Audit receives one line per change and per refused request. Nil
 	// discards.
 	Audit *slog.Logger
 }
 
-// The built-in endpoints, for the overlap check of Config.Endpoints.
+// reloadRoute is served before the JSON API; Config.Routes cannot take it.
 const reloadRoute = "POST /v1/reload"
 
-// New returns the control API handler. It runs under a host.Host, which
-// bounds the request (URL, headers, body at MaxBodyBytes, time) and
-// drains it.
+// New returns the control API handler. Serve it under a host.Host with
+// Limits.MaxBodyBytes at MaxBodyBytes: the host bounds the URL, headers
+// and time of each request and drains the API at shutdown, which is when
+// an Endpoint's context ends.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Allow == nil || cfg.Deny == nil {
 		return nil, errors.New("control: allow and deny lists are required")
@@ -228,18 +229,18 @@ func New(cfg Config) (http.Handler, error) {
 		"POST /v1/allowlist":   a.add(cfg.Allow, "allow"),
 		"DELETE /v1/allowlist": a.remove(cfg.Allow, "disallow"),
 	}
-	if len(cfg.Endpoints) > MaxEndpoints {
-		return nil, fmt.Errorf("control: %d endpoints, out of range [0, %d]", len(cfg.Endpoints), MaxEndpoints)
+	if len(cfg.Routes) > MaxRoutes {
+		return nil, fmt.Errorf("control: %d routes, out of range [0, %d]", len(cfg.Routes), MaxRoutes)
 	}
-	for k, fn := range cfg.Endpoints {
+	for k, fn := range cfg.Routes {
 		_, p, _ := strings.Cut(k, " ")
 		switch {
 		case fn == nil:
-			return nil, fmt.Errorf("control: endpoint %q has no handler", k)
+			return nil, fmt.Errorf("control: route %q has no handler", k)
 		case !strings.HasPrefix(p, "/v1/"):
-			return nil, fmt.Errorf("control: endpoint %q must be \"METHOD /v1/path\"", k)
+			return nil, fmt.Errorf("control: route %q must be \"METHOD /v1/path\"", k)
 		case routes[k] != nil || k == reloadRoute:
-			return nil, fmt.Errorf("control: endpoint %q is a built-in endpoint", k)
+			return nil, fmt.Errorf("control: route %q is a built-in endpoint", k)
 		}
 		routes[k] = jsonapi.Handler(fn)
 	}

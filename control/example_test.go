@@ -108,16 +108,16 @@ func ExampleTokenPath() {
 	// /home/op/.local/state/bulwark/control-__1-9091.token
 }
 
-// Further endpoints are mounted with Config.Endpoints: they sit behind
+// Further endpoints are mounted with Config.Routes: they sit behind
 // the same browser checks and token, and answer errors through the
 // problem-code registry of package wire.
-func ExampleConfig_endpoints() {
+func ExampleConfig_routes() {
 	allow, _ := ipset.New(ipset.Config{Name: "allow", Capacity: 16})
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 16})
 	mode := "off"
 	h, err := control.New(control.Config{
 		Allow: allow, Deny: deny,
-		Endpoints: map[string]control.Endpoint{
+		Routes: map[string]control.Endpoint{
 			"GET /v1/feature": func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
 				return http.StatusOK, map[string]string{"mode": mode}, nil
 			},

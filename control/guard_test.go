@@ -339,9 +339,9 @@ func TestListenAddrHost(t *testing.T) {
 	}
 }
 
-// TestEndpoints: mounted endpoints sit behind the same checks and token,
+// TestRoutes: mounted endpoints sit behind the same checks and token,
 // get validated JSON bodies and answer errors through the code registry.
-func TestEndpoints(t *testing.T) {
+func TestRoutes(t *testing.T) {
 	allow, _ := ipset.New(ipset.Config{Name: "allow", Capacity: 4})
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 4})
 	var got json.RawMessage
@@ -363,7 +363,7 @@ func TestEndpoints(t *testing.T) {
 			return 200, map[string]any{"ok": true}, nil
 		},
 	}
-	h, err := control.New(control.Config{Allow: allow, Deny: deny, Token: token, Endpoints: eps})
+	h, err := control.New(control.Config{Allow: allow, Deny: deny, Token: token, Routes: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,27 +401,75 @@ func TestEndpoints(t *testing.T) {
 
 	ok := eps["GET /v1/xdp/status"]
 	tooMany := map[string]control.Endpoint{}
-	for i := 0; i <= control.MaxEndpoints; i++ {
+	for i := 0; i <= control.MaxRoutes; i++ {
 		tooMany[fmt.Sprintf("GET /v1/x%d", i)] = ok
 	}
 	for name, c := range map[string]struct {
 		eps  map[string]control.Endpoint
 		want string
 	}{
-		"built-in":        {map[string]control.Endpoint{"GET /v1/status": ok}, `endpoint "GET /v1/status" is a built-in endpoint`},
-		"reload":          {map[string]control.Endpoint{"POST /v1/reload": ok}, `endpoint "POST /v1/reload" is a built-in endpoint`},
-		"outside /v1":     {map[string]control.Endpoint{"GET /admin": ok}, `endpoint "GET /admin" must be "METHOD /v1/path"`},
+		"built-in":        {map[string]control.Endpoint{"GET /v1/status": ok}, `route "GET /v1/status" is a built-in endpoint`},
+		"reload":          {map[string]control.Endpoint{"POST /v1/reload": ok}, `route "POST /v1/reload" is a built-in endpoint`},
+		"outside /v1":     {map[string]control.Endpoint{"GET /admin": ok}, `route "GET /admin" must be "METHOD /v1/path"`},
 		"no method":       {map[string]control.Endpoint{"/v1/x": ok}, `must be "METHOD /v1/path"`},
-		"nil":             {map[string]control.Endpoint{"GET /v1/x": nil}, `endpoint "GET /v1/x" has no handler`},
+		"nil":             {map[string]control.Endpoint{"GET /v1/x": nil}, `route "GET /v1/x" has no handler`},
 		"bad method":      {map[string]control.Endpoint{"TRACE /v1/x": ok}, `control: jsonapi: route "TRACE /v1/x": method not one of`},
-		"too many":        {tooMany, "65 endpoints, out of range [0, 64]"},
+		"too many":        {tooMany, "65 routes, out of range [0, 64]"},
 		"conflicting":     {map[string]control.Endpoint{"GET /v1/{a}/x": ok, "GET /v1/y/{b}": ok}, "conflicting"},
 		"trailing slash":  {map[string]control.Endpoint{"GET /v1/x/": ok}, `not end in "/"`},
 		"unclean pattern": {map[string]control.Endpoint{"GET /v1/../x": ok}, "canonical"},
 	} {
-		_, err := control.New(control.Config{Allow: allow, Deny: deny, Endpoints: c.eps})
+		_, err := control.New(control.Config{Allow: allow, Deny: deny, Routes: c.eps})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}
+}
+
+// FuzzHost feeds arbitrary Host values to the API (Config.Addr
+// 127.0.0.1:9091, no AllowedHosts). A request that gets past the Host
+// check names a loopback host (localhost, 127.0.0.1 or ::1, in any
+// spelling of the address) with no port or port 9091; every other one is
+// 403 forbidden. Nothing panics.
+func FuzzHost(f *testing.F) {
+	for _, s := range []string{
+		"localhost", "localhost:9091", "127.0.0.1:9091", "[::1]:9091", "[::1]", "LocalHost:9091",
+		"attacker.example", "localhost.", "localhost:9092", "[::1", "[::1]x", "[]:9091", "[127.0.0.1]:9091",
+		"127.0.0.1:09091", "127.0.0.1:+9091", "[::ffff:127.0.0.1]:9091", "[fe80::1%eth0]:9091", ":9091", "0x7f.1",
+		"127.1", "2130706433", "localhost:9091:9091", "xn--localhost", "local_host", strings.Repeat("a.", 130),
+	} {
+		f.Add(s)
+	}
+	allow, _ := ipset.New(ipset.Config{Name: "allow", Capacity: 4})
+	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 4})
+	h, err := control.New(control.Config{Allow: allow, Deny: deny, Token: token, Addr: "127.0.0.1:9091"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		req := httptest.NewRequest("GET", "http://x/v1/status", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == 403 {
+			return
+		}
+		if rec.Code != 401 {
+			t.Fatalf("Host %q: %d", host, rec.Code)
+		}
+		name, port := host, ""
+		if h, p, err := net.SplitHostPort(host); err == nil {
+			name, port = h, p
+		} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			name = host[1 : len(host)-1]
+		}
+		loop := strings.EqualFold(name, "localhost")
+		if a, err := netip.ParseAddr(name); err == nil {
+			a = a.Unmap()
+			loop = a == netip.MustParseAddr("127.0.0.1") || a == netip.IPv6Loopback()
+		}
+		if !loop || (port != "" && port != "9091") {
+			t.Fatalf("Host %q (name %q, port %q) got past the Host check", host, name, port)
+		}
+	})
 }
