@@ -4,7 +4,7 @@
 //	bulwark serve [--config FILE] [--log-format json|text] [--listen ADDR]
 //	              [--metrics-listen ADDR|off] [--control-listen ADDR|off]
 //	bulwark check --config FILE
-//	bulwark ctl [--addr URL] [--token TOKEN] [--json] COMMAND ...
+//	bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND ...
 //	bulwark migrate [flags]
 //	bulwark version
 //
@@ -34,7 +34,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/gateway"
 )
 
@@ -69,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "ctl":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return control.RunCtl(ctx, args[1:], stdout, stderr, os.Getenv)
+		return runCtl(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "migrate":
 		return runMigrate(args[1:])
 	case "version", "--version", "-version":
