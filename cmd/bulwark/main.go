@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/gateway"
 )
 
@@ -210,7 +211,14 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("bulwark stopped with an error", "error", err.Error(), "uptime", time.Since(start).Round(time.Second).String())
 		return 1
 	}
+	// Without a configured token the gateway generates one and stores it
+	// in the state directory, where `bulwark ctl` finds it.
+	stateDir, err := control.StateDir(os.Getenv)
+	if err != nil && cfg.Control.Enabled {
+		log.Warn("control API: no state directory for a generated token; without control.token_file or BULWARK_CONTROL_TOKEN the API runs unauthenticated on loopback", "error", err.Error())
+	}
 	g, err := gateway.New(cfg, gateway.Deps{
+		StateDir:   stateDir,
 		Logger:     log,
 		Registerer: reg,
 		Gatherer:   reg,
