@@ -71,5 +71,5 @@ func ExampleDisabled() {
 	d, _ := lim.Evaluate(context.Background(), "192.0.2.1", "alice")
 	fmt.Printf("%+v\n", d)
 	// Output:
-	// {Allowed:true Limit:5 Remaining:-1 ResetAt:0001-01-01 00:00:00 +0000 UTC RetryAfterSeconds:0 Degraded:true}
+	// {Allowed:true Limit:5 Remaining:-1 ResetAt:0001-01-01 00:00:00 +0000 UTC RetryAfterSeconds:0 Degraded:true Reason: Window:0s}
 }

@@ -44,6 +44,7 @@ func NormalizeUsername(s string) string { return strings.ToLower(strings.TrimSpa
 const (
 	rateDomain    = "\x01"
 	lockoutDomain = "\x02"
+	clientDomain  = "\x03"
 )
 
 // keyBufLen fits the domain tag, two length prefixes, the longest address
@@ -83,6 +84,16 @@ func rateKey(clientIP, username string) (Key, error) {
 		return Key{}, ErrInvalidUsername
 	}
 	return sha256.Sum256(b), nil
+}
+
+// clientKey keys the per-client dimension: SHA-256 over its domain tag
+// and the length-prefixed client address. The tag keeps it apart from
+// every rate key, so it can live in the same store. The caller has
+// checked the address length.
+func clientKey(clientIP string) Key {
+	var buf [len(clientDomain) + 2 + MaxClientIPBytes]byte
+	b := append(buf[:0], clientDomain...)
+	return sha256.Sum256(appendPrefixed(b, clientIP))
 }
 
 // accountKey keys the lockout by account only: SHA-256 over a domain tag
