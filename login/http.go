@@ -268,15 +268,23 @@ func DecisionFromContext(ctx context.Context) (Decision, bool) {
 // and the reset time are unknown, and the fields are omitted rather than
 // sent with made-up values.
 func SetHeaders(h http.Header, d Decision) {
-	h.Set(HeaderLimit, strconv.Itoa(d.Limit))
+	h[canonicalLimit] = []string{strconv.Itoa(d.Limit)}
 	if d.Degraded {
-		h.Del(HeaderRemaining)
-		h.Del(HeaderReset)
+		delete(h, canonicalRemaining)
+		delete(h, canonicalReset)
 		return
 	}
-	h.Set(HeaderRemaining, strconv.Itoa(max(d.Remaining, 0)))
-	h.Set(HeaderReset, FormatReset(d.ResetAt))
+	h[canonicalRemaining] = []string{strconv.Itoa(max(d.Remaining, 0))}
+	h[canonicalReset] = []string{FormatReset(d.ResetAt)}
 }
+
+// The canonical forms of the header names ("X-Ratelimit-Limit"), computed
+// once rather than per call.
+var (
+	canonicalLimit     = http.CanonicalHeaderKey(HeaderLimit)
+	canonicalRemaining = http.CanonicalHeaderKey(HeaderRemaining)
+	canonicalReset     = http.CanonicalHeaderKey(HeaderReset)
+)
 
 // RateLimit returns d as the IETF RateLimit fields of the "login" policy
 // (q = Limit, w = Window, r = Remaining, t = the wait until ResetAt

@@ -1,6 +1,7 @@
 package login
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -115,7 +116,7 @@ func accountKey(secret []byte, username string) (Key, error) {
 		return sha256.Sum256(b), nil
 	}
 	m := hmac.New(sha256.New, secret)
-	m.Write(b)
+	m.Write(bytes.Clone(b)) // a copy, so that buf does not escape on the unkeyed path
 	var k Key
 	m.Sum(k[:0])
 	return k, nil

@@ -283,56 +283,69 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 			return refusal(reason, l.limit, l.window, l.mon.clock.Now(), time.Duration(st.RetryAfterSeconds)*time.Second), nil
 		}
 	}
-	var (
-		client   Hit
-		clientOn = l.perClient.Limit > 0
-	)
-	if clientOn {
-		h, d, done := l.hit(ctx, clientKey(clientIP), l.perClient.Limit, l.perClient.Window, ReasonClient)
-		if done {
-			return d, nil
+	var client Hit
+	if pc := l.perClient; pc.Limit > 0 {
+		var st step
+		if client, st = l.step(ctx, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
+			return l.decide(st, client, pc.Limit, pc.Window, ReasonClient), nil
 		}
-		client = h
 	}
-	h, d, done := l.hit(ctx, key, l.limit, l.window, ReasonAccount)
-	if done {
-		return d, nil
+	h, st := l.step(ctx, key, l.limit, l.window)
+	if st != stepAdmitted {
+		return l.decide(st, h, l.limit, l.window, ReasonAccount), nil
 	}
-	d = admitted(h, l.limit, l.window)
-	if clientOn {
-		if c := admitted(client, l.perClient.Limit, l.perClient.Window); c.Remaining < d.Remaining {
+	d := admitted(h, l.limit, l.window)
+	if pc := l.perClient; pc.Limit > 0 {
+		if c := admitted(client, pc.Limit, pc.Window); c.Remaining < d.Remaining {
 			d = c
 		}
 	}
 	return d, nil
 }
 
-// hit runs one store step. When it decides the attempt (refused or
-// degraded) it returns that decision and done; otherwise the attempt was
-// admitted and recorded under key.
-func (l *Limiter) hit(ctx context.Context, key Key, lim int, window time.Duration, reason Reason) (h Hit, d Decision, done bool) {
+// step is the outcome of one store step.
+type step uint8
+
+const (
+	stepAdmitted step = iota // recorded
+	stepRefused              // the window is full
+	stepFull                 // no room for the key
+	stepFailed               // the store failed or is disabled
+)
+
+// step runs one store step and keeps the cache-health books.
+func (l *Limiter) step(ctx context.Context, key Key, lim int, window time.Duration) (Hit, step) {
 	start := l.mon.begin()
 	h, err := l.store.Hit(ctx, key, lim, window)
 	switch {
+	case err == nil && h.Allowed:
+		l.mon.success(OpRead|OpWrite, start)
+		return h, stepAdmitted
 	case err == nil:
+		l.mon.success(OpRead, start)
+		return h, stepRefused
 	case errors.Is(err, ErrStoreFull):
+		return h, stepFull
+	}
+	if !errors.Is(err, ErrDisabled) && ctx.Err() == nil {
+		l.mon.failure(opsOf(err, OpRead|OpWrite))
+	}
+	return h, stepFailed
+}
+
+// decide is the decision for a step that did not admit the attempt.
+func (l *Limiter) decide(st step, h Hit, lim int, window time.Duration, reason Reason) Decision {
+	switch st {
+	case stepRefused:
+		return refusal(reason, lim, window, h.At, h.NextSlot)
+	case stepFull:
 		at := h.At
 		if at.IsZero() {
 			at = l.mon.clock.Now()
 		}
-		return h, refusal(ReasonCapacity, lim, window, at, window), true
-	default:
-		if !errors.Is(err, ErrDisabled) && ctx.Err() == nil {
-			l.mon.failure(opsOf(err, OpRead|OpWrite))
-		}
-		return h, Decision{Allowed: true, Limit: l.limit, Remaining: -1, Degraded: true}, true
+		return refusal(ReasonCapacity, lim, window, at, window)
 	}
-	if !h.Allowed {
-		l.mon.success(OpRead, start)
-		return h, refusal(reason, lim, window, h.At, h.NextSlot), true
-	}
-	l.mon.success(OpRead|OpWrite, start)
-	return h, Decision{}, false
+	return Decision{Allowed: true, Limit: l.limit, Remaining: -1, Degraded: true}
 }
 
 // admitted is the decision for an attempt a window admitted.
