@@ -2,6 +2,7 @@ package login_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -176,6 +177,46 @@ func TestRecordStatus(t *testing.T) {
 	} {
 		if _, err := login.NewLockout(login.LockoutConfig{Store: login.Disabled{}, FailureStatus: c.fs}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.fs, err, c.want)
+		}
+	}
+}
+
+// TestValidateEqualsNew: Validate runs exactly the checks of the
+// constructors, so a configuration checker and the start agree.
+func TestValidateEqualsNew(t *testing.T) {
+	for _, c := range []login.Config{
+		{}, {Limit: 101}, {Window: time.Millisecond}, {PerClient: login.PerClient{Limit: -1}},
+		{PerClient: login.PerClient{Window: time.Second}}, {CacheName: "a b"}, {PerClient: login.PerClient{Limit: 20, Window: time.Hour}},
+	} {
+		verr := c.Validate()
+		c.Store = login.Disabled{}
+		_, nerr := login.New(c)
+		if fmt.Sprint(verr) != fmt.Sprint(nerr) {
+			t.Errorf("%+v: Validate %v, New %v", c, verr, nerr)
+		}
+	}
+	for _, c := range []login.LockoutConfig{
+		{}, {MaxFailures: 1001}, {Window: time.Millisecond}, {Duration: 25 * time.Hour}, {Secret: []byte("short")},
+		{FailureStatus: []int{401, 401}}, {FailureStatus: []int{299}}, {CacheName: "\x00"}, {FailureStatus: []int{302}},
+	} {
+		verr := c.Validate()
+		c.Store = login.Disabled{}
+		_, nerr := login.NewLockout(c)
+		if fmt.Sprint(verr) != fmt.Sprint(nerr) {
+			t.Errorf("%+v: Validate %v, NewLockout %v", c, verr, nerr)
+		}
+	}
+	for _, c := range []login.MemoryConfig{{}, {Capacity: -1}, {Capacity: login.MaxCapacity + 1}, {Shards: 3}, {ScanLimit: -1}, {Capacity: 100_000}} {
+		verr := c.Validate()
+		s, nerr := login.NewMemoryStore(c)
+		if fmt.Sprint(verr) != fmt.Sprint(nerr) {
+			t.Errorf("%+v: Validate %v, NewMemoryStore %v", c, verr, nerr)
+		}
+		if s != nil {
+			s.Close()
+		}
+		if (c == login.MemoryConfig{Shards: 3}) && verr == nil {
+			t.Error("Shards 3 accepted")
 		}
 	}
 }

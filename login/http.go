@@ -65,7 +65,10 @@ type MiddlewareConfig struct {
 	Observe func(r *http.Request, o Outcome)
 }
 
-// Outcome is what the middleware did with one request.
+// Outcome is what the middleware did with one request. The zero Outcome
+// is a safe-method request without credentials, passed on uncounted.
+// Every field is a fixed word or number: label metrics with
+// Decision.Reason or Code, never with request data.
 type Outcome struct {
 	// Counted reports that the attempt reached the limiter; Decision is
 	// then its answer (Decision.Reason says which dimension refused,
@@ -332,9 +335,7 @@ func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
 	retry := max(d.RetryAfterSeconds, 1)
 	h := w.Header()
 	SetHeaders(h, d)
-	rl, _ := d.RateLimit(time.Time{})
-	rl.Remaining, rl.Reset = 0, time.Duration(retry)*time.Second
-	wire.SetRateLimit(h, rl)
+	wire.SetRateLimit(h, wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Reset: time.Duration(retry) * time.Second})
 	p := wire.New(wire.CodeLoginRateLimitExceeded)
 	p.RetryAfter = retry
 	p.Extra = rejectExtra

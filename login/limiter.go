@@ -176,40 +176,56 @@ type Limiter struct {
 	mon       monitor
 }
 
-// New returns a Limiter for cfg.
+// New returns a Limiter for cfg. It runs [Config.Validate] and requires
+// a Store.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.Limit == 0 {
-		cfg.Limit = DefaultLimit
-	}
-	if cfg.Window == 0 {
-		cfg.Window = DefaultWindow
-	}
-	if cfg.CacheName == "" {
-		cfg.CacheName = DefaultRateLimitCacheName
-	}
-	if cfg.PerClient.Limit != 0 && cfg.PerClient.Window == 0 {
-		cfg.PerClient.Window = DefaultWindow
-	}
-	switch pc := cfg.PerClient; {
-	case cfg.Limit < 1 || cfg.Limit > MaxLimit:
-		return nil, fmt.Errorf("login: Limit must be between 1 and %d, got %d", MaxLimit, cfg.Limit)
-	case !validWindow(cfg.Window):
-		return nil, fmt.Errorf("login: Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, cfg.Window)
-	case pc.Limit < 0 || pc.Limit > MaxLimit:
-		return nil, fmt.Errorf("login: PerClient.Limit must be between 0 (off) and %d, got %d", MaxLimit, pc.Limit)
-	case pc.Limit == 0 && pc.Window != 0:
-		return nil, fmt.Errorf("login: PerClient.Window is %v but PerClient.Limit is 0 (off)", pc.Window)
-	case pc.Limit != 0 && !validWindow(pc.Window):
-		return nil, fmt.Errorf("login: PerClient.Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, pc.Window)
-	case cfg.Store == nil:
-		return nil, errors.New("login: Store is required (use login.Disabled{} to run without a cache)")
-	}
-	if err := validCacheName("CacheName", cfg.CacheName); err != nil {
+	cfg, err := cfg.resolve()
+	if err != nil {
 		return nil, err
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("login: Store is required (use login.Disabled{} to run without a cache)")
 	}
 	l := &Limiter{limit: cfg.Limit, window: cfg.Window, perClient: cfg.PerClient, lockout: cfg.Lockout, store: cfg.Store}
 	l.mon.init(ComponentRateLimit, cfg.CacheName, cfg.Clock, cfg.Listener, cfg.Logger)
 	return l, nil
+}
+
+// Validate reports the first setting out of range, naming it, exactly as
+// [New] would; it does not look at Store, Lockout, Clock, Listener or
+// Logger, so a configuration can be checked before anything is built.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// resolve fills the defaults and validates.
+func (c Config) resolve() (Config, error) {
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.CacheName == "" {
+		c.CacheName = DefaultRateLimitCacheName
+	}
+	if c.PerClient.Limit != 0 && c.PerClient.Window == 0 {
+		c.PerClient.Window = DefaultWindow
+	}
+	switch pc := c.PerClient; {
+	case c.Limit < 1 || c.Limit > MaxLimit:
+		return c, fmt.Errorf("login: Limit must be between 1 and %d, got %d", MaxLimit, c.Limit)
+	case !validWindow(c.Window):
+		return c, fmt.Errorf("login: Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, c.Window)
+	case pc.Limit < 0 || pc.Limit > MaxLimit:
+		return c, fmt.Errorf("login: PerClient.Limit must be between 0 (off) and %d, got %d", MaxLimit, pc.Limit)
+	case pc.Limit == 0 && pc.Window != 0:
+		return c, fmt.Errorf("login: PerClient.Window is %v but PerClient.Limit is 0 (off)", pc.Window)
+	case pc.Limit != 0 && !validWindow(pc.Window):
+		return c, fmt.Errorf("login: PerClient.Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, pc.Window)
+	}
+	return c, validCacheName("CacheName", c.CacheName)
 }
 
 func validWindow(w time.Duration) bool {

@@ -138,50 +138,19 @@ type Lockout struct {
 	mon     monitor
 }
 
-// NewLockout returns a Lockout for cfg.
+// NewLockout returns a Lockout for cfg. It runs [LockoutConfig.Validate]
+// and requires a Store.
 func NewLockout(cfg LockoutConfig) (*Lockout, error) {
-	if cfg.MaxFailures == 0 {
-		cfg.MaxFailures = DefaultMaxFailures
-	}
-	if cfg.Window == 0 {
-		cfg.Window = DefaultLockoutWindow
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = DefaultLockoutDuration
-	}
-	if cfg.CacheName == "" {
-		cfg.CacheName = DefaultLockoutCacheName
-	}
-	switch {
-	case cfg.MaxFailures < 1 || cfg.MaxFailures > MaxMaxFailures:
-		return nil, fmt.Errorf("login: LockoutConfig.MaxFailures must be between 1 and %d, got %d", MaxMaxFailures, cfg.MaxFailures)
-	case cfg.Window < MinLockoutWindow || cfg.Window > MaxLockoutWindow || cfg.Window%time.Millisecond != 0:
-		return nil, fmt.Errorf("login: LockoutConfig.Window must be a whole number of milliseconds between %v and %v, got %v", MinLockoutWindow, MaxLockoutWindow, cfg.Window)
-	case cfg.Duration < MinLockoutDuration || cfg.Duration > MaxLockoutDuration || cfg.Duration%time.Millisecond != 0:
-		return nil, fmt.Errorf("login: LockoutConfig.Duration must be a whole number of milliseconds between %v and %v, got %v", MinLockoutDuration, MaxLockoutDuration, cfg.Duration)
-	case cfg.Secret != nil && (len(cfg.Secret) < MinSecretBytes || len(cfg.Secret) > MaxSecretBytes):
-		return nil, fmt.Errorf("login: LockoutConfig.Secret must be %d to %d bytes, got %d", MinSecretBytes, MaxSecretBytes, len(cfg.Secret))
-	case cfg.Store == nil:
-		return nil, errors.New("login: LockoutConfig.Store is required (use login.Disabled{} to run without a lockout)")
-	}
-	if err := validCacheName("LockoutConfig.CacheName", cfg.CacheName); err != nil {
+	cfg, err := cfg.resolve()
+	if err != nil {
 		return nil, err
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("login: LockoutConfig.Store is required (use login.Disabled{} to run without a lockout)")
 	}
 	failure := DefaultFailureStatus()
 	if len(cfg.FailureStatus) > 0 {
-		if len(cfg.FailureStatus) > MaxFailureStatuses {
-			return nil, fmt.Errorf("login: LockoutConfig.FailureStatus must list at most %d statuses, got %d", MaxFailureStatuses, len(cfg.FailureStatus))
-		}
-		failure = make([]int, 0, len(cfg.FailureStatus))
-		for _, st := range cfg.FailureStatus {
-			if st < 300 || st > 599 {
-				return nil, fmt.Errorf("login: LockoutConfig.FailureStatus entries must be between 300 and 599, got %d", st)
-			}
-			if slices.Contains(failure, st) {
-				return nil, fmt.Errorf("login: LockoutConfig.FailureStatus lists %d twice", st)
-			}
-			failure = append(failure, st)
-		}
+		failure = slices.Clone(cfg.FailureStatus)
 	}
 	l := &Lockout{
 		policy:  LockoutPolicy{MaxFailures: cfg.MaxFailures, Window: cfg.Window, Duration: cfg.Duration},
@@ -193,6 +162,51 @@ func NewLockout(cfg LockoutConfig) (*Lockout, error) {
 	}
 	l.mon.init(ComponentLockout, cfg.CacheName, cfg.Clock, cfg.Listener, cfg.Logger)
 	return l, nil
+}
+
+// Validate reports the first setting out of range, naming it, exactly as
+// [NewLockout] would; it does not look at Store, Clock, Listener or
+// Logger.
+func (c LockoutConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// resolve fills the defaults and validates.
+func (c LockoutConfig) resolve() (LockoutConfig, error) {
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.Window == 0 {
+		c.Window = DefaultLockoutWindow
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultLockoutDuration
+	}
+	if c.CacheName == "" {
+		c.CacheName = DefaultLockoutCacheName
+	}
+	switch {
+	case c.MaxFailures < 1 || c.MaxFailures > MaxMaxFailures:
+		return c, fmt.Errorf("login: LockoutConfig.MaxFailures must be between 1 and %d, got %d", MaxMaxFailures, c.MaxFailures)
+	case c.Window < MinLockoutWindow || c.Window > MaxLockoutWindow || c.Window%time.Millisecond != 0:
+		return c, fmt.Errorf("login: LockoutConfig.Window must be a whole number of milliseconds between %v and %v, got %v", MinLockoutWindow, MaxLockoutWindow, c.Window)
+	case c.Duration < MinLockoutDuration || c.Duration > MaxLockoutDuration || c.Duration%time.Millisecond != 0:
+		return c, fmt.Errorf("login: LockoutConfig.Duration must be a whole number of milliseconds between %v and %v, got %v", MinLockoutDuration, MaxLockoutDuration, c.Duration)
+	case c.Secret != nil && (len(c.Secret) < MinSecretBytes || len(c.Secret) > MaxSecretBytes):
+		return c, fmt.Errorf("login: LockoutConfig.Secret must be %d to %d bytes, got %d", MinSecretBytes, MaxSecretBytes, len(c.Secret))
+	case len(c.FailureStatus) > MaxFailureStatuses:
+		return c, fmt.Errorf("login: LockoutConfig.FailureStatus must list at most %d statuses, got %d", MaxFailureStatuses, len(c.FailureStatus))
+	}
+	for i, st := range c.FailureStatus {
+		if st < 300 || st > 599 {
+			return c, fmt.Errorf("login: LockoutConfig.FailureStatus entries must be between 300 and 599, got %d", st)
+		}
+		if slices.Contains(c.FailureStatus[:i], st) {
+			return c, fmt.Errorf("login: LockoutConfig.FailureStatus lists %d twice", st)
+		}
+	}
+	return c, validCacheName("LockoutConfig.CacheName", c.CacheName)
 }
 
 // Policy returns the effective policy.

@@ -37,6 +37,13 @@ type MemoryConfig struct {
 	Clock clock.Clock
 }
 
+// Validate reports the first setting out of range, naming it, exactly as
+// [NewMemoryStore] and [NewMemoryLockoutStore] would.
+func (c MemoryConfig) Validate() error {
+	_, err := c.table()
+	return err
+}
+
 func (c MemoryConfig) table() (keyed.Config, error) {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
@@ -44,7 +51,11 @@ func (c MemoryConfig) table() (keyed.Config, error) {
 	if c.Capacity < 1 || c.Capacity > MaxCapacity {
 		return keyed.Config{}, fmt.Errorf("login: MemoryConfig.Capacity must be between 1 and %d, got %d", MaxCapacity, c.Capacity)
 	}
-	return keyed.Config{Capacity: c.Capacity, ScanLimit: c.ScanLimit, Shards: c.Shards}, nil
+	kc := keyed.Config{Capacity: c.Capacity, ScanLimit: c.ScanLimit, Shards: c.Shards}
+	if err := kc.Validate(); err != nil {
+		return keyed.Config{}, fmt.Errorf("login: MemoryConfig: %w", err)
+	}
+	return kc, nil
 }
 
 // MemoryStore is a [Store] for one process: a bounded table of rolling
