@@ -91,7 +91,7 @@ func (g *loginRig) upstreamLogin(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "invalid credentials", http.StatusUnauthorized)
 }
 
-func (g *loginRig) observe(_ *http.Request, o login.Outcome) {
+func (g *loginRig) observe(_ http.ResponseWriter, _ *http.Request, o login.Outcome) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {

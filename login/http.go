@@ -59,10 +59,12 @@ type MiddlewareConfig struct {
 	// give it 2^64 budgets. MinIPv6Prefix to MaxIPv6Prefix (128: no
 	// grouping); 0 means DefaultIPv6Prefix.
 	IPv6Prefix int
-	// Observe, when set, is called synchronously once per request with
-	// what the middleware did, for metrics. It must be fast, must not
-	// keep r, and sees no username or address.
-	Observe func(r *http.Request, o Outcome)
+	// Observe, when set, is called synchronously once per request, after
+	// the answer (or the handler) is done, with what the middleware did,
+	// for metrics and logs. w is the writer the middleware was given (so
+	// a caller can mark its own wrapper), r the request. It must be fast,
+	// must not keep w or r, and sees no username or address.
+	Observe func(w http.ResponseWriter, r *http.Request, o Outcome)
 }
 
 // Outcome is what the middleware did with one request. The zero Outcome
@@ -154,7 +156,7 @@ type middleware struct {
 	lockout  *Lockout
 	readUser func(*http.Request) (string, error)
 	clientIP func(*http.Request) string
-	observe  func(*http.Request, Outcome)
+	observe  func(http.ResponseWriter, *http.Request, Outcome)
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
@@ -170,8 +172,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	username, err := m.readUser(r)
 	if err != nil {
 		if errors.Is(err, ErrMissingCredentials) && safeMethod(r.Method) {
-			m.report(r, Outcome{})
 			next.ServeHTTP(w, r)
+			m.report(w, r, Outcome{})
 			return
 		}
 		m.refuse(w, r, err)
@@ -184,14 +186,14 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if !d.Allowed {
 		Reject(w, r, d)
-		m.report(r, Outcome{Counted: true, Decision: d})
+		m.report(w, r, Outcome{Counted: true, Decision: d})
 		return
 	}
 	SetHeaders(w.Header(), d)
 	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	if m.lockout == nil {
 		next.ServeHTTP(w, r)
-		m.report(r, Outcome{Counted: true, Decision: d})
+		m.report(w, r, Outcome{Counted: true, Decision: d})
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}
@@ -201,18 +203,18 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// must not dodge a failure by hanging up.
 		_, _ = m.lockout.RecordStatus(context.WithoutCancel(r.Context()), username, sw.status)
 	}
-	m.report(r, Outcome{Counted: true, Decision: d, Status: sw.status})
+	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status})
 }
 
 func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	p := ProblemFor(err)
 	writeProblem(w, r, p)
-	m.report(r, Outcome{Code: p.Code})
+	m.report(w, r, Outcome{Code: p.Code})
 }
 
-func (m *middleware) report(r *http.Request, o Outcome) {
+func (m *middleware) report(w http.ResponseWriter, r *http.Request, o Outcome) {
 	if m.observe != nil {
-		m.observe(r, o)
+		m.observe(w, r, o)
 	}
 }
 

@@ -316,10 +316,15 @@ func TestRejectHeaders(t *testing.T) {
 // refused.
 func TestSafeMethodsPassUncounted(t *testing.T) {
 	clk := clock.NewManual(t0)
-	var outcomes []login.Outcome
+	var (
+		outcomes []login.Outcome
+		observed http.ResponseWriter
+	)
 	mw, err := login.NewMiddleware(login.MiddlewareConfig{
 		Limiter: newLimiter(t, login.Config{Limit: 1, Store: newMemoryStore(t, clk)}),
-		Observe: func(_ *http.Request, o login.Outcome) { outcomes = append(outcomes, o) },
+		Observe: func(w http.ResponseWriter, _ *http.Request, o login.Outcome) {
+			outcomes, observed = append(outcomes, o), w
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -333,6 +338,9 @@ func TestSafeMethodsPassUncounted(t *testing.T) {
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		}
 		h.ServeHTTP(rec, req)
+		if observed != rec {
+			t.Fatalf("Observe got another writer than the middleware's")
+		}
 		return rec
 	}
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace} {
