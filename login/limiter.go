@@ -299,24 +299,19 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 			return refusal(reason, l.limit, l.window, l.mon.clock.Now(), time.Duration(st.RetryAfterSeconds)*time.Second), nil
 		}
 	}
-	var client Hit
+	var client, h Hit
 	if pc := l.perClient; pc.Limit > 0 {
-		var st step
-		if client, st = l.step(ctx, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
-			return l.decide(st, client, pc.Limit, pc.Window, ReasonClient), nil
+		if st := l.step(ctx, &client, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
+			return l.decide(st, &client, pc.Limit, pc.Window, ReasonClient), nil
 		}
 	}
-	h, st := l.step(ctx, key, l.limit, l.window)
-	if st != stepAdmitted {
-		return l.decide(st, h, l.limit, l.window, ReasonAccount), nil
+	if st := l.step(ctx, &h, key, l.limit, l.window); st != stepAdmitted {
+		return l.decide(st, &h, l.limit, l.window, ReasonAccount), nil
 	}
-	d := admitted(h, l.limit, l.window)
-	if pc := l.perClient; pc.Limit > 0 {
-		if c := admitted(client, pc.Limit, pc.Window); c.Remaining < d.Remaining {
-			d = c
-		}
+	if pc := l.perClient; pc.Limit > 0 && max(pc.Limit-client.Count, 0) < max(l.limit-h.Count, 0) {
+		return admitted(&client, pc.Limit, pc.Window), nil
 	}
-	return d, nil
+	return admitted(&h, l.limit, l.window), nil
 }
 
 // step is the outcome of one store step.
@@ -329,28 +324,29 @@ const (
 	stepFailed               // the store failed or is disabled
 )
 
-// step runs one store step and keeps the cache-health books.
-func (l *Limiter) step(ctx context.Context, key Key, lim int, window time.Duration) (Hit, step) {
+// step runs one store step into h and keeps the cache-health books.
+func (l *Limiter) step(ctx context.Context, h *Hit, key Key, lim int, window time.Duration) step {
 	start := l.mon.begin()
-	h, err := l.store.Hit(ctx, key, lim, window)
+	var err error
+	*h, err = l.store.Hit(ctx, key, lim, window)
 	switch {
 	case err == nil && h.Allowed:
 		l.mon.success(OpRead|OpWrite, start)
-		return h, stepAdmitted
+		return stepAdmitted
 	case err == nil:
 		l.mon.success(OpRead, start)
-		return h, stepRefused
+		return stepRefused
 	case errors.Is(err, ErrStoreFull):
-		return h, stepFull
+		return stepFull
 	}
 	if !errors.Is(err, ErrDisabled) && ctx.Err() == nil {
 		l.mon.failure(opsOf(err, OpRead|OpWrite))
 	}
-	return h, stepFailed
+	return stepFailed
 }
 
 // decide is the decision for a step that did not admit the attempt.
-func (l *Limiter) decide(st step, h Hit, lim int, window time.Duration, reason Reason) Decision {
+func (l *Limiter) decide(st step, h *Hit, lim int, window time.Duration, reason Reason) Decision {
 	switch st {
 	case stepRefused:
 		return refusal(reason, lim, window, h.At, h.NextSlot)
@@ -365,7 +361,7 @@ func (l *Limiter) decide(st step, h Hit, lim int, window time.Duration, reason R
 }
 
 // admitted is the decision for an attempt a window admitted.
-func admitted(h Hit, lim int, window time.Duration) Decision {
+func admitted(h *Hit, lim int, window time.Duration) Decision {
 	return Decision{
 		Allowed:   true,
 		Limit:     lim,
