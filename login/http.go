@@ -43,6 +43,9 @@ type MiddlewareConfig struct {
 	// wrapping [ErrMissingCredentials] when the credentials are absent,
 	// and errors are answered through [ProblemFor] (anything it does not
 	// know becomes 400 invalid_login_request). Error texts are never sent.
+	// The middleware cannot tell whether such a function read the body to
+	// its end, so its refusals close an HTTP/1.x connection that announced
+	// a body.
 	Username func(*http.Request) (string, error)
 	// Credentials configures the default reader; it must be zero when
 	// Username is set.
