@@ -24,13 +24,6 @@ const (
 // RateLimit-Policy fields of a login answer.
 const RateLimitPolicy = "login"
 
-// Bounds of MiddlewareConfig.IPv6Prefix.
-const (
-	DefaultIPv6Prefix = 64
-	MinIPv6Prefix     = 48
-	MaxIPv6Prefix     = 128
-)
-
 // MiddlewareConfig configures [NewMiddleware].
 type MiddlewareConfig struct {
 	// Limiter decides. Required. Its Config.Lockout, when set, is also
@@ -51,17 +44,15 @@ type MiddlewareConfig struct {
 	// Username is set.
 	Credentials UsernameOptions
 	// ClientIP returns the client address of the request. Nil means
-	// Resolver.ClientAddr with IPv6 addresses grouped by IPv6Prefix,
-	// formatted; the shared unknown peer becomes "".
+	// Resolver.ClientAddr, formatted (IPv6 clients grouped by the
+	// resolver's prefix, /64 by default: one host usually holds a whole
+	// /64, so counting single addresses would give it 2^64 budgets); the
+	// shared unknown peer becomes "".
 	ClientIP func(*http.Request) string
 	// Resolver finds the client when ClientIP is nil. Nil means the socket
-	// peer only (no forwarding header is trusted).
+	// peer only (no forwarding header is trusted), IPv6 grouped by /64;
+	// see peer.Config for another grouping.
 	Resolver *peer.Resolver
-	// IPv6Prefix groups IPv6 clients by prefix when ClientIP is nil: one
-	// host usually holds a whole /64, so counting single addresses would
-	// give it 2^64 budgets. MinIPv6Prefix to MaxIPv6Prefix (128: no
-	// grouping); 0 means DefaultIPv6Prefix.
-	IPv6Prefix int
 	// Observe, when set, is called synchronously once per request, after
 	// the answer (or the handler) is done, with what the middleware did,
 	// for metrics and logs. w is the writer the middleware was given (so
@@ -125,23 +116,13 @@ func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error
 	} else if !credentialsZero(cfg.Credentials) {
 		return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
 	}
-	if cfg.IPv6Prefix == 0 {
-		cfg.IPv6Prefix = DefaultIPv6Prefix
-	}
-	if cfg.IPv6Prefix < MinIPv6Prefix || cfg.IPv6Prefix > MaxIPv6Prefix {
-		return nil, fmt.Errorf("login: MiddlewareConfig.IPv6Prefix must be between %d and %d, got %d", MinIPv6Prefix, MaxIPv6Prefix, cfg.IPv6Prefix)
-	}
 	clientIP := cfg.ClientIP
 	if clientIP == nil {
-		res, bits := cfg.Resolver, cfg.IPv6Prefix
+		res := cfg.Resolver
 		clientIP = func(r *http.Request) string {
 			a, ok := res.ClientAddr(r)
 			if !ok {
 				return ""
-			}
-			if a.Is6() && bits < 128 {
-				p, _ := a.Prefix(bits)
-				return p.String()
 			}
 			return a.String()
 		}

@@ -193,8 +193,6 @@ func TestMiddlewareConfig(t *testing.T) {
 		{login.MiddlewareConfig{Limiter: lim, Username: jsonUsername, Credentials: login.UsernameOptions{MaxParts: 3}}, "Credentials is set but Username replaces"},
 		{login.MiddlewareConfig{Limiter: lim, Credentials: login.UsernameOptions{MaxBodyBytes: login.MaxMaxBodyBytes + 1}}, "Credentials: login: invalid username options: MaxBodyBytes must be between 1 and 1048576"},
 		{login.MiddlewareConfig{Limiter: lim, Credentials: login.UsernameOptions{Fields: []string{"user name"}}}, "Fields[0] may hold only"},
-		{login.MiddlewareConfig{Limiter: lim, IPv6Prefix: 47}, "IPv6Prefix must be between 48 and 128, got 47"},
-		{login.MiddlewareConfig{Limiter: lim, IPv6Prefix: 129}, "IPv6Prefix must be between 48 and 128, got 129"},
 	} {
 		if mw, err := login.NewMiddleware(c.cfg); err == nil || mw != nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "login: ") {
 			t.Errorf("%v, want %q", err, c.want)
@@ -267,7 +265,11 @@ func TestMiddlewareClientIP(t *testing.T) {
 	if serve(def, "[2001:db8:1:2::1]:1") != 200 || serve(def, "[2001:db8:1:2:ffff::9]:1") != 429 || serve(def, "[2001:db8:1:3::1]:1") != 200 {
 		t.Error("IPv6 /64 grouping")
 	}
-	exact := wrap(login.MiddlewareConfig{IPv6Prefix: 128})
+	res128, err := peer.New(peer.Config{IPv6Prefix: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := wrap(login.MiddlewareConfig{Resolver: res128})
 	if serve(exact, "[2001:db8:9::1]:1") != 200 || serve(exact, "[2001:db8:9::2]:1") != 200 || serve(exact, "[2001:db8:9::2]:2") != 429 {
 		t.Error("IPv6Prefix 128")
 	}
