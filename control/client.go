@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
-// Client calls a running gateway's control API.
+// Client calls a running gateway's control API. It sends no Origin and
+// declares its bodies as application/json, so the API's browser checks
+// let it through; BaseURL's host must be one the API accepts (a loopback
+// name, its listen address or one of its allowed hosts).
 type Client struct {
 	// BaseURL is the API's base, e.g. "http://127.0.0.1:9091".
 	BaseURL string
@@ -101,7 +104,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 			ae.Code, ae.Title, ae.Detail, ae.Errors = p.Code, p.Title, p.Detail, p.Errors
 		}
 		if ae.Code == "" && len(ae.Errors) > 0 {
-			ae.Code = "invalid_config"
+			ae.Code = wire.CodeInvalidConfig
 		}
 		return ae
 	}
@@ -148,165 +151,4 @@ func (c *Client) List(ctx context.Context, list string, limit int) (List, error)
 // configuration is an *APIError whose Errors list every problem.
 func (c *Client) Reload(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reload", nil, nil)
-}
-
-const ctlUsage = `usage: bulwark ctl [--addr URL] [--token TOKEN] [--json] COMMAND [ARGS]
-
-Commands:
-  block PREFIX [--ttl DURATION] [--reason TEXT]   add to the deny list
-  unblock PREFIX                                   remove from the deny list
-  allow PREFIX [--ttl DURATION] [--reason TEXT]   add to the allow list
-  disallow PREFIX                                  remove from the allow list
-  list blocklist|allowlist [--limit N]             show a list
-  status                                           show the gateway's status
-  reload                                           re-read the configuration file
-
-The address defaults to $BULWARK_CONTROL_ADDR or http://127.0.0.1:9091, the
-token to $BULWARK_CONTROL_TOKEN. A PREFIX is an address or a CIDR prefix.
-`
-
-// RunCtl implements "bulwark ctl": it parses args (everything after
-// "ctl"), calls the API and prints human output or, with --json, JSON. It
-// returns the process exit code: 0 success, 1 API or connection error, 2
-// usage error.
-func RunCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	addr := fs.String("addr", "", "control API base URL")
-	token := fs.String("token", "", "bearer token")
-	asJSON := fs.Bool("json", false, "print JSON")
-	ttl := fs.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
-	reason := fs.String("reason", "", "reason recorded with the entry")
-	limit := fs.Int("limit", 0, "maximum entries to list")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil || len(pos) == 0 {
-		if err != nil && !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
-		}
-		fmt.Fprint(stderr, ctlUsage)
-		return 2
-	}
-	if *addr == "" {
-		*addr = getenv("BULWARK_CONTROL_ADDR")
-	}
-	if *addr == "" {
-		*addr = "http://" + DefaultAddr
-	}
-	if !strings.Contains(*addr, "://") {
-		*addr = "http://" + *addr
-	}
-	if *token == "" {
-		*token = getenv("BULWARK_CONTROL_TOKEN")
-	}
-	c := &Client{BaseURL: *addr, Token: *token}
-	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "bulwark ctl: %s\n%s", msg, ctlUsage)
-		return 2
-	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
-		return 1
-	}
-	print := func(v any, human func(w io.Writer)) int {
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			enc.Encode(v)
-			return 0
-		}
-		human(stdout)
-		return 0
-	}
-	cmd, rest := pos[0], pos[1:]
-	switch cmd {
-	case "block", "allow":
-		if len(rest) != 1 {
-			return usage(cmd + " takes exactly one PREFIX")
-		}
-		list := map[string]string{"block": "blocklist", "allow": "allowlist"}[cmd]
-		e, err := c.Add(ctx, list, rest[0], *ttl, *reason)
-		if err != nil {
-			return fail(err)
-		}
-		return print(e, func(w io.Writer) {
-			exp := "never expires"
-			if e.ExpiresAt != nil {
-				exp = "expires " + e.ExpiresAt.Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "%s %s (%s)\n", map[string]string{"block": "blocked", "allow": "allowed"}[cmd], e.IP, exp)
-		})
-	case "unblock", "disallow":
-		if len(rest) != 1 {
-			return usage(cmd + " takes exactly one PREFIX")
-		}
-		list := map[string]string{"unblock": "blocklist", "disallow": "allowlist"}[cmd]
-		if err := c.Remove(ctx, list, rest[0]); err != nil {
-			return fail(err)
-		}
-		return print(map[string]string{"removed": rest[0]}, func(w io.Writer) {
-			fmt.Fprintf(w, "removed %s from the %s\n", rest[0], list)
-		})
-	case "list":
-		if len(rest) != 1 || (rest[0] != "blocklist" && rest[0] != "allowlist") {
-			return usage("list takes blocklist or allowlist")
-		}
-		l, err := c.List(ctx, rest[0], *limit)
-		if err != nil {
-			return fail(err)
-		}
-		return print(l, func(w io.Writer) {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PREFIX\tEXPIRES\tREASON")
-			for _, e := range l.Entries {
-				exp := "never"
-				if e.ExpiresAt != nil {
-					exp = e.ExpiresAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.IP, exp, e.Reason)
-			}
-			tw.Flush()
-			fmt.Fprintf(w, "%d of %d entries (capacity %d)\n", l.Count, l.Total, l.Capacity)
-		})
-	case "status":
-		if len(rest) != 0 {
-			return usage("status takes no arguments")
-		}
-		st, err := c.Status(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		return print(st, func(w io.Writer) {
-			b, _ := json.MarshalIndent(st, "", "  ")
-			fmt.Fprintln(w, string(b))
-		})
-	case "reload":
-		if len(rest) != 0 {
-			return usage("reload takes no arguments")
-		}
-		if err := c.Reload(ctx); err != nil {
-			return fail(err)
-		}
-		return print(ReloadResult{Reloaded: true}, func(w io.Writer) { fmt.Fprintln(w, "configuration reloaded") })
-	}
-	return usage(fmt.Sprintf("unknown command %q", cmd))
-}
-
-// parseInterspersed parses flags that may appear before, between or after
-// positional arguments ("block 10.0.0.0/8 --ttl 10m").
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

@@ -1,8 +1,9 @@
-// Package control is Bulwark's runtime control-plane API: allow and deny
-// lists with TTLs and CIDR prefixes, a status document and configuration
-// reload, behind a bearer token, as a bounded JSON API.
+// Package control is Bulwark's runtime control API: allow and deny lists
+// with TTLs and CIDR prefixes, a status document and configuration reload,
+// served as a small bounded JSON API to operators and their scripts; the
+// [Client] that calls it; and the token files both sides share.
 //
-// Endpoints (all under /v1, JSON only, bodies bounded by the host):
+// Endpoints (all under /v1, JSON only, bodies at most 4 KiB):
 //
 //	GET    /v1/status                    the gateway's status document
 //	GET    /v1/blocklist?limit=N         deny entries (at most N, default 1000)
@@ -11,33 +12,62 @@
 //	GET    /v1/allowlist, POST /v1/allowlist, DELETE /v1/allowlist?ip=…
 //	POST   /v1/reload                    re-read the configuration file
 //
-// Every change is written to the audit logger as one structured line with
-// the token's id (a short digest, never the token), the action, the
-// prefix, the TTL and the outcome.
+// Further endpoints (the XDP layer's, say) are mounted with Config.Routes
+// and get the same protections. Errors are problem
+// details (package wire) with a stable code.
 //
-// The API should listen on loopback. [CheckAddr] refuses a non-loopback
-// address without a token; with a token, requests without
-// "Authorization: Bearer <token>" or with a wrong token get 401.
+// # Not for browsers
+//
+// The API decides what the gateway lets through, so only an operator's
+// tool may drive it, never a web page the operator happens to visit.
+// Before authentication (a browser learns nothing, not even whether a
+// token is needed) every request must:
+//
+//   - name the API in its Host header: the listen address (Config.Addr,
+//     or the local address the connection arrived on), a loopback name
+//     (localhost, 127.0.0.1 or [::1], with no port or the listen port) or
+//     one of Config.AllowedHosts. Anything else is 403 forbidden. This
+//     defeats DNS rebinding, where a page's own host name is made to
+//     resolve to 127.0.0.1 and the browser then sends that name.
+//   - carry no Origin and no fetch metadata (Sec-Fetch-Site,
+//     Sec-Fetch-Mode): browsers attach one or the other to requests a page
+//     makes, command-line clients send neither. Otherwise 403 forbidden.
+//   - declare a body, when it has one, and any Content-Type it sends, as
+//     application/json; otherwise 415 unsupported_media_type. An HTML form
+//     cannot send that type, and a script that does needs a CORS
+//     preflight, which carries Origin.
+//
+// Then, with a token configured, requests without "Authorization: Bearer
+// <token>" or with a wrong token get 401 unauthorized.
+//
+// # Tokens
+//
+// The token is compared in constant time and never logged: audit lines
+// name it by [TokenID]. An operator may provide one ([LoadToken]: a file
+// or $BULWARK_CONTROL_TOKEN); otherwise the gateway makes one at start
+// ([GenerateToken]) and stores it in a state file only its user can read
+// ([StoreToken]), where `bulwark ctl` finds it ([LookupToken]). Token files
+// readable or writable by group or others are refused, as ssh refuses a
+// private key that others can read.
+//
+// Every change is written to the audit logger as one structured line with
+// the token's id, the action, the prefix, the TTL and the outcome.
 package control
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/control/internal/jsonapi"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/wire"
 )
@@ -56,6 +86,10 @@ const (
 	// MinTokenBytes and MaxTokenBytes bound the bearer token.
 	MinTokenBytes = 16
 	MaxTokenBytes = 512
+	// MaxAllowedHosts bounds Config.AllowedHosts.
+	MaxAllowedHosts = 64
+	// MaxRoutes bounds Config.Routes.
+	MaxRoutes = 64
 )
 
 // ReloadError is returned by a Config.Reload that rejected the new
@@ -70,130 +104,123 @@ func (e *ReloadError) Error() string {
 	return "control: reload rejected: " + strings.Join(e.Problems, "; ")
 }
 
+// Endpoint serves one endpoint mounted with Config.Routes. body is the
+// request body, already checked to be one well-formed JSON value of at
+// most MaxBodyBytes, or nil when the request had none. ctx ends at the
+// request timeout and when the server drains; return promptly then.
+//
+// On success return a 2xx status and a value to encode as JSON (nil: no
+// body). On failure return an error: an *Error chooses the answer; any
+// other error is answered 500 internal and its text only reaches the
+// audit log.
+type Endpoint func(ctx context.Context, r *http.Request, body json.RawMessage) (status int, resp any, err error)
+
+// Error is an endpoint's failure with the answer it chooses: the problem
+// of Code (a code of package wire, with its status and fixed detail),
+// optionally with a more precise Detail. Err is the cause, for the audit
+// log and errors.Is/As; it is never sent.
+type Error struct {
+	// Code is a problem code of package wire, e.g. wire.CodeInvalidRequest.
+	Code string
+	// Detail, when set, replaces the code's fixed detail. It must be a
+	// fixed sentence of printable ASCII, at most 120 bytes, naming no
+	// request data beyond the operator's own input; otherwise the fixed
+	// detail is sent.
+	Detail string
+	// Err is the cause; never sent.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := "control: " + e.Code
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Problem returns the answer: wire.New(Code) with Detail when set.
+func (e *Error) Problem() wire.Problem {
+	p := wire.New(e.Code)
+	if e.Detail != "" {
+		p.Detail = e.Detail
+	}
+	return p
+}
+
 // Config configures the control API handler.
 type Config struct {
 	// Allow and Deny are the runtime lists. Required.
 	Allow, Deny *ipset.Set
-	// Token is the bearer token; empty disables authentication (only
-	// acceptable on loopback, see CheckAddr).
+	// Token is the bearer token, MinTokenBytes to MaxTokenBytes bytes;
+	// empty disables authentication (only acceptable on loopback, see
+	// CheckAddr; a gateway always has one, see GenerateToken).
 	Token string
+	// Addr is the address the API listens on, host:port as configured.
+	// Its host is accepted in the Host header (with no port or this
+	// port). Optional: the local address each connection arrived on is
+	// accepted anyway, which covers a port chosen at bind time. A
+	// non-loopback Addr needs a Token.
+	Addr string
+	// AllowedHosts are further names accepted in the Host header, for an
+	// API reached under another name (the machine's DNS name, a tunnel):
+	// "name" matches with no port or the listen port, "name:port" matches
+	// exactly. Each entry is a DNS name or an IP address (IPv6 in
+	// brackets when a port follows), without scheme, path or wildcard. At
+	// most MaxAllowedHosts entries; they need a Token.
+	AllowedHosts []string
 	// Status returns the status document served at GET /v1/status. It
 	// must be JSON-encodable and carry nothing sensitive.
 	Status func() any
 	// Reload re-reads the configuration; a *ReloadError reports every
 	// problem to the caller. Nil means reload is not supported (501).
 	Reload func(ctx context.Context) error
-	// Audit receives one line per change. Nil discards.
+	// Routes mounts further endpoints: "METHOD /v1/path" (http.ServeMux
+	// pattern syntax, e.g. "PUT /v1/xdp/config") → its Endpoint. They are
+	// served behind the same checks and token, with the same bounds. At
+	// most MaxRoutes; a pattern must not repeat a built-in endpoint.
+	Routes map[string]Endpoint
+	// Audit receives one line per change and per refused request. Nil
+	// discards.
 	Audit *slog.Logger
 }
 
-// TokenID returns a short, non-reversible identifier of a token for audit
-// lines: the first 12 hex digits of its SHA-256, or "anonymous".
-func TokenID(token string) string {
-	if token == "" {
-		return "anonymous"
-	}
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:6])
-}
+// reloadRoute is served before the JSON API; Config.Routes cannot take it.
+const reloadRoute = "POST /v1/reload"
 
-// LoadToken returns the token from BULWARK_CONTROL_TOKEN, else from
-// tokenFile (trailing white space trimmed), else "". Both set is an error,
-// as is a token outside [MinTokenBytes, MaxTokenBytes] bytes or with
-// control characters. The token never appears in errors.
-func LoadToken(tokenFile string, getenv func(string) string) (string, error) {
-	env := getenv("BULWARK_CONTROL_TOKEN")
-	if env != "" && tokenFile != "" {
-		return "", errors.New("control: both BULWARK_CONTROL_TOKEN and control.token_file are set; use one")
-	}
-	tok := env
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return "", fmt.Errorf("control: control.token_file: cannot read %s: %w", tokenFile, errors.Unwrap(err))
-		}
-		tok = strings.TrimRight(string(b), " \t\r\n")
-	}
-	if tok == "" {
-		return "", nil
-	}
-	if len(tok) < MinTokenBytes || len(tok) > MaxTokenBytes {
-		return "", fmt.Errorf("control: token length %d out of range [%d, %d]", len(tok), MinTokenBytes, MaxTokenBytes)
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] <= 0x20 || tok[i] == 0x7f {
-			return "", errors.New("control: token must not contain spaces or control characters")
-		}
-	}
-	return tok, nil
-}
-
-// CheckAddr refuses to serve the API on a non-loopback address without a
-// token. addr is host:port; a host name other than "localhost" counts as
-// non-loopback.
-func CheckAddr(addr string, haveToken bool) error {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("control: control.addr %q: %v", addr, err)
-	}
-	if haveToken {
-		return nil
-	}
-	if h == "localhost" {
-		return nil
-	}
-	if a, err := netip.ParseAddr(h); err == nil && a.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("control: control.addr %q is not a loopback address; set control.token_file or BULWARK_CONTROL_TOKEN to expose the API", addr)
-}
-
-// Entry is one list entry on the wire.
-type Entry struct {
-	IP        string     `json:"ip"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	Reason    string     `json:"reason,omitempty"`
-}
-
-// List is the answer of GET /v1/blocklist and /v1/allowlist.
-type List struct {
-	Entries  []Entry `json:"entries"`
-	Count    int     `json:"count"`
-	Total    int     `json:"total"`
-	Capacity int     `json:"capacity"`
-}
-
-// AddRequest is the body of POST /v1/blocklist and /v1/allowlist.
-type AddRequest struct {
-	IP     string `json:"ip"`
-	TTLMs  int64  `json:"ttl_ms,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// ReloadResult is the answer of POST /v1/reload.
-type ReloadResult struct {
-	Reloaded bool     `json:"reloaded"`
-	Errors   []string `json:"errors,omitempty"`
-}
-
-// New returns the control API handler.
+// New returns the control API handler. Serve it under a host.Host with
+// Limits.MaxBodyBytes at MaxBodyBytes: the host bounds the URL, headers
+// and time of each request and drains the API at shutdown, which is when
+// an Endpoint's context ends.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Allow == nil || cfg.Deny == nil {
 		return nil, errors.New("control: allow and deny lists are required")
 	}
-	if cfg.Token != "" && (len(cfg.Token) < MinTokenBytes || len(cfg.Token) > MaxTokenBytes) {
-		return nil, fmt.Errorf("control: token length %d out of range [%d, %d]", len(cfg.Token), MinTokenBytes, MaxTokenBytes)
+	if cfg.Token != "" {
+		if err := validToken(cfg.Token); err != nil {
+			return nil, err
+		}
+	}
+	g, err := newGuard(cfg.Addr, cfg.AllowedHosts, cfg.Token != "")
+	if err != nil {
+		return nil, err
 	}
 	audit := cfg.Audit
 	if audit == nil {
 		audit = slog.New(slog.DiscardHandler)
 	}
-	a := &api{cfg: cfg, audit: audit, who: TokenID(cfg.Token)}
+	a := &api{cfg: cfg, guard: g, audit: audit, who: TokenID(cfg.Token)}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		a.tokenSum = sum[:]
 	}
-	routes := map[string]host.JSONHandler{
+	routes := map[string]jsonapi.Handler{
 		"GET /v1/status":       a.status,
 		"GET /v1/blocklist":    a.list(cfg.Deny),
 		"POST /v1/blocklist":   a.add(cfg.Deny, "block"),
@@ -202,7 +229,22 @@ func New(cfg Config) (http.Handler, error) {
 		"POST /v1/allowlist":   a.add(cfg.Allow, "allow"),
 		"DELETE /v1/allowlist": a.remove(cfg.Allow, "disallow"),
 	}
-	jh, err := host.NewJSON(host.JSONConfig{
+	if len(cfg.Routes) > MaxRoutes {
+		return nil, fmt.Errorf("control: %d routes, out of range [0, %d]", len(cfg.Routes), MaxRoutes)
+	}
+	for k, fn := range cfg.Routes {
+		_, p, _ := strings.Cut(k, " ")
+		switch {
+		case fn == nil:
+			return nil, fmt.Errorf("control: route %q has no handler", k)
+		case !strings.HasPrefix(p, "/v1/"):
+			return nil, fmt.Errorf("control: route %q must be \"METHOD /v1/path\"", k)
+		case routes[k] != nil || k == reloadRoute:
+			return nil, fmt.Errorf("control: route %q is a built-in endpoint", k)
+		}
+		routes[k] = jsonapi.Handler(fn)
+	}
+	jh, err := jsonapi.New(jsonapi.Config{
 		Prefix:           "/v1",
 		MaxBodyBytes:     MaxBodyBytes,
 		MaxResponseBytes: MaxResponseBytes,
@@ -213,7 +255,7 @@ func New(cfg Config) (http.Handler, error) {
 		},
 	}, routes)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("control: %w", err)
 	}
 	a.next = jh
 	return a, nil
@@ -221,14 +263,25 @@ func New(cfg Config) (http.Handler, error) {
 
 type api struct {
 	cfg      Config
+	guard    *guard
 	audit    *slog.Logger
 	who      string
 	tokenSum []byte
 	next     http.Handler
 }
 
-// ServeHTTP authenticates, then serves the JSON API.
+// ServeHTTP refuses browsers and foreign host names, authenticates, then
+// serves the JSON API.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p, reason, ok := a.guard.admit(r); !ok {
+		attrs := []any{"reason", reason}
+		if reason == refuseHost {
+			attrs = append(attrs, "host", quoteShort(r.Host))
+		}
+		a.audit.Warn("control api refused a request", attrs...)
+		wire.WriteClose(w, r, p)
+		return
+	}
 	if a.tokenSum != nil && !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="bulwark-control"`)
 		wire.WriteClose(w, r, wire.New(wire.CodeUnauthorized))
@@ -255,8 +308,8 @@ func (a *api) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], a.tokenSum) == 1
 }
 
-func badRequest(title string) error {
-	return &host.Error{Status: http.StatusBadRequest, Code: wire.CodeInvalidRequest, Detail: title}
+func badRequest(detail string) error {
+	return &Error{Code: wire.CodeInvalidRequest, Detail: detail}
 }
 
 func (a *api) status(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
@@ -284,7 +337,7 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 		a.audit.Info("control audit", "who", a.who, "action", "reload", "result", "ok")
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(ReloadResult{Reloaded: true})
+		_ = json.NewEncoder(w).Encode(ReloadResult{Reloaded: true})
 	case errors.As(err, &re):
 		a.audit.Info("control audit", "who", a.who, "action", "reload", "result", "rejected", "problems", len(re.Problems))
 		p := wire.New(wire.CodeInvalidConfig)
@@ -296,7 +349,7 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *api) list(s *ipset.Set) host.JSONHandler {
+func (a *api) list(s *ipset.Set) jsonapi.Handler {
 	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
 		limit := DefaultListLimit
 		if v := r.URL.Query().Get("limit"); v != "" {
@@ -328,7 +381,7 @@ func wireEntry(e ipset.Entry) Entry {
 	return w
 }
 
-func (a *api) add(s *ipset.Set, action string) host.JSONHandler {
+func (a *api) add(s *ipset.Set, action string) jsonapi.Handler {
 	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
 		if body == nil {
 			return 0, nil, badRequest("A JSON body with \"ip\" is required.")
@@ -341,7 +394,7 @@ func (a *api) add(s *ipset.Set, action string) host.JSONHandler {
 		}
 		p, err := ipset.ParsePrefix(req.IP)
 		if err != nil {
-			return 0, nil, badRequest(titleFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+			return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
 		}
 		maxMs := int64(ipset.MaxTTL / time.Millisecond)
 		if req.TTLMs < 0 || req.TTLMs > maxMs {
@@ -350,9 +403,9 @@ func (a *api) add(s *ipset.Set, action string) host.JSONHandler {
 		if err := s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
 			a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "error")
 			if errors.Is(err, ipset.ErrFull) {
-				return 0, nil, &host.Error{Status: http.StatusInsufficientStorage, Code: wire.CodeListFull, Err: err}
+				return 0, nil, &Error{Code: wire.CodeListFull, Err: err}
 			}
-			return 0, nil, badRequest(titleFor(err, "reason must be at most 64 bytes of printable ASCII."))
+			return 0, nil, badRequest(detailFor(err, "reason must be at most 64 bytes of printable ASCII."))
 		}
 		a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
 		e, _ := s.Get(p)
@@ -360,9 +413,9 @@ func (a *api) add(s *ipset.Set, action string) host.JSONHandler {
 	}
 }
 
-// titleFor turns an ipset validation error into a fixed-shape title. The
-// ipset messages quote only the operator's own input and bounds.
-func titleFor(err error, fallback string) string {
+// detailFor turns an ipset validation error into a fixed-shape detail.
+// The ipset messages quote only the operator's own input and bounds.
+func detailFor(err error, fallback string) string {
 	msg := strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": ")
 	if len(msg) > 110 || strings.ContainsAny(msg, "\r\n") {
 		return fallback
@@ -375,16 +428,44 @@ func titleFor(err error, fallback string) string {
 	return msg
 }
 
-func (a *api) remove(s *ipset.Set, action string) host.JSONHandler {
+func (a *api) remove(s *ipset.Set, action string) jsonapi.Handler {
 	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
 		p, err := ipset.ParsePrefix(r.URL.Query().Get("ip"))
 		if err != nil {
-			return 0, nil, badRequest(titleFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+			return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
 		}
 		if !s.Remove(p) {
-			return 0, nil, &host.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Detail: "No such entry."}
+			return 0, nil, &Error{Code: wire.CodeNotFound, Detail: "No such entry."}
 		}
 		a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "ok")
 		return http.StatusOK, map[string]any{"removed": p.String()}, nil
 	}
+}
+
+// Entry is one list entry on the wire.
+type Entry struct {
+	IP        string     `json:"ip"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// List is the answer of GET /v1/blocklist and /v1/allowlist.
+type List struct {
+	Entries  []Entry `json:"entries"`
+	Count    int     `json:"count"`
+	Total    int     `json:"total"`
+	Capacity int     `json:"capacity"`
+}
+
+// AddRequest is the body of POST /v1/blocklist and /v1/allowlist.
+type AddRequest struct {
+	IP     string `json:"ip"`
+	TTLMs  int64  `json:"ttl_ms,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReloadResult is the answer of POST /v1/reload.
+type ReloadResult struct {
+	Reloaded bool     `json:"reloaded"`
+	Errors   []string `json:"errors,omitempty"`
 }

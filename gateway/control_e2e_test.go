@@ -1,9 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/netip"
@@ -299,9 +299,10 @@ func TestControlConfig(t *testing.T) {
 	}
 }
 
-// TestCtlAgainstGateway runs `bulwark ctl` (control.RunCtl, in process)
-// against a running gateway's control listener.
-func TestCtlAgainstGateway(t *testing.T) {
+// TestClientAgainstGateway drives a running gateway's control listener
+// with control.Client, as `bulwark ctl` does (its command line is tested
+// in cmd/bulwark).
+func TestClientAgainstGateway(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bulwark.yaml")
@@ -312,54 +313,54 @@ func TestCtlAgainstGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := startConfig(t, cfg, gwOpts{getenv: getenv, source: func() (*Config, error) { return Load(path, getenv) }})
-	ctlEnv := func(k string) string {
-		return map[string]string{"BULWARK_CONTROL_ADDR": tg.control, "BULWARK_CONTROL_TOKEN": testToken}[k]
+	ctx := context.Background()
+	c := &control.Client{BaseURL: tg.control, Token: testToken}
+	if !strings.Contains(c.BaseURL, "://") {
+		c.BaseURL = "http://" + c.BaseURL
 	}
-	ctl := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := control.RunCtl(context.Background(), args, &out, &errb, ctlEnv)
-		return code, out.String(), errb.String()
-	}
-	if code, out, errOut := ctl("block", "127.0.30.0/24", "--ttl", "10m", "--reason", "manual"); code != 0 || !strings.HasPrefix(out, "blocked 127.0.30.0/24 (expires ") {
-		t.Fatalf("block: %d %q %q", code, out, errOut)
+	e, err := c.Add(ctx, "blocklist", "127.0.30.0/24", 10*time.Minute, "manual")
+	if err != nil || e.IP != "127.0.30.0/24" || e.ExpiresAt == nil {
+		t.Fatalf("block: %+v %v", e, err)
 	}
 	assertRefused(t, "127.0.30.77", hostPort(tg.url))
 	if s := fetchFrom(t, "127.0.31.1", tg.url+"/"); s != 200 {
 		t.Errorf("another address: %d", s)
 	}
-	if code, out, _ := ctl("allow", "127.0.30.77"); code != 0 || !strings.Contains(out, "allowed 127.0.30.77/32 (never expires)") {
-		t.Errorf("allow: %d %q", code, out)
+	if e, err := c.Add(ctx, "allowlist", "127.0.30.77", 0, ""); err != nil || e.IP != "127.0.30.77/32" || e.ExpiresAt != nil {
+		t.Errorf("allow: %+v %v", e, err)
 	}
 	if s := fetchFrom(t, "127.0.30.77", tg.url+"/"); s != 200 {
 		t.Errorf("allowed over the block: %d", s)
 	}
-	code, out, _ := ctl("--json", "list", "blocklist")
-	var l control.List
-	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || l.Total != 1 || l.Entries[0].IP != "127.0.30.0/24" || l.Entries[0].Reason != "manual" {
-		t.Errorf("list: %d %q", code, out)
+	l, err := c.List(ctx, "blocklist", 0)
+	if err != nil || l.Total != 1 || l.Entries[0].IP != "127.0.30.0/24" || l.Entries[0].Reason != "manual" {
+		t.Errorf("list: %+v %v", l, err)
 	}
-	code, out, _ = ctl("status", "--json")
+	m, err := c.Status(ctx)
+	b, _ := json.Marshal(m)
 	var st Status
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Lists["deny"].Entries != 1 || st.Lists["allow"].Entries != 1 || st.State != "ready" {
-		t.Errorf("status: %d %q", code, out)
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Lists["deny"].Entries != 1 || st.Lists["allow"].Entries != 1 || st.State != "ready" {
+		t.Errorf("status: %s %v", b, err)
 	}
-	if code, out, _ := ctl("reload"); code != 0 || out != "configuration reloaded\n" {
-		t.Errorf("reload: %d %q", code, out)
+	if err := c.Reload(ctx); err != nil {
+		t.Errorf("reload: %v", err)
 	}
-	if code, _, _ := ctl("disallow", "127.0.30.77"); code != 0 {
-		t.Errorf("disallow: %d", code)
+	if err := c.Remove(ctx, "allowlist", "127.0.30.77"); err != nil {
+		t.Errorf("disallow: %v", err)
 	}
-	if code, out, _ := ctl("unblock", "127.0.30.0/24"); code != 0 || !strings.Contains(out, "removed 127.0.30.0/24 from the blocklist") {
-		t.Errorf("unblock: %d %q", code, out)
+	if err := c.Remove(ctx, "blocklist", "127.0.30.0/24"); err != nil {
+		t.Errorf("unblock: %v", err)
 	}
 	if s := fetchFrom(t, "127.0.30.77", tg.url+"/"); s != 200 {
 		t.Errorf("after unblock: %d", s)
 	}
-	if code, _, errOut := ctl("block", "10.0.0.1/8"); code != 1 || !strings.Contains(errOut, "400 invalid_request") {
-		t.Errorf("bad prefix: %d %q", code, errOut)
+	var ae *control.APIError
+	if _, err := c.Add(ctx, "blocklist", "10.0.0.1/8", 0, ""); !errors.As(err, &ae) || ae.Status != 400 || ae.Code != "invalid_request" {
+		t.Errorf("bad prefix: %v", err)
 	}
-	if code, _, errOut := control.RunCtl(context.Background(), []string{"--addr", tg.control, "--token", "wrong-token-0123456789", "status"}, &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }), "", ""; code != 1 {
-		t.Errorf("wrong token: %d %q", code, errOut)
+	wrong := &control.Client{BaseURL: c.BaseURL, Token: "wrong-token-0123456789"}
+	if _, err := wrong.Status(ctx); !errors.As(err, &ae) || ae.Status != 401 {
+		t.Errorf("wrong token: %v", err)
 	}
 }
 
@@ -605,5 +606,86 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGeneratedControlToken: without a configured token the gateway
+// generates one, stores it with mode 0600 under its control address and
+// requires it; a browser or a foreign Host name gets 403 before
+// authentication; a reload that adds a configured token switches to it,
+// and one that removes it goes back to the generated token.
+func TestGeneratedControlToken(t *testing.T) {
+	up := echoUpstream(t, "app")
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	path := filepath.Join(dir, "bulwark.yaml")
+	os.WriteFile(path, []byte(strings.ReplaceAll(oneRoute, "{{APP}}", up.URL)), 0o600)
+	e := env()
+	cfg, err := Load(path, e.get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := startConfig(t, cfg, gwOpts{getenv: e.get, stateDir: state, source: func() (*Config, error) { return Load(path, e.get) }})
+	addr := strings.TrimPrefix(tg.control, "http://")
+	file := control.TokenPath(state, addr)
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v %v", file, fi, err)
+	}
+	if !strings.Contains(tg.logs.String(), `"msg":"control API token generated","file":"`+file+`"`) {
+		t.Errorf("the log does not name the token file:\n%s", tg.logs.String())
+	}
+	tok, err := control.ReadTokenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(tg.logs.String(), tok) {
+		t.Error("the log carries the token")
+	}
+	ctx := context.Background()
+	var ae *control.APIError
+	if _, err := (&control.Client{BaseURL: tg.control}).Status(ctx); !errors.As(err, &ae) || ae.Status != 401 {
+		t.Fatalf("without the token: %v", err)
+	}
+	c := &control.Client{BaseURL: tg.control, Token: tok}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatalf("with the generated token: %v", err)
+	}
+	for _, h := range [][2]string{{"Host", "attacker.example"}, {"Origin", "https://attacker.example"}} {
+		req, _ := http.NewRequest("GET", tg.control+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if h[0] == "Host" {
+			req.Host = h[1]
+		} else {
+			req.Header.Set(h[0], h[1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("%s %s: %d, want 403", h[0], h[1], resp.StatusCode)
+		}
+	}
+	// A configured token replaces it on reload; removing it restores the
+	// generated one (never no token).
+	os.WriteFile(filepath.Join(dir, "token"), []byte(testToken+"\n"), 0o600)
+	os.WriteFile(path, []byte(strings.ReplaceAll(oneRoute, "{{APP}}", up.URL)+"control: {token_file: token}\n"), 0o600)
+	if err := c.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&control.Client{BaseURL: tg.control, Token: testToken}).Status(ctx); err != nil {
+		t.Fatalf("configured token after reload: %v", err)
+	}
+	os.WriteFile(path, []byte(strings.ReplaceAll(oneRoute, "{{APP}}", up.URL)), 0o600)
+	if err := (&control.Client{BaseURL: tg.control, Token: testToken}).Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatalf("generated token after the configured one was removed: %v", err)
+	}
+	if _, err := (&control.Client{BaseURL: tg.control}).Status(ctx); !errors.As(err, &ae) || ae.Status != 401 {
+		t.Fatalf("without a token after the reloads: %v", err)
 	}
 }

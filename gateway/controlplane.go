@@ -56,6 +56,10 @@ type controlPlane struct {
 	host    *host.Host
 	handler atomic.Pointer[http.Handler]
 	token   string // guarded by Gateway.mu
+	// generated is the token made at start when the configuration has
+	// none (and Deps.StateDir is set); it serves whenever the
+	// configuration has no token of its own.
+	generated string
 }
 
 func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
@@ -78,16 +82,31 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 		return nil, fmt.Errorf("gateway: control: %w", err)
 	}
 	cp := &controlPlane{host: ch}
-	h, err := g.controlHandler(cfg.controlToken())
+	if cfg.controlToken() == "" && g.deps.StateDir != "" {
+		if cp.generated, err = control.GenerateToken(); err != nil {
+			return nil, fmt.Errorf("gateway: control: %w", err)
+		}
+	}
+	token := cp.effective(cfg.controlToken())
+	h, err := g.controlHandler(cfg, token)
 	if err != nil {
 		return nil, err
 	}
 	cp.handler.Store(&h)
-	cp.token = cfg.controlToken()
+	cp.token = token
 	return cp, nil
 }
 
-func (g *Gateway) controlHandler(token string) (http.Handler, error) {
+// effective is the token that serves: the configuration's, else the
+// generated one.
+func (cp *controlPlane) effective(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return cp.generated
+}
+
+func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error) {
 	var reload func(context.Context) error
 	if g.deps.Source != nil {
 		reload = func(ctx context.Context) error {
@@ -107,6 +126,7 @@ func (g *Gateway) controlHandler(token string) (http.Handler, error) {
 		Allow:  g.lists.allow,
 		Deny:   g.lists.deny,
 		Token:  token,
+		Addr:   cfg.Control.Addr,
 		Status: func() any { return g.Status() },
 		Reload: reload,
 		Audit:  g.log,
@@ -119,11 +139,12 @@ func (g *Gateway) controlHandler(token string) (http.Handler, error) {
 
 // setToken swaps in a handler with a new token (a reload rotated it).
 // Called with Gateway.mu held.
-func (cp *controlPlane) setToken(g *Gateway, token string) {
+func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
+	token := cp.effective(cfg.controlToken())
 	if token == cp.token {
 		return
 	}
-	h, err := g.controlHandler(token)
+	h, err := g.controlHandler(cfg, token)
 	if err != nil {
 		g.log.Error("control token not rotated", "error", err.Error())
 		return
@@ -150,6 +171,15 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	g.mu.Unlock()
 	if err := ch.Start(); err != nil {
 		return err
+	}
+	if gen := g.ctl.generated; gen != "" {
+		// Stored under the bound address, which names the file ctl
+		// looks for.
+		path := control.TokenPath(g.deps.StateDir, ch.Addr().String())
+		if err := control.WriteTokenFile(path, gen); err != nil {
+			return fmt.Errorf("gateway: control: %w (or set control.token_file or %s)", err, EnvControlToken)
+		}
+		g.log.Info("control API token generated", "file", path, "token_id", control.TokenID(gen))
 	}
 	if err := ch.Ready(ctx); err != nil {
 		return err

@@ -84,6 +84,11 @@ type Deps struct {
 	WrapListener func(net.Listener) net.Listener
 	// ControlListener, when set, replaces binding control.addr.
 	ControlListener net.Listener
+	// StateDir, when set, is where a control token is generated at start
+	// if the configuration has none (control.TokenPath names the file;
+	// bulwark ctl reads it). Empty: without a configured token the API
+	// runs unauthenticated, on loopback only.
+	StateDir string
 	// Source re-reads the configuration for a reload (POST /v1/reload,
 	// SIGHUP through ReloadFromSource): typically Load of the file the
 	// gateway was started with, with the same command-line overrides.
@@ -537,7 +542,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	g.cfg = cfg
 	prev.retire(p)
 	if g.ctl != nil {
-		g.ctl.setToken(g, cfg.controlToken())
+		g.ctl.setToken(g, cfg)
 	}
 	g.tally.reloaded(g.clock.Now())
 	g.metrics.reloaded(true)

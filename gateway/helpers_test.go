@@ -35,6 +35,8 @@ type gwOpts struct {
 	source func() (*Config, error)
 	// wrap is Deps.WrapListener.
 	wrap func(net.Listener) net.Listener
+	// stateDir is Deps.StateDir (a generated control token).
+	stateDir string
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -79,6 +81,7 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 		ControlListener: cln,
 		Source:          o.source,
 		WrapListener:    o.wrap,
+		StateDir:        o.stateDir,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -7,18 +7,16 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // Environment variables read by the profile gate (seed 002 §4).
@@ -32,9 +30,8 @@ const (
 	EnvPostgresTLSMode = "BULWARK_POSTGRES_TLS_MODE"
 	// EnvPostgresAllowInsecure must be "true" for EnvPostgresTLSMode=disable.
 	EnvPostgresAllowInsecure = "BULWARK_POSTGRES_ALLOW_INSECURE"
-	// EnvRedisURL is the Redis URL, redis://[user:password@]host[:port][/db]
-	// (cluster only). rediss:// is refused until the login store takes TLS
-	// settings.
+	// EnvRedisURL is the Redis URL (cluster only):
+	// redis://[user:password@]host[:port][/db], or rediss:// for TLS.
 	EnvRedisURL = "BULWARK_REDIS_URL"
 	// EnvControlToken is the control API's bearer token, an alternative
 	// to control.token_file. Read in every profile, only when the control
@@ -306,34 +303,16 @@ func (c *Config) quotaStoreConfig() pgquota.Config {
 	return pgquota.Config{Operations: quotaOperations(c), InsecureAllowNoTLS: c.Env.PostgresTLSMode == "disable"}
 }
 
-// redisOptions turns BULWARK_REDIS_URL into the login store's options,
-// through go-redis's own URL parser. The profile gate and the store use
-// it both, so `bulwark check` refuses what start-up would. Errors never
-// echo the URL.
-//
-// rediss:// (TLS) parses, but the login store cannot take TLS settings
-// yet, so it is refused here rather than silently connected without TLS.
+// redisOptions turns BULWARK_REDIS_URL into the login store's options:
+// the URL itself, checked by the parser the store's client is built with
+// (redisconn, on go-redis's redis.ParseURL), so the profile gate refuses
+// exactly what the store would. rediss:// gets TLS with the server's name
+// and certificate verified. Errors never echo the URL.
 func redisOptions(raw string) (redisstore.Options, error) {
-	if u, err := url.Parse(raw); err == nil && u.RawQuery != "" {
-		return redisstore.Options{}, errors.New("query options are not supported (value not shown)")
+	if err := (redisconn.Options{URL: raw}).Validate(); err != nil {
+		return redisstore.Options{}, fmt.Errorf("%s (value not shown)", strings.TrimPrefix(err.Error(), redisconn.ErrConfig.Error()+": "))
 	}
-	o, err := redis.ParseURL(raw)
-	if err != nil {
-		return redisstore.Options{}, errors.New("want redis://[user:password@]host[:port][/db] (value not shown)")
-	}
-	if o.Network == "unix" {
-		return redisstore.Options{}, errors.New("unix sockets are not supported; want redis://host:port")
-	}
-	if o.TLSConfig != nil {
-		return redisstore.Options{}, errors.New("rediss:// (TLS) is not supported by the login store yet; use redis:// on a trusted network")
-	}
-	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
-		return redisstore.Options{}, errors.New("want redis://host:port (value not shown)")
-	}
-	if o.DB < 0 || o.DB > 15 {
-		return redisstore.Options{}, fmt.Errorf("database %d out of range [0, 15]", o.DB)
-	}
-	return redisstore.Options{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB}, nil
+	return redisstore.Options{URL: raw}, nil
 }
 
 // applyProfileGate settles the effective profile and, only for the

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/login"
@@ -188,5 +187,3 @@ func loginEventListener(log *slog.Logger, route string) login.Listener {
 		log.Log(context.Background(), level, "login cache event", "route", route, "event", string(e.Type), "cache", e.Cache, "component", string(e.Component))
 	}
 }
-
-func itoa(i int64) string { return strconv.FormatInt(i, 10) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 func Example() {
@@ -41,15 +42,15 @@ func Example() {
 		panic(err) // the host has already closed everything
 	}
 
-	// 3. Activate the bounded JSON API.
-	api, err := host.NewJSON(host.JSONConfig{Prefix: "/api/v1"}, map[string]host.JSONHandler{
-		"GET /api/v1/hello/{name}": func(_ context.Context, r *http.Request, _ json.RawMessage) (int, any, error) {
-			return http.StatusOK, map[string]string{"hello": r.PathValue("name")}, nil
-		},
+	// 3. Activate the service's handler.
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/v1/hello/{name}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"hello": r.PathValue("name")})
 	})
-	if err != nil {
-		panic(err)
-	}
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		wire.Write(w, wire.New(wire.CodeNotFound))
+	})
 	h.Activate(api)
 	fmt.Println("active /readyz:", get("/readyz"))
 	fmt.Println("api:", get("/api/v1/hello/bulwark"))

@@ -35,12 +35,12 @@
 // and rejects malformed framing such as an invalid Content-Length (plain
 // 400, connection closed) before the host runs.
 //
-// Two admission modes share these guarantees: streaming (any http.Handler,
-// used by the gateway's proxy; the body bound is applied while streaming,
-// the handler's context is cancelled at the request timeout with cause
-// ErrRequestTimeout and the handler writes its own answer — the host
-// answers 413, 504, 503 or 500 only when the handler wrote nothing) and the
-// bounded JSON API (see NewJSON).
+// The admitted handler is any http.Handler: the body bound is applied
+// while it streams the body, its context is cancelled at the request
+// timeout with cause ErrRequestTimeout and it writes its own answer — the
+// host answers 413, 504, 503 or 500 only when the handler wrote nothing.
+// Work that outlives the handler's return (an answer sent early while a
+// goroutine finishes) keeps its slot with Hold.
 //
 // Timeouts use the real clock. Admitted requests are kept in a sharded
 // registry in admission order, which is also deadline order, so one timer

@@ -42,8 +42,10 @@ type Limits struct {
 	// the handler's Read fail with *http.MaxBytesError. Default 1 MiB,
 	// range [1, 64 GiB]. (The gateway raises it for proxied uploads.)
 	MaxBodyBytes int64
-	// MaxResponseBytes (max_response_bytes) bounds a JSON-mode answer when
-	// the JSONConfig does not set its own. Default 1 MiB, range [1, 64 MiB].
+	// MaxResponseBytes (max_response_bytes) is validated (default 1 MiB,
+	// range [1, 64 MiB]) but not enforced by the host, which streams
+	// answers: a handler that buffers its answer bounds it itself (the
+	// control API does).
 	MaxResponseBytes int64
 	// RequestTimeout (request_timeout) cancels an admitted handler's
 	// context (cause ErrRequestTimeout). Also sets the server's read

@@ -337,7 +337,7 @@ type reqKey struct{}
 // reqCtx is the admitted handler's context: a cancel context under the
 // request context, cancelled at the request timeout (ErrRequestTimeout)
 // and at drain (ErrDraining). It reports the timeout as its deadline and
-// carries the request for Hold and JSON mode.
+// carries the request for Hold.
 type reqCtx struct {
 	context.Context
 	rq *request

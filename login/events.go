@@ -13,7 +13,7 @@ import (
 // EventType names a cache health transition.
 type EventType string
 
-// Event types (seed 003).
+// Event types.
 const (
 	// CacheUnavailable is emitted on the first observed failure of a
 	// cache by one use (one Limiter or one Lockout instance), and again on

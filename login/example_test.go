@@ -3,6 +3,10 @@ package login_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
@@ -71,5 +75,78 @@ func ExampleDisabled() {
 	d, _ := lim.Evaluate(context.Background(), "192.0.2.1", "alice")
 	fmt.Printf("%+v\n", d)
 	// Output:
-	// {Allowed:true Limit:5 Remaining:-1 ResetAt:0001-01-01 00:00:00 +0000 UTC RetryAfterSeconds:0 Degraded:true}
+	// {Allowed:true Limit:5 Remaining:-1 ResetAt:0001-01-01 00:00:00 +0000 UTC RetryAfterSeconds:0 Degraded:true Reason: Window:0s}
+}
+
+// The per-client dimension bounds how many usernames one address may try,
+// and so how many keys it can add to the store.
+func ExampleConfig_perClient() {
+	clk := clock.NewManual(time.Date(2026, 10, 11, 9, 0, 0, 0, time.UTC))
+	store, err := login.NewMemoryStore(login.MemoryConfig{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	lim, err := login.New(login.Config{Store: store, PerClient: login.PerClient{Limit: 3}})
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"ann", "bob", "cy", "dee"} {
+		d, _ := lim.Evaluate(context.Background(), "192.0.2.1", user)
+		fmt.Printf("%s: allowed=%v reason=%q keys=%d\n", user, d.Allowed, d.Reason, store.Len())
+	}
+	// Output:
+	// ann: allowed=true reason="" keys=2
+	// bob: allowed=true reason="" keys=3
+	// cy: allowed=true reason="" keys=4
+	// dee: allowed=false reason="client" keys=4
+}
+
+// ReadUsername reads the username wherever a framework might find it and
+// leaves the body for the handler.
+func ExampleReadUsername() {
+	r := httptest.NewRequest(http.MethodPost, "/login?next=/home", strings.NewReader(`{"Username":"Alice","password":"x"}`))
+	r.Header.Set("Content-Type", "application/json")
+	user, err := login.ReadUsername(r, login.UsernameOptions{})
+	body, _ := io.ReadAll(r.Body)
+	fmt.Println(user, err, string(body))
+
+	// The query names another account than the body: refused.
+	r = httptest.NewRequest(http.MethodPost, "/login?username=victim", strings.NewReader("username=decoy&password=x"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	_, err = login.ReadUsername(r, login.UsernameOptions{})
+	p := login.ProblemFor(err)
+	fmt.Println(p.Status, p.Code)
+	// Output:
+	// Alice <nil> {"Username":"Alice","password":"x"}
+	// 400 ambiguous_credentials
+}
+
+// The middleware wraps a login handler; with a lockout, the handler's 401s
+// lock the account for every client.
+func ExampleNewMiddleware() {
+	clk := clock.NewManual(time.Date(2026, 10, 11, 9, 0, 0, 0, time.UTC))
+	rate, _ := login.NewMemoryStore(login.MemoryConfig{Clock: clk})
+	locks, _ := login.NewMemoryLockoutStore(login.MemoryConfig{Clock: clk})
+	lockout, _ := login.NewLockout(login.LockoutConfig{MaxFailures: 2, Duration: time.Minute, Store: locks, Clock: clk})
+	lim, _ := login.New(login.Config{Store: rate, PerClient: login.PerClient{Limit: login.RecommendedPerClientLimit}, Lockout: lockout, Clock: clk})
+	throttle, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: lim})
+	if err != nil {
+		panic(err)
+	}
+	handler := throttle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "wrong password", http.StatusUnauthorized) // every password is wrong today
+	}))
+	for _, client := range []string{"192.0.2.1:1000", "198.51.100.7:2000", "203.0.113.9:3000"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("username=alice&password=guess"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = client
+		handler.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// 401  4
+	// 401  4
+	// 429 60 0
 }

@@ -3,6 +3,7 @@ package login
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,63 +12,109 @@ import (
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
-// Problem codes of the HTTP adapter besides the seed's
-// [wire.CodeLoginRateLimitExceeded].
-const (
-	// CodeMissingCredentials answers a login request without a username
-	// (400). Such a request is not counted.
-	CodeMissingCredentials = wire.CodeMissingCredentials
-	// CodeInvalidLoginRequest answers a login request whose username
-	// cannot be read or is malformed (400). It is not counted.
-	CodeInvalidLoginRequest = wire.CodeInvalidLoginRequest
-)
-
-// Header names of the login rate-limit fields (seed 003). They are
-// application fields, not the IETF RateLimit fields.
+// Header names of the login rate-limit fields. They are application
+// fields, not the IETF RateLimit fields (which [Reject] sets too).
 const (
 	HeaderLimit     = "X-RateLimit-Limit"
 	HeaderRemaining = "X-RateLimit-Remaining"
 	HeaderReset     = "X-RateLimit-Reset"
 )
 
-// MiddlewareConfig configures [Middleware].
+// RateLimitPolicy is the policy name of the IETF RateLimit and
+// RateLimit-Policy fields of a login answer.
+const RateLimitPolicy = "login"
+
+// MiddlewareConfig configures [NewMiddleware].
 type MiddlewareConfig struct {
-	// Limiter decides. Required.
+	// Limiter decides. Required. Its Config.Lockout, when set, is also
+	// fed the status of every admitted attempt's answer (see
+	// [Lockout.RecordStatus]).
 	Limiter *Limiter
-	// Username returns the attempt's username. Required. It must bound
-	// what it reads (for example the request body, with
-	// http.MaxBytesReader) and leave the request usable by the next
-	// handler (for example by restoring the body it read). An error, or an
-	// empty username, answers 400 without counting the attempt; return an
-	// error wrapping [ErrMissingCredentials] when the credentials are
-	// absent and any other error when they are malformed. The error text
-	// is never sent to the client.
+	// Username returns the attempt's username. Nil means [ReadUsername]
+	// with Credentials. A custom function must bound what it reads and
+	// leave the request usable by the next handler; it returns an error
+	// wrapping [ErrMissingCredentials] when the credentials are absent,
+	// and errors are answered through [ProblemFor] (anything it does not
+	// know becomes 400 invalid_login_request). Error texts are never sent.
+	// The middleware cannot tell whether such a function read the body to
+	// its end, so its refusals close an HTTP/1.x connection that announced
+	// a body.
 	Username func(*http.Request) (string, error)
+	// Credentials configures the default reader; it must be zero when
+	// Username is set.
+	Credentials UsernameOptions
 	// ClientIP returns the client address of the request. Nil means
-	// Resolver.ClientAddr, formatted; the shared unknown peer becomes "".
+	// Resolver.ClientAddr, formatted (IPv6 clients grouped by the
+	// resolver's prefix, /64 by default: one host usually holds a whole
+	// /64, so counting single addresses would give it 2^64 budgets); the
+	// shared unknown peer becomes "".
 	ClientIP func(*http.Request) string
 	// Resolver finds the client when ClientIP is nil. Nil means the socket
-	// peer only (no forwarding header is trusted).
+	// peer only (no forwarding header is trusted), IPv6 grouped by /64;
+	// see peer.Config for another grouping.
 	Resolver *peer.Resolver
+	// Observe, when set, is called synchronously once per request, after
+	// the answer (or the handler) is done, with what the middleware did,
+	// for metrics and logs. w is the writer the middleware was given (so
+	// a caller can mark its own wrapper), r the request. It must be fast,
+	// must not keep w or r, and sees no username or address.
+	Observe func(w http.ResponseWriter, r *http.Request, o Outcome)
 }
 
-// Middleware wraps next, the password-login handler, with the limiter.
+// Outcome is what the middleware did with one request. The zero Outcome
+// is a safe-method request without credentials, passed on uncounted.
+// Every field is a fixed word or number: label metrics with
+// Decision.Reason or Code, never with request data.
+type Outcome struct {
+	// Counted reports that the attempt reached the limiter; Decision is
+	// then its answer (Decision.Reason says which dimension refused,
+	// Decision.Degraded that the quota was unknown).
+	Counted  bool
+	Decision Decision
+	// Code is the problem code of an answer given before counting
+	// (missing, malformed or ambiguous credentials, body too large,
+	// content coding); empty otherwise.
+	Code string
+	// Status is the status of the login handler's answer to an admitted
+	// attempt, as fed to the lockout (0 when the handler was not called,
+	// wrote nothing or hijacked the connection).
+	Status int
+}
+
+// NewMiddleware returns middleware that throttles a password-login
+// handler; it drops into routers that take func(http.Handler)
+// http.Handler (chi's r.Use, for one). Configuration errors are returned
+// here, never at request time.
 //
-// For each request it extracts the username; a missing or malformed one
-// answers 400 (problem+json, code [CodeMissingCredentials] or
-// [CodeInvalidLoginRequest]) and is not counted. Otherwise it counts the
-// attempt: a rejected attempt answers 429 through [WriteRejected] and next
-// is not called; an allowed one gets the X-RateLimit-* fields through
-// [SetHeaders] and goes on to next, which finds the decision with
-// [DecisionFromContext].
-func Middleware(next http.Handler, cfg MiddlewareConfig) (http.Handler, error) {
-	switch {
-	case next == nil:
-		return nil, errors.New("login: Middleware needs a next handler")
-	case cfg.Limiter == nil:
+// For each request it reads the username (by default with
+// [ReadUsername], from the query, JSON, form and multipart bodies, and
+// leaves the body for the handler). A safe method (GET, HEAD, OPTIONS,
+// TRACE) without credentials is passed to the handler uncounted: a login
+// page may share the path. Any other request without credentials, or with
+// malformed, ambiguous, oversized or content-coded ones, is answered
+// through [RejectError] and not counted. Otherwise the attempt is counted
+// by the limiter: a refusal (any [Reason]) is answered through [Reject]
+// and the handler is not called; an admitted attempt gets the
+// X-RateLimit-* fields ([SetHeaders]) and goes on to the handler, which
+// finds the decision with [DecisionFromContext]. When the limiter has a
+// [Lockout], the status the handler answers is fed to it
+// ([Lockout.RecordStatus]): a listed failure status counts a failed
+// password for the account, a 2xx clears its count. A locked account is
+// then refused like a throttled attempt, from every address, whether or
+// not it exists.
+func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
+	if cfg.Limiter == nil {
 		return nil, errors.New("login: MiddlewareConfig.Limiter is required")
-	case cfg.Username == nil:
-		return nil, errors.New("login: MiddlewareConfig.Username is required")
+	}
+	readUser := cfg.Username
+	if readUser == nil {
+		opt, err := cfg.Credentials.resolve()
+		if err != nil {
+			return nil, fmt.Errorf("login: MiddlewareConfig.Credentials: %w", err)
+		}
+		readUser = func(r *http.Request) (string, error) { return ReadUsername(r, opt) }
+	} else if !credentialsZero(cfg.Credentials) {
+		return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
 	}
 	clientIP := cfg.ClientIP
 	if clientIP == nil {
@@ -80,29 +127,123 @@ func Middleware(next http.Handler, cfg MiddlewareConfig) (http.Handler, error) {
 			return a.String()
 		}
 	}
-	lim := cfg.Limiter
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		username, err := cfg.Username(r)
-		if err == nil {
-			var d Decision
-			d, err = lim.Evaluate(r.Context(), clientIP(r), username)
-			if err == nil {
-				if !d.Allowed {
-					WriteRejected(w, d)
-					return
-				}
-				SetHeaders(w.Header(), d)
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
-				return
-			}
-		}
-		WriteBadRequest(w, err)
-	}), nil
+	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readUser: readUser, clientIP: clientIP, observe: cfg.Observe}
+	return m.wrap, nil
 }
+
+func credentialsZero(o UsernameOptions) bool {
+	return len(o.Fields) == 0 && o.MaxBodyBytes == 0 && o.MaxParts == 0 && o.MaxPartHeaderBytes == 0 && o.MaxFieldBytes == 0 && !o.BasicAuth
+}
+
+type middleware struct {
+	lim      *Limiter
+	lockout  *Lockout
+	readUser func(*http.Request) (string, error)
+	clientIP func(*http.Request) string
+	observe  func(http.ResponseWriter, *http.Request, Outcome)
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	if next == nil {
+		panic("login: middleware wrapping a nil handler")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	username, err := m.readUser(r)
+	if err != nil {
+		if errors.Is(err, ErrMissingCredentials) && safeMethod(r.Method) {
+			next.ServeHTTP(w, r)
+			m.report(w, r, Outcome{})
+			return
+		}
+		m.refuse(w, r, err)
+		return
+	}
+	d, err := m.lim.Evaluate(r.Context(), m.clientIP(r), username)
+	if err != nil {
+		m.refuse(w, r, err)
+		return
+	}
+	if !d.Allowed {
+		Reject(w, r, d)
+		m.report(w, r, Outcome{Counted: true, Decision: d})
+		return
+	}
+	SetHeaders(w.Header(), d)
+	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
+	if m.lockout == nil {
+		next.ServeHTTP(w, r)
+		m.report(w, r, Outcome{Counted: true, Decision: d})
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	if sw.status != 0 {
+		// The outcome counts even if the client has gone: an attacker
+		// must not dodge a failure by hanging up.
+		_, _ = m.lockout.RecordStatus(context.WithoutCancel(r.Context()), username, sw.status)
+	}
+	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status})
+}
+
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	p := ProblemFor(err)
+	writeProblem(w, r, p)
+	m.report(w, r, Outcome{Code: p.Code})
+}
+
+func (m *middleware) report(w http.ResponseWriter, r *http.Request, o Outcome) {
+	if m.observe != nil {
+		m.observe(w, r, o)
+	}
+}
+
+func safeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// statusWriter records the status of the handler's answer. Unwrap lets
+// http.ResponseController reach the underlying writer (Hijack, deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for handlers that assert it directly.
+func (s *statusWriter) Flush() {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type decisionKey struct{}
 
-// DecisionFromContext returns the decision [Middleware] made for the
+// DecisionFromContext returns the decision the middleware made for the
 // request whose context is ctx.
 func DecisionFromContext(ctx context.Context) (Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(Decision)
@@ -116,14 +257,39 @@ func DecisionFromContext(ctx context.Context) (Decision, bool) {
 // and the reset time are unknown, and the fields are omitted rather than
 // sent with made-up values.
 func SetHeaders(h http.Header, d Decision) {
-	h.Set(HeaderLimit, strconv.Itoa(d.Limit))
+	h[canonicalLimit] = []string{strconv.Itoa(d.Limit)}
 	if d.Degraded {
-		h.Del(HeaderRemaining)
-		h.Del(HeaderReset)
+		delete(h, canonicalRemaining)
+		delete(h, canonicalReset)
 		return
 	}
-	h.Set(HeaderRemaining, strconv.Itoa(max(d.Remaining, 0)))
-	h.Set(HeaderReset, FormatReset(d.ResetAt))
+	h[canonicalRemaining] = []string{strconv.Itoa(max(d.Remaining, 0))}
+	h[canonicalReset] = []string{FormatReset(d.ResetAt)}
+}
+
+// The canonical forms of the header names ("X-Ratelimit-Limit"), computed
+// once rather than per call.
+var (
+	canonicalLimit     = http.CanonicalHeaderKey(HeaderLimit)
+	canonicalRemaining = http.CanonicalHeaderKey(HeaderRemaining)
+	canonicalReset     = http.CanonicalHeaderKey(HeaderReset)
+)
+
+// RateLimit returns d as the IETF RateLimit fields of the "login" policy
+// (q = Limit, w = Window, r = Remaining, t = the wait until ResetAt
+// measured from now), for callers that send them on allowed answers too.
+// ok is false for a degraded decision, whose quota is unknown.
+func (d Decision) RateLimit(now time.Time) (rl wire.RateLimit, ok bool) {
+	if d.Degraded {
+		return wire.RateLimit{}, false
+	}
+	rl = wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Remaining: int64(max(d.Remaining, 0))}
+	if !d.Allowed {
+		rl.Reset = time.Duration(d.RetryAfterSeconds) * time.Second
+	} else if d.ResetAt.After(now) {
+		rl.Reset = d.ResetAt.Sub(now)
+	}
+	return rl, true
 }
 
 // FormatReset formats t as X-RateLimit-Reset does: UTC, RFC 3339, rounded
@@ -136,28 +302,83 @@ func FormatReset(t time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
-// WriteRejected answers a rejected attempt: 429 with Retry-After, the
-// X-RateLimit-* fields and a problem+json body carrying
-// errorCode "rate-limit-exceeded" and retryAfter (seconds).
-func WriteRejected(w http.ResponseWriter, d Decision) {
-	SetHeaders(w.Header(), d)
-	retry := d.RetryAfterSeconds
-	if retry < 1 {
-		retry = 1
-	}
+// rejectExtra is read-only: wire copies Extra when encoding.
+var rejectExtra = map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded}
+
+// Reject answers a refused attempt (any [Reason]) with one answer, so a
+// locked or unknown account, a full table and a throttled client look
+// alike: 429 with Retry-After (RetryAfterSeconds, at least 1), the
+// X-RateLimit-* fields ([SetHeaders]), the IETF RateLimit and
+// RateLimit-Policy fields of the "login" policy, and a problem+json body
+// with code and errorCode "rate-limit-exceeded" and retryAfter.
+//
+// r decides the connection's fate: when the request body was read to its
+// end by [ReadUsername] (or there is none), the connection stays open;
+// otherwise an HTTP/1.x connection is closed so that unread bytes cannot
+// keep it busy (see [wire.Reject]). Over HTTP/2 only the stream ends. A
+// nil r never closes.
+func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
+	retry := max(d.RetryAfterSeconds, 1)
+	h := w.Header()
+	SetHeaders(h, d)
+	wire.SetRateLimit(h, wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Reset: time.Duration(retry) * time.Second})
 	p := wire.New(wire.CodeLoginRateLimitExceeded)
-	p.RetryAfter = int64(retry)
-	p.Extra = map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded}
-	wire.Write(w, p)
+	p.RetryAfter = retry
+	p.Extra = rejectExtra
+	writeProblem(w, r, p)
 }
 
-// WriteBadRequest answers a login request that cannot be counted: 400 with
-// code [CodeMissingCredentials] when err wraps [ErrMissingCredentials],
-// else [CodeInvalidLoginRequest]. The error text is not sent.
-func WriteBadRequest(w http.ResponseWriter, err error) {
-	p := wire.New(CodeInvalidLoginRequest)
-	if errors.Is(err, ErrMissingCredentials) {
-		p = wire.New(CodeMissingCredentials)
+// WriteRejected answers a refused attempt like [Reject] with a nil
+// request: the connection is never closed. It is kept for the gateway
+// until it moves to Reject; prefer Reject, which also closes an HTTP/1.x
+// connection whose body was not read.
+func WriteRejected(w http.ResponseWriter, d Decision) { Reject(w, nil, d) }
+
+// RejectError answers a login request that cannot be counted because
+// [ReadUsername], a custom username function or [Limiter.Evaluate]
+// returned err: the problem of [ProblemFor], without the error's text.
+// The connection is handled as by [Reject].
+func RejectError(w http.ResponseWriter, r *http.Request, err error) {
+	writeProblem(w, r, ProblemFor(err))
+}
+
+// ProblemFor maps an error of [ReadUsername] or [Limiter.Evaluate] to its
+// answer:
+//
+//	ErrMissingCredentials          400 missing_credentials
+//	ErrAmbiguousCredentials        400 ambiguous_credentials
+//	ErrBodyTooLarge                413 payload_too_large
+//	ErrUnsupportedContentEncoding  415 unsupported_content_encoding
+//	ErrUnreadableBody              400 invalid_body
+//	ErrInvalidOptions              500 internal
+//	anything else                  400 invalid_login_request
+//
+// (ErrInvalidLoginRequest, ErrInvalidUsername, ErrInvalidClientIP and the
+// errors of a custom username function fall in the last row.) None of
+// these attempts is counted.
+func ProblemFor(err error) wire.Problem {
+	code := wire.CodeInvalidLoginRequest
+	switch {
+	case errors.Is(err, ErrMissingCredentials):
+		code = wire.CodeMissingCredentials
+	case errors.Is(err, ErrAmbiguousCredentials):
+		code = wire.CodeAmbiguousCredentials
+	case errors.Is(err, ErrBodyTooLarge):
+		code = wire.CodePayloadTooLarge
+	case errors.Is(err, ErrUnsupportedContentEncoding):
+		code = wire.CodeUnsupportedContentEncoding
+	case errors.Is(err, ErrUnreadableBody):
+		code = wire.CodeInvalidBody
+	case errors.Is(err, ErrInvalidOptions):
+		code = wire.CodeInternal
 	}
-	wire.Write(w, p)
+	return wire.New(code)
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p wire.Problem) {
+	if bodyConsumed(r) {
+		wire.Write(w, p)
+		return
+	}
+	wire.Reject(w, r, p)
 }

@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // jsonUsername reads a bounded JSON body {"username": ...}, restores it for
@@ -49,16 +52,16 @@ func newHTTPFixture(t *testing.T, limit int) *httpFixture {
 	f := &httpFixture{clk: clock.NewManual(t0)}
 	f.fault = &faultStore{rate: newMemoryStore(t, f.clk)}
 	lim := newLimiter(t, login.Config{Limit: limit, Store: f.fault})
-	h, err := login.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: lim, Username: jsonUsername})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls++
 		d, ok := login.DecisionFromContext(r.Context())
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "ok=%v remaining=%d body=%s", ok, d.Remaining, b)
-	}), login.MiddlewareConfig{Limiter: lim, Username: jsonUsername})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.srv = httptest.NewServer(h)
+	})))
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -137,11 +140,11 @@ func TestHTTPRejected(t *testing.T) {
 func TestHTTPBadRequestNotCounted(t *testing.T) {
 	f := newHTTPFixture(t, 1)
 	for _, c := range []struct{ body, code string }{
-		{`{"password":"x"}`, login.CodeMissingCredentials},
-		{`{"username":"   ","password":"x"}`, login.CodeMissingCredentials},
-		{`{"username":`, login.CodeInvalidLoginRequest},
-		{`{"username":"` + strings.Repeat("a", 300) + `"}`, login.CodeInvalidLoginRequest},
-		{strings.Repeat(" ", 5000), login.CodeInvalidLoginRequest},
+		{`{"password":"x"}`, wire.CodeMissingCredentials},
+		{`{"username":"   ","password":"x"}`, wire.CodeMissingCredentials},
+		{`{"username":`, wire.CodeInvalidLoginRequest},
+		{`{"username":"` + strings.Repeat("a", 300) + `"}`, wire.CodeInvalidLoginRequest},
+		{strings.Repeat(" ", 5000), wire.CodeInvalidLoginRequest},
 	} {
 		for range 3 {
 			resp, body := f.post(t, c.body)
@@ -182,20 +185,29 @@ func TestHTTPDegraded(t *testing.T) {
 
 func TestMiddlewareConfig(t *testing.T) {
 	lim := newLimiter(t, login.Config{Store: login.Disabled{}})
-	ok := http.NotFoundHandler()
 	for _, c := range []struct {
-		next http.Handler
 		cfg  login.MiddlewareConfig
 		want string
 	}{
-		{nil, login.MiddlewareConfig{Limiter: lim, Username: jsonUsername}, "next handler"},
-		{ok, login.MiddlewareConfig{Username: jsonUsername}, "Limiter is required"},
-		{ok, login.MiddlewareConfig{Limiter: lim}, "Username is required"},
+		{login.MiddlewareConfig{Username: jsonUsername}, "Limiter is required"},
+		{login.MiddlewareConfig{Limiter: lim, Username: jsonUsername, Credentials: login.UsernameOptions{MaxParts: 3}}, "Credentials is set but Username replaces"},
+		{login.MiddlewareConfig{Limiter: lim, Credentials: login.UsernameOptions{MaxBodyBytes: login.MaxMaxBodyBytes + 1}}, "Credentials: login: invalid username options: MaxBodyBytes must be between 1 and 1048576"},
+		{login.MiddlewareConfig{Limiter: lim, Credentials: login.UsernameOptions{Fields: []string{"user name"}}}, "Fields[0] may hold only"},
 	} {
-		if h, err := login.Middleware(c.next, c.cfg); err == nil || h != nil || !strings.Contains(err.Error(), c.want) {
+		if mw, err := login.NewMiddleware(c.cfg); err == nil || mw != nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "login: ") {
 			t.Errorf("%v, want %q", err, c.want)
 		}
 	}
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: lim})
+	if err != nil || mw == nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("wrapping a nil handler did not panic")
+		}
+	}()
+	mw(nil)
 }
 
 // TestMiddlewareClientIP: the default takes the socket peer; a custom
@@ -211,10 +223,16 @@ func TestMiddlewareClientIP(t *testing.T) {
 		return rec.Code
 	}
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	def, err := login.Middleware(next, login.MiddlewareConfig{Limiter: lim, Username: jsonUsername})
-	if err != nil {
-		t.Fatal(err)
+	wrap := func(cfg login.MiddlewareConfig) http.Handler {
+		t.Helper()
+		cfg.Limiter, cfg.Username = lim, jsonUsername
+		mw, err := login.NewMiddleware(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mw(next)
 	}
+	def := wrap(login.MiddlewareConfig{})
 	if serve(def, "192.0.2.1:1000") != 200 || serve(def, "192.0.2.1:2000") != 429 || serve(def, "[::ffff:192.0.2.1]:3") != 429 || serve(def, "192.0.2.2:1000") != 200 {
 		t.Error("socket peer keying")
 	}
@@ -227,10 +245,7 @@ func TestMiddlewareClientIP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxied, err := login.Middleware(next, login.MiddlewareConfig{Limiter: lim, Username: jsonUsername, Resolver: res})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxied := wrap(login.MiddlewareConfig{Resolver: res})
 	serveXFF := func(remote, xff string) int {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(`{"username":"bob"}`))
@@ -242,12 +257,21 @@ func TestMiddlewareClientIP(t *testing.T) {
 		serveXFF("10.1.1.1:1", "198.51.100.2") != 200 || serveXFF("192.0.2.9:1", "198.51.100.3") != 200 || serveXFF("192.0.2.9:2", "198.51.100.4") != 429 {
 		t.Error("trusted-proxy keying")
 	}
-	custom, err := login.Middleware(next, login.MiddlewareConfig{Limiter: lim, Username: jsonUsername, ClientIP: func(*http.Request) string { return "fixed" }})
+	custom := wrap(login.MiddlewareConfig{ClientIP: func(*http.Request) string { return "fixed" }})
+	if serve(custom, "192.0.2.3:1") != 200 || serve(custom, "192.0.2.4:1") != 429 {
+		t.Error("custom ClientIP")
+	}
+	// IPv6 clients are grouped by /64 unless told otherwise.
+	if serve(def, "[2001:db8:1:2::1]:1") != 200 || serve(def, "[2001:db8:1:2:ffff::9]:1") != 429 || serve(def, "[2001:db8:1:3::1]:1") != 200 {
+		t.Error("IPv6 /64 grouping")
+	}
+	res128, err := peer.New(peer.Config{IPv6Prefix: 128})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if serve(custom, "192.0.2.3:1") != 200 || serve(custom, "192.0.2.4:1") != 429 {
-		t.Error("custom ClientIP")
+	exact := wrap(login.MiddlewareConfig{Resolver: res128})
+	if serve(exact, "[2001:db8:9::1]:1") != 200 || serve(exact, "[2001:db8:9::2]:1") != 200 || serve(exact, "[2001:db8:9::2]:2") != 429 {
+		t.Error("IPv6Prefix 128")
 	}
 }
 
@@ -260,5 +284,200 @@ func TestFormatReset(t *testing.T) {
 		if got := login.FormatReset(in); got != want {
 			t.Errorf("FormatReset(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRejectHeaders: a refusal carries the IETF RateLimit fields of the
+// "login" policy beside the X-RateLimit-* set; an allowed attempt only the
+// latter.
+func TestRejectHeaders(t *testing.T) {
+	f := newHTTPFixture(t, 2)
+	for range 2 {
+		resp, _ := f.post(t, `{"username":"alice"}`)
+		if resp.Header.Get("RateLimit") != "" || resp.Header.Get("RateLimit-Policy") != "" || resp.Header.Get("X-RateLimit-Remaining") == "" {
+			t.Fatalf("allowed: %v", resp.Header)
+		}
+	}
+	f.clk.Advance(10*time.Second + 500*time.Millisecond)
+	resp, _ := f.post(t, `{"username":"alice"}`)
+	if resp.StatusCode != 429 || resp.Header.Get("RateLimit-Policy") != `"login";q=2;w=60` || resp.Header.Get("RateLimit") != `"login";r=0;t=50` {
+		t.Fatalf("rejected: %d %v", resp.StatusCode, resp.Header)
+	}
+	d := login.Decision{Allowed: true, Limit: 5, Remaining: 3, ResetAt: t0.Add(1500 * time.Millisecond), Window: time.Minute}
+	if rl, ok := d.RateLimit(t0); !ok || rl != (wire.RateLimit{Policy: "login", Limit: 5, Window: time.Minute, Remaining: 3, Reset: 1500 * time.Millisecond}) {
+		t.Errorf("allowed RateLimit %+v %v", rl, ok)
+	}
+	if _, ok := (login.Decision{Allowed: true, Limit: 5, Remaining: -1, Degraded: true}).RateLimit(t0); ok {
+		t.Error("degraded decision has RateLimit fields")
+	}
+}
+
+// TestSafeMethodsPassUncounted: a login page on the same path (a safe
+// method without credentials) passes uncounted; the same method with a
+// username in its query string counts; an unsafe method without one is
+// refused.
+func TestSafeMethodsPassUncounted(t *testing.T) {
+	clk := clock.NewManual(t0)
+	var (
+		outcomes []login.Outcome
+		observed http.ResponseWriter
+	)
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{
+		Limiter: newLimiter(t, login.Config{Limit: 1, Store: newMemoryStore(t, clk)}),
+		Observe: func(w http.ResponseWriter, _ *http.Request, o login.Outcome) {
+			outcomes, observed = append(outcomes, o), w
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))
+	do := func(method, target, body string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, target, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		h.ServeHTTP(rec, req)
+		if observed != rec {
+			t.Fatalf("Observe got another writer than the middleware's")
+		}
+		return rec
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace} {
+		for range 3 {
+			if rec := do(m, "/login?next=%2Fhome", ""); rec.Code != 200 || rec.Header().Get("X-RateLimit-Limit") != "" {
+				t.Fatalf("%s login page: %d %v", m, rec.Code, rec.Header())
+			}
+		}
+	}
+	if calls != 12 {
+		t.Fatalf("login page reached the handler %d times", calls)
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		if rec := do(m, "/login", "password=x"); rec.Code != 400 || !strings.Contains(rec.Body.String(), wire.CodeMissingCredentials) {
+			t.Fatalf("%s without credentials: %d %s", m, rec.Code, rec.Body)
+		}
+	}
+	if rec := do(http.MethodGet, "/login?username=alice", ""); rec.Code != 200 || rec.Header().Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("GET with a username: %d %v", rec.Code, rec.Header())
+	}
+	if rec := do(http.MethodDelete, "/login?username=Alice", ""); rec.Code != 429 {
+		t.Fatalf("DELETE with the same username: %d", rec.Code)
+	}
+	if rec := do(http.MethodGet, "/login?username=alice", "username=bob"); rec.Code != 400 || !strings.Contains(rec.Body.String(), wire.CodeAmbiguousCredentials) {
+		t.Fatalf("GET with two usernames: %d %s", rec.Code, rec.Body)
+	}
+	if calls != 13 {
+		t.Fatalf("handler calls %d", calls)
+	}
+	var kinds []string
+	for _, o := range outcomes {
+		switch {
+		case o.Code != "":
+			kinds = append(kinds, o.Code)
+		case !o.Counted:
+			kinds = append(kinds, "uncounted")
+		case o.Decision.Allowed:
+			kinds = append(kinds, "allowed")
+		default:
+			kinds = append(kinds, string(o.Decision.Reason))
+		}
+	}
+	want := strings.Repeat("uncounted ", 12) + strings.Repeat("missing_credentials ", 4) + "allowed account ambiguous_credentials"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("outcomes\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestMiddlewareRestoresChunkedBody: over a real connection, a chunked
+// login body reaches the handler as the same bytes with a fixed length,
+// and the handler's flushes and hijack-free writes still work.
+func TestMiddlewareRestoresChunkedBody(t *testing.T) {
+	clk := clock.NewManual(t0)
+	lo := newLockout(t, login.LockoutConfig{Store: newMemoryLockoutStore(t, clk)})
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: newLimiter(t, login.Config{Store: newMemoryStore(t, clk), Lockout: lo})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d %v %s", r.ContentLength, r.TransferEncoding, b)
+		w.(http.Flusher).Flush()
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Error(err)
+		}
+	})))
+	defer srv.Close()
+	body := `{"username":"alice","pad":"` + strings.Repeat("p", 5000) + `"}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/login", io.MultiReader(strings.NewReader(body))) // unknown length: chunked
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf("%d [] %s", len(body), body); string(got) != want {
+		t.Fatalf("handler saw %.80q", got)
+	}
+}
+
+// TestRejectConnectionFate: refusing after the body was read keeps an
+// HTTP/1.1 connection open; refusing with the body unread (too large)
+// closes it; over HTTP/2 100 refusals leave the one connection serving.
+func TestRejectConnectionFate(t *testing.T) {
+	clk := clock.NewManual(t0)
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{
+		Limiter:     newLimiter(t, login.Config{Limit: 1, Store: newMemoryStore(t, clk)}),
+		Credentials: login.UsernameOptions{MaxBodyBytes: 1024},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(h)
+			var conns atomic.Int32
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			if proto == "HTTP/2.0" {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			post := func(body string) *http.Response {
+				resp, err := srv.Client().Post(srv.URL+"/login", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.Proto != proto {
+					t.Fatalf("proto %s", resp.Proto)
+				}
+				return resp
+			}
+			post(`{"username":"alice"}`)
+			for i := range 100 {
+				if resp := post(`{"username":"alice"}`); resp.StatusCode != 429 || resp.Close {
+					t.Fatalf("refusal %d: %d close=%v", i, resp.StatusCode, resp.Close)
+				}
+			}
+			if n := conns.Load(); n != 1 {
+				t.Fatalf("%d connections for 101 requests", n)
+			}
+			resp := post(`{"username":"alice","pad":"` + strings.Repeat("x", 2000) + `"}`)
+			if resp.StatusCode != 413 || resp.Close != (proto == "HTTP/1.1") {
+				t.Fatalf("too large: %d close=%v", resp.StatusCode, resp.Close)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package login
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -44,6 +45,7 @@ func NormalizeUsername(s string) string { return strings.ToLower(strings.TrimSpa
 const (
 	rateDomain    = "\x01"
 	lockoutDomain = "\x02"
+	clientDomain  = "\x03"
 )
 
 // keyBufLen fits the domain tag, two length prefixes, the longest address
@@ -85,6 +87,16 @@ func rateKey(clientIP, username string) (Key, error) {
 	return sha256.Sum256(b), nil
 }
 
+// clientKey keys the per-client dimension: SHA-256 over its domain tag
+// and the length-prefixed client address. The tag keeps it apart from
+// every rate key, so it can live in the same store. The caller has
+// checked the address length.
+func clientKey(clientIP string) Key {
+	var buf [len(clientDomain) + 2 + MaxClientIPBytes]byte
+	b := append(buf[:0], clientDomain...)
+	return sha256.Sum256(appendPrefixed(b, clientIP))
+}
+
 // accountKey keys the lockout by account only: SHA-256 over a domain tag
 // and the length-prefixed normalized username, or HMAC-SHA-256 with secret
 // when one is configured (so that a reader of the cache cannot test
@@ -104,7 +116,7 @@ func accountKey(secret []byte, username string) (Key, error) {
 		return sha256.Sum256(b), nil
 	}
 	m := hmac.New(sha256.New, secret)
-	m.Write(b)
+	m.Write(bytes.Clone(b)) // a copy, so that buf does not escape on the unkeyed path
 	var k Key
 	m.Sum(k[:0])
 	return k, nil

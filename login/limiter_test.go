@@ -50,7 +50,10 @@ func TestRollingBoundary(t *testing.T) {
 	for _, s := range steps {
 		clk.Set(t0.Add(s.at))
 		d := evaluate(t, l, ip, user)
-		want := login.Decision{Allowed: s.allowed, Limit: 5, Remaining: s.remaining, ResetAt: t0.Add(s.resetAt), RetryAfterSeconds: s.retry}
+		want := login.Decision{Allowed: s.allowed, Limit: 5, Remaining: s.remaining, ResetAt: t0.Add(s.resetAt), RetryAfterSeconds: s.retry, Window: time.Minute}
+		if !s.allowed {
+			want.Reason = login.ReasonAccount
+		}
 		if d != want {
 			t.Fatalf("at t0+%v:\n got %+v\nwant %+v", s.at, d, want)
 		}
@@ -452,8 +455,10 @@ func TestPanickingListener(t *testing.T) {
 }
 
 // TestMemoryStoreFull: a table full of live keys cannot take a new key;
-// that key is degraded (a failed write) until an entry expires, and the
-// entries expire with the window.
+// that key is refused with reason capacity (not degraded, no event, the
+// attempt is not let through) until an entry expires, the keys present
+// keep counting exactly, and the entries expire with the window. (Before
+// the fail-closed rule this key was degraded, that is allowed.)
 func TestMemoryStoreFull(t *testing.T) {
 	clk := clock.NewManual(t0)
 	s, err := login.NewMemoryStore(login.MemoryConfig{Capacity: 2, Shards: 1, Clock: clk})
@@ -465,23 +470,26 @@ func TestMemoryStoreFull(t *testing.T) {
 	evaluate(t, l, "192.0.2.1", "a")
 	clk.Advance(time.Second)
 	evaluate(t, l, "192.0.2.1", "b")
-	if d := evaluate(t, l, "192.0.2.1", "c"); !d.Degraded {
-		t.Fatalf("third key: %+v", d)
+	for range 3 {
+		want := login.Decision{Limit: 5, ResetAt: t0.Add(61 * time.Second), RetryAfterSeconds: 60, Reason: login.ReasonCapacity, Window: time.Minute}
+		if d := evaluate(t, l, "192.0.2.1", "c"); d != want {
+			t.Fatalf("third key:\n got %+v\nwant %+v", d, want)
+		}
 	}
 	// Existing keys still count exactly.
-	if d := evaluate(t, l, "192.0.2.1", "a"); d.Degraded || d.Remaining != 3 {
+	if d := evaluate(t, l, "192.0.2.1", "a"); d.Degraded || !d.Allowed || d.Remaining != 3 {
 		t.Fatalf("a: %+v", d)
 	}
 	if s.Len() != 2 {
 		t.Fatalf("Len %d", s.Len())
 	}
-	// a's entries leave at t0+60s; b's at t0+61s.
+	// a's and b's last attempts were at t0+1s: both leave at t0+61s.
 	clk.Set(t0.Add(61 * time.Second))
-	if d := evaluate(t, l, "192.0.2.1", "c"); d.Degraded || d.Remaining != 4 {
+	if d := evaluate(t, l, "192.0.2.1", "c"); d.Degraded || !d.Allowed || d.Remaining != 4 {
 		t.Fatalf("c after expiry: %+v", d)
 	}
-	if got := rec.types(); !equalTypes(got, login.CacheUnavailable, login.CacheRecovered) {
-		t.Fatalf("events %v", got)
+	if got := rec.types(); len(got) != 0 {
+		t.Fatalf("a full table emitted %v", got)
 	}
 	if _, err := login.NewMemoryStore(login.MemoryConfig{Capacity: login.MaxCapacity + 1}); err == nil || !strings.Contains(err.Error(), "Capacity must be between 1 and 1000000") {
 		t.Errorf("capacity bound: %v", err)

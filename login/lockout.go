@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"slices"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
@@ -30,7 +32,14 @@ const (
 	// MinSecretBytes and MaxSecretBytes bound LockoutConfig.Secret when set.
 	MinSecretBytes = 16
 	MaxSecretBytes = 64
+	// MaxFailureStatuses bounds LockoutConfig.FailureStatus.
+	MaxFailureStatuses = 16
 )
+
+// DefaultFailureStatus lists the statuses of a login handler's answer that
+// count as a failed password unless LockoutConfig.FailureStatus says
+// otherwise: 401 Unauthorized and 403 Forbidden.
+func DefaultFailureStatus() []int { return []int{http.StatusUnauthorized, http.StatusForbidden} }
 
 // DefaultLockoutCacheName is the cache name in the lockout's events unless
 // LockoutConfig.CacheName says otherwise.
@@ -57,6 +66,11 @@ type LockoutConfig struct {
 	// the cache cannot confirm guessed usernames. Share it across replicas
 	// that share a store. It is copied.
 	Secret []byte
+	// FailureStatus lists the statuses of the login handler's answer that
+	// [Lockout.RecordStatus] counts as a failed password: up to
+	// MaxFailureStatuses distinct codes in 300–599. Nil or empty means
+	// [DefaultFailureStatus]. Every 2xx answer counts as a success.
+	FailureStatus []int
 	// CacheName names the cache in events; empty means
 	// DefaultLockoutCacheName.
 	CacheName string
@@ -79,6 +93,13 @@ type LockStatus struct {
 	// Degraded reports that the cache failed or is disabled, so the
 	// protection was skipped for this call.
 	Degraded bool
+	// Full reports that the store is full of live entries and has no room
+	// for this account, so a failure could not be counted. Check then
+	// also sets Locked (fail closed: the attempt must be refused, with
+	// RetryAfterSeconds the lockout Window); RecordFailure reports it
+	// with Locked false (the failure was not counted). It is not a cache
+	// failure and emits no event.
+	Full bool
 }
 
 // Lockout locks an account after repeated failed passwords, separately
@@ -87,7 +108,7 @@ type LockStatus struct {
 // than Duration and is not extended by attempts made while it holds.
 //
 // The trade-off: a lockout lets anyone who knows a username lock its real
-// owner out — the attack the seed and Keycloak users raise. Bulwark keeps
+// owner out — a well-known objection to account lockouts. Bulwark keeps
 // it bounded (Duration has a hard maximum, the default is 15 minutes, and
 // the per-(client, account) Limiter slows how fast one client can burn
 // through MaxFailures), but a distributed attacker can keep an account
@@ -100,50 +121,41 @@ type LockStatus struct {
 // ones and answer a locked account the same way whether it exists or not;
 // then neither the lock nor its timing reveals whether an account exists.
 //
+// A full bounded store refuses, it does not skip: an account the store
+// has no room for is answered as locked ([LockStatus.Full]) until entries
+// expire, and accounts already present keep their counts and locks.
+//
 // Cache runtime failures skip the protection (Degraded) and are reported
 // by [CacheUnavailable] / [CacheRecovered] events with component
 // "login-lockout"; they never fail a login. Misconfiguration fails
 // NewLockout. A Lockout is safe for concurrent use and holds no
 // goroutines.
 type Lockout struct {
-	policy LockoutPolicy
-	secret []byte
-	store  LockoutStore
-	mon    monitor
+	policy  LockoutPolicy
+	failure []int
+	secret  []byte
+	store   LockoutStore
+	mon     monitor
 }
 
-// NewLockout returns a Lockout for cfg.
+// NewLockout returns a Lockout for cfg. It runs [LockoutConfig.Validate]
+// and requires a Store.
 func NewLockout(cfg LockoutConfig) (*Lockout, error) {
-	if cfg.MaxFailures == 0 {
-		cfg.MaxFailures = DefaultMaxFailures
-	}
-	if cfg.Window == 0 {
-		cfg.Window = DefaultLockoutWindow
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = DefaultLockoutDuration
-	}
-	if cfg.CacheName == "" {
-		cfg.CacheName = DefaultLockoutCacheName
-	}
-	switch {
-	case cfg.MaxFailures < 1 || cfg.MaxFailures > MaxMaxFailures:
-		return nil, fmt.Errorf("login: LockoutConfig.MaxFailures must be between 1 and %d, got %d", MaxMaxFailures, cfg.MaxFailures)
-	case cfg.Window < MinLockoutWindow || cfg.Window > MaxLockoutWindow || cfg.Window%time.Millisecond != 0:
-		return nil, fmt.Errorf("login: LockoutConfig.Window must be a whole number of milliseconds between %v and %v, got %v", MinLockoutWindow, MaxLockoutWindow, cfg.Window)
-	case cfg.Duration < MinLockoutDuration || cfg.Duration > MaxLockoutDuration || cfg.Duration%time.Millisecond != 0:
-		return nil, fmt.Errorf("login: LockoutConfig.Duration must be a whole number of milliseconds between %v and %v, got %v", MinLockoutDuration, MaxLockoutDuration, cfg.Duration)
-	case cfg.Secret != nil && (len(cfg.Secret) < MinSecretBytes || len(cfg.Secret) > MaxSecretBytes):
-		return nil, fmt.Errorf("login: LockoutConfig.Secret must be %d to %d bytes, got %d", MinSecretBytes, MaxSecretBytes, len(cfg.Secret))
-	case cfg.Store == nil:
-		return nil, errors.New("login: LockoutConfig.Store is required (use login.Disabled{} to run without a lockout)")
-	}
-	if err := validCacheName("LockoutConfig.CacheName", cfg.CacheName); err != nil {
+	cfg, err := cfg.resolve()
+	if err != nil {
 		return nil, err
 	}
+	if cfg.Store == nil {
+		return nil, errors.New("login: LockoutConfig.Store is required (use login.Disabled{} to run without a lockout)")
+	}
+	failure := DefaultFailureStatus()
+	if len(cfg.FailureStatus) > 0 {
+		failure = slices.Clone(cfg.FailureStatus)
+	}
 	l := &Lockout{
-		policy: LockoutPolicy{MaxFailures: cfg.MaxFailures, Window: cfg.Window, Duration: cfg.Duration},
-		store:  cfg.Store,
+		policy:  LockoutPolicy{MaxFailures: cfg.MaxFailures, Window: cfg.Window, Duration: cfg.Duration},
+		failure: failure,
+		store:   cfg.Store,
 	}
 	if cfg.Secret != nil {
 		l.secret = append([]byte(nil), cfg.Secret...)
@@ -152,11 +164,61 @@ func NewLockout(cfg LockoutConfig) (*Lockout, error) {
 	return l, nil
 }
 
+// Validate reports the first setting out of range, naming it, exactly as
+// [NewLockout] would; it does not look at Store, Clock, Listener or
+// Logger.
+func (c LockoutConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// resolve fills the defaults and validates.
+func (c LockoutConfig) resolve() (LockoutConfig, error) {
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.Window == 0 {
+		c.Window = DefaultLockoutWindow
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultLockoutDuration
+	}
+	if c.CacheName == "" {
+		c.CacheName = DefaultLockoutCacheName
+	}
+	switch {
+	case c.MaxFailures < 1 || c.MaxFailures > MaxMaxFailures:
+		return c, fmt.Errorf("login: LockoutConfig.MaxFailures must be between 1 and %d, got %d", MaxMaxFailures, c.MaxFailures)
+	case c.Window < MinLockoutWindow || c.Window > MaxLockoutWindow || c.Window%time.Millisecond != 0:
+		return c, fmt.Errorf("login: LockoutConfig.Window must be a whole number of milliseconds between %v and %v, got %v", MinLockoutWindow, MaxLockoutWindow, c.Window)
+	case c.Duration < MinLockoutDuration || c.Duration > MaxLockoutDuration || c.Duration%time.Millisecond != 0:
+		return c, fmt.Errorf("login: LockoutConfig.Duration must be a whole number of milliseconds between %v and %v, got %v", MinLockoutDuration, MaxLockoutDuration, c.Duration)
+	case c.Secret != nil && (len(c.Secret) < MinSecretBytes || len(c.Secret) > MaxSecretBytes):
+		return c, fmt.Errorf("login: LockoutConfig.Secret must be %d to %d bytes, got %d", MinSecretBytes, MaxSecretBytes, len(c.Secret))
+	case len(c.FailureStatus) > MaxFailureStatuses:
+		return c, fmt.Errorf("login: LockoutConfig.FailureStatus must list at most %d statuses, got %d", MaxFailureStatuses, len(c.FailureStatus))
+	}
+	for i, st := range c.FailureStatus {
+		if st < 300 || st > 599 {
+			return c, fmt.Errorf("login: LockoutConfig.FailureStatus entries must be between 300 and 599, got %d", st)
+		}
+		if slices.Contains(c.FailureStatus[:i], st) {
+			return c, fmt.Errorf("login: LockoutConfig.FailureStatus lists %d twice", st)
+		}
+	}
+	return c, validCacheName("LockoutConfig.CacheName", c.CacheName)
+}
+
 // Policy returns the effective policy.
 func (l *Lockout) Policy() LockoutPolicy { return l.policy }
 
-// Check reports whether username is locked. Call it after the [Limiter]
-// admitted the attempt and before checking the password. It is a read.
+// FailureStatus returns the statuses [Lockout.RecordStatus] counts as a
+// failed password (a copy).
+func (l *Lockout) FailureStatus() []int { return slices.Clone(l.failure) }
+
+// Check reports whether username is locked. It is a read. A [Limiter]
+// whose Config.Lockout is set calls it first in Evaluate; otherwise call
+// it before checking the password and refuse the attempt when Locked.
 // Errors are input errors only (see [Limiter.Evaluate]).
 func (l *Lockout) Check(ctx context.Context, username string) (LockStatus, error) {
 	key, err := accountKey(l.secret, username)
@@ -165,6 +227,9 @@ func (l *Lockout) Check(ctx context.Context, username string) (LockStatus, error
 	}
 	start := l.mon.begin()
 	d, err := l.store.LockedFor(ctx, key)
+	if errors.Is(err, ErrStoreFull) {
+		return LockStatus{Locked: true, Full: true, RetryAfterSeconds: limit.CeilSeconds(l.policy.Window)}, nil
+	}
 	if err != nil {
 		return l.degraded(ctx, err, OpRead), nil
 	}
@@ -182,6 +247,9 @@ func (l *Lockout) RecordFailure(ctx context.Context, username string) (LockStatu
 	}
 	start := l.mon.begin()
 	d, err := l.store.AddFailure(ctx, key, l.policy)
+	if errors.Is(err, ErrStoreFull) {
+		return LockStatus{Full: true}, nil
+	}
 	if err != nil {
 		return l.degraded(ctx, err, OpWrite), nil
 	}
@@ -202,6 +270,23 @@ func (l *Lockout) RecordSuccess(ctx context.Context, username string) (LockStatu
 		return l.degraded(ctx, err, OpRemove), nil
 	}
 	l.mon.success(OpRemove, start)
+	return LockStatus{}, nil
+}
+
+// RecordStatus feeds the lockout with the status of the login handler's
+// answer to an admitted attempt: a status listed in
+// LockoutConfig.FailureStatus is a failed password ([Lockout.RecordFailure]),
+// a 2xx a success ([Lockout.RecordSuccess]); anything else (a 400, a 5xx,
+// a redirect not listed) records nothing. The lockout is only as good as
+// this signal: a handler that answers a failed login with 200 cannot
+// feed it.
+func (l *Lockout) RecordStatus(ctx context.Context, username string, status int) (LockStatus, error) {
+	switch {
+	case slices.Contains(l.failure, status):
+		return l.RecordFailure(ctx, username)
+	case status >= 200 && status <= 299:
+		return l.RecordSuccess(ctx, username)
+	}
 	return LockStatus{}, nil
 }
 

@@ -13,10 +13,12 @@ import (
 
 // Memory store bounds.
 const (
-	// DefaultCapacity is the default number of keys a memory store holds
-	// (seed 003: 10,000).
+	// DefaultCapacity is the default number of keys a memory store holds.
 	DefaultCapacity = 10_000
-	// MaxCapacity is the largest capacity a memory store accepts.
+	// MaxCapacity is the largest capacity a memory store accepts. A rate
+	// entry holds up to MaxLimit 8-byte timestamps, so a full store of
+	// MaxCapacity keys at MaxLimit needs about 1 GB; size Capacity for the
+	// keys expected in one window (see the package documentation).
 	MaxCapacity = 1_000_000
 )
 
@@ -35,6 +37,13 @@ type MemoryConfig struct {
 	Clock clock.Clock
 }
 
+// Validate reports the first setting out of range, naming it, exactly as
+// [NewMemoryStore] and [NewMemoryLockoutStore] would.
+func (c MemoryConfig) Validate() error {
+	_, err := c.table()
+	return err
+}
+
 func (c MemoryConfig) table() (keyed.Config, error) {
 	if c.Capacity == 0 {
 		c.Capacity = DefaultCapacity
@@ -42,7 +51,11 @@ func (c MemoryConfig) table() (keyed.Config, error) {
 	if c.Capacity < 1 || c.Capacity > MaxCapacity {
 		return keyed.Config{}, fmt.Errorf("login: MemoryConfig.Capacity must be between 1 and %d, got %d", MaxCapacity, c.Capacity)
 	}
-	return keyed.Config{Capacity: c.Capacity, ScanLimit: c.ScanLimit, Shards: c.Shards}, nil
+	kc := keyed.Config{Capacity: c.Capacity, ScanLimit: c.ScanLimit, Shards: c.Shards}
+	if err := kc.Validate(); err != nil {
+		return keyed.Config{}, fmt.Errorf("login: MemoryConfig: %w", err)
+	}
+	return kc, nil
 }
 
 // MemoryStore is a [Store] for one process: a bounded table of rolling
@@ -50,12 +63,14 @@ func (c MemoryConfig) table() (keyed.Config, error) {
 // Entries are reclaimed lazily once every attempt in them has left the
 // window; no goroutine or timer runs per key.
 //
-// When the table is full of live keys, a new key cannot be inserted and
-// Hit fails with an [OpError] of kind [OpWrite]: the limiter answers
-// degraded for that key (and emits [CacheUnavailable]) until an entry
-// expires. Size Capacity for the number of distinct (address, username)
-// pairs expected in one window. Counts are lost on restart; the store is
-// a single-process, best-effort baseline. For several replicas use a
+// The table never holds more than Capacity keys. When every entry is
+// live, a new key cannot be inserted and Hit returns [ErrStoreFull]: the
+// [Limiter] refuses that attempt (reason [ReasonCapacity]) while the keys
+// already present keep counting exactly; nothing is evicted and nothing
+// degrades. Size Capacity for the keys expected in one window: one per
+// (address, username) pair attempted, plus one per address when
+// Config.PerClient is on. Counts are lost on restart; the store is a
+// single-process, best-effort baseline. For several replicas use a
 // shared store that decides atomically, such as the Redis store.
 type MemoryStore struct {
 	clock clock.Clock
@@ -99,7 +114,7 @@ func (s *MemoryStore) Hit(_ context.Context, key Key, lim int, window time.Durat
 	})
 	if err != nil {
 		if errors.Is(err, keyed.ErrFull) {
-			return Hit{}, &OpError{Op: OpWrite, Err: err}
+			return Hit{At: now}, ErrStoreFull
 		}
 		return Hit{}, err
 	}
@@ -119,9 +134,11 @@ func (s *MemoryStore) Len() int { return s.table.Len() }
 func (s *MemoryStore) Close() { s.table.Close() }
 
 // MemoryLockoutStore is a [LockoutStore] for one process, bounded like
-// [MemoryStore]. A failure count that cannot be inserted because the table
-// is full fails with an [OpError] of kind [OpWrite] (the lockout then skips
-// its protection for that attempt).
+// [MemoryStore]. When every entry is live, an account without an entry
+// can be neither checked for room nor counted: LockedFor and AddFailure
+// return [ErrStoreFull] for it and the [Lockout] refuses its attempts
+// (fail closed) until entries expire, while accounts already present
+// keep their counts and locks.
 type MemoryLockoutStore struct {
 	clock clock.Clock
 	table *keyed.Table[keyed.Digest, lockEntry]
@@ -165,7 +182,7 @@ func (s *MemoryLockoutStore) LockedFor(_ context.Context, key Key) (time.Duratio
 		return true
 	})
 	if errors.Is(err, keyed.ErrFull) {
-		return 0, nil // the key is absent, hence not locked
+		return 0, ErrStoreFull // absent, and a failure could not be counted
 	}
 	return left, err
 }
@@ -195,7 +212,7 @@ func (s *MemoryLockoutStore) AddFailure(_ context.Context, key Key, p LockoutPol
 		return true
 	})
 	if errors.Is(err, keyed.ErrFull) {
-		return 0, &OpError{Op: OpWrite, Err: err}
+		return 0, ErrStoreFull
 	}
 	return locked, err
 }

@@ -30,6 +30,11 @@ type Store interface {
 	// one; success proves [OpRead], and [OpWrite] too when Allowed.
 	// Return [ErrDisabled] (possibly wrapped) when the cache is switched
 	// off on purpose.
+	//
+	// A bounded store that works but has no room for a new key returns
+	// [ErrStoreFull] with Hit.At set to the decision instant; it must
+	// not evict a live key to make room. The [Limiter] refuses such an
+	// attempt (it never degrades on a full table).
 	Hit(ctx context.Context, key Key, limit int, window time.Duration) (Hit, error)
 }
 
@@ -55,14 +60,18 @@ type Hit struct {
 // key.
 type LockoutStore interface {
 	// LockedFor returns how long the key stays locked from now, or 0 if it
-	// is not locked. It is an [OpRead].
+	// is not locked. It is an [OpRead]. A bounded store returns
+	// [ErrStoreFull] when the key is absent and there is no room to
+	// insert it: a failure for that account could not be counted, so the
+	// [Lockout] refuses the attempt.
 	LockedFor(ctx context.Context, key Key) (time.Duration, error)
 	// AddFailure records one failed password for key under policy p. If the
 	// key is locked, it records nothing and returns the remaining lock.
 	// Otherwise it counts the failure in a fixed window of p.Window that
 	// starts at the first failure; the p.MaxFailures-th failure locks the
 	// key for p.Duration (returned) and resets the count. It returns 0 when
-	// the key is not locked. It is an [OpWrite].
+	// the key is not locked. It is an [OpWrite]. A bounded store returns
+	// [ErrStoreFull] when the key is absent and there is no room for it.
 	AddFailure(ctx context.Context, key Key, p LockoutPolicy) (time.Duration, error)
 	// ClearFailures forgets the key's failure count (not an active lock).
 	// It is an [OpRemove].
@@ -131,6 +140,13 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// ErrStoreFull is returned by a bounded store ([MemoryStore],
+// [MemoryLockoutStore]) that cannot insert a new key because every entry
+// is live. It is not a cache failure: it emits no event, and the
+// [Limiter] and the [Lockout] answer it by refusing the attempt (see the
+// package documentation, "Full tables"), never by letting it through.
+var ErrStoreFull = errors.New("login: store full")
 
 // ErrDisabled is returned by a store that is switched off on purpose. The
 // limiter then answers degraded (allowed, quota unknown) and the lockout

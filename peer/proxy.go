@@ -131,21 +131,60 @@ func (tp *TrustedProxies) Validate() error {
 	return nil
 }
 
-// Resolver finds the client address of a request. A nil *Resolver, like
-// one built from a nil *TrustedProxies, uses the socket peer only. A
-// Resolver is immutable and safe for concurrent use.
+// IPv6 grouping bounds.
+const (
+	// DefaultIPv6Prefix is the prefix length IPv6 clients are grouped by:
+	// one /64 is what a single subscriber, VM or container usually gets,
+	// and it holds 2^64 addresses, so counting each /128 separately would
+	// hand one client unlimited budgets.
+	DefaultIPv6Prefix = 64
+	// MinIPv6Prefix and MaxIPv6Prefix bound Config.IPv6Prefix.
+	MinIPv6Prefix = 48
+	MaxIPv6Prefix = 128
+)
+
+// Config configures a [Resolver].
+type Config struct {
+	// TrustedProxies, when non-nil, is the trusted-proxy contract; nil
+	// trusts no forwarding header (the socket peer is the client).
+	TrustedProxies *TrustedProxies
+	// IPv6Prefix is the prefix length IPv6 clients are grouped by for
+	// limiting (see [Resolver.ClientAddr]), MinIPv6Prefix to
+	// MaxIPv6Prefix; 0 means DefaultIPv6Prefix. IPv4 clients are never
+	// grouped.
+	IPv6Prefix int
+}
+
+// Resolver finds the client address of a request. A nil *Resolver uses
+// the socket peer only and groups IPv6 by DefaultIPv6Prefix. A Resolver is
+// immutable and safe for concurrent use.
 type Resolver struct {
 	cidrs  []netip.Prefix
 	hops   int
 	header string
 	parse  func(lines []string, hops int) (netip.Addr, bool)
+	v6bits int // 0 in a nil or legacy resolver: DefaultIPv6Prefix
 }
 
-// NewResolver returns a resolver for the given contract. With tp == nil it
-// trusts no header at all. The CIDRs are copied.
+// NewResolver returns a resolver for the given contract with the default
+// IPv6 grouping; see [New]. With tp == nil it trusts no header at all.
 func NewResolver(tp *TrustedProxies) (*Resolver, error) {
+	return New(Config{TrustedProxies: tp})
+}
+
+// New returns a resolver for cfg. The CIDRs are copied. Errors name the
+// setting and its range.
+func New(cfg Config) (*Resolver, error) {
+	bits := cfg.IPv6Prefix
+	if bits == 0 {
+		bits = DefaultIPv6Prefix
+	}
+	if bits < MinIPv6Prefix || bits > MaxIPv6Prefix {
+		return nil, fmt.Errorf("%w: IPv6Prefix is %d, must be %d to %d", ErrInvalidProxies, cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
+	}
+	tp := cfg.TrustedProxies
 	if tp == nil {
-		return &Resolver{}, nil
+		return &Resolver{v6bits: bits}, nil
 	}
 	if err := tp.Validate(); err != nil {
 		return nil, err
@@ -155,6 +194,7 @@ func NewResolver(tp *TrustedProxies) (*Resolver, error) {
 		hops:   tp.Hops,
 		header: tp.Header.String(),
 		parse:  fromXForwardedFor,
+		v6bits: bits,
 	}
 	for i, p := range tp.CIDRs {
 		r.cidrs[i] = p.Masked()
@@ -165,16 +205,66 @@ func NewResolver(tp *TrustedProxies) (*Resolver, error) {
 	return r, nil
 }
 
-// ClientAddr returns the normalized client address of req, or ok == false
+// Client returns the normalized client address of req, or ok == false
 // for the shared unknown peer. Without a trusted-proxy contract, or when
 // the socket peer is not inside the trusted networks, it is
-// Normalize(req.RemoteAddr) and no header is looked at.
-func (r *Resolver) ClientAddr(req *http.Request) (netip.Addr, bool) {
+// Normalize(req.RemoteAddr) and no header is looked at. The address is
+// exact (not grouped): use it for allow and deny lists.
+func (r *Resolver) Client(req *http.Request) (netip.Addr, bool) {
 	a, ok := Normalize(req.RemoteAddr)
 	if r == nil || len(r.cidrs) == 0 || !ok || !r.trusts(a) {
 		return a, ok
 	}
 	return r.parse(req.Header[r.header], r.hops)
+}
+
+// ClientAddr is Client grouped for limiting (see [Resolver.Group]): every
+// IPv6 address of one /64 (by default) is the same client. Limiters key on
+// this address, so one subscriber cannot hold many budgets.
+func (r *Resolver) ClientAddr(req *http.Request) (netip.Addr, bool) {
+	a, ok := r.Client(req)
+	if !ok {
+		return a, ok
+	}
+	return r.Group(a), true
+}
+
+// Group returns the address limiters count a client by: an IPv4 address
+// unchanged, an IPv6 address masked to the configured prefix length.
+// It does not allocate.
+func (r *Resolver) Group(a netip.Addr) netip.Addr {
+	bits := DefaultIPv6Prefix
+	if r != nil && r.v6bits != 0 {
+		bits = r.v6bits
+	}
+	if !a.Is6() || bits >= 128 {
+		return a
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
+// IPv6Prefix returns the prefix length IPv6 clients are grouped by.
+func (r *Resolver) IPv6Prefix() int {
+	if r == nil || r.v6bits == 0 {
+		return DefaultIPv6Prefix
+	}
+	return r.v6bits
+}
+
+// TrustsPeer reports whether req's socket peer is one of the trusted
+// proxies, i.e. whether its forwarding headers are read. A proxy in front
+// of the upstream uses it to append to forwarding headers only when they
+// come from a trusted proxy, and to replace them otherwise.
+func (r *Resolver) TrustsPeer(req *http.Request) bool {
+	if r == nil || len(r.cidrs) == 0 {
+		return false
+	}
+	a, ok := Normalize(req.RemoteAddr)
+	return ok && r.trusts(a)
 }
 
 // trusts reports whether a lies inside one of the trusted networks.

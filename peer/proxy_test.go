@@ -196,16 +196,80 @@ func TestResolverClientAddr(t *testing.T) {
 		{"forwarded untrusted", fwd, req("[2001:db8:2::5]:5", "Forwarded", "for=203.0.113.9, for=10.1.9.9"), "2001:db8:2::5"},
 	}
 	for _, tt := range tests {
-		got, ok := tt.res.ClientAddr(tt.req)
+		got, ok := tt.res.Client(tt.req)
+		grouped, gok := tt.res.ClientAddr(tt.req)
 		if tt.want == "" {
-			if ok {
-				t.Errorf("%s: got %v, want unknown", tt.name, got)
+			if ok || gok {
+				t.Errorf("%s: got %v / %v, want unknown", tt.name, got, grouped)
 			}
 			continue
 		}
-		if !ok || got != netip.MustParseAddr(tt.want) {
+		want := netip.MustParseAddr(tt.want)
+		if !ok || got != want {
 			t.Errorf("%s: got %v, %v; want %s", tt.name, got, ok, tt.want)
 		}
+		// Limiters see the /64 of an IPv6 client.
+		if want.Is6() {
+			want = netip.PrefixFrom(want, 64).Masked().Addr()
+		}
+		if !gok || grouped != want {
+			t.Errorf("%s: grouped %v, %v; want %s", tt.name, grouped, gok, want)
+		}
+	}
+}
+
+func TestResolverIPv6Grouping(t *testing.T) {
+	a := netip.MustParseAddr("2001:db8:1:2:3:4:5:6")
+	for _, c := range []struct {
+		bits int
+		want string
+	}{{0, "2001:db8:1:2::"}, {48, "2001:db8:1::"}, {64, "2001:db8:1:2::"}, {96, "2001:db8:1:2:3:4::"}, {128, "2001:db8:1:2:3:4:5:6"}} {
+		r, err := New(Config{IPv6Prefix: c.bits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Group(a); got != netip.MustParseAddr(c.want) {
+			t.Errorf("/%d: %v, want %s", c.bits, got, c.want)
+		}
+		if v4 := netip.MustParseAddr("192.0.2.7"); r.Group(v4) != v4 {
+			t.Errorf("/%d: IPv4 grouped", c.bits)
+		}
+	}
+	for _, bits := range []int{-1, 1, 47, 129} {
+		if _, err := New(Config{IPv6Prefix: bits}); err == nil {
+			t.Errorf("IPv6Prefix %d accepted", bits)
+		}
+	}
+	var nilRes *Resolver
+	if got := nilRes.Group(a); got != netip.MustParseAddr("2001:db8:1:2::") {
+		t.Errorf("nil resolver groups to %v", got)
+	}
+	// 4,096 addresses of one /64 are one client.
+	r, _ := New(Config{})
+	seen := map[netip.Addr]bool{}
+	for i := 0; i < 4096; i++ {
+		req := &http.Request{RemoteAddr: netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i), 14: byte(i >> 8)}), 1).String()}
+		g, _ := r.ClientAddr(req)
+		seen[g] = true
+	}
+	if len(seen) != 1 {
+		t.Fatalf("one /64 gave %d clients", len(seen))
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.Group(a) }); n != 0 {
+		t.Errorf("Group allocates %v", n)
+	}
+}
+
+func TestResolverTrustsPeer(t *testing.T) {
+	r, _ := NewResolver(&TrustedProxies{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Hops: 1})
+	for remote, want := range map[string]bool{"10.1.2.3:4": true, "192.0.2.1:4": false, "": false, "[::ffff:10.0.0.1]:1": true} {
+		if got := r.TrustsPeer(&http.Request{RemoteAddr: remote}); got != want {
+			t.Errorf("%q: %v, want %v", remote, got, want)
+		}
+	}
+	var nilRes *Resolver
+	if nilRes.TrustsPeer(&http.Request{RemoteAddr: "10.1.2.3:4"}) {
+		t.Error("nil resolver trusts")
 	}
 }
 

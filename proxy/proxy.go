@@ -34,18 +34,31 @@
 //
 // # Forwarding headers
 //
-// The proxy appends, never trusts: the socket peer of the incoming request
-// is appended to the inbound X-Forwarded-For chain and a new element
-// "for=…;host=…;proto=…" is appended to the inbound Forwarded header
-// (RFC 7239, IPv6 quoted). X-Forwarded-Host and X-Forwarded-Proto are set.
+// Forwarding headers are only extended when they come from a trusted
+// proxy ([Options.TrustForwarded]): then the socket peer of the incoming
+// request is appended to the inbound X-Forwarded-For chain, a new element
+// "for=…;host=…;proto=…" is appended to a well-formed inbound Forwarded
+// header (RFC 7239, IPv6 quoted; a malformed one is dropped, so a client
+// cannot swallow the proxy's own element with an unterminated quote), and
+// the inbound X-Forwarded-Host and X-Forwarded-Proto are kept. From any
+// other client every X-Forwarded-* field and Forwarded are replaced: the
+// upstream sees exactly one hop, this one.
+//
+// Headers the gateway asserts (an identity established by forward-auth)
+// are set by [Options.Assert] after hop-by-hop removal, so a client's
+// "Connection: X-Auth-Project" cannot strip them.
 //
 // # Errors
 //
 // Failure to reach the upstream answers 502 with code
 // "upstream_unavailable"; a timeout answers 504 with code
 // "upstream_timeout". Neither body carries the error text, a target address
-// or a host name. When the client has gone away nothing is written. A
-// failure after the response headers were sent aborts the response.
+// or a host name. A request body the client malformed (bad chunked
+// encoding, shorter than its Content-Length) is the client's fault: 400
+// "invalid_body", logged at debug, observed as outcome "invalid_body",
+// never as an upstream error. When the client has gone away nothing is
+// written. A failure after the response headers were sent aborts the
+// response.
 package proxy
 
 import (
@@ -166,12 +179,23 @@ type Options struct {
 	// Lines never carry a client address.
 	Logger *slog.Logger
 	// Observe, when set, is called once per proxied request with the
-	// upstream name, an outcome (ok, error, timeout, canceled) and the
-	// time from the start of the first attempt until the proxy returned.
+	// upstream name, an outcome (ok, error, timeout, canceled, or
+	// invalid_body when the client's own body was malformed) and the time
+	// from the start of the first attempt until the proxy returned.
 	Observe func(upstream, outcome string, d time.Duration)
 	// DialContext replaces the dialer (for example for Unix sockets or
 	// tests). The Connect timeout still applies through the context.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// TrustForwarded reports whether the forwarding headers of an incoming
+	// request were written by a trusted proxy (typically
+	// peer.Resolver.TrustsPeer). Trusted headers are appended to; all
+	// others are replaced. Nil trusts nobody.
+	TrustForwarded func(in *http.Request) bool
+	// Assert, when set, is called last for every outbound request, after
+	// hop-by-hop headers were removed and the forwarding headers set:
+	// what it sets in out reaches the upstream whatever the client's
+	// Connection header named.
+	Assert func(in *http.Request, out http.Header)
 }
 
 // Proxy forwards requests to one upstream. It is safe for concurrent use.
@@ -182,6 +206,8 @@ type Proxy struct {
 	retries  int
 	log      *slog.Logger
 	observe  func(string, string, time.Duration)
+	trust    func(*http.Request) bool
+	assert   func(*http.Request, http.Header)
 
 	next      atomic.Uint64
 	transport *http.Transport
@@ -247,6 +273,8 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		retries:  u.Retries,
 		log:      log.With("upstream", u.Name),
 		observe:  opts.Observe,
+		trust:    opts.TrustForwarded,
+		assert:   opts.Assert,
 	}
 	dial := opts.DialContext
 	if dial == nil {
@@ -306,6 +334,22 @@ type ctxKey struct{}
 // round tripper and the error handler.
 type exchange struct {
 	outcome string
+	body    *bodyWatch // nil without a request body
+}
+
+// bodyWatch remembers a read error of the client's request body, so a
+// malformed body is answered as the client's fault.
+type bodyWatch struct {
+	io.ReadCloser
+	err error
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 // ServeHTTP proxies r to the next target.
@@ -340,7 +384,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.observe(p.name, ex.outcome, time.Since(start))
 		}()
 	}
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	out := r.WithContext(ctx)
+	if r.Body != nil && r.Body != http.NoBody && r.GetBody == nil {
+		// A body with GetBody was read already (and is replayed from
+		// memory); only a streamed body can be malformed in flight.
+		ex.body = &bodyWatch{ReadCloser: r.Body}
+		out.Body = ex.body
+	}
+	p.rp.ServeHTTP(w, out)
 	completed = true
 }
 
@@ -350,22 +401,129 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// formed until then.
 	pr.Out.URL.Scheme = p.targets[0].Scheme
 	pr.Out.URL.Host = p.targets[0].Host
-	if prior := pr.In.Header["X-Forwarded-For"]; len(prior) > 0 {
-		pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+	in, out := pr.In, pr.Out.Header
+	trusted := p.trust != nil && p.trust(in)
+	if trusted {
+		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
+			out["X-Forwarded-For"] = append([]string(nil), prior...)
+		}
+	} else {
+		// Only a trusted proxy may speak about earlier hops.
+		for k := range out {
+			if len(k) > 12 && strings.EqualFold(k[:12], "X-Forwarded-") {
+				delete(out, k)
+			}
+		}
 	}
 	pr.SetXForwarded()
+	if trusted {
+		// Keep what the trusted edge said about the original request.
+		for _, k := range [...]string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+			if vs := in.Header[k]; len(vs) == 1 && vs[0] != "" {
+				out[k] = []string{vs[0]}
+			}
+		}
+	}
 	proto := "http"
-	if pr.In.TLS != nil {
+	if in.TLS != nil {
 		proto = "https"
 	}
-	elem := forwardedElement(pr.In.RemoteAddr, pr.In.Host, proto)
-	if prior := pr.In.Header.Values("Forwarded"); len(prior) > 0 {
-		elem = strings.Join(prior, ", ") + ", " + elem
+	elem := forwardedElement(in.RemoteAddr, in.Host, proto)
+	if trusted {
+		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
+			if all := strings.Join(prior, ", "); validForwarded(all) {
+				elem = all + ", " + elem
+			}
+		}
 	}
-	pr.Out.Header.Set("Forwarded", elem)
+	out.Set("Forwarded", elem)
 	// Keep the client's Host header, as nginx's "proxy_set_header Host
 	// $host" and Envoy's default do; upstreams see the public name.
-	pr.Out.Host = pr.In.Host
+	pr.Out.Host = in.Host
+	if p.assert != nil {
+		p.assert(in, out)
+	}
+}
+
+// maxForwardedBytes bounds an inbound Forwarded header that is extended.
+const maxForwardedBytes = 8 << 10
+
+// validForwarded reports whether s is a well-formed RFC 7239 Forwarded
+// field value: elements separated by ",", pairs by ";", each pair
+// token "=" (token / quoted-string). Empty elements are tolerated.
+func validForwarded(s string) bool {
+	if len(s) > maxForwardedBytes {
+		return false
+	}
+	i := 0
+	skipOWS := func() {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+	}
+	token := func() bool {
+		j := i
+		for i < len(s) && isTokenChar(s[i]) {
+			i++
+		}
+		return i > j
+	}
+	for {
+		skipOWS()
+		if i == len(s) {
+			return true
+		}
+		if s[i] == ',' || s[i] == ';' {
+			i++ // empty element or pair
+			continue
+		}
+		if !token() {
+			return false
+		}
+		if i == len(s) || s[i] != '=' {
+			return false
+		}
+		i++
+		if i < len(s) && s[i] == '"' {
+			i++
+			closed := false
+			for i < len(s) {
+				c := s[i]
+				if c == '\\' {
+					if i+1 >= len(s) {
+						return false
+					}
+					i += 2
+					continue
+				}
+				i++
+				if c == '"' {
+					closed = true
+					break
+				}
+				if c < 0x20 && c != '\t' || c == 0x7f {
+					return false
+				}
+			}
+			if !closed {
+				return false
+			}
+		} else if !token() {
+			return false
+		}
+		skipOWS()
+		if i == len(s) {
+			return true
+		}
+		if s[i] != ',' && s[i] != ';' {
+			return false
+		}
+		i++
+	}
+}
+
+func isTokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // forwardedElement renders one RFC 7239 element. Values that are not
@@ -396,8 +554,7 @@ var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 func quoteIfNeeded(s string) string {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+		if !isTokenChar(s[i]) {
 			return `"` + quoteEscaper.Replace(s) + `"`
 		}
 	}
@@ -558,6 +715,14 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		if ex != nil {
 			ex.outcome = o
 		}
+	}
+	if ex != nil && ex.body != nil && ex.body.err != nil {
+		// The client's body was malformed or cut short: its fault (also
+		// when it then hung up; the answer is then simply lost).
+		set("invalid_body")
+		p.log.Debug("malformed request body", "error", ex.body.err.Error())
+		wire.WriteClose(w, r, wire.New(wire.CodeInvalidBody))
+		return
 	}
 	class := errorClass(err)
 	if class == "canceled" || (class != "timeout" && r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errTotalTimeout)) {

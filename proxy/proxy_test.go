@@ -489,34 +489,145 @@ func TestHeaders(t *testing.T) {
 		w.Header().Set("Keep-Alive", "timeout=5")
 		w.Header().Set("X-End", "2")
 	}))
+	send := func(s *httptest.Server, h ...string) *http.Response {
+		req, _ := http.NewRequest("GET", s.URL, nil)
+		req.Host = "public.example"
+		for i := 0; i+1 < len(h); i += 2 {
+			req.Header.Add(h[i], h[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	spoof := []string{
+		"Connection", "X-Hop", "X-Hop", "drop me", "X-End", "keep me",
+		"X-Forwarded-For", "203.0.113.9", "X-Forwarded-For", "198.51.100.1",
+		"Forwarded", "for=192.0.2.60;proto=https",
+		"X-Forwarded-Host", "evil.example", "X-Forwarded-Proto", "https",
+		"X-Forwarded-Port", "1", "X-Forwarded-Prefix", "/admin",
+	}
+
+	// An untrusted client: every forwarding header is replaced.
 	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	resp := send(s, spoof...)
+	if got.Get("X-Hop") != "" || got.Get("X-End") != "keep me" {
+		t.Fatalf("request hop-by-hop handling wrong: %v", got)
+	}
+	if xff := got.Values("X-Forwarded-For"); len(xff) != 1 || xff[0] != "127.0.0.1" {
+		t.Fatalf("untrusted X-Forwarded-For = %q", xff)
+	}
+	if f := got.Values("Forwarded"); len(f) != 1 || f[0] != "for=127.0.0.1;host=public.example;proto=http" {
+		t.Fatalf("untrusted Forwarded = %q", f)
+	}
+	if got.Get("X-Forwarded-Host") != "public.example" || got.Get("X-Forwarded-Proto") != "http" || gotHost != "public.example" {
+		t.Fatalf("X-Forwarded-Host %q proto %q host %q", got.Get("X-Forwarded-Host"), got.Get("X-Forwarded-Proto"), gotHost)
+	}
+	if got.Get("X-Forwarded-Port") != "" || got.Get("X-Forwarded-Prefix") != "" {
+		t.Fatalf("client X-Forwarded-* passed: %v", got)
+	}
+	if resp.Header.Get("X-Secret-Hop") != "" || resp.Header.Get("Keep-Alive") != "" || resp.Header.Get("X-End") != "2" {
+		t.Fatalf("response hop-by-hop handling wrong: %v", resp.Header)
+	}
+
+	// A trusted proxy: the chain is extended and its edge facts kept.
+	s, _ = front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{TrustForwarded: func(*http.Request) bool { return true }})
+	send(s, spoof...)
+	if xff := got.Get("X-Forwarded-For"); xff != "203.0.113.9, 198.51.100.1, 127.0.0.1" {
+		t.Fatalf("trusted X-Forwarded-For = %q", xff)
+	}
+	if f := got.Get("Forwarded"); f != "for=192.0.2.60;proto=https, for=127.0.0.1;host=public.example;proto=http" {
+		t.Fatalf("trusted Forwarded = %q", f)
+	}
+	if got.Get("X-Forwarded-Proto") != "https" || got.Get("X-Forwarded-Host") != "evil.example" || got.Get("X-Forwarded-Port") != "1" {
+		t.Fatalf("trusted edge headers not kept: %v", got)
+	}
+	// A malformed Forwarded from a trusted proxy is dropped, not extended:
+	// an unterminated quote would swallow our element.
+	send(s, "Forwarded", `for="6.6.6.6`)
+	if f := got.Values("Forwarded"); len(f) != 1 || f[0] != "for=127.0.0.1;host=public.example;proto=http" {
+		t.Fatalf("malformed Forwarded handled as %q", f)
+	}
+}
+
+func TestValidForwarded(t *testing.T) {
+	for s, want := range map[string]bool{
+		"for=192.0.2.60;proto=https":                true,
+		`for="[2001:db8::1]:80", for=unknown;by=_x`: true,
+		"for=a,,for=b":                              true,
+		`for="6.6.6.6`:                              false,
+		`for="a\"b"`:                                true,
+		"for":                                       false,
+		"for=":                                      false,
+		"=x":                                        false,
+		"for=a b":                                   false,
+		"for=a;;proto=http":                         true,
+		`for="a` + "\x01" + `"`:                     false,
+		strings.Repeat("for=a,", 2000):              false,
+	} {
+		if got := proxy.ValidForwarded(s); got != want {
+			t.Errorf("%.40q: %v, want %v", s, got, want)
+		}
+	}
+}
+
+// Headers set by Assert reach the upstream even when the client's
+// Connection header names them.
+func TestAssertSurvivesConnectionTokens(t *testing.T) {
+	var got http.Header
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{
+		Assert: func(in *http.Request, out http.Header) { out.Set("X-Auth-Project", "p-1") },
+	})
 	req, _ := http.NewRequest("GET", s.URL, nil)
-	req.Host = "public.example"
-	req.Header.Set("Connection", "X-Hop")
-	req.Header.Set("X-Hop", "drop me")
-	req.Header.Set("X-End", "keep me")
-	req.Header.Add("X-Forwarded-For", "203.0.113.9")
-	req.Header.Add("X-Forwarded-For", "198.51.100.1")
-	req.Header.Set("Forwarded", "for=192.0.2.60;proto=https")
+	req.Header.Set("Connection", "X-Auth-Project")
+	req.Header.Set("X-Auth-Project", "victim")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got.Get("X-Hop") != "" || got.Get("X-End") != "keep me" {
-		t.Fatalf("request hop-by-hop handling wrong: %v", got)
+	if vs := got.Values("X-Auth-Project"); len(vs) != 1 || vs[0] != "p-1" {
+		t.Fatalf("X-Auth-Project = %q", vs)
 	}
-	if xff := got.Get("X-Forwarded-For"); xff != "203.0.113.9, 198.51.100.1, 127.0.0.1" {
-		t.Fatalf("X-Forwarded-For = %q", xff)
-	}
-	if f := got.Get("Forwarded"); f != "for=192.0.2.60;proto=https, for=127.0.0.1;host=public.example;proto=http" {
-		t.Fatalf("Forwarded = %q", f)
-	}
-	if got.Get("X-Forwarded-Host") != "public.example" || got.Get("X-Forwarded-Proto") != "http" || gotHost != "public.example" {
-		t.Fatalf("X-Forwarded-Host %q proto %q host %q", got.Get("X-Forwarded-Host"), got.Get("X-Forwarded-Proto"), gotHost)
-	}
-	if resp.Header.Get("X-Secret-Hop") != "" || resp.Header.Get("Keep-Alive") != "" || resp.Header.Get("X-End") != "2" {
-		t.Fatalf("response hop-by-hop handling wrong: %v", resp.Header)
+}
+
+// A client whose chunked body is malformed gets 400 invalid_body; the
+// exchange is not an upstream error.
+func TestMalformedBodyIsClientFault(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}, Retries: 2}, proxy.Options{})
+	for _, raw := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+	} {
+		c, err := net.Dial("tcp", s.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // failure guard only
+		io.WriteString(c, raw)
+		if tc, ok := c.(*net.TCPConn); ok && strings.HasSuffix(raw, "hel") {
+			tc.CloseWrite() // the body ends early
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 400 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%q: %d %v %q", raw, resp.StatusCode, resp.Header, b)
+		}
+		p := readProblem(t, resp)
+		c.Close()
+		if resp.StatusCode != 400 || p["code"] != "invalid_body" {
+			t.Fatalf("%q: %d %v", raw, resp.StatusCode, p)
+		}
+		if obs.last() != "invalid_body" {
+			t.Fatalf("outcome %q, want invalid_body", obs.last())
+		}
 	}
 }
 

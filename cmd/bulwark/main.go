@@ -4,7 +4,7 @@
 //	bulwark serve [--config FILE] [--log-format json|text] [--listen ADDR]
 //	              [--metrics-listen ADDR|off] [--control-listen ADDR|off]
 //	bulwark check --config FILE
-//	bulwark ctl [--addr URL] [--token TOKEN] [--json] COMMAND ...
+//	bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND ...
 //	bulwark migrate [flags]
 //	bulwark version
 //
@@ -69,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "ctl":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return control.RunCtl(ctx, args[1:], stdout, stderr, os.Getenv)
+		return runCtl(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "migrate":
 		return runMigrate(args[1:])
 	case "version", "--version", "-version":
@@ -211,7 +211,14 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error("bulwark stopped with an error", "error", err.Error(), "uptime", time.Since(start).Round(time.Second).String())
 		return 1
 	}
+	// Without a configured token the gateway generates one and stores it
+	// in the state directory, where `bulwark ctl` finds it.
+	stateDir, err := control.StateDir(os.Getenv)
+	if err != nil && cfg.Control.Enabled {
+		log.Warn("control API: no state directory for a generated token; without control.token_file or BULWARK_CONTROL_TOKEN the API runs unauthenticated on loopback", "error", err.Error())
+	}
 	g, err := gateway.New(cfg, gateway.Deps{
+		StateDir:   stateDir,
 		Logger:     log,
 		Registerer: reg,
 		Gatherer:   reg,

@@ -39,8 +39,18 @@ func cleanEnv(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, extra...)
+	return append(env, append([]string{"BULWARK_STATE_DIR=" + testStateDir}, extra...)...)
 }
+
+// testStateDir is the state directory of every gateway and ctl the tests
+// run (never the machine's /var/lib/bulwark).
+var testStateDir = func() string {
+	d, err := os.MkdirTemp("", "bulwark-state-")
+	if err != nil {
+		panic(err)
+	}
+	return d
+}()
 
 func runBin(t *testing.T, bin string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -308,6 +318,7 @@ func quickstart(t *testing.T, bin string) {
 	// The quickstart has no file to re-read: reload is unsupported, and
 	// SIGHUP is logged, not fatal.
 	var out, errb bytes.Buffer
+	t.Setenv("BULWARK_STATE_DIR", testStateDir) // the generated token's file
 	if code := run([]string{"ctl", "--addr", s.control, "reload"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "501 reload_unsupported") {
 		t.Errorf("ctl reload on the quickstart: exit %d %q", code, errb.String())
 	}

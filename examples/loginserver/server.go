@@ -119,12 +119,16 @@ func newServer(cfg config) (_ *server, err error) {
 	if s.dummy, err = bcrypt.GenerateFromPassword([]byte("no such user"), cost); err != nil {
 		return nil, err
 	}
-	guarded, err := login.Middleware(http.HandlerFunc(s.login), login.MiddlewareConfig{Limiter: lim, Username: username})
+	// This handler reads only its JSON body, and a request without a
+	// password is malformed too, so the middleware uses the handler's own
+	// reader rather than the default (which reads every place a framework
+	// might: query, JSON, form, multipart).
+	throttle, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: lim, Username: username})
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /login", guarded)
+	mux.Handle("POST /login", throttle(http.HandlerFunc(s.login)))
 	s.Handler = mux
 	return s, nil
 }
@@ -168,7 +172,7 @@ func readCredentials(r *http.Request) (user, password string, err error) {
 	return *c.Username, *c.Password, nil
 }
 
-// username is the Middleware's extractor.
+// username is the middleware's extractor.
 func username(r *http.Request) (string, error) {
 	u, _, err := readCredentials(r)
 	return u, err
@@ -178,12 +182,12 @@ func username(r *http.Request) (string, error) {
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	user, password, err := readCredentials(r)
 	if err != nil {
-		login.WriteBadRequest(w, err)
+		login.RejectError(w, r, err)
 		return
 	}
 	ctx := r.Context()
 	if st, err := s.lockout.Check(ctx, user); err != nil {
-		login.WriteBadRequest(w, err)
+		login.RejectError(w, r, err)
 		return
 	} else if st.Locked {
 		// Same answer as a wrong password, for any username.

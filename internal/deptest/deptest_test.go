@@ -49,8 +49,13 @@ var rules = []rule{
 	},
 	{
 		forbid:  tree("github.com/redis/go-redis"),
-		allowIn: anyOf(contains("redis"), tree(module+"/global")),
-		why:     "the Redis driver lives only in Redis adapter packages and global",
+		allowIn: contains("redis"),
+		why:     "the Redis driver lives only in Redis adapter packages (global/redisglobal, login/redisstore, redisconn)",
+	},
+	{
+		forbid:  anyOf(tree("google.golang.org/grpc"), tree("github.com/envoyproxy/go-control-plane")),
+		allowIn: tree(module + "/rls"),
+		why:     "gRPC and the Envoy stubs live only in the RLS server package",
 	},
 }
 
@@ -78,12 +83,15 @@ func TestLibraryDependencies(t *testing.T) {
 // The checker itself: a synthetic import graph with one violation of each
 // kind, and allowed uses that must pass.
 func TestCheckerFindsViolations(t *testing.T) {
-	const pgx, rds, prom = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus"
+	const pgx, rds, prom, grpc = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus", "google.golang.org/grpc"
 	pkgs := graph(map[string][]string{
 		module + "/shield":             {module + "/gateway"},          // direct import of the gateway
 		module + "/login":              {module + "/login/redisstore"}, // go-redis through an adapter
 		module + "/login/redisstore":   {rds},                          // allowed: path contains redis
-		module + "/global":             {rds},                          // allowed: global
+		module + "/global":             {rds},                          // not allowed: the core of global
+		module + "/global/redisglobal": {rds},                          // allowed: path contains redis
+		module + "/rls":                {grpc},                         // allowed: the RLS server
+		module + "/ipset":              {grpc},                         // gRPC outside rls
 		module + "/quota":              {"fmt"},                        // clean
 		module + "/quota/pgquota":      {pgx},                          // allowed
 		module + "/quota/pgquota/more": {pgx},                          // allowed: inside the adapter's tree
@@ -96,6 +104,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		pgx:                            {pgx + "/internal/x"},
 		pgx + "/internal/x":            nil,
 		rds:                            nil,
+		grpc:                           nil,
 		prom:                           nil,
 		"fmt":                          nil,
 	})
@@ -115,6 +124,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/shield -> " + pgx,
 		module + "/shield -> " + rds,
 		module + "/login -> " + rds,
+		module + "/global -> " + rds,
+		module + "/ipset -> " + grpc,
 		module + "/peer -> " + pgx,
 		module + "/host -> " + prom,
 		module + "/host/metrics -> " + prom,

@@ -86,6 +86,8 @@ type Postgres struct {
 	data string              // the data directory (dir/data)
 	log  string              // server output (dir/postgres.log)
 
+	standby bool // started as a streaming replica (status "standby")
+
 	mu   sync.Mutex
 	port int
 	proc *proc // nil or exited when the server is down
@@ -354,7 +356,7 @@ func (p *Postgres) startOnce(deadline time.Time) error {
 				retryable: strings.Contains(out, "pre-existing shared memory block") || strings.Contains(out, "lock file"),
 			}
 		}
-		if postmasterReady(pidFile, pr.pid) {
+		if postmasterReady(pidFile, pr.pid, p.standby) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -383,14 +385,18 @@ func (p *Postgres) dsnLocked() string {
 }
 
 // postmasterReady reports whether postmaster.pid was written by pid and its
-// status line (the eighth) says "ready".
-func postmasterReady(pidFile string, pid int) bool {
+// status line (the eighth) says "ready" (or "standby" for a replica).
+func postmasterReady(pidFile string, pid int, standby bool) bool {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		return false
 	}
 	lines := strings.Split(string(b), "\n")
-	return len(lines) >= 8 && strings.TrimSpace(lines[0]) == strconv.Itoa(pid) && strings.TrimSpace(lines[7]) == "ready"
+	if len(lines) < 8 || strings.TrimSpace(lines[0]) != strconv.Itoa(pid) {
+		return false
+	}
+	st := strings.TrimSpace(lines[7])
+	return st == "ready" || standby && st == "standby"
 }
 
 // pgBinaries is a PostgreSQL installation: the directory holding postgres

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -37,6 +38,9 @@ type Redis struct {
 	dir string // working directory, pid file and log; removed on cleanup
 	log string
 
+	extra   []string // more redis-server arguments (cluster mode)
+	busPort int      // cluster bus port, 0 when not in cluster mode
+
 	mu   sync.Mutex
 	port int
 	proc *proc
@@ -49,6 +53,11 @@ type Redis struct {
 // the Debian package to install; it never skips.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return startRedis(t, false)
+}
+
+func startRedis(t testing.TB, cluster bool) *Redis {
+	t.Helper()
 	began := time.Now()
 	bin, err := findRedis(exec.LookPath)
 	if err != nil {
@@ -60,6 +69,15 @@ func StartRedis(t testing.TB) *Redis {
 	}
 	r := &Redis{t: t, bin: bin, dir: dir, log: filepath.Join(dir, "redis.log")}
 	t.Cleanup(r.cleanup)
+	if cluster {
+		bus, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.busPort = bus
+		r.extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "5000"}
+	}
 	r.mu.Lock()
 	err = r.startLocked(true)
 	port := r.port
@@ -175,7 +193,7 @@ func (r *Redis) startLocked(newPort bool) error {
 
 func (r *Redis) startOnce(deadline time.Time) error {
 	from := logSize(r.log)
-	pr, err := startProc(r.bin, []string{
+	pr, err := startProc(r.bin, append([]string{
 		"--port", strconv.Itoa(r.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -184,7 +202,7 @@ func (r *Redis) startOnce(deadline time.Time) error {
 		"--daemonize", "no",
 		"--pidfile", filepath.Join(r.dir, "redis.pid"),
 		"--logfile", "", // stdout, which is the log file
-	}, r.dir, r.log, nil, syscall.SIGKILL)
+	}, r.extra...), r.dir, r.log, nil, syscall.SIGKILL)
 	if err != nil {
 		return fmt.Errorf("testsvc: start redis-server: %w", err)
 	}
@@ -241,4 +259,105 @@ func findRedis(lookPath func(string) (string, error)) (string, error) {
 		return "/usr/bin/redis-server", nil
 	}
 	return "", errors.New("testsvc: redis-server not found on PATH or in /usr/bin: install the Debian package redis-server (scripts/test does it when run as root)")
+}
+
+// RedisCluster is a Redis Cluster of private redis-server processes
+// started for one test: masters only, every slot assigned, state ok.
+type RedisCluster struct {
+	// Nodes are the masters, each a [Redis] (Kill and Restart work per
+	// node; a restarted node keeps its nodes.conf and rejoins).
+	Nodes []*Redis
+}
+
+// StartRedisCluster starts n (3 to 16) redis-server processes with
+// cluster mode on free ports of 127.0.0.1 (client and bus ports both
+// random), joins them with redis-cli --cluster create as n masters
+// without replicas, and waits until every node reports cluster_state:ok.
+// t.Cleanup stops them. A missing redis-cli fails the test with the
+// Debian package to install (redis-tools).
+func StartRedisCluster(t testing.TB, n int) *RedisCluster {
+	t.Helper()
+	if n < 3 || n > 16 {
+		t.Fatalf("testsvc: StartRedisCluster: %d nodes; a cluster needs 3 to 16 masters", n)
+	}
+	began := time.Now()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal("testsvc: redis-cli not found on PATH: install the Debian package redis-tools")
+	}
+	c := &RedisCluster{}
+	args := []string{"--cluster", "create"}
+	for range n {
+		r := startRedis(t, true)
+		c.Nodes = append(c.Nodes, r)
+		args = append(args, r.Addr())
+	}
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	cmd := exec.Command(cli, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testsvc: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(redisStartTimeout)
+	for _, r := range c.Nodes {
+		for !redisClusterOK(r.Addr()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("testsvc: redis cluster node %s not in state ok within %v:\n%s", r.Addr(), redisStartTimeout, logTail(r.log, 0, 2048))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("testsvc: redis cluster of %d masters ready in %v", n, time.Since(began).Round(time.Millisecond))
+	return c
+}
+
+// Addrs returns the nodes' "127.0.0.1:PORT" addresses.
+func (c *RedisCluster) Addrs() []string {
+	var out []string
+	for _, r := range c.Nodes {
+		out = append(out, r.Addr())
+	}
+	return out
+}
+
+// URL returns redis://first?addr=second&addr=third..., the form
+// redis.ParseClusterURL reads.
+func (c *RedisCluster) URL() string {
+	addrs := c.Addrs()
+	u := "redis://" + addrs[0]
+	for i, a := range addrs[1:] {
+		if i == 0 {
+			u += "?addr=" + a
+		} else {
+			u += "&addr=" + a
+		}
+	}
+	return u
+}
+
+// redisClusterOK reports whether the node at addr answers CLUSTER INFO
+// with cluster_state:ok.
+func redisClusterOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("CLUSTER INFO\r\n")); err != nil {
+		return false
+	}
+	br := bufio.NewReader(c)
+	head, err := br.ReadString('\n')
+	if err != nil || len(head) < 2 || head[0] != '$' {
+		return false
+	}
+	size, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || size <= 0 || size > 1<<16 {
+		return false
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return false
+	}
+	return strings.Contains(string(body), "cluster_state:ok")
 }

@@ -284,14 +284,14 @@ func TestPostmasterReady(t *testing.T) {
 		}
 	}
 	write("42\n/d\n1700000000\n5432\n/tmp\n127.0.0.1\n  1 2\nstarting\n")
-	if postmasterReady(f, 42) {
+	if postmasterReady(f, 42, false) {
 		t.Error("ready while starting")
 	}
 	write("42\n/d\n1700000000\n5432\n/tmp\n127.0.0.1\n  1 2\nready   \n")
-	if !postmasterReady(f, 42) {
+	if !postmasterReady(f, 42, false) {
 		t.Error("not ready when ready")
 	}
-	if postmasterReady(f, 43) {
+	if postmasterReady(f, 43, false) {
 		t.Error("ready for a pid file left by another (killed) postmaster")
 	}
 }

@@ -25,12 +25,16 @@
 // rate-limit key holds at most limit members.
 //
 // Configure timeouts on the client (Open does): a Redis that hangs must
-// fail fast so the login layer can degrade instead of waiting.
+// fail fast so the login layer can degrade instead of waiting. [Open]
+// also takes a URL (package github.com/bulwarkhq/bulwark/redisconn): a
+// single server, a Redis Cluster (every key of one account shares a hash
+// tag, so each script touches one slot) or either over TLS (rediss://).
 package redisstore
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,6 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // DefaultPrefix is the key prefix unless Config.Prefix says otherwise.
@@ -93,10 +98,21 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	return &Store{client: client, prefix: cfg.Prefix, instance: hex.EncodeToString(id[:]) + ":"}, nil
 }
 
-// Options configures [Open], which builds a client for one Redis server.
+// Options configures [Open]: either Addr (one server, plain TCP) or URL
+// (one server, a Redis Cluster, or either over TLS).
 type Options struct {
-	// Addr is "host:port". Required.
+	// Addr is "host:port" of a single server. Exactly one of Addr and URL
+	// is required.
 	Addr string
+	// URL is redis://[user[:password]@]host[:port][/db] or rediss:// for
+	// TLS; with Cluster, one seed node plus addr=host:port parameters (see
+	// [redisconn.Options]). Username, Password and DB must then be unset
+	// (put them in the URL).
+	URL string
+	// Cluster selects a Redis Cluster client (URL only).
+	Cluster bool
+	// TLS optionally configures rediss:// (e.g. a private RootCAs).
+	TLS *tls.Config
 	// Username and Password authenticate (ACL or requirepass); optional.
 	Username, Password string
 	// DB selects the database, 0 to 15.
@@ -119,6 +135,9 @@ const maxTimeout = 10 * time.Second
 // and dials are not retried: a retried script could count one attempt
 // twice, and a failure should degrade at once.
 func Open(opts Options) (*Store, error) {
+	if opts.URL != "" {
+		return openURL(opts)
+	}
 	if opts.Addr == "" {
 		return nil, errors.New("redisstore: Options.Addr is required")
 	}
@@ -158,6 +177,25 @@ func Open(opts Options) (*Store, error) {
 		// connections must degrade logins at once, not after backoff.
 		DialerRetries: 1,
 	})
+	s, err := New(c, opts.Config)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// openURL opens a client through redisconn (single, cluster, TLS).
+func openURL(opts Options) (*Store, error) {
+	if opts.Addr != "" || opts.Username != "" || opts.Password != "" || opts.DB != 0 {
+		return nil, errors.New("redisstore: Options.URL excludes Addr, Username, Password and DB (put them in the URL)")
+	}
+	c, err := redisconn.Open(redisconn.Options{URL: opts.URL, Cluster: opts.Cluster, TLS: opts.TLS,
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
 	s, err := New(c, opts.Config)
 	if err != nil {
 		_ = c.Close()

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"regexp"
 	"strconv"
@@ -501,5 +502,54 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 20s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Open with a URL: a real 3-master Redis Cluster, two instances with their
+// own clients, 50 concurrent logins of one account → exactly 5 allowed;
+// the URL never shows in errors.
+func TestOpenURLClusterExact(t *testing.T) {
+	c := testsvc.StartRedisCluster(t, 3)
+	var lims [2]*login.Limiter
+	for i := range lims {
+		s, err := redisstore.Open(redisstore.Options{URL: c.URL(), Cluster: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		l, err := login.New(login.Config{Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[i] = l
+	}
+	var wg sync.WaitGroup
+	var allowed atomic.Int32
+	for g := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := evaluate(t, lims[g%2], "192.0.2.8", "dave")
+			if d.Degraded {
+				t.Errorf("degraded %+v", d)
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 5 {
+		t.Fatalf("allowed %d, want 5", n)
+	}
+	for _, o := range []redisstore.Options{
+		{URL: "redis://user:s3cret@[bad"},
+		{URL: "redis://h:1", Addr: "h:1"},
+		{URL: "redis://h:1", TLS: &tls.Config{}},
+	} {
+		_, err := redisstore.Open(o)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "h:1") {
+			t.Errorf("Open(%q): %v", o.URL, err)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package pgquota_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -211,48 +210,5 @@ func TestRuntimeRoleLeastPrivilege(t *testing.T) {
 		if err := s.Check(c); err != nil {
 			t.Fatalf("after %q and Migrate: Check = %v", x.grant, err)
 		}
-	}
-}
-
-func TestRunMigrateCommand(t *testing.T) {
-	e := newEnv(t)
-	env := map[string]string{
-		pgquota.EnvMigrationDSN: e.migDSN,
-		pgquota.EnvRuntimeRole:  runRole,
-	}
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := pgquota.RunMigrateCommand(args, &out, &errb, func(k string) string { return env[k] })
-		return code, out.String(), errb.String()
-	}
-	if code, out, errs := run("-insecure-allow-no-tls"); code != 0 || !strings.Contains(out, "schema at version 1 (was 1, applied 0)") {
-		t.Fatalf("migrate = %d, %q, %q", code, out, errs)
-	}
-	if code, _, errs := run(); code != 1 || !strings.Contains(errs, "verify-full") {
-		t.Fatalf("migrate without TLS = %d, %q", code, errs)
-	}
-	if code, _, _ := run("-h"); code != 0 {
-		t.Fatalf("-h = %d", code)
-	}
-	if code, _, _ := run("-bogus"); code != 2 {
-		t.Fatalf("-bogus = %d", code)
-	}
-	if code, _, _ := run("-insecure-allow-no-tls", "extra"); code != 2 {
-		t.Fatalf("extra argument = %d", code)
-	}
-	if code, _, _ := run("-insecure-allow-no-tls", "-timeout", "1h"); code != 2 {
-		t.Fatalf("-timeout 1h = %d", code)
-	}
-	if code, _, errs := run("-insecure-allow-no-tls", "-dsn-env", "NOT_SET"); code != 2 || !strings.Contains(errs, "$NOT_SET is empty") {
-		t.Fatalf("missing DSN = %d, %q", code, errs)
-	}
-	env[pgquota.EnvMigrationDSN] = e.pg.DSNFor(migRole, "wrong-Pa55word-x", dbName)
-	code, _, errs := run("-insecure-allow-no-tls")
-	if code != 1 || strings.Contains(errs, "wrong-Pa55word-x") || strings.Contains(errs, "postgres://") {
-		t.Fatalf("wrong password = %d, %q", code, errs)
-	}
-	delete(env, pgquota.EnvRuntimeRole)
-	if code, _, _ := run("-insecure-allow-no-tls"); code != 2 {
-		t.Fatalf("missing runtime role = %d", code)
 	}
 }

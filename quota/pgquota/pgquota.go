@@ -33,6 +33,17 @@
 // anything more (DELETE, TRUNCATE, CREATE, ownership, superuser) or when
 // the schema history is not the one embedded in this binary.
 //
+// # High availability
+//
+// The connection string may list several hosts with
+// target_session_attrs=read-write (pgx's libpq-compatible syntax:
+// postgres://u:p@db-a:5432,db-b:5432/quota?target_session_attrs=read-write),
+// so new connections reach whichever server is the primary after a
+// failover. With synchronous replication (remote_apply) no committed
+// receipt is lost in a promotion; a caller that got ErrUnavailable during
+// the switch retries the same receipt id and gets the decision the
+// database made (a replay), never a second admission.
+//
 // # Failures
 //
 // Unreachable database, timeouts, server errors and uninterpretable rows are

@@ -1,4 +1,4 @@
-package host_test
+package jsonapi_test
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/control/internal/jsonapi"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // secret is planted in handler errors and panics; it must never reach a
@@ -21,6 +22,15 @@ const secret = "SECRET-7f3a postgres://app:hunter2@db:5432/prod SELECT * FROM ap
 
 // marker is planted in request payloads; error bodies must never echo it.
 const marker = "PAYLOAD-MARKER-91c2"
+
+// problemErr is a handler error that chooses its answer.
+type problemErr struct {
+	p   wire.Problem
+	err error
+}
+
+func (e *problemErr) Error() string         { return e.err.Error() }
+func (e *problemErr) Problem() wire.Problem { return e.p }
 
 type jsonEnv struct {
 	*env
@@ -34,10 +44,10 @@ func (j *jsonEnv) lastErr(code string) error {
 	return j.errors[code]
 }
 
-func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]host.JSONHandler) *jsonEnv {
+func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]jsonapi.Handler) *jsonEnv {
 	t.Helper()
 	j := &jsonEnv{errors: map[string]error{}}
-	routes := map[string]host.JSONHandler{
+	routes := map[string]jsonapi.Handler{
 		"POST /api/echo": func(_ context.Context, _ *http.Request, body json.RawMessage) (int, any, error) {
 			return http.StatusOK, map[string]json.RawMessage{"got": body}, nil
 		},
@@ -48,10 +58,10 @@ func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]host.JSON
 			return http.StatusNoContent, nil, nil
 		},
 		"POST /api/typed": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
-			return 0, nil, &host.Error{Status: 409, Code: "conflict", Detail: "Already exists", RetryAfter: 1500 * time.Millisecond, Err: errors.New(secret)}
+			return 0, nil, &problemErr{p: wire.Problem{Status: 409, Code: "conflict", Detail: "Already exists", RetryAfter: 2, Extra: map[string]any{"leak": secret}}, err: errors.New(secret)}
 		},
 		"POST /api/typed-bad": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
-			return 0, nil, &host.Error{Status: 422, Code: "Bad Code!", Detail: "title with " + secret + strings.Repeat("x", 200), Err: errors.New(secret)}
+			return 0, nil, &problemErr{p: wire.Problem{Status: 422, Code: "Bad Code!", Title: secret, Detail: "title with " + secret + strings.Repeat("x", 200)}, err: errors.New(secret)}
 		},
 		"POST /api/plain": func(context.Context, *http.Request, json.RawMessage) (int, any, error) {
 			return 0, nil, errors.New(secret)
@@ -72,7 +82,7 @@ func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]host.JSON
 	for k, v := range extra {
 		routes[k] = v
 	}
-	hd, err := host.NewJSON(host.JSONConfig{
+	hd, err := jsonapi.New(jsonapi.Config{
 		Prefix:           "/api",
 		Methods:          []string{"GET", "POST", "DELETE"},
 		MaxBodyBytes:     256,
@@ -176,7 +186,7 @@ func TestJSONBadInputs(t *testing.T) {
 			if err := j.lastErr("conflict"); err == nil || !strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("OnError did not receive the handler's error: %v", err)
 			}
-			var pe *host.PanicError
+			var pe *jsonapi.PanicError
 			if err := j.lastErr("internal"); err == nil {
 				t.Error("OnError not called for internal")
 			} else if j.do("POST", "/api/panic", nil); !errors.As(j.lastErr("internal"), &pe) || pe.Value != secret {
@@ -259,7 +269,7 @@ func TestJSONTimeoutAwaitsHandler(t *testing.T) {
 			entered := make(chan error, 1)
 			finish := make(chan struct{})
 			var order events
-			j := startJSON(t, m, host.Limits{RequestTimeout: 20 * time.Millisecond}, map[string]host.JSONHandler{
+			j := startJSON(t, m, host.Limits{RequestTimeout: 20 * time.Millisecond}, map[string]jsonapi.Handler{
 				"POST /api/slow": func(ctx context.Context, _ *http.Request, _ json.RawMessage) (int, any, error) {
 					<-ctx.Done()
 					entered <- context.Cause(ctx)
@@ -296,7 +306,7 @@ func TestJSONDrainAnswersEarly(t *testing.T) {
 	entered := make(chan struct{})
 	finish := make(chan struct{})
 	var order events
-	j := startJSON(t, modeH1, host.Limits{}, map[string]host.JSONHandler{
+	j := startJSON(t, modeH1, host.Limits{}, map[string]jsonapi.Handler{
 		"POST /api/slow": func(ctx context.Context, _ *http.Request, _ json.RawMessage) (int, any, error) {
 			close(entered)
 			<-ctx.Done()
@@ -327,38 +337,35 @@ func TestJSONDrainAnswersEarly(t *testing.T) {
 
 func TestJSONConfigErrors(t *testing.T) {
 	ok := func(context.Context, *http.Request, json.RawMessage) (int, any, error) { return 200, nil, nil }
+	type routes = map[string]jsonapi.Handler
+	cfg := func(prefix string, methods ...string) jsonapi.Config {
+		return jsonapi.Config{Prefix: prefix, Methods: methods, MaxBodyBytes: 1024, MaxResponseBytes: 1024}
+	}
 	cases := []struct {
 		name   string
-		cfg    host.JSONConfig
-		routes map[string]host.JSONHandler
+		cfg    jsonapi.Config
+		routes routes
 		want   string
 	}{
-		{"no prefix", host.JSONConfig{}, map[string]host.JSONHandler{"GET /x": ok}, "json.prefix"},
-		{"relative prefix", host.JSONConfig{Prefix: "api"}, map[string]host.JSONHandler{"GET /api": ok}, "json.prefix"},
-		{"unclean prefix", host.JSONConfig{Prefix: "/api/../x"}, map[string]host.JSONHandler{"GET /x": ok}, "json.prefix"},
-		{"body bound", host.JSONConfig{Prefix: "/api", MaxBodyBytes: -1}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.max_body_bytes -1 out of range [1, 67108864]"},
-		{"response bound", host.JSONConfig{Prefix: "/api", MaxResponseBytes: 1 << 40}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.max_response_bytes"},
-		{"no routes", host.JSONConfig{Prefix: "/api"}, nil, "routes is empty"},
-		{"bad method", host.JSONConfig{Prefix: "/api", Methods: []string{"TRACE"}}, map[string]host.JSONHandler{"GET /api/x": ok}, "json.methods"},
-		{"route method not listed", host.JSONConfig{Prefix: "/api", Methods: []string{"GET"}}, map[string]host.JSONHandler{"POST /api/x": ok}, "not in json.methods"},
-		{"route outside prefix", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /other": ok}, "under"},
-		{"route trailing slash", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/x/": ok}, "end in"},
-		{"route without method", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"/api/x": ok}, "METHOD /path"},
-		{"nil handler", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/x": nil}, "no handler"},
-		{"conflicting patterns", host.JSONConfig{Prefix: "/api"}, map[string]host.JSONHandler{"GET /api/{a}/x": ok, "GET /api/y/{b}": ok}, "conflicting"},
+		{"no prefix", cfg(""), routes{"GET /x": ok}, "prefix"},
+		{"relative prefix", cfg("api"), routes{"GET /api": ok}, "prefix"},
+		{"unclean prefix", cfg("/api/../x"), routes{"GET /x": ok}, "prefix"},
+		{"no body bound", jsonapi.Config{Prefix: "/api", MaxResponseBytes: 1}, routes{"GET /api/x": ok}, "max_body_bytes 0 out of range [1, 67108864]"},
+		{"negative body bound", jsonapi.Config{Prefix: "/api", MaxBodyBytes: -1, MaxResponseBytes: 1}, routes{"GET /api/x": ok}, "max_body_bytes -1 out of range [1, 67108864]"},
+		{"response bound", jsonapi.Config{Prefix: "/api", MaxBodyBytes: 1, MaxResponseBytes: 1 << 40}, routes{"GET /api/x": ok}, "max_response_bytes"},
+		{"no routes", cfg("/api"), nil, "routes is empty"},
+		{"bad method", cfg("/api", "TRACE"), routes{"GET /api/x": ok}, "methods"},
+		{"route method not listed", cfg("/api", "GET"), routes{"POST /api/x": ok}, "not in methods"},
+		{"route outside prefix", cfg("/api"), routes{"GET /other": ok}, "under"},
+		{"route trailing slash", cfg("/api"), routes{"GET /api/x/": ok}, "end in"},
+		{"route without method", cfg("/api"), routes{"/api/x": ok}, "METHOD /path"},
+		{"nil handler", cfg("/api"), routes{"GET /api/x": nil}, "no handler"},
+		{"conflicting patterns", cfg("/api"), routes{"GET /api/{a}/x": ok, "GET /api/y/{b}": ok}, "conflicting"},
 	}
 	for _, c := range cases {
-		_, err := host.NewJSON(c.cfg, c.routes)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "host: ") {
+		_, err := jsonapi.New(c.cfg, c.routes)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "jsonapi: ") {
 			t.Errorf("%s: %v (want %q)", c.name, err, c.want)
 		}
-	}
-	// JSON with an invalid configuration answers 500 internal, never panics.
-	var reported error
-	hd := host.JSON(host.JSONConfig{OnError: func(_ context.Context, _ string, err error) { reported = err }}, nil)
-	rec := httptest.NewRecorder()
-	hd.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
-	if rec.Code != 500 || reported == nil {
-		t.Fatalf("invalid JSON config: %d %v", rec.Code, reported)
 	}
 }

@@ -1,4 +1,4 @@
-package host_test
+package jsonapi_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/control/internal/jsonapi"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -37,7 +37,7 @@ func FuzzJSONRequest(f *testing.F) {
 	f.Add(uint8(1), "/api/items/7", "", "", []byte(nil), false)
 	f.Add(uint8(2), "/api/../etc", "application/json", "", []byte(`1`), false)
 	f.Add(uint8(3), "/api/echo", "application/json;;", "", bytes.Repeat([]byte("a"), 300), true)
-	hd, err := host.NewJSON(host.JSONConfig{Prefix: "/api", MaxBodyBytes: 256}, map[string]host.JSONHandler{
+	hd, err := jsonapi.New(jsonapi.Config{Prefix: "/api", MaxBodyBytes: 256, MaxResponseBytes: 1024}, map[string]jsonapi.Handler{
 		"POST /api/echo": func(_ context.Context, _ *http.Request, body json.RawMessage) (int, any, error) {
 			return 200, map[string]int{"len": len(body)}, nil
 		},

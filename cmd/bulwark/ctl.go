@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// envControlAddr is the default of ctl's --addr.
+const envControlAddr = "BULWARK_CONTROL_ADDR"
+
+const ctlUsage = `usage: bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND [ARGS]
+
+Commands:
+  block PREFIX [--ttl DURATION] [--reason TEXT]   add to the deny list
+  unblock PREFIX                                   remove from the deny list
+  allow PREFIX [--ttl DURATION] [--reason TEXT]   add to the allow list
+  disallow PREFIX                                  remove from the allow list
+  list blocklist|allowlist [--limit N]             show a list
+  status                                           show the gateway's status
+  reload                                           re-read the configuration file
+
+The address defaults to $BULWARK_CONTROL_ADDR, else http://127.0.0.1:9091.
+The token is --token, else --token-file, else $BULWARK_CONTROL_TOKEN, else
+the token the gateway on that address generated and stored in its state
+directory ($BULWARK_STATE_DIR, /var/lib/bulwark as root, else
+~/.local/state/bulwark; run ctl as the gateway's user or as root).
+A PREFIX is an address or a CIDR prefix.
+`
+
+// runCtl implements "bulwark ctl": it parses args (everything after
+// "ctl"), calls the API and prints human output or, with --json, JSON. It
+// returns the process exit code: 0 success, 1 API or connection error, 2
+// usage error.
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	set := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	set.SetOutput(io.Discard)
+	addr := set.String("addr", "", "control API base URL or host:port")
+	token := set.String("token", "", "bearer token (visible to other local users in the process list; prefer the others)")
+	tokenFile := set.String("token-file", "", "file holding the bearer token (mode 0600)")
+	asJSON := set.Bool("json", false, "print JSON")
+	ttl := set.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
+	reason := set.String("reason", "", "reason recorded with the entry")
+	limit := set.Int("limit", 0, "maximum entries to list")
+	pos, err := parseInterspersed(set, args)
+	if err != nil || len(pos) == 0 {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
+		}
+		fmt.Fprint(stderr, ctlUsage)
+		return 2
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "bulwark ctl: %s\n%s", msg, ctlUsage)
+		return 2
+	}
+	base, hostPort, err := ctlBase(*addr, getenv)
+	if err != nil {
+		return usage(err.Error())
+	}
+	if *token != "" && *tokenFile != "" {
+		return usage("--token and --token-file are exclusive")
+	}
+	src, err := ctlToken(*token, *tokenFile, hostPort, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
+		if errors.Is(err, fs.ErrPermission) {
+			fmt.Fprintln(stderr, "bulwark ctl: run as the gateway's user or as root, or pass the token with $BULWARK_CONTROL_TOKEN")
+		}
+		return 1
+	}
+	c := &control.Client{BaseURL: base, Token: src.token}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
+		if hint := src.hint(err, base); hint != "" {
+			fmt.Fprintf(stderr, "bulwark ctl: %s\n", hint)
+		}
+		return 1
+	}
+	print := func(v any, human func(w io.Writer)) int {
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(v)
+			return 0
+		}
+		human(stdout)
+		return 0
+	}
+	cmd, rest := pos[0], pos[1:]
+	switch cmd {
+	case "block", "allow":
+		if len(rest) != 1 {
+			return usage(cmd + " takes exactly one PREFIX")
+		}
+		list := map[string]string{"block": "blocklist", "allow": "allowlist"}[cmd]
+		e, err := c.Add(ctx, list, rest[0], *ttl, *reason)
+		if err != nil {
+			return fail(err)
+		}
+		return print(e, func(w io.Writer) {
+			exp := "never expires"
+			if e.ExpiresAt != nil {
+				exp = "expires " + e.ExpiresAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "%s %s (%s)\n", map[string]string{"block": "blocked", "allow": "allowed"}[cmd], e.IP, exp)
+		})
+	case "unblock", "disallow":
+		if len(rest) != 1 {
+			return usage(cmd + " takes exactly one PREFIX")
+		}
+		list := map[string]string{"unblock": "blocklist", "disallow": "allowlist"}[cmd]
+		if err := c.Remove(ctx, list, rest[0]); err != nil {
+			return fail(err)
+		}
+		return print(map[string]string{"removed": rest[0]}, func(w io.Writer) {
+			fmt.Fprintf(w, "removed %s from the %s\n", rest[0], list)
+		})
+	case "list":
+		if len(rest) != 1 || (rest[0] != "blocklist" && rest[0] != "allowlist") {
+			return usage("list takes blocklist or allowlist")
+		}
+		l, err := c.List(ctx, rest[0], *limit)
+		if err != nil {
+			return fail(err)
+		}
+		return print(l, func(w io.Writer) {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PREFIX\tEXPIRES\tREASON")
+			for _, e := range l.Entries {
+				exp := "never"
+				if e.ExpiresAt != nil {
+					exp = e.ExpiresAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.IP, exp, e.Reason)
+			}
+			_ = tw.Flush()
+			fmt.Fprintf(w, "%d of %d entries (capacity %d)\n", l.Count, l.Total, l.Capacity)
+		})
+	case "status":
+		if len(rest) != 0 {
+			return usage("status takes no arguments")
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		return print(st, func(w io.Writer) {
+			b, _ := json.MarshalIndent(st, "", "  ")
+			fmt.Fprintln(w, string(b))
+		})
+	case "reload":
+		if len(rest) != 0 {
+			return usage("reload takes no arguments")
+		}
+		if err := c.Reload(ctx); err != nil {
+			return fail(err)
+		}
+		return print(control.ReloadResult{Reloaded: true}, func(w io.Writer) { fmt.Fprintln(w, "configuration reloaded") })
+	}
+	return usage(fmt.Sprintf("unknown command %q", cmd))
+}
+
+// ctlBase turns --addr (or $BULWARK_CONTROL_ADDR, or the default) into
+// the API's base URL and its host:port, which names the token file.
+func ctlBase(addr string, getenv func(string) string) (base, hostPort string, err error) {
+	if addr == "" {
+		addr = getenv(envControlAddr)
+	}
+	if addr == "" {
+		addr = control.DefaultAddr
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", "", fmt.Errorf("--addr %q: want http://host:port or host:port", addr)
+	}
+	hostPort = u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		hostPort = net.JoinHostPort(u.Hostname(), port)
+	}
+	return strings.TrimSuffix(u.String(), "/"), hostPort, nil
+}
+
+// tokenSource is the token ctl sends and where it came from.
+type tokenSource struct {
+	token string
+	file  string   // the file it was read from, if any
+	tried []string // the token files looked for, when none was found
+}
+
+// ctlToken finds the token: --token, --token-file, $BULWARK_CONTROL_TOKEN,
+// then the file the gateway on hostPort stored. No file found is not an
+// error: the API may run without a token.
+func ctlToken(flagToken, flagFile, hostPort string, getenv func(string) string) (tokenSource, error) {
+	switch {
+	case flagToken != "":
+		return tokenSource{token: flagToken}, nil
+	case flagFile != "":
+		tok, err := control.ReadTokenFile(flagFile)
+		return tokenSource{token: tok, file: flagFile}, err
+	case getenv(control.EnvToken) != "":
+		return tokenSource{token: getenv(control.EnvToken)}, nil
+	}
+	tok, path, err := control.LookupToken(hostPort, getenv)
+	switch {
+	case err == nil:
+		return tokenSource{token: tok, file: path}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		dir, derr := control.StateDir(getenv)
+		ts := tokenSource{tried: []string{control.TokenPath(control.SystemStateDir, hostPort)}}
+		if derr == nil && dir != control.SystemStateDir {
+			ts.tried = append([]string{control.TokenPath(dir, hostPort)}, ts.tried...)
+		}
+		return ts, nil
+	default:
+		return tokenSource{file: path}, err
+	}
+}
+
+// hint explains a refusal by where the token came from.
+func (s tokenSource) hint(err error, base string) string {
+	var ae *control.APIError
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	switch {
+	case ae.Code == wire.CodeUnauthorized && s.file != "":
+		return fmt.Sprintf("the token in %s was refused: was it written by the gateway listening on %s?", s.file, base)
+	case ae.Code == wire.CodeUnauthorized && s.token == "":
+		return "no token: pass --token-file or $BULWARK_CONTROL_TOKEN; no generated token was found at " + strings.Join(s.tried, " or ")
+	case ae.Code == wire.CodeForbidden:
+		return "the API answers only under a loopback name, its listen address or a name in control.allowed_hosts"
+	}
+	return ""
+}
+
+// parseInterspersed parses flags that may appear before, between or after
+// positional arguments ("block 10.0.0.0/8 --ttl 10m").
+func parseInterspersed(set *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := set.Parse(args); err != nil {
+			return nil, err
+		}
+		args = set.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

@@ -1,0 +1,521 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bulwarkhq/bulwark/canon"
+)
+
+// Route matching
+//
+// A route's match.path uses net/http.ServeMux's pattern syntax ("/login",
+// "/api/", "/items/{id}", "/files/{path...}", "/{$}"), but it is matched
+// against the canonical form of the request (package canon): decoded,
+// dot segments resolved, ";" parameters dropped, empty segments removed.
+// By default literal segments compare case-insensitively and a trailing
+// slash is ignored ("/login" matches "/LOGIN" and "/login/"; "/api/"
+// matches "/api"), because that is how Express and many other frameworks
+// route: a protected route's policies must apply to every spelling that
+// reaches the same handler. match.case_sensitive and match.strict_slash
+// restore exact matching for one route. Methods compare
+// case-insensitively, and a GET route also serves HEAD. match.host is
+// compared with the canonical host (lower-case, no port, no trailing dot);
+// an absolute-form request target is matched on its own authority and
+// path, exactly like the origin form.
+//
+// When several routes match, the most specific one wins: the one whose
+// requests are a strict subset of the other's (ServeMux's rule, including
+// its exception that a route with a host beats one without). Two routes
+// that match some request in common where neither is more specific
+// collide; validation reports them, so at run time the first matching
+// route in a precomputed order is always the most specific one.
+
+// tailRule is what a pattern requires of the trailing slash when the
+// request has exactly as many segments as the pattern's fixed part.
+type tailRule uint8
+
+const (
+	tailAny   tailRule = iota // either
+	tailNone                  // no trailing slash (strict exact pattern)
+	tailSlash                 // trailing slash (strict prefix or {$})
+)
+
+// contains reports whether every request allowed by u is allowed by t.
+func (t tailRule) contains(u tailRule) bool { return t == tailAny || t == u }
+
+// intersects reports whether some request is allowed by both.
+func (t tailRule) intersects(u tailRule) bool { return t == tailAny || u == tailAny || t == u }
+
+// patSeg is one fixed segment of a pattern: a literal or a {name}.
+type patSeg struct {
+	lit   string
+	wild  bool
+	ascii bool // lit is all ASCII: folding cannot change its length
+}
+
+// matchRule is one route's compiled match.
+type matchRule struct {
+	route   int      // index in the routes
+	name    string   // route name, for messages
+	host    string   // canonical host; "" matches any
+	methods []string // upper-case; nil matches any; GET implies HEAD
+	segs    []patSeg // fixed segments
+	open    bool     // prefix ("/api/") or remainder ("{p...}"): longer paths match too
+	tail    tailRule // trailing-slash rule at len(segs)
+	fold    bool     // literal segments compare case-insensitively
+	unsafe  bool     // the route accepts ambiguous encodings (canon.Ambiguous)
+}
+
+// matchOptions are the per-route switches of matching.
+type matchOptions struct {
+	caseSensitive bool
+	strictSlash   bool
+	allowUnsafe   bool
+}
+
+// compileMatch parses a route's path pattern, host and methods.
+func compileMatch(route int, name, path, host string, methods []string, o matchOptions) (*matchRule, error) {
+	m := &matchRule{route: route, name: name, host: canon.Host(host), fold: !o.caseSensitive, unsafe: o.allowUnsafe}
+	for _, meth := range methods {
+		m.methods = append(m.methods, strings.ToUpper(meth))
+	}
+	if path == "" || path[0] != '/' {
+		return nil, errors.New("want a path pattern starting with /")
+	}
+	if strings.ContainsAny(path, "%;\\ \t?#") {
+		return nil, errors.New("a pattern is matched against decoded paths: write it without %-escapes, ';', '\\', spaces, '?' or '#'")
+	}
+	parts := strings.Split(path[1:], "/")
+	names := map[string]bool{}
+	trailingSlash := strings.HasSuffix(path, "/")
+	if trailingSlash {
+		parts = parts[:len(parts)-1] // the empty part after the final "/"
+	}
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch {
+		case p == "":
+			return nil, errors.New("empty segment (\"//\") in pattern")
+		case p == "." || p == "..":
+			return nil, errors.New("\".\" and \"..\" segments are resolved before matching; write the path without them")
+		case p == "{$}":
+			if !last || trailingSlash {
+				return nil, errors.New("{$} may only end a pattern, after a /")
+			}
+			m.tail = tailSlash
+			if !o.strictSlash {
+				m.tail = tailAny
+			}
+			return m, nil
+		case strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}"):
+			w := p[1 : len(p)-1]
+			rest := strings.HasSuffix(w, "...")
+			w = strings.TrimSuffix(w, "...")
+			if !isIdent(w) {
+				return nil, fmt.Errorf("bad wildcard %q: want {name} or {name...} with a Go identifier", p)
+			}
+			if names[w] {
+				return nil, fmt.Errorf("duplicate wildcard name %q", w)
+			}
+			names[w] = true
+			if rest {
+				if !last || trailingSlash {
+					return nil, fmt.Errorf("%q must be the last segment", p)
+				}
+				m.open = true
+				if o.strictSlash {
+					m.tail = tailSlash
+				}
+				return m, nil
+			}
+			m.segs = append(m.segs, patSeg{wild: true})
+		case strings.ContainsAny(p, "{}"):
+			return nil, fmt.Errorf("bad segment %q: a wildcard must be a whole segment", p)
+		default:
+			m.segs = append(m.segs, patSeg{lit: p, ascii: isASCII(p)})
+		}
+	}
+	if trailingSlash {
+		m.open = true
+		if o.strictSlash {
+			m.tail = tailSlash
+		}
+	} else if o.strictSlash {
+		m.tail = tailNone
+	}
+	return m, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// segEqual compares a pattern literal with a request segment, folding
+// case when fold is set. Full Unicode folding (strings.EqualFold) is used
+// unless both are ASCII, where a length check and an ASCII loop decide.
+func segEqual(fold bool, ps patSeg, seg string, segASCII bool) bool {
+	if !fold {
+		return ps.lit == seg
+	}
+	if ps.ascii && segASCII {
+		if len(ps.lit) != len(seg) {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			a, b := ps.lit[i], seg[i]
+			if a == b {
+				continue
+			}
+			if 'A' <= a && a <= 'Z' {
+				a += 'a' - 'A'
+			}
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			if a != b {
+				return false
+			}
+		}
+		return true
+	}
+	return strings.EqualFold(ps.lit, seg)
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// matchesMethod reports whether the route serves method (upper-case).
+func (m *matchRule) matchesMethod(method string) bool {
+	if m.methods == nil {
+		return true
+	}
+	for _, x := range m.methods {
+		if x == method || x == "GET" && method == "HEAD" {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSplitSegs is how many segments splitPath records; longer paths are
+// matched by walking the string.
+const maxSplitSegs = 32
+
+// splitReq is a canonical request path split into segments once, for all
+// the rules tried against it.
+type splitReq struct {
+	path     string
+	trailing bool
+	n        int // number of segments
+	over     bool
+	ascii    uint32 // bit i: segment i is all ASCII
+	start    [maxSplitSegs]uint32
+	end      [maxSplitSegs]uint32
+}
+
+func splitPath(p canon.Result, s *splitReq) {
+	s.path, s.trailing, s.n, s.over, s.ascii = p.Path, p.Trailing, 0, false, 0
+	path := p.Path
+	if path == "/" {
+		s.trailing = true // the root ends with its slash
+		return
+	}
+	for i := 0; i < len(path); {
+		// path[i] == '/'
+		j := i + 1
+		ascii := true
+		for j < len(path) && path[j] != '/' {
+			if path[j] >= 0x80 {
+				ascii = false
+			}
+			j++
+		}
+		if s.n == maxSplitSegs {
+			s.over = true
+			s.n++
+			for j < len(path) {
+				if path[j] == '/' {
+					s.n++
+				}
+				j++
+			}
+			return
+		}
+		s.start[s.n], s.end[s.n] = uint32(i+1), uint32(j)
+		if ascii {
+			s.ascii |= 1 << s.n
+		}
+		s.n++
+		i = j
+	}
+}
+
+// matches reports whether the canonical request (upper-case method,
+// canonical host, split canonical path) is served by m. It does not
+// allocate.
+func (m *matchRule) matches(method, host string, r *splitReq) bool {
+	ns := len(m.segs)
+	if r.n < ns || !m.open && r.n != ns {
+		return false
+	}
+	if m.host != "" && m.host != host {
+		return false
+	}
+	if !m.matchesMethod(method) {
+		return false
+	}
+	if r.over {
+		return m.matchesLong(r)
+	}
+	// Last fixed segment first: it is usually the one that tells
+	// routes with a common prefix apart.
+	for i := ns - 1; i >= 0; i-- {
+		ps := m.segs[i]
+		if ps.wild {
+			continue
+		}
+		if !segEqual(m.fold, ps, r.path[r.start[i]:r.end[i]], r.ascii&(1<<i) != 0) {
+			return false
+		}
+	}
+	if r.n > ns {
+		return true // open, checked above
+	}
+	switch m.tail {
+	case tailNone:
+		return !r.trailing
+	case tailSlash:
+		return r.trailing
+	}
+	return true
+}
+
+// matchesLong is matches for a path of more than maxSplitSegs segments
+// (only open rules get here, with their fixed part shorter than that).
+func (m *matchRule) matchesLong(r *splitReq) bool {
+	path := r.path
+	for _, ps := range m.segs {
+		end := strings.IndexByte(path[1:], '/') + 1
+		seg := path[1:end]
+		path = path[end:]
+		if ps.wild {
+			continue
+		}
+		if !segEqual(m.fold, ps, seg, isASCII(seg)) {
+			return false
+		}
+	}
+	return true
+}
+
+// litContains reports whether every segment literal b matches also
+// matches literal a's pattern segment.
+func (a *matchRule) litContains(x, y patSeg, yFold bool) bool {
+	if x.wild {
+		return true
+	}
+	if y.wild {
+		return false
+	}
+	if a.fold {
+		return strings.EqualFold(x.lit, y.lit)
+	}
+	// a compares exactly: y must match exactly one spelling, the same.
+	return !yFold && x.lit == y.lit
+}
+
+// covers reports whether every request b matches is matched by a.
+func (a *matchRule) covers(b *matchRule) bool {
+	if a.host != "" && a.host != b.host {
+		return false
+	}
+	if a.methods != nil {
+		if b.methods == nil {
+			return false
+		}
+		for _, m := range b.methods {
+			if !a.matchesMethod(m) {
+				return false
+			}
+		}
+	}
+	na, nb := len(a.segs), len(b.segs)
+	if a.open {
+		if nb < na {
+			return false
+		}
+	} else if b.open || nb != na {
+		return false
+	}
+	for i := 0; i < na; i++ {
+		if !a.litContains(a.segs[i], b.segs[i], b.fold) {
+			return false
+		}
+	}
+	if nb == na {
+		return a.tail.contains(b.tail)
+	}
+	return true // b's requests are longer than a's fixed part; a is open
+}
+
+// overlaps reports whether some request is matched by both a and b.
+func (a *matchRule) overlaps(b *matchRule) bool {
+	if a.host != "" && b.host != "" && a.host != b.host {
+		return false
+	}
+	if a.methods != nil && b.methods != nil {
+		common := false
+		for _, m := range b.methods {
+			if a.matchesMethod(m) || m == "GET" && a.matchesMethod("HEAD") {
+				common = true
+				break
+			}
+		}
+		if !common {
+			return false
+		}
+	}
+	na, nb := len(a.segs), len(b.segs)
+	switch {
+	case !a.open && !b.open && na != nb:
+		return false
+	case !a.open && b.open && na < nb, a.open && !b.open && nb < na:
+		return false
+	}
+	for i := 0; i < min(na, nb); i++ {
+		x, y := a.segs[i], b.segs[i]
+		if x.wild || y.wild {
+			continue
+		}
+		if a.fold || b.fold {
+			if !strings.EqualFold(x.lit, y.lit) {
+				return false
+			}
+		} else if x.lit != y.lit {
+			return false
+		}
+	}
+	switch {
+	case na == nb:
+		return a.tail.intersects(b.tail)
+	case na < nb:
+		// a is open (checked above); a request of nb segments matches a
+		// whatever its slash.
+		return true
+	default:
+		return true
+	}
+}
+
+// moreSpecific reports whether a takes precedence over b for requests
+// both match: a matches a strict subset of b's requests, or they would
+// collide but a names a host and b does not.
+func moreSpecific(a, b *matchRule) bool {
+	if b.covers(a) && !a.covers(b) {
+		return true
+	}
+	if a.host != "" && b.host == "" && !a.covers(b) && !b.covers(a) {
+		return true
+	}
+	return false
+}
+
+// matchCollision names two routes that match some request in common with
+// neither more specific than the other.
+type matchCollision struct{ a, b *matchRule }
+
+func (c matchCollision) Error() string {
+	if c.a.covers(c.b) && c.b.covers(c.a) {
+		return fmt.Sprintf("routes %q and %q match exactly the same requests (after canonicalization: letter case, trailing slash, method)", c.a.name, c.b.name)
+	}
+	return fmt.Sprintf("routes %q and %q both match some requests and neither is more specific", c.a.name, c.b.name)
+}
+
+// matcher finds the route of a canonical request.
+type matcher struct {
+	rules []*matchRule // ordered: a rule precedes every rule it is more specific than
+}
+
+// newMatcher orders rules by precedence. It returns every collision; a
+// matcher is only built when there is none.
+func newMatcher(rules []*matchRule) (*matcher, []matchCollision) {
+	var bad []matchCollision
+	n := len(rules)
+	// before[i] lists the rules that must come after i.
+	after := make([][]int, n)
+	indeg := make([]int, n)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			a, b := rules[i], rules[j]
+			if !a.overlaps(b) {
+				continue
+			}
+			switch {
+			case moreSpecific(a, b):
+				after[i] = append(after[i], j)
+				indeg[j]++
+			case moreSpecific(b, a):
+				after[j] = append(after[j], i)
+				indeg[i]++
+			default:
+				bad = append(bad, matchCollision{a, b})
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return nil, bad
+	}
+	// Kahn's algorithm, stable on the configuration order.
+	order := make([]*matchRule, 0, n)
+	done := make([]bool, n)
+	for len(order) < n {
+		progressed := false
+		for i := 0; i < n; i++ {
+			if !done[i] && indeg[i] == 0 {
+				done[i] = true
+				order = append(order, rules[i])
+				for _, j := range after[i] {
+					indeg[j]--
+				}
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			// "More specific" is a strict partial order, so this cannot
+			// happen; fail loudly rather than serve a wrong precedence.
+			panic("gateway: route precedence has a cycle")
+		}
+	}
+	return &matcher{rules: order}, nil
+}
+
+// find returns the most specific rule matching the request, or nil.
+// method must be upper-case and host canonical.
+func (mt *matcher) find(method, host string, p canon.Result) *matchRule {
+	var s splitReq
+	splitPath(p, &s)
+	for _, r := range mt.rules {
+		if r.matches(method, host, &s) {
+			return r
+		}
+	}
+	return nil
+}

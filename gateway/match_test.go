@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bulwarkhq/bulwark/canon"
+)
+
+type testRoute struct {
+	name, path, host string
+	methods          []string
+	opt              matchOptions
+}
+
+func buildMatcher(t testing.TB, routes []testRoute) *matcher {
+	t.Helper()
+	rules := make([]*matchRule, len(routes))
+	for i, r := range routes {
+		m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
+		if err != nil {
+			t.Fatalf("route %s: %v", r.name, err)
+		}
+		rules[i] = m
+	}
+	mt, bad := newMatcher(rules)
+	if len(bad) > 0 {
+		t.Fatalf("collisions: %v", bad)
+	}
+	return mt
+}
+
+func lookup(t testing.TB, mt *matcher, method, host, target string) string {
+	t.Helper()
+	raw, auth := canon.Target(target)
+	if auth != "" {
+		host = auth
+	}
+	p, err := canon.Path(raw)
+	if err != nil {
+		return "invalid"
+	}
+	r := mt.find(strings.ToUpper(method), canon.Host(host), p)
+	if r == nil {
+		return "none"
+	}
+	return r.name
+}
+
+func TestMatchVariants(t *testing.T) {
+	mt := buildMatcher(t, []testRoute{
+		{name: "login", path: "/login", methods: []string{"POST"}},
+		{name: "admin", path: "/", host: "admin.example.com"},
+		{name: "exports", path: "/api/exports"},
+		{name: "api", path: "/api/"},
+		{name: "item", path: "/items/{id}"},
+		{name: "files", path: "/files/{p...}"},
+		{name: "root", path: "/{$}"},
+		{name: "strict", path: "/Exact", opt: matchOptions{caseSensitive: true, strictSlash: true}},
+		{name: "all", path: "/"},
+	})
+	for _, c := range []struct{ method, host, target, want string }{
+		{"POST", "x", "/login", "login"},
+		{"POST", "x", "/LOGIN", "login"},
+		{"POST", "x", "/login/", "login"},
+		{"POST", "x", "/login%2F", "login"},
+		{"POST", "x", "/login;jsessionid=1", "login"},
+		{"POST", "x", "/a/../login", "login"},
+		{"POST", "x", "//login", "login"},
+		{"post", "x", "/login", "login"},
+		{"POST", "x", "/login?username=alice", "login"},
+		{"POST", "x", "http://x/Login/", "login"},
+		{"GET", "x", "/login", "all"},
+		{"GET", "admin.example.com", "/login", "admin"},
+		{"GET", "ADMIN.example.com", "/x", "admin"},
+		{"GET", "admin.example.com.", "/x", "admin"},
+		{"GET", "admin.example.com:8443", "/x", "admin"},
+		{"GET", "other", "http://ADMIN.EXAMPLE.COM./y", "admin"},
+		{"POST", "x", "/api%2Fexports", "exports"},
+		{"POST", "x", "/API/Exports/", "exports"},
+		{"GET", "x", "/api", "api"},
+		{"GET", "x", "/api/other", "api"},
+		{"GET", "x", "/items/42", "item"},
+		{"GET", "x", "/items/42/", "item"},
+		{"GET", "x", "/items/42/x", "all"},
+		{"GET", "x", "/items", "all"},
+		{"GET", "x", "/files", "files"},
+		{"GET", "x", "/files/a/b/c", "files"},
+		{"GET", "x", "/", "root"},
+		{"GET", "x", "/Exact", "strict"},
+		{"GET", "x", "/exact", "all"},
+		{"GET", "x", "/Exact/", "all"},
+		{"HEAD", "x", "/items/1", "item"},
+	} {
+		if got := lookup(t, mt, c.method, c.host, c.target); got != c.want {
+			t.Errorf("%s %s %s → %s, want %s", c.method, c.host, c.target, got, c.want)
+		}
+	}
+}
+
+func TestMatchStrictSlash(t *testing.T) {
+	mt := buildMatcher(t, []testRoute{
+		{name: "exact", path: "/a", opt: matchOptions{strictSlash: true}},
+		{name: "dir", path: "/a/", opt: matchOptions{strictSlash: true}},
+		{name: "root", path: "/{$}", opt: matchOptions{strictSlash: true}},
+	})
+	for target, want := range map[string]string{"/a": "exact", "/A": "exact", "/a/": "dir", "/a/b": "dir", "/": "root", "/b": "none"} {
+		if got := lookup(t, mt, "GET", "", target); got != want {
+			t.Errorf("%s → %s, want %s", target, got, want)
+		}
+	}
+}
+
+func TestMatchMethods(t *testing.T) {
+	mt := buildMatcher(t, []testRoute{
+		{name: "get", path: "/r", methods: []string{"GET"}},
+		{name: "post", path: "/r", methods: []string{"POST", "PUT"}},
+		{name: "any", path: "/r/x"},
+	})
+	for _, c := range []struct{ m, want string }{{"GET", "get"}, {"HEAD", "get"}, {"POST", "post"}, {"put", "post"}, {"DELETE", "none"}} {
+		if got := lookup(t, mt, c.m, "", "/r"); got != c.want {
+			t.Errorf("%s /r → %s, want %s", c.m, got, c.want)
+		}
+	}
+}
+
+// Precedence is the most specific route whatever the configuration
+// order: every permutation of a set of nested routes answers the same.
+func TestMatchOrderIndependent(t *testing.T) {
+	base := []testRoute{
+		{name: "a", path: "/"},
+		{name: "b", path: "/api/"},
+		{name: "c", path: "/api/v1/"},
+		{name: "d", path: "/api/v1/{id}"},
+		{name: "e", path: "/api/v1/special"},
+		{name: "f", path: "/api/v1/special", methods: []string{"POST"}},
+		{name: "g", path: "/", host: "h.example"},
+	}
+	want := map[string]string{}
+	mt := buildMatcher(t, base)
+	probes := []string{"/", "/x", "/api", "/api/x", "/api/v1", "/api/v1/9", "/api/v1/special", "/api/v1/9/z"}
+	for _, p := range probes {
+		want["GET "+p] = lookup(t, mt, "GET", "", p)
+		want["POST "+p] = lookup(t, mt, "POST", "", p)
+		want["GET h "+p] = lookup(t, mt, "GET", "h.example", p)
+	}
+	if want["POST /api/v1/special"] != "f" || want["GET /api/v1/special"] != "e" || want["GET /api/v1/9"] != "d" || want["GET h /api/x"] != "g" {
+		t.Fatalf("unexpected precedence: %v", want)
+	}
+	perm := append([]testRoute(nil), base...)
+	for k := 0; k < 50; k++ {
+		// A deterministic shuffle.
+		for i := range perm {
+			j := (i*7 + k*3) % len(perm)
+			perm[i], perm[j] = perm[j], perm[i]
+		}
+		mt := buildMatcher(t, perm)
+		for _, p := range probes {
+			for key, got := range map[string]string{
+				"GET " + p:   lookup(t, mt, "GET", "", p),
+				"POST " + p:  lookup(t, mt, "POST", "", p),
+				"GET h " + p: lookup(t, mt, "GET", "h.example", p),
+			} {
+				if got != want[key] {
+					t.Fatalf("permutation %d: %s → %s, want %s", k, key, got, want[key])
+				}
+			}
+		}
+	}
+}
+
+func TestMatchCollisions(t *testing.T) {
+	for _, c := range [][]testRoute{
+		{{name: "a", path: "/login"}, {name: "b", path: "/LOGIN"}},
+		{{name: "a", path: "/login"}, {name: "b", path: "/login/{$}"}},
+		{{name: "a", path: "/items/{id}"}, {name: "b", path: "/items/{name}"}},
+		{{name: "a", path: "/{x}/b"}, {name: "b", path: "/a/{y}"}},
+		{{name: "a", path: "/x", methods: []string{"GET", "POST"}}, {name: "b", path: "/x", methods: []string{"POST", "PUT"}}},
+	} {
+		var rules []*matchRule
+		for i, r := range c {
+			m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules = append(rules, m)
+		}
+		if _, bad := newMatcher(rules); len(bad) != 1 {
+			t.Errorf("%v: %d collisions reported, want 1", c, len(bad))
+		}
+	}
+	// Not collisions: one is more specific, or they are disjoint.
+	for _, c := range [][]testRoute{
+		{{name: "a", path: "/login", opt: matchOptions{caseSensitive: true}}, {name: "b", path: "/login"}},
+		{{name: "a", path: "/x", opt: matchOptions{strictSlash: true}}, {name: "b", path: "/x/", opt: matchOptions{strictSlash: true}}},
+		{{name: "a", path: "/x", methods: []string{"GET"}}, {name: "b", path: "/x", methods: []string{"POST"}}},
+		{{name: "a", path: "/x", methods: []string{"GET"}}, {name: "b", path: "/x"}},
+		{{name: "a", path: "/", host: "h"}, {name: "b", path: "/api/"}},
+		{{name: "a", path: "/x"}, {name: "b", path: "/x", opt: matchOptions{strictSlash: true}}},
+	} {
+		var rules []*matchRule
+		for i, r := range c {
+			m, _ := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
+			rules = append(rules, m)
+		}
+		if _, bad := newMatcher(rules); len(bad) != 0 {
+			t.Errorf("%v: unexpected collisions %v", c, bad)
+		}
+	}
+}
+
+func TestCompileMatchErrors(t *testing.T) {
+	for _, p := range []string{"", "login", "/a//b", "/a/./b", "/a/../b", "/a%2Fb", "/a;b", "/a\\b", "/{x", "/x{y}", "/{x}/{x}", "/{p...}/z", "/{$}/x", "/{9}", "/a b"} {
+		if _, err := compileMatch(0, "r", p, "", nil, matchOptions{}); err == nil {
+			t.Errorf("pattern %q accepted", p)
+		}
+	}
+}
+
+// fiftyRoutes is a realistic API surface for the benchmark.
+func fiftyRoutes() []testRoute {
+	var rs []testRoute
+	for i := 0; i < 24; i++ {
+		rs = append(rs, testRoute{name: fmt.Sprintf("r%d", i), path: fmt.Sprintf("/api/v1/resource%d/{id}", i)})
+		rs = append(rs, testRoute{name: fmt.Sprintf("c%d", i), path: fmt.Sprintf("/api/v1/resource%d", i), methods: []string{"POST"}})
+	}
+	rs = append(rs, testRoute{name: "login", path: "/login", methods: []string{"POST"}}, testRoute{name: "all", path: "/"})
+	return rs
+}
+
+// The whole identity step of a request: canonical path and host, then the
+// route lookup, for 50 routes.
+func BenchmarkMatch50(b *testing.B) {
+	mt := buildMatcher(b, fiftyRoutes())
+	for _, c := range []struct{ name, target string }{
+		{"canonical", "/api/v1/resource23/42"},
+		{"variant", "/API/v1/./resource23;x=1/42/"},
+		{"fallthrough", "/static/app.js"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				raw, _ := canon.Target(c.target)
+				p, _ := canon.Path(raw)
+				if mt.find("GET", canon.Host("api.example.com"), p) == nil {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+func TestMatchCanonicalNoAlloc(t *testing.T) {
+	mt := buildMatcher(t, fiftyRoutes())
+	n := testing.AllocsPerRun(200, func() {
+		raw, _ := canon.Target("/api/v1/resource23/42?x=1")
+		p, _ := canon.Path(raw)
+		if mt.find("GET", canon.Host("api.example.com:443"), p) == nil {
+			panic("no match")
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocs per canonical lookup, want 0", n)
+	}
+}
+
+// Unicode case variants that Java's equalsIgnoreCase (and Go's
+// EqualFold) treat as equal to an ASCII letter still match: "ſ" (long s)
+// folds to "s", "K" (Kelvin sign) to "k".
+func TestMatchUnicodeFold(t *testing.T) {
+	mt := buildMatcher(t, []testRoute{{name: "keys", path: "/keys/{id}"}, {name: "all", path: "/"}})
+	for _, target := range []string{"/keys/1", "/KEYS/1", "/\u212Aey\u017F/1", "/%E2%84%AAeys/1"} {
+		if got := lookup(t, mt, "GET", "", target); got != "keys" {
+			t.Errorf("%q → %s, want keys", target, got)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package global enforces rate limits across replicas: a two-level
+// limiter (seed 004's GlobalRateLimiter) with leased tokens in each
+// process (L1) and a shared GCRA bucket per key in a store (L2, Redis in
+// production), behind a circuit breaker.
+//
+// # Levels
+//
+// L2 holds one GCRA bucket per key on the store's clock (Redis TIME). A
+// refill takes a lease of up to k tokens in one atomic step (all of them
+// deducted from the bucket before the answer), so however many replicas
+// ask concurrently the bucket never admits more than its limit; what a
+// replica strands when it stops using a key is bounded by its last k.
+//
+// L1 is a bounded [keyed.Table] per [Node] holding each key's leased
+// tokens. A decision takes tokens there and never waits on L2 while any
+// are held: when they fall to a low-water mark (half a lease) a refill is
+// queued for the node's single worker goroutine, which coalesces requests
+// (one in flight per key), pipelines them across keys in one round trip,
+// and applies the answers. A key that L2 reported empty is rejected
+// locally until L2's retry time. Only a key that holds too few tokens and
+// is not known to be empty waits for its refill, at most Config.Budget
+// (2 ms by default).
+//
+// The lease size k adapts to the key's observed rate (enough tokens for
+// half of Config.LeaseTTL, 500 ms by default), between 1 and
+// Config.MaxLease (128 by default), and is
+// capped at Burst divided by the number of live replicas, which the nodes
+// count through a heartbeat set in the store.
+//
+// # Breaker
+//
+// A round trip that fails or exceeds the budget is a failure; Config.Failures
+// consecutive failures open the breaker for Config.OpenFor (500 ms by
+// default). While it is open (and half-open), every decision comes from
+// a local GCRA at the fallback share of the limit (Config.FallbackShare,
+// by default 1/replicas as last seen), and the store is left alone. Then
+// one probe runs on a fresh connection: success closes the breaker and
+// global accounting resumes, failure opens it again. Recovery after the
+// store returns is therefore bounded by OpenFor plus one probe, not by the
+// client library's dial back-off.
+//
+// # Observability
+//
+// [Hooks] receive one [Event] per breaker state change, a periodic
+// summary while the breaker is or was open (never one per request),
+// every L2 round trip ([Batch]: size, latency, failure), lease sizes and
+// heartbeats. No hook, event, error or store key carries a key, a client
+// or an error text: L2 sees only SHA-256 digests of (limiter name, key).
+// [Node.Stats] returns cumulative counters.
+//
+// # Starting while the store is down
+//
+// [New] never contacts the store synchronously. A node whose store is
+// down at start fails its first round trips, opens the breaker and serves
+// from the local share until a probe succeeds; [Node.State] and
+// [Node.Stats] tell readiness checks what is going on.
+package global

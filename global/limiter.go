@@ -1,0 +1,327 @@
+package global
+
+import (
+	"math"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// Limiter enforces one GCRA limit per key across every replica of a
+// [Node]'s store. It has the shape of a local keyed limiter:
+// Allow(key) / AllowN(key, n) returning a [limit.Decision], so a caller can
+// hold either behind one small interface. It is safe for concurrent use.
+//
+// Differences from a local limiter's Decision:
+//
+//   - Remaining is approximate: the tokens this replica holds plus what L2
+//     reported left at its latest answer for the key (other replicas may
+//     have taken some since). It never exceeds Limit.
+//   - RetryAfter of a rejection is L2's answer of when tokens are free again
+//     (measured when this replica last asked), and ResetAfter is L2's time
+//     until full as of that answer.
+//   - While the breaker is not closed (and for a decision whose refill
+//     missed the budget or found the queue full) the decision comes from a
+//     local GCRA at the fallback share of the limit; Limit then reports
+//     that share's burst.
+//   - ClockRegressed is never set: L2 runs on the store's clock.
+type Limiter struct {
+	node     *Node
+	name     string
+	g        limit.GCRA
+	interval time.Duration // T rounded to microseconds (L2's resolution)
+	id       keyed.Key128
+	maxDebt  int64 // Burst + Rate·OpenFor
+	owns     bool
+}
+
+// NewLimiter is a shortcut for a node with a single limiter: Close closes
+// the node too.
+func NewLimiter(cfg Config, name string, g limit.GCRA) (*Limiter, error) {
+	n, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := n.Limiter(name, g)
+	if err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	l2 := *l
+	l2.owns = true
+	return &l2, nil
+}
+
+// Close closes the node if NewLimiter created it; otherwise it does
+// nothing (close the Node).
+func (l *Limiter) Close() error {
+	if l.owns {
+		return l.node.Close()
+	}
+	return nil
+}
+
+// Node returns the limiter's node.
+func (l *Limiter) Node() *Node { return l.node }
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// GCRA returns the limiter's parameters.
+func (l *Limiter) GCRA() limit.GCRA { return l.g }
+
+// Allow is AllowN(key, 1).
+func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
+
+// AllowN admits n units for key if the limit allows it across replicas.
+//
+// The hot path never waits on L2: a key holding at least n leased tokens
+// is decided locally, and a refill is requested in the background when
+// its tokens fall to the low-water mark (half a lease). Only a key that
+// holds too few tokens and is not known to be empty at L2 waits for its
+// refill, at most Config.Budget; a refill that does not arrive in time
+// leaves the decision to the local fallback share. A key L2 reported
+// empty is rejected locally until L2's retry time.
+//
+// n <= 0 is a query that changes nothing and reports what this replica
+// last heard from L2 (a key it never asked about is reported full); n >
+// Burst is rejected with RetryAfter == limit.InfDuration.
+//
+// A decision made from the local share (breaker not closed, refill late
+// or queue full) becomes debt of the key: its next leases pay L2 for it
+// before yielding tokens, and while it owes, the key is rejected locally
+// with the time the debt takes to refill. Global accounting therefore
+// catches up with what replicas admitted without L2, up to Burst +
+// Rate·OpenFor per key and replica.
+func (l *Limiter) AllowN(key string, n int64) limit.Decision {
+	nd := l.node
+	k1 := nd.hasher.Sum(key)
+	k1[0] ^= l.id[0]
+	k1[1] ^= l.id[1]
+	if n > l.g.Burst {
+		return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration})
+	}
+	var (
+		k2    Key
+		hasK2 bool
+		timer *time.Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now, t := nd.now()
+		if nd.State() != Closed || nd.closed.Load() {
+			return l.fallback(k1, now, n)
+		}
+		var (
+			d        limit.Decision
+			decided  bool
+			prefetch bool
+			need     int64
+			wait     *round
+		)
+		err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+			if created {
+				e.lim = l
+			}
+			if n <= 0 {
+				d, decided = l.report(e, t, true), true
+				return !created
+			}
+			if timer == nil {
+				e.arrivals += n
+			}
+			if e.tokens > 0 && t >= e.expires {
+				nd.c.expired.Add(uint64(e.tokens))
+				e.tokens = 0
+			}
+			switch {
+			case e.tokens >= n:
+				e.tokens -= n
+				d, decided = l.report(e, t, true), true
+				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
+			case t < e.denied:
+				d, decided = l.rejection(e, t), true
+			case e.debt > 0:
+				// The key owes L2 for admissions made without it: it is
+				// over its limit until leases have covered the debt.
+				// Reject without waiting; the refill pays in the
+				// background.
+				owed := time.Duration(e.debt+n-e.tokens) * l.interval
+				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
+				prefetch = e.pending == nil
+			case e.pending != nil:
+				wait = e.pending
+			default:
+				need = n - e.tokens
+			}
+			return true
+		})
+		if err != nil {
+			nd.c.tableFull.Add(1)
+			return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: time.Second})
+		}
+		if decided {
+			if prefetch {
+				if !hasK2 {
+					k2, hasK2 = KeyOf(l.name, key), true
+				}
+				l.request(k1, k2, now, t, 1)
+			}
+			return l.count(d)
+		}
+		if wait == nil {
+			// The L2 digest is computed outside the shard lock.
+			if !hasK2 {
+				k2, hasK2 = KeyOf(l.name, key), true
+			}
+			var full bool
+			wait, full = l.request(k1, k2, now, t, need)
+			if full {
+				return l.fallback(k1, now, n)
+			}
+			if wait == nil {
+				continue // the key changed meanwhile: decide again
+			}
+		}
+		if timer == nil {
+			nd.c.waits.Add(1)
+			timer = time.NewTimer(nd.cfg.Budget)
+		}
+		select {
+		case <-wait.done:
+		case <-timer.C:
+			nd.c.waitTimeouts.Add(1)
+			return l.fallback(k1, nd.clk.Now(), n)
+		}
+	}
+}
+
+// request queues a refill for the key unless one is pending, and returns
+// the round to wait on (the pending one, or the new one). full reports a
+// full queue; a nil round without full means the key got tokens or a
+// denial meanwhile.
+func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64) (rd *round, full bool) {
+	nd := l.node
+	_ = nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+		if created {
+			e.lim = l
+		}
+		if e.pending != nil {
+			rd = e.pending
+			return true
+		}
+		if need > 1 && e.tokens >= need || t < e.denied {
+			return true
+		}
+		// Estimate the key's rate from the units asked for since the
+		// previous request, smoothed.
+		if dt := t - e.lastReq; e.lastReq != 0 && dt > 0 {
+			r := float64(e.arrivals) / (float64(dt) / 1e9)
+			if e.rate == 0 {
+				e.rate = r
+			} else {
+				e.rate = 0.5*e.rate + 0.5*r
+			}
+		}
+		e.lastReq, e.arrivals = max(t, 1), 0
+		k := nd.leaseSize(e, l.g.Burst)
+		e.k = k
+		need = max(need, 1)
+		want := min(max(k, need)+e.debt, l.g.Burst)
+		rd = nd.enqueue(refill{lim: l, l1: k1, l2: k2, want: want, min: min(need, want)})
+		if rd == nil {
+			full = true
+			return true
+		}
+		e.pending = rd
+		return true
+	})
+	return rd, full
+}
+
+// rejection is the decision for a key L2 reported empty.
+func (l *Limiter) rejection(e *entry, t int64) limit.Decision {
+	return limit.Decision{Limit: l.g.Burst, RetryAfter: time.Duration(e.denied - t), ResetAfter: max(time.Duration(e.resetAt-t), 0)}
+}
+
+// report builds an allowed (or query) decision from e's state. A key L2
+// has not answered for yet is reported full.
+func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
+	rem := l.g.Burst
+	if e.answerAt != 0 {
+		rem = min(e.tokens+max(e.remaining, 0), l.g.Burst)
+	}
+	return limit.Decision{Allowed: allowed, Limit: l.g.Burst, Remaining: rem, ResetAfter: max(time.Duration(e.resetAt-t), 0)}
+}
+
+// fallback decides from the local share of the limit. Every admission
+// becomes debt (up to Burst + Rate·OpenFor per key) that the key's next
+// leases must cover before they yield tokens, so once L2 answers again the
+// replicas' accounting catches up with what was admitted without it.
+func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decision {
+	nd := l.node
+	share := nd.Share()
+	g := limit.GCRA{Rate: l.g.Rate * share, Burst: max(int64(math.Floor(float64(l.g.Burst)*share)), 1)}
+	if g.Rate < limit.MinRate {
+		g.Rate = limit.MinRate
+	}
+	var d limit.Decision
+	err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+		if created {
+			e.lim = l
+		}
+		if gen := nd.gen.Load(); e.fbGen != gen {
+			l.align(e, g, now)
+			e.fbGen = gen
+		}
+		d = g.AllowN(&e.fb, now, n)
+		if d.Allowed && n > 0 {
+			e.debt = min(e.debt+n, l.maxDebt)
+		}
+		return !created || d.Allowed
+	})
+	if err != nil {
+		nd.c.tableFull.Add(1)
+		d = limit.Decision{Limit: g.Burst, RetryAfter: time.Second}
+	}
+	nd.c.fallback.Add(1)
+	d.ClockRegressed = false
+	return l.count(d)
+}
+
+// align starts e's fallback bucket (share g) as full as L2's bucket was
+// estimated to be: what it reported left at its latest answer plus what
+// has refilled since, scaled to the share. A key at its limit across the
+// replicas therefore stays near its limit when the breaker opens, instead
+// of getting a fresh burst on every replica. Tokens this replica held are
+// not counted (they are set aside while L2 is out of reach).
+func (l *Limiter) align(e *entry, g limit.GCRA, now time.Time) {
+	e.fb.Reset()
+	if e.answerAt == 0 {
+		return
+	}
+	t := int64(now.Sub(l.node.epoch))
+	rem := e.remaining
+	if dt := t - e.answerAt; dt > 0 && l.interval > 0 {
+		rem += dt / int64(l.interval)
+	}
+	rem = min(max(rem, 0), l.g.Burst)
+	used := g.Burst - int64(math.Floor(float64(rem)*float64(g.Burst)/float64(l.g.Burst)))
+	if used > 0 {
+		g.AllowN(&e.fb, now, used)
+	}
+}
+
+func (l *Limiter) count(d limit.Decision) limit.Decision {
+	if d.Allowed {
+		l.node.c.allowed.Add(1)
+	} else {
+		l.node.c.rejected.Add(1)
+	}
+	return d
+}

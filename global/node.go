@@ -1,0 +1,877 @@
+package global
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// Defaults and hard bounds of [Config]. Each field's doc names its range.
+const (
+	DefaultCapacity   = 100_000
+	DefaultMaxLease   = 128
+	MaxMaxLease       = 1 << 20
+	DefaultBudget     = 2 * time.Millisecond
+	MinBudget         = 100 * time.Microsecond
+	MaxBudget         = time.Second
+	DefaultOpenFor    = 500 * time.Millisecond
+	MinOpenFor        = 10 * time.Millisecond
+	MaxOpenFor        = time.Minute
+	DefaultFailures   = 3
+	MaxFailures       = 100
+	DefaultLeaseTTL   = time.Second
+	MinLeaseTTL       = 10 * time.Millisecond
+	MaxLeaseTTL       = time.Minute
+	DefaultQueueSize  = 4096
+	MaxQueueSize      = 1 << 20
+	DefaultMaxBatch   = 64
+	MaxMaxBatch       = 4096
+	DefaultHeartbeat  = time.Second
+	MinHeartbeat      = 10 * time.Millisecond
+	MaxHeartbeat      = time.Minute
+	DefaultOpTimeout  = 500 * time.Millisecond
+	MaxOpTimeout      = 10 * time.Second
+	DefaultSummary    = 10 * time.Second
+	MinSummary        = 100 * time.Millisecond
+	MaxSummary        = time.Hour
+	MaxLimiters       = 65536
+	MaxNameLen        = 128
+	MaxRate           = 1e6 // one token per microsecond: the L2 resolution
+	workerTick        = 10 * time.Millisecond
+	heartbeatTTLTimes = 3
+	// slowWindow is how many recent round trips the budget rule looks at:
+	// the breaker opens when more than half of them exceeded the budget
+	// (a sustained slowdown), not on a scheduling hiccup.
+	slowWindow = 8
+)
+
+// ErrConfig is wrapped by every configuration error of this package.
+var ErrConfig = errors.New("global: invalid config")
+
+// ErrClosed is returned by [Node.Limiter] after Close.
+var ErrClosed = errors.New("global: node closed")
+
+// Config configures a [Node]. The zero value of every field but Store
+// selects its default.
+type Config struct {
+	// Store is the L2 backend. Required.
+	Store Store
+	// Capacity bounds the L1 table (keys of all limiters of the node), in
+	// [1, keyed.MaxCapacity]; 0 means DefaultCapacity. A full table of live
+	// keys rejects new keys (fail closed).
+	Capacity int
+	// MaxLease is the most tokens one refill may lease for one key, in
+	// [1, MaxMaxLease]; 0 means DefaultMaxLease (128). The lease size k
+	// adapts to the key's observed rate (enough for half a LeaseTTL) and is
+	// further capped at Burst / live replicas, so what a replica strands
+	// when it stops using a key is at most k tokens.
+	MaxLease int64
+	// Budget is the longest any decision waits for L2, and the latency
+	// above which an L2 round trip counts as a miss, in [MinBudget,
+	// MaxBudget]; 0 means DefaultBudget (2 ms). Only a decision whose key
+	// holds no local tokens ever waits; see [Limiter.AllowN].
+	Budget time.Duration
+	// OpTimeout bounds one L2 round trip (the worker's, never a
+	// request's), in [Budget, MaxOpTimeout]; 0 means DefaultOpTimeout.
+	OpTimeout time.Duration
+	// Failures is how many consecutive failed or over-budget round trips
+	// open the breaker, in [1, MaxFailures]; 0 means DefaultFailures (3).
+	Failures int
+	// OpenFor is how long the breaker stays open before a half-open probe,
+	// in [MinOpenFor, MaxOpenFor]; 0 means DefaultOpenFor (500 ms, seed
+	// 004).
+	OpenFor time.Duration
+	// FallbackShare is the share of each limit (rate and burst) a replica
+	// enforces alone while the breaker is not closed, in (0, 1]; 0 means
+	// 1/replicas as last seen by the heartbeat (1 until the first
+	// heartbeat succeeds).
+	FallbackShare float64
+	// LeaseTTL is how long leased tokens stay usable after the latest
+	// grant for their key, in [MinLeaseTTL, MaxLeaseTTL]; 0 means
+	// DefaultLeaseTTL (1 s). Tokens older than that are dropped (they were
+	// already deducted from L2, so dropping never over-admits).
+	LeaseTTL time.Duration
+	// QueueSize bounds the refill requests waiting for the worker, in
+	// [1, MaxQueueSize]; 0 means DefaultQueueSize. A decision that finds
+	// the queue full is made from the local share, like an open breaker.
+	QueueSize int
+	// MaxBatch is the most refills sent in one pipelined round trip, in
+	// [1, MaxMaxBatch]; 0 means DefaultMaxBatch.
+	MaxBatch int
+	// Heartbeat is the interval of the replica heartbeat, in
+	// [MinHeartbeat, MaxHeartbeat]; 0 means DefaultHeartbeat (1 s). A
+	// replica counts as live for three intervals after its last beat.
+	Heartbeat time.Duration
+	// Summary is the interval of the periodic outage summary, in
+	// [MinSummary, MaxSummary]; 0 means DefaultSummary (10 s).
+	Summary time.Duration
+	// Clock tells the time of every local decision and state transition;
+	// nil means real time. (The Budget wait of a decision and the worker's
+	// wake-ups are real-time waits, like socket deadlines.)
+	Clock clock.Clock
+	// Hooks receive events and metrics; nil fields are ignored.
+	Hooks Hooks
+}
+
+// Hooks observe a node. Hooks run on the node's worker goroutine, must be
+// fast and must not call back into the node; a panicking hook is
+// recovered and ignored. No hook ever receives a key, a client or an
+// error text (Redis errors can carry addresses).
+type Hooks struct {
+	// Event receives breaker state changes (one per change) and, while
+	// the breaker is or was not closed during an interval, one summary
+	// per Config.Summary. Never one per request.
+	Event func(Event)
+	// Batch receives every L2 round trip of lease requests.
+	Batch func(Batch)
+	// Lease receives the size asked for and granted of every lease
+	// answered by L2 (for a lease-size histogram).
+	Lease func(want, granted int64)
+	// Heartbeat receives every heartbeat's outcome: the live replica count
+	// (0 when it failed) and the round-trip latency.
+	Heartbeat func(replicas int, latency time.Duration)
+}
+
+// State is the circuit breaker's state.
+type State int32
+
+// Breaker states.
+const (
+	// Closed: decisions use leased tokens; refills go to L2.
+	Closed State = iota
+	// Open: L2 is not used; decisions use the local fallback share.
+	Open
+	// HalfOpen: one probe is in flight; decisions still use the local
+	// fallback share.
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "unknown"
+}
+
+// Cause says why the breaker changed state. It is a fixed, low-cardinality
+// word fit for a metric label.
+type Cause string
+
+// Causes of state changes.
+const (
+	CauseError       Cause = "error"        // a round trip failed
+	CauseBudget      Cause = "budget"       // round trips exceeded the budget
+	CauseProbe       Cause = "probe"        // the half-open probe is starting
+	CauseProbeFailed Cause = "probe_failed" // the probe failed: open again
+	CauseRecovered   Cause = "recovered"    // the probe succeeded
+)
+
+// EventKind distinguishes [Event]s.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventState reports a breaker state change.
+	EventState EventKind = iota + 1
+	// EventSummary is the periodic outage summary.
+	EventSummary
+)
+
+// Event is a breaker state change or an outage summary.
+type Event struct {
+	Kind EventKind
+	At   time.Time
+	// State is the state after the change (EventState) or now (summary);
+	// From is the state before a change.
+	State, From State
+	// Cause explains a state change.
+	Cause Cause
+	// Replicas is the live replica count as last seen.
+	Replicas int
+	// Summary fields, counted over Interval (the time since the previous
+	// summary): round trips that failed or missed the budget, probes,
+	// decisions made from the local fallback share, and the time spent
+	// not closed.
+	Interval          time.Duration
+	Failures          uint64
+	Probes            uint64
+	FallbackDecisions uint64
+	Degraded          time.Duration
+}
+
+// Batch describes one L2 round trip of lease requests.
+type Batch struct {
+	// Leases is the number of leases in the batch; Granted the tokens they
+	// obtained in total.
+	Leases  int
+	Granted int64
+	// Latency is the round trip's duration on the node's clock.
+	Latency time.Duration
+	// Failed reports that the round trip failed as a whole (nothing taken);
+	// OverBudget that it took longer than Config.Budget.
+	Failed, OverBudget bool
+}
+
+// Stats is a snapshot of a node's counters, cumulative since New.
+type Stats struct {
+	State    State
+	Replicas int
+	// Decisions by outcome and path.
+	Allowed, Rejected uint64
+	// Fallback counts decisions made from the local share (breaker not
+	// closed, queue full, or a wait that ran out of budget).
+	Fallback uint64
+	// Waits counts decisions that waited for a refill; WaitTimeouts those
+	// whose refill did not arrive within the budget.
+	Waits, WaitTimeouts uint64
+	// Refills counts lease requests sent to L2, Batches the round trips
+	// carrying them, Leased the tokens obtained, Expired the leased tokens
+	// dropped unused after LeaseTTL.
+	Refills, Batches, Leased, Expired uint64
+	// QueueFull counts refill requests refused by a full queue; Dropped
+	// those discarded because the breaker opened; TableFull decisions
+	// rejected because the L1 table was full.
+	QueueFull, Dropped, TableFull uint64
+	// Failures counts failed or over-budget round trips; Opened how often
+	// the breaker opened; Probes the half-open probes.
+	Failures, Opened, Probes uint64
+	// Keys is the number of L1 entries.
+	Keys int
+}
+
+// Node is this replica's side of the global limit: the L1 table of leased
+// tokens, the refill queue and its worker goroutine, the circuit breaker
+// and the replica heartbeat, shared by any number of [Limiter]s. It is
+// safe for concurrent use. Close stops the worker.
+type Node struct {
+	cfg      Config
+	clk      clock.Clock
+	store    Store
+	epoch    time.Time // origin of the int64 instants in entries
+	hasher   keyed.Hasher
+	tab      *keyed.Table[keyed.Key128, entry]
+	instance string
+
+	state    atomic.Int32
+	replicas atomic.Int64
+	// gen counts the breaker's departures from Closed (plus one): an
+	// entry's fallback bucket is aligned with what L2 last said once per
+	// generation.
+	gen atomic.Uint64
+
+	qmu     sync.Mutex
+	queue   []refill // ring of cap QueueSize
+	qhead   int
+	qlen    int
+	cur     *round // the round new requests join
+	wake    chan struct{}
+	closing chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
+
+	limMu    sync.Mutex
+	limiters map[keyed.Key128]*Limiter // by name and parameters, at most MaxLimiters
+
+	// Worker-only state.
+	failures     int   // consecutive failed round trips
+	slow         uint8 // over-budget flags of the latest slowWindow round trips
+	openUntil    time.Time
+	nextBeat     time.Time
+	nextSummary  time.Time
+	degradedFrom time.Time // zero when closed
+	sumDegraded  time.Duration
+	sumAny       bool
+	batch        []Lease
+	reqs         []refill
+
+	c statsCounters
+}
+
+type statsCounters struct {
+	allowed, rejected, fallback, waits, waitTimeouts atomic.Uint64
+	refills, batches, leased, expired                atomic.Uint64
+	queueFull, dropped, tableFull                    atomic.Uint64
+	failures, opened, probes                         atomic.Uint64
+	lastFailures, lastProbes, lastFallback           uint64
+}
+
+// round is one worker round trip's worth of refills; done is closed when
+// their results are in the table (or dropped).
+type round struct{ done chan struct{} }
+
+// refill is one queued lease request.
+type refill struct {
+	lim  *Limiter
+	l1   keyed.Key128
+	l2   Key
+	want int64
+	min  int64
+}
+
+// entry is a key's L1 state. Instants are nanoseconds since Node.epoch.
+type entry struct {
+	lim       *Limiter
+	tokens    int64 // leased tokens held
+	expires   int64 // held tokens lapse at this instant
+	denied    int64 // L2 reported empty until this instant
+	remaining int64 // L2's remaining at the latest answer
+	resetAt   int64 // L2 full again at this instant (latest answer)
+	lastReq   int64 // instant of the latest refill request
+	arrivals  int64 // units asked for since lastReq
+	rate      float64
+	k         int64  // lease size of the latest request
+	debt      int64  // units admitted from the local share while closed, owed to L2
+	answerAt  int64  // instant of the latest L2 answer (0: never answered)
+	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
+	pending   *round // non-nil while a refill is queued or in flight
+	fb        limit.GCRAState
+}
+
+func (e *entry) expired(now time.Time, epoch time.Time) bool {
+	t := int64(now.Sub(epoch))
+	return e.pending == nil && e.debt == 0 && (e.tokens == 0 || t >= e.expires) && t >= e.denied &&
+		(limit.GCRA{}).Expired(&e.fb, now)
+}
+
+// New validates cfg, allocates the L1 table and starts the worker. It
+// never contacts the store synchronously: a node whose store is down at
+// start serves from the local share until the store answers.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	id := make([]byte, 12)
+	if _, err := rand.Read(id); err != nil {
+		return nil, fmt.Errorf("global: instance id: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		clk:      cfg.Clock,
+		store:    cfg.Store,
+		hasher:   keyed.NewHasher(),
+		instance: hex.EncodeToString(id),
+		queue:    make([]refill, cfg.QueueSize),
+		cur:      &round{done: make(chan struct{})},
+		wake:     make(chan struct{}, 1),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
+		batch:    make([]Lease, 0, cfg.MaxBatch),
+		reqs:     make([]refill, 0, cfg.MaxBatch),
+		limiters: map[keyed.Key128]*Limiter{},
+	}
+	n.epoch = n.clk.Now()
+	tab, err := keyed.New[keyed.Key128, entry](keyed.Config{Capacity: cfg.Capacity}, func(e *entry, now time.Time) bool {
+		return e.expired(now, n.epoch)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	n.tab = tab
+	n.replicas.Store(1)
+	n.gen.Store(1)
+	n.nextSummary = n.epoch.Add(cfg.Summary)
+	go n.run()
+	return n, nil
+}
+
+func (c *Config) fill() error {
+	if c.Store == nil {
+		return fmt.Errorf("%w: Store is required", ErrConfig)
+	}
+	c.Clock = clock.Or(c.Clock)
+	type dur struct {
+		name     string
+		v        *time.Duration
+		def      time.Duration
+		min, max time.Duration
+	}
+	if c.Budget == 0 {
+		c.Budget = DefaultBudget
+	}
+	durs := []dur{
+		{"Budget", &c.Budget, DefaultBudget, MinBudget, MaxBudget},
+		{"OpTimeout", &c.OpTimeout, max(DefaultOpTimeout, c.Budget), c.Budget, MaxOpTimeout},
+		{"OpenFor", &c.OpenFor, DefaultOpenFor, MinOpenFor, MaxOpenFor},
+		{"LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, MinLeaseTTL, MaxLeaseTTL},
+		{"Heartbeat", &c.Heartbeat, DefaultHeartbeat, MinHeartbeat, MaxHeartbeat},
+		{"Summary", &c.Summary, DefaultSummary, MinSummary, MaxSummary},
+	}
+	for _, d := range durs {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < d.min || *d.v > d.max {
+			return fmt.Errorf("%w: %s %v out of range [%v, %v]", ErrConfig, d.name, *d.v, d.min, d.max)
+		}
+	}
+	type num struct {
+		name     string
+		v        *int64
+		def      int64
+		min, max int64
+	}
+	capacity, failures, queue, batch := int64(c.Capacity), int64(c.Failures), int64(c.QueueSize), int64(c.MaxBatch)
+	for _, d := range []num{
+		{"Capacity", &capacity, DefaultCapacity, 1, keyed.MaxCapacity},
+		{"MaxLease", &c.MaxLease, DefaultMaxLease, 1, MaxMaxLease},
+		{"Failures", &failures, DefaultFailures, 1, MaxFailures},
+		{"QueueSize", &queue, DefaultQueueSize, 1, MaxQueueSize},
+		{"MaxBatch", &batch, DefaultMaxBatch, 1, MaxMaxBatch},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < d.min || *d.v > d.max {
+			return fmt.Errorf("%w: %s %d out of range [%d, %d]", ErrConfig, d.name, *d.v, d.min, d.max)
+		}
+	}
+	c.Capacity, c.Failures, c.QueueSize, c.MaxBatch = int(capacity), int(failures), int(queue), int(batch)
+	if c.FallbackShare != 0 && !(c.FallbackShare > 0 && c.FallbackShare <= 1) {
+		return fmt.Errorf("%w: FallbackShare %v out of range (0, 1]", ErrConfig, c.FallbackShare)
+	}
+	return nil
+}
+
+// Limiter returns a limiter called name enforcing g across every replica
+// whose node shares the store. name (1 to MaxNameLen printable ASCII
+// bytes) scopes the keys: limiters with the same name share L2 buckets
+// across replicas, so give each distinct limit its own name. Asking again
+// for the same name and parameters returns the same limiter, with its L1
+// state (configuration reloads keep their state); a node holds at most
+// MaxLimiters distinct ones.
+//
+// g must pass g.Validate with Rate at most MaxRate (L2 counts in
+// microseconds).
+func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return nil, fmt.Errorf("%w: limiter name must be 1 to %d bytes, got %d", ErrConfig, MaxNameLen, len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f {
+			return nil, fmt.Errorf("%w: limiter name must be printable ASCII without spaces", ErrConfig)
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if g.Rate > MaxRate {
+		return nil, fmt.Errorf("%w: Rate %v above %v (L2 counts in microseconds)", ErrConfig, g.Rate, float64(MaxRate))
+	}
+	t := g.Interval()
+	id := n.hasher.Sum(fmt.Sprintf("%s\x00%d\x00%d", name, t, g.Burst))
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	if l, ok := n.limiters[id]; ok {
+		return l, nil
+	}
+	if len(n.limiters) >= MaxLimiters {
+		return nil, fmt.Errorf("%w: more than %d distinct limiters on one node", ErrConfig, MaxLimiters)
+	}
+	maxDebt := g.Burst + int64(math.Ceil(g.Rate*n.cfg.OpenFor.Seconds()))
+	l := &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id, maxDebt: maxDebt}
+	n.limiters[id] = l
+	return l, nil
+}
+
+// Instance is this node's random replica id in the heartbeat set.
+func (n *Node) Instance() string { return n.instance }
+
+// State returns the breaker's current state.
+func (n *Node) State() State { return State(n.state.Load()) }
+
+// Replicas returns the live replica count as last seen (1 before the first
+// heartbeat).
+func (n *Node) Replicas() int { return int(n.replicas.Load()) }
+
+// Share returns the fallback share in force: Config.FallbackShare, or
+// 1/Replicas.
+func (n *Node) Share() float64 {
+	if n.cfg.FallbackShare > 0 {
+		return n.cfg.FallbackShare
+	}
+	return 1 / float64(max(n.replicas.Load(), 1))
+}
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	c := &n.c
+	return Stats{
+		State: n.State(), Replicas: n.Replicas(),
+		Allowed: c.allowed.Load(), Rejected: c.rejected.Load(), Fallback: c.fallback.Load(),
+		Waits: c.waits.Load(), WaitTimeouts: c.waitTimeouts.Load(),
+		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Expired: c.expired.Load(),
+		QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(), TableFull: c.tableFull.Load(),
+		Failures: c.failures.Load(), Opened: c.opened.Load(), Probes: c.probes.Load(),
+		Keys: n.tab.Len(),
+	}
+}
+
+// Close stops the worker (waiting for a round trip in flight, at most
+// OpTimeout) and removes this replica from the live set (best effort,
+// within OpTimeout). Limiters of a closed node keep answering from the
+// local share. Close is idempotent and does not close the store.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		<-n.done
+		return nil
+	}
+	close(n.closing)
+	<-n.done
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
+	defer cancel()
+	_ = n.store.Leave(ctx, n.instance)
+	return nil
+}
+
+// now returns the clock reading and its offset from the epoch.
+func (n *Node) now() (time.Time, int64) {
+	now := n.clk.Now()
+	return now, int64(now.Sub(n.epoch))
+}
+
+// enqueueLocked queues a refill and returns the round it joined, or nil
+// when the queue is full or the node closed. Called under a shard lock;
+// takes the queue lock (the worker never holds the queue lock while
+// taking a shard lock).
+func (n *Node) enqueue(r refill) *round {
+	n.qmu.Lock()
+	if n.qlen == len(n.queue) || n.closed.Load() {
+		n.qmu.Unlock()
+		n.c.queueFull.Add(1)
+		return nil
+	}
+	n.queue[(n.qhead+n.qlen)%len(n.queue)] = r
+	n.qlen++
+	rd := n.cur
+	n.qmu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	return rd
+}
+
+// take moves up to MaxBatch queued refills into n.reqs and returns the
+// round they belong to; a new round starts for later requests. When more
+// than MaxBatch are queued, the rest stay in the same round (they are
+// taken by the next call, and the round is finished only once empty).
+func (n *Node) take() (*round, bool) {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	n.reqs = n.reqs[:0]
+	k := min(n.qlen, n.cfg.MaxBatch)
+	for i := 0; i < k; i++ {
+		j := (n.qhead + i) % len(n.queue)
+		n.reqs = append(n.reqs, n.queue[j])
+		n.queue[j] = refill{}
+	}
+	n.qhead = (n.qhead + k) % len(n.queue)
+	n.qlen -= k
+	rd := n.cur
+	last := n.qlen == 0
+	if last {
+		n.cur = &round{done: make(chan struct{})}
+	}
+	return rd, last
+}
+
+func (n *Node) run() {
+	defer close(n.done)
+	ticker := time.NewTicker(workerTick)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.closing:
+			n.drainAll()
+			return
+		case <-n.wake:
+		case <-ticker.C:
+		}
+		n.step()
+	}
+}
+
+// step is one pass of the worker: breaker timing, heartbeat, summary and
+// every queued refill.
+func (n *Node) step() {
+	now := n.clk.Now()
+	switch n.State() {
+	case Open:
+		if !now.Before(n.openUntil) {
+			n.probe()
+		}
+	case Closed:
+		if !now.Before(n.nextBeat) {
+			n.heartbeat()
+		}
+	}
+	n.summary()
+	for {
+		rd, last := n.take()
+		if len(n.reqs) > 0 {
+			if n.State() == Closed {
+				n.lease()
+			} else {
+				n.drop(n.reqs)
+			}
+		}
+		if last {
+			close(rd.done)
+			return
+		}
+		select {
+		case <-n.closing:
+			return
+		default:
+		}
+	}
+}
+
+func (n *Node) drainAll() {
+	for {
+		rd, last := n.take()
+		n.drop(n.reqs)
+		if last {
+			close(rd.done)
+			return
+		}
+	}
+}
+
+// drop discards refills: their entries forget the pending round.
+func (n *Node) drop(reqs []refill) {
+	now := n.clk.Now()
+	for _, r := range reqs {
+		_ = n.tab.Do(r.l1, now, func(e *entry, created bool) bool {
+			e.pending = nil
+			return !created
+		})
+	}
+	n.c.dropped.Add(uint64(len(reqs)))
+}
+
+// lease sends the taken refills to L2 in one call and applies the answers.
+func (n *Node) lease() {
+	n.batch = n.batch[:0]
+	for _, r := range n.reqs {
+		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
+	began := n.clk.Now()
+	err := n.store.Lease(ctx, n.batch)
+	cancel()
+	now, t := n.now()
+	lat := now.Sub(began)
+	n.c.refills.Add(uint64(len(n.batch)))
+	n.c.batches.Add(1)
+	over := lat > n.cfg.Budget
+	var granted int64
+	partial := false
+	for i, r := range n.reqs {
+		l := &n.batch[i]
+		if err != nil || l.Err != nil {
+			l.Granted = 0
+			partial = true
+		}
+		if err == nil && l.Err == nil {
+			n.hookLease(l.Want, l.Granted)
+		}
+		granted += l.Granted
+		_ = n.tab.Do(r.l1, now, func(e *entry, created bool) bool {
+			e.pending = nil
+			if created {
+				// The entry was reclaimed while in flight (it cannot be:
+				// pending entries never expire) or the table is new.
+				e.lim = r.lim
+			}
+			if err != nil || l.Err != nil {
+				return true
+			}
+			if e.tokens > 0 && t >= e.expires {
+				n.c.expired.Add(uint64(e.tokens))
+				e.tokens = 0
+			}
+			if l.Granted > 0 {
+				// Pay what the key owes L2 first (admissions made from
+				// the local share after a wait ran out of budget).
+				pay := min(l.Granted, e.debt)
+				e.debt -= pay
+				e.tokens += l.Granted - pay
+				e.expires = t + int64(n.cfg.LeaseTTL)
+				e.denied = 0
+			} else {
+				e.denied = t + int64(max(l.RetryAfter, time.Microsecond))
+			}
+			e.remaining = l.Remaining
+			e.resetAt = t + int64(l.ResetAfter)
+			e.answerAt = max(t, 1)
+			return true
+		})
+	}
+	n.c.leased.Add(uint64(granted))
+	n.hookBatch(Batch{Leases: len(n.batch), Granted: granted, Latency: lat, Failed: err != nil, OverBudget: over})
+	n.slow <<= 1
+	if over {
+		n.slow |= 1
+	}
+	switch {
+	case err != nil || partial:
+		n.fail(now, CauseError)
+	case over:
+		n.c.failures.Add(1)
+		n.failures = 0
+		if bits.OnesCount8(n.slow) > slowWindow/2 && n.State() == Closed {
+			n.open(now, Closed, CauseBudget)
+		}
+	default:
+		n.failures = 0
+	}
+}
+
+// fail counts a failed round trip and opens the breaker after
+// Config.Failures in a row.
+func (n *Node) fail(now time.Time, cause Cause) {
+	n.c.failures.Add(1)
+	n.failures++
+	if n.failures >= n.cfg.Failures && n.State() == Closed {
+		n.open(now, Closed, cause)
+	}
+}
+
+func (n *Node) open(now time.Time, from State, cause Cause) {
+	n.failures, n.slow = 0, 0
+	n.openUntil = now.Add(n.cfg.OpenFor)
+	n.state.Store(int32(Open))
+	if from == Closed {
+		n.gen.Add(1)
+		n.c.opened.Add(1)
+		n.degradedFrom = now
+		n.sumAny = true
+	}
+	n.event(Event{Kind: EventState, At: now, State: Open, From: from, Cause: cause, Replicas: n.Replicas()})
+}
+
+// probe runs the half-open probe: on success the breaker closes (and the
+// heartbeat runs at once), on failure it opens again for OpenFor.
+func (n *Node) probe() {
+	now := n.clk.Now()
+	n.state.Store(int32(HalfOpen))
+	n.c.probes.Add(1)
+	n.event(Event{Kind: EventState, At: now, State: HalfOpen, From: Open, Cause: CauseProbe, Replicas: n.Replicas()})
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
+	lat, err := n.store.Probe(ctx)
+	cancel()
+	now = n.clk.Now()
+	if err != nil || lat > n.cfg.Budget {
+		n.c.failures.Add(1)
+		n.open(now, HalfOpen, CauseProbeFailed)
+		return
+	}
+	n.failures = 0
+	n.state.Store(int32(Closed))
+	if !n.degradedFrom.IsZero() {
+		n.sumDegraded += now.Sub(n.degradedFrom)
+		n.degradedFrom = time.Time{}
+	}
+	n.event(Event{Kind: EventState, At: now, State: Closed, From: HalfOpen, Cause: CauseRecovered, Replicas: n.Replicas()})
+	n.heartbeat()
+}
+
+func (n *Node) heartbeat() {
+	began := n.clk.Now()
+	n.nextBeat = began.Add(n.cfg.Heartbeat)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
+	k, err := n.store.Heartbeat(ctx, n.instance, heartbeatTTLTimes*n.cfg.Heartbeat)
+	cancel()
+	now := n.clk.Now()
+	if err != nil {
+		n.hookHeartbeat(0, now.Sub(began))
+		n.fail(now, CauseError)
+		return
+	}
+	if k >= 1 {
+		n.replicas.Store(int64(k))
+	}
+	n.hookHeartbeat(k, now.Sub(began))
+}
+
+// summary emits the periodic outage summary when due and the breaker was
+// not closed at some point of the interval.
+func (n *Node) summary() {
+	now := n.clk.Now()
+	if now.Before(n.nextSummary) {
+		return
+	}
+	interval := n.cfg.Summary
+	n.nextSummary = now.Add(interval)
+	degraded := n.sumDegraded
+	if !n.degradedFrom.IsZero() {
+		degraded += now.Sub(n.degradedFrom)
+		n.degradedFrom = now
+		n.sumAny = true
+	}
+	f, p, fb := n.c.failures.Load(), n.c.probes.Load(), n.c.fallback.Load()
+	ev := Event{Kind: EventSummary, At: now, State: n.State(), Replicas: n.Replicas(), Interval: interval,
+		Failures: f - n.c.lastFailures, Probes: p - n.c.lastProbes, FallbackDecisions: fb - n.c.lastFallback, Degraded: degraded}
+	n.c.lastFailures, n.c.lastProbes, n.c.lastFallback = f, p, fb
+	any := n.sumAny
+	n.sumAny, n.sumDegraded = false, 0
+	if any {
+		n.event(ev)
+	}
+}
+
+func (n *Node) event(e Event) {
+	if h := n.cfg.Hooks.Event; h != nil {
+		defer func() { _ = recover() }()
+		h(e)
+	}
+}
+
+func (n *Node) hookBatch(b Batch) {
+	if h := n.cfg.Hooks.Batch; h != nil {
+		defer func() { _ = recover() }()
+		h(b)
+	}
+}
+
+func (n *Node) hookLease(want, granted int64) {
+	if h := n.cfg.Hooks.Lease; h != nil {
+		defer func() { _ = recover() }()
+		h(want, granted)
+	}
+}
+
+func (n *Node) hookHeartbeat(k int, lat time.Duration) {
+	if h := n.cfg.Hooks.Heartbeat; h != nil {
+		defer func() { _ = recover() }()
+		h(k, lat)
+	}
+}
+
+// leaseSize is the k of a refill for e: enough for half a LeaseTTL at the
+// key's observed rate, within [1, MaxLease] and at most Burst/replicas.
+func (n *Node) leaseSize(e *entry, burst int64) int64 {
+	k := int64(math.Ceil(e.rate * n.cfg.LeaseTTL.Seconds() / 2))
+	k = min(max(k, 1), n.cfg.MaxLease, max(burst/max(n.replicas.Load(), 1), 1))
+	return k
+}

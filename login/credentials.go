@@ -1,0 +1,735 @@
+package login
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of [ReadUsername].
+const (
+	// DefaultUsernameField is the field read when UsernameOptions.Fields
+	// is empty.
+	DefaultUsernameField = "username"
+	// MaxUsernameFields bounds UsernameOptions.Fields, and
+	// MaxUsernameFieldBytes the length of each name.
+	MaxUsernameFields     = 8
+	MaxUsernameFieldBytes = 64
+	// DefaultMaxBodyBytes and MaxMaxBodyBytes: the body read is bounded
+	// by UsernameOptions.MaxBodyBytes, 1 to MaxMaxBodyBytes.
+	DefaultMaxBodyBytes = 64 << 10
+	MaxMaxBodyBytes     = 1 << 20
+	// DefaultMaxParts and MaxMaxParts bound the parts of a multipart body.
+	DefaultMaxParts = 32
+	MaxMaxParts     = 1000
+	// DefaultMaxPartHeaderBytes and MaxMaxPartHeaderBytes bound the header
+	// section of each multipart part.
+	DefaultMaxPartHeaderBytes = 1 << 10
+	MaxMaxPartHeaderBytes     = 16 << 10
+	// DefaultMaxFieldBytes and MaxMaxFieldBytes bound the value of a
+	// username part of a multipart body. It must be at least 64.
+	DefaultMaxFieldBytes = 4 << 10
+	MaxMaxFieldBytes     = 64 << 10
+)
+
+// Errors of [ReadUsername], besides [ErrMissingCredentials]. Each maps to
+// one answer through [ProblemFor]; none is counted by the limiter and none
+// carries request data in its text.
+var (
+	// ErrAmbiguousCredentials: the username field appears more than once
+	// (in one place or across the query, the body and the Authorization
+	// header) with values that are not the same account. Answer 400
+	// ambiguous_credentials and do not forward: the throttle and the
+	// login handler could read different accounts.
+	ErrAmbiguousCredentials = errors.New("login: ambiguous credentials")
+	// ErrInvalidLoginRequest: the request cannot be read as its declared
+	// type says (malformed JSON, form or multipart, a username that is
+	// not a JSON string, a bad percent-escape in the username, a repeated
+	// Content-Type). Answer 400 invalid_login_request.
+	ErrInvalidLoginRequest = errors.New("login: invalid login request")
+	// ErrBodyTooLarge: the body exceeds UsernameOptions.MaxBodyBytes (or
+	// an outer http.MaxBytesReader). Answer 413 payload_too_large.
+	ErrBodyTooLarge = errors.New("login: request body too large")
+	// ErrUnsupportedContentEncoding: the request carries a
+	// Content-Encoding other than identity, which the reader will not
+	// decode. Answer 415 unsupported_content_encoding.
+	ErrUnsupportedContentEncoding = errors.New("login: unsupported content encoding")
+	// ErrUnreadableBody: reading the body failed (bad chunked encoding,
+	// shorter than its Content-Length, a read timeout). Answer 400
+	// invalid_body; it is the client's fault, not the upstream's.
+	ErrUnreadableBody = errors.New("login: request body could not be read")
+	// ErrInvalidOptions: the UsernameOptions are out of range, a
+	// programming error (500). Validate them at start-up with
+	// [UsernameOptions.Validate]; [NewMiddleware] does.
+	ErrInvalidOptions = errors.New("login: invalid username options")
+)
+
+// UsernameOptions configures [ReadUsername]. Zero fields take the
+// documented defaults; [UsernameOptions.Validate] names a bad field.
+type UsernameOptions struct {
+	// Fields names the username field: 1 to MaxUsernameFields names of 1
+	// to MaxUsernameFieldBytes bytes of letters, digits, '_', '-' and '.'.
+	// Empty means {DefaultUsernameField}. Names are matched
+	// case-insensitively in every place. Name every field the login
+	// handler may take the username from (for example "username" and
+	// "email" if it accepts either): they are one field to this reader.
+	// A field the handler reads and the reader does not is a way around
+	// the throttle.
+	Fields []string
+	// MaxBodyBytes bounds the body read: 1 to MaxMaxBodyBytes, 0 means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxParts bounds the parts of a multipart/form-data body, file parts
+	// included: 1 to MaxMaxParts, 0 means DefaultMaxParts.
+	MaxParts int
+	// MaxPartHeaderBytes bounds the header section of one part: 64 to
+	// MaxMaxPartHeaderBytes, 0 means DefaultMaxPartHeaderBytes.
+	MaxPartHeaderBytes int
+	// MaxFieldBytes bounds the value of a username part: 64 to
+	// MaxMaxFieldBytes, 0 means DefaultMaxFieldBytes.
+	MaxFieldBytes int
+	// BasicAuth also reads the user name of an "Authorization: Basic"
+	// header, for handlers that accept it. Off by default: a deployment
+	// that puts Basic authentication in front of the login page would
+	// otherwise make every login ambiguous.
+	BasicAuth bool
+}
+
+// Validate reports the first out-of-range setting, wrapping
+// [ErrInvalidOptions].
+func (o UsernameOptions) Validate() error {
+	_, err := o.resolve()
+	return err
+}
+
+func (o UsernameOptions) resolve() (UsernameOptions, error) {
+	bad := func(format string, args ...any) (UsernameOptions, error) {
+		return UsernameOptions{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	if len(o.Fields) == 0 {
+		o.Fields = defaultFields
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxParts == 0 {
+		o.MaxParts = DefaultMaxParts
+	}
+	if o.MaxPartHeaderBytes == 0 {
+		o.MaxPartHeaderBytes = DefaultMaxPartHeaderBytes
+	}
+	if o.MaxFieldBytes == 0 {
+		o.MaxFieldBytes = DefaultMaxFieldBytes
+	}
+	switch {
+	case len(o.Fields) > MaxUsernameFields:
+		return bad("Fields must list at most %d names, got %d", MaxUsernameFields, len(o.Fields))
+	case o.MaxBodyBytes < 1 || o.MaxBodyBytes > MaxMaxBodyBytes:
+		return bad("MaxBodyBytes must be between 1 and %d, got %d", MaxMaxBodyBytes, o.MaxBodyBytes)
+	case o.MaxParts < 1 || o.MaxParts > MaxMaxParts:
+		return bad("MaxParts must be between 1 and %d, got %d", MaxMaxParts, o.MaxParts)
+	case o.MaxPartHeaderBytes < 64 || o.MaxPartHeaderBytes > MaxMaxPartHeaderBytes:
+		return bad("MaxPartHeaderBytes must be between 64 and %d, got %d", MaxMaxPartHeaderBytes, o.MaxPartHeaderBytes)
+	case o.MaxFieldBytes < 64 || o.MaxFieldBytes > MaxMaxFieldBytes:
+		return bad("MaxFieldBytes must be between 64 and %d, got %d", MaxMaxFieldBytes, o.MaxFieldBytes)
+	}
+	for i, f := range o.Fields {
+		if len(f) == 0 || len(f) > MaxUsernameFieldBytes {
+			return bad("Fields[%d] must be 1 to %d bytes", i, MaxUsernameFieldBytes)
+		}
+		for j := 0; j < len(f); j++ {
+			c := f[j]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+				return bad("Fields[%d] may hold only letters, digits, '_', '-' and '.'", i)
+			}
+		}
+	}
+	return o, nil
+}
+
+var defaultFields = []string{DefaultUsernameField}
+
+// ReadUsername returns the username of a login request, read from every
+// place common web frameworks read a form field from:
+//
+//   - the query string, which many frameworks (Flask, Servlet, Spring)
+//     consult first, for every method; pairs are separated by '&' and
+//     also, as some frameworks do, by ';';
+//   - a JSON object body (top-level members only), whether or not the
+//     Content-Type says JSON: some decoders (gin's ShouldBindJSON, a
+//     plain json.Decoder) ignore it. A body declared as JSON must be
+//     exactly one valid JSON object; an undeclared body counts as JSON
+//     when it starts with a valid JSON object;
+//   - an application/x-www-form-urlencoded body (also when the
+//     Content-Type is missing);
+//   - a multipart/form-data body, bounded by MaxParts,
+//     MaxPartHeaderBytes and MaxFieldBytes; file parts (a non-empty
+//     filename) are skipped, and a username part with a
+//     Content-Transfer-Encoding is refused rather than decoded;
+//   - with opt.BasicAuth, an "Authorization: Basic" header.
+//
+// Field names match case-insensitively everywhere (Unicode simple
+// folding, as encoding/json does), after percent-decoding. The username
+// may appear any number of times if every occurrence is the same account
+// (equal after [NormalizeUsername]); otherwise the answer is
+// [ErrAmbiguousCredentials]. Absent everywhere, or blank, it is
+// [ErrMissingCredentials]; not valid UTF-8, [ErrInvalidLoginRequest]. The
+// username returned is the first occurrence as sent (query first);
+// [Limiter.Evaluate] normalizes it.
+//
+// The body is read in full, bounded by opt.MaxBodyBytes
+// ([ErrBodyTooLarge]); a Content-Encoding other than identity is refused
+// before anything is read ([ErrUnsupportedContentEncoding]). Once the
+// body has been read — whatever the answer, unless the body was too large
+// or could not be read — the request is left usable by the next handler:
+// r.Body yields the very same bytes, r.GetBody returns them again (so a
+// proxy can retry), r.ContentLength is their length and
+// r.TransferEncoding is cleared.
+//
+// Every method counts: a GET with the field in its query string is a
+// login attempt. Callers decide what to do with a request that carries no
+// username: a safe method (GET, HEAD, OPTIONS, TRACE) without one is
+// usually a login page on the same path and should pass uncounted (the
+// middleware does that); any other is answered 400 missing_credentials.
+//
+// Errors map to answers through [ProblemFor]. Options out of range yield
+// [ErrInvalidOptions].
+func ReadUsername(r *http.Request, opt UsernameOptions) (username string, err error) {
+	opt, err = opt.resolve()
+	if err != nil {
+		return "", err
+	}
+	for _, v := range r.Header["Content-Encoding"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if t := strings.TrimSpace(tok); t != "" && !strings.EqualFold(t, "identity") {
+				return "", ErrUnsupportedContentEncoding
+			}
+		}
+	}
+	body, err := readBody(r, opt.MaxBodyBytes)
+	if err != nil {
+		return "", err
+	}
+	c := collector{fields: opt.Fields}
+	if r.URL != nil {
+		if err := c.pairs(r.URL.RawQuery); err != nil {
+			return "", err
+		}
+	}
+	if opt.BasicAuth {
+		if err := c.basicAuth(r.Header); err != nil {
+			return "", err
+		}
+	}
+	if err := c.body(r.Header, body, opt); err != nil {
+		return "", err
+	}
+	return c.result()
+}
+
+// collector gathers every occurrence of the username field.
+type collector struct {
+	fields    []string
+	value     string
+	found     bool
+	ambiguous bool
+	invalid   bool // a value is not valid UTF-8
+}
+
+func (c *collector) add(v string) {
+	if !utf8.ValidString(v) {
+		c.invalid = true
+		return
+	}
+	switch {
+	case !c.found:
+		c.value, c.found = v, true
+	case v == c.value || c.ambiguous:
+	case NormalizeUsername(v) != NormalizeUsername(c.value):
+		c.ambiguous = true
+	}
+}
+
+func (c *collector) result() (string, error) {
+	switch {
+	case c.invalid:
+		return "", fmt.Errorf("%w: the username is not valid UTF-8", ErrInvalidLoginRequest)
+	case c.ambiguous:
+		return "", ErrAmbiguousCredentials
+	case !c.found || strings.TrimSpace(c.value) == "":
+		return "", ErrMissingCredentials
+	}
+	return c.value, nil
+}
+
+// isField reports whether name is one of the field names.
+func (c *collector) isField(name string) bool {
+	for _, f := range c.fields {
+		if strings.EqualFold(name, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// pairs reads a query string or a URL-encoded form: the pairs split on
+// '&' and, when a pair holds ';', also the pairs split on ';' — the two
+// interpretations frameworks differ on. A value found under either counts.
+func (c *collector) pairs(s string) error {
+	for seg := range strings.SplitSeq(s, "&") {
+		if err := c.pair(seg); err != nil {
+			return err
+		}
+		if strings.IndexByte(seg, ';') >= 0 {
+			for sub := range strings.SplitSeq(seg, ";") {
+				if err := c.pair(sub); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *collector) pair(seg string) error {
+	if seg == "" {
+		return nil
+	}
+	k, v, _ := strings.Cut(seg, "=")
+	if !c.keyMatches(k) {
+		return nil
+	}
+	val, ok := unescape(v)
+	if !ok {
+		return fmt.Errorf("%w: bad percent-escape in the username", ErrInvalidLoginRequest)
+	}
+	c.add(val)
+	return nil
+}
+
+// keyMatches compares a URL-encoded key with the field names without
+// allocating. Invalid escapes stay as they are (as lenient decoders
+// leave them); since field names hold no '%', such a key never matches.
+func (c *collector) keyMatches(k string) bool {
+	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 {
+		return c.isField(k)
+	}
+	if len(k) > 3*MaxUsernameFieldBytes {
+		return false
+	}
+	var buf [MaxUsernameFieldBytes]byte
+	n := 0
+	for i := 0; i < len(k); i++ {
+		if n == len(buf) {
+			return false
+		}
+		b := k[i]
+		switch {
+		case b == '+':
+			b = ' '
+		case b == '%' && i+2 < len(k) && ishex(k[i+1]) && ishex(k[i+2]):
+			b = unhex(k[i+1])<<4 | unhex(k[i+2])
+			i += 2
+		}
+		buf[n] = b
+		n++
+	}
+	return c.isField(string(buf[:n])) // the conversion does not escape
+}
+
+// unescape decodes a URL-encoded value ('+' is a space); ok is false for
+// an invalid escape.
+func unescape(s string) (string, bool) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, true
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '+':
+			b = append(b, ' ')
+		case '%':
+			if i+2 >= len(s) || !ishex(s[i+1]) || !ishex(s[i+2]) {
+				return "", false
+			}
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, s[i])
+		}
+	}
+	return string(b), true
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+func (c *collector) basicAuth(h http.Header) error {
+	vs := h["Authorization"]
+	if len(vs) == 0 {
+		return nil
+	}
+	if len(vs) > 1 {
+		return fmt.Errorf("%w: repeated Authorization", ErrAmbiguousCredentials)
+	}
+	scheme, _, _ := strings.Cut(strings.TrimSpace(vs[0]), " ")
+	if !strings.EqualFold(scheme, "Basic") {
+		return nil
+	}
+	r := http.Request{Header: http.Header{"Authorization": vs}}
+	user, _, ok := r.BasicAuth()
+	if !ok {
+		return fmt.Errorf("%w: malformed Basic credentials", ErrInvalidLoginRequest)
+	}
+	c.add(user)
+	return nil
+}
+
+// body reads the username from body as its Content-Type says, and as
+// JSON whenever it starts with a JSON object.
+func (c *collector) body(h http.Header, body []byte, opt UsernameOptions) error {
+	if len(body) == 0 {
+		return nil
+	}
+	cts := h["Content-Type"]
+	if len(cts) > 1 {
+		return fmt.Errorf("%w: repeated Content-Type", ErrInvalidLoginRequest)
+	}
+	ct := ""
+	if len(cts) == 1 {
+		ct = cts[0]
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	switch {
+	case isJSONType(mt):
+		return c.json(body, true)
+	case mt == "" || strings.EqualFold(mt, "application/x-www-form-urlencoded"):
+		if err := c.pairs(string(body)); err != nil {
+			return err
+		}
+	case strings.EqualFold(mt, "multipart/form-data"):
+		if err := c.multipart(ct, body, opt); err != nil {
+			return err
+		}
+	}
+	return c.json(body, false)
+}
+
+func isJSONType(mt string) bool {
+	if strings.EqualFold(mt, "application/json") {
+		return true
+	}
+	// Any structured-syntax "+json" type, e.g. application/vnd.api+json.
+	return len(mt) > 5 && strings.EqualFold(mt[len(mt)-5:], "+json") && strings.IndexByte(mt, '/') > 0
+}
+
+// json reads the top-level members of a JSON object body. Declared JSON
+// must be exactly one valid object (surrounding white space and a UTF-8
+// byte order mark aside); otherwise the body counts only if it starts
+// with a valid object, and what follows it is ignored, as a streaming
+// decoder would.
+func (c *collector) json(body []byte, declared bool) error {
+	b := bytes.TrimPrefix(body, utf8BOM)
+	i := skipWS(b, 0)
+	if i == len(b) || b[i] != '{' {
+		if declared {
+			return fmt.Errorf("%w: the JSON body is not an object", ErrInvalidLoginRequest)
+		}
+		return nil
+	}
+	end := valueEnd(b, i)
+	if declared {
+		if end < 0 || skipWS(b, end) != len(b) || !json.Valid(b[i:end]) {
+			return fmt.Errorf("%w: the JSON body is not one valid object", ErrInvalidLoginRequest)
+		}
+	} else if end < 0 || !json.Valid(b[i:end]) {
+		return nil
+	}
+	return c.jsonMembers(b[i:end])
+}
+
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// jsonMembers walks the members of obj, a valid JSON object.
+func (c *collector) jsonMembers(obj []byte) error {
+	i := skipWS(obj, 1) // past '{'
+	for i < len(obj) && obj[i] == '"' {
+		kEnd := valueEnd(obj, i)
+		if kEnd < 0 {
+			return fmt.Errorf("%w: malformed JSON", ErrInvalidLoginRequest) // unreachable for valid JSON
+		}
+		key := obj[i:kEnd]
+		i = skipWS(obj, kEnd)
+		i = skipWS(obj, i+1) // past ':'
+		vEnd := valueEnd(obj, i)
+		if vEnd < 0 {
+			return fmt.Errorf("%w: malformed JSON", ErrInvalidLoginRequest)
+		}
+		if c.jsonKeyMatches(key) {
+			v := obj[i:vEnd]
+			if v[0] != '"' {
+				return fmt.Errorf("%w: the username is not a JSON string", ErrInvalidLoginRequest)
+			}
+			s, err := jsonString(v)
+			if err != nil {
+				return fmt.Errorf("%w: malformed JSON string", ErrInvalidLoginRequest)
+			}
+			c.add(s)
+		}
+		i = skipWS(obj, vEnd)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipWS(obj, i+1)
+		}
+	}
+	return nil
+}
+
+func (c *collector) jsonKeyMatches(key []byte) bool {
+	inner := key[1 : len(key)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		if len(inner) > MaxUsernameFieldBytes {
+			return false
+		}
+		return c.isField(string(inner)) // the conversion does not escape
+	}
+	s, err := jsonString(key)
+	return err == nil && c.isField(s)
+}
+
+// jsonString decodes a valid JSON string literal.
+func jsonString(lit []byte) (string, error) {
+	inner := lit[1 : len(lit)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value that starts at
+// b[i], found structurally (strings and nesting), or -1 if it does not
+// end. It does not validate: callers run json.Valid on the result, or
+// rely on an earlier check.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return -1
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := valueEnd(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// multipart reads the username parts of a multipart/form-data body.
+func (c *collector) multipart(ct string, body []byte, opt UsernameOptions) error {
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil || params["boundary"] == "" {
+		return fmt.Errorf("%w: multipart without a usable boundary", ErrInvalidLoginRequest)
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for n := 0; ; n++ {
+		p, err := mr.NextRawPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: malformed multipart body", ErrInvalidLoginRequest)
+		}
+		if n >= opt.MaxParts {
+			return fmt.Errorf("%w: more than %d parts", ErrInvalidLoginRequest, opt.MaxParts)
+		}
+		if headerBytes(p.Header) > opt.MaxPartHeaderBytes {
+			return fmt.Errorf("%w: part header over %d bytes", ErrInvalidLoginRequest, opt.MaxPartHeaderBytes)
+		}
+		cds := p.Header["Content-Disposition"]
+		if len(cds) == 0 {
+			continue
+		}
+		if len(cds) > 1 {
+			return fmt.Errorf("%w: repeated Content-Disposition", ErrInvalidLoginRequest)
+		}
+		disp, dp, err := mime.ParseMediaType(cds[0])
+		if err != nil {
+			return fmt.Errorf("%w: malformed Content-Disposition", ErrInvalidLoginRequest)
+		}
+		// A non-empty filename makes a file part everywhere; an empty one
+		// is a plain field to some parsers (Go's) and a file to others, so
+		// it is read.
+		if disp != "form-data" || dp["filename"] != "" || !c.isField(dp["name"]) {
+			continue
+		}
+		switch cte := strings.ToLower(strings.TrimSpace(p.Header.Get("Content-Transfer-Encoding"))); cte {
+		case "", "7bit", "8bit", "binary":
+		default:
+			return fmt.Errorf("%w: content-transfer-encoded username part", ErrInvalidLoginRequest)
+		}
+		v, err := io.ReadAll(io.LimitReader(p, int64(opt.MaxFieldBytes)+1))
+		if err != nil {
+			return fmt.Errorf("%w: malformed multipart body", ErrInvalidLoginRequest)
+		}
+		if len(v) > opt.MaxFieldBytes {
+			return fmt.Errorf("%w: username part over %d bytes", ErrInvalidLoginRequest, opt.MaxFieldBytes)
+		}
+		c.add(string(v))
+	}
+}
+
+func headerBytes(h textproto.MIMEHeader) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	return n
+}
+
+// readBody reads r's body in full, at most max bytes, and puts the same
+// bytes back (see ReadUsername).
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		setBody(r, nil)
+		return nil, nil
+	}
+	if r.ContentLength > max {
+		return nil, ErrBodyTooLarge
+	}
+	limit := max + 1
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1 // room to see EOF without growing
+	}
+	buf := make([]byte, 0, min(size, limit))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				return nil, ErrBodyTooLarge
+			}
+			buf = append(buf, 0)[:len(buf)] // grow
+			if int64(cap(buf)) > limit {
+				buf = buf[:len(buf):limit]
+			}
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return nil, ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, ErrBodyTooLarge
+			}
+			return nil, ErrUnreadableBody
+		}
+	}
+	_ = r.Body.Close()
+	setBody(r, buf)
+	return buf, nil
+}
+
+// replayBody is a request body put back by ReadUsername: the bytes read
+// from the client, already consumed from the connection.
+type replayBody struct {
+	bytes.Reader
+}
+
+func (*replayBody) Close() error { return nil }
+
+func setBody(r *http.Request, b []byte) {
+	r.ContentLength = int64(len(b))
+	r.TransferEncoding = nil
+	if len(b) == 0 {
+		r.Body = http.NoBody
+		r.GetBody = noBody
+		return
+	}
+	rb := &replayBody{}
+	rb.Reset(b)
+	r.Body = rb
+	r.GetBody = func() (io.ReadCloser, error) {
+		rb := &replayBody{}
+		rb.Reset(b)
+		return rb, nil
+	}
+}
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
+
+// bodyConsumed reports whether r's body was read to its end by
+// ReadUsername (or there is none), so that answering early leaves no
+// unread bytes on the connection.
+func bodyConsumed(r *http.Request) bool {
+	if r == nil {
+		return false
+	}
+	_, ok := r.Body.(*replayBody)
+	return ok || r.Body == http.NoBody
+}

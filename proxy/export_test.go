@@ -1,0 +1,4 @@
+package proxy
+
+// ValidForwarded exposes validForwarded to the tests.
+var ValidForwarded = validForwarded

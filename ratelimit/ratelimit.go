@@ -1,0 +1,241 @@
+// Package ratelimit is a keyed rate limiter for HTTP services: one GCRA
+// bucket (a token bucket without a refill timer) per key — a client
+// address, an API key, a route — held in a bounded table, with net/http
+// middleware that answers over-limit requests with 429, Retry-After and
+// the IETF RateLimit fields.
+//
+// Protecting a handler per client address takes one line:
+//
+//	http.Handle("/api/", ratelimit.MustPerIP(10, 20)(api)) // 10/s, bursts of 20
+//
+// The table has a hard capacity (Options.MaxKeys). A bucket is reclaimed
+// once it is full again, lazily, by later inserts; no goroutine or timer
+// runs per key. When the table is full of live buckets a new key is
+// refused — the limiter fails closed — rather than evicting a bucket that
+// still limits someone: rotating keys cannot reset anyone's limit. Keys
+// are hashed with per-process random seeds before they are stored, so
+// clients cannot aim collisions, and no raw key is kept.
+//
+// Clients choose some keys. A limit keyed by a header the client sets
+// (an API key that is not verified before the limiter) only limits honest
+// clients: a dishonest one rotates values. Pair such a limit with a
+// per-address limit checked first ([Limiter.Middleware] composes; the
+// gateway's rate_limit.per_client does exactly that).
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/limit"
+)
+
+// Defaults and bounds of Options.
+const (
+	// DefaultMaxKeys is the table capacity when Options.MaxKeys is 0.
+	DefaultMaxKeys = 65_536
+	// MaxMaxKeys bounds Options.MaxKeys.
+	MaxMaxKeys = keyed.MaxCapacity
+	// DefaultPolicy names the policy in the RateLimit fields when
+	// Options.Policy is empty.
+	DefaultPolicy = "default"
+	// MaxPolicyBytes bounds Options.Policy.
+	MaxPolicyBytes = 64
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of New.
+var ErrInvalidConfig = errors.New("ratelimit: invalid config")
+
+// Options configure a Limiter. The zero value is valid.
+type Options struct {
+	// MaxKeys is the hard capacity of the bucket table, 1 to MaxMaxKeys;
+	// 0 means DefaultMaxKeys. Memory is allocated up front: about 64
+	// bytes per key.
+	MaxKeys int
+	// ScanLimit bounds how many old buckets one new key may inspect to
+	// reclaim a full one; 0 means keyed.DefaultScanLimit.
+	ScanLimit int
+	// Clock tells the time of every decision; nil means the real clock.
+	Clock clock.Clock
+	// Policy names the limit in the RateLimit and RateLimit-Policy
+	// fields: 1 to MaxPolicyBytes of printable ASCII without quotes or
+	// backslashes; empty means DefaultPolicy. Never a key or a client.
+	Policy string
+}
+
+// Validate reports whether g and o can build a Limiter; the error names
+// the field and its allowed range.
+func Validate(g limit.GCRA, o Options) error {
+	var errs []error
+	if err := g.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.MaxKeys < 0 || o.MaxKeys > MaxMaxKeys {
+		errs = append(errs, fmt.Errorf("%w: MaxKeys %d out of range [1, %d] (0 means %d)", ErrInvalidConfig, o.MaxKeys, MaxMaxKeys, DefaultMaxKeys))
+	}
+	if o.ScanLimit < 0 || o.ScanLimit > keyed.MaxScanLimit {
+		errs = append(errs, fmt.Errorf("%w: ScanLimit %d out of range [1, %d] (0 means %d)", ErrInvalidConfig, o.ScanLimit, keyed.MaxScanLimit, keyed.DefaultScanLimit))
+	}
+	if !validPolicy(o.Policy) {
+		errs = append(errs, fmt.Errorf("%w: Policy must be at most %d bytes of printable ASCII without '\"' or '\\\\'", ErrInvalidConfig, MaxPolicyBytes))
+	}
+	return errors.Join(errs...)
+}
+
+func validPolicy(s string) bool {
+	if len(s) > MaxPolicyBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Decision is the outcome of one check.
+type Decision struct {
+	limit.Decision
+	// Full reports a refusal because the key was new and the table had no
+	// room for its bucket (nothing was reclaimable): the limiter failed
+	// closed. RetryAfter is then one emission interval (at least 1 s),
+	// when a bucket may have refilled.
+	Full bool
+}
+
+// Limiter is a keyed GCRA limiter. It is safe for concurrent use and
+// starts no goroutines.
+type Limiter struct {
+	gcra     limit.GCRA
+	clock    clock.Clock
+	policy   string
+	window   time.Duration // Burst*T rounded up to whole seconds: the RateLimit-Policy window
+	interval time.Duration
+	table    *keyed.Table[keyed.Key128, limit.GCRAState]
+	strings  keyed.Hasher // string keys
+	addrs    keyed.Hasher // address keys: another seed pair, so the key spaces never meet
+}
+
+// New returns a limiter admitting g.Rate units per second per key with
+// bursts of g.Burst. It allocates the whole table.
+func New(g limit.GCRA, o Options) (*Limiter, error) {
+	if err := Validate(g, o); err != nil {
+		return nil, err
+	}
+	if o.MaxKeys == 0 {
+		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.Policy == "" {
+		o.Policy = DefaultPolicy
+	}
+	t, err := keyed.New[keyed.Key128, limit.GCRAState](keyed.Config{Capacity: o.MaxKeys, ScanLimit: o.ScanLimit}, g.Expired)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	interval := g.Interval()
+	return &Limiter{
+		gcra:     g,
+		clock:    clock.Or(o.Clock),
+		policy:   o.Policy,
+		window:   time.Duration(limit.CeilSeconds(time.Duration(g.Burst)*interval)) * time.Second,
+		interval: interval,
+		table:    t,
+		strings:  keyed.NewHasher(),
+		addrs:    keyed.NewHasher(),
+	}, nil
+}
+
+// Allow charges one unit to key's bucket. Any string is a key, the empty
+// one included; keys are hashed, never stored.
+func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
+
+// AllowN charges n units to key's bucket: all or none. n ≤ 0 is a
+// read-only query; n > Burst is never admitted.
+func (l *Limiter) AllowN(key string, n int64) Decision {
+	return l.decide(l.strings.Sum(key), l.clock.Now(), n)
+}
+
+// AllowAddr charges n units to the bucket of a client address without
+// allocating. Addresses and strings are separate key spaces.
+func (l *Limiter) AllowAddr(a netip.Addr, n int64) Decision {
+	return l.decide(l.addrKey(a), l.clock.Now(), n)
+}
+
+// AllowKey charges n units to k's bucket.
+func (l *Limiter) AllowKey(k Key, n int64) Decision {
+	if k.addr {
+		return l.AllowAddr(k.a, n)
+	}
+	return l.AllowN(k.s, n)
+}
+
+func (l *Limiter) addrKey(a netip.Addr) keyed.Key128 {
+	b := a.As16()
+	// Sum does not retain its argument: viewing the stack array as a
+	// string is safe and saves an allocation per request.
+	return l.addrs.Sum(unsafe.String(&b[0], len(b)))
+}
+
+// decide runs the GCRA for one bucket at now.
+func (l *Limiter) decide(k keyed.Key128, now time.Time, n int64) Decision {
+	var d limit.Decision
+	err := l.table.Do(k, now, func(s *limit.GCRAState, created bool) bool {
+		d = l.gcra.AllowN(s, now, n)
+		// A new key that was refused leaves no bucket behind.
+		return d.Allowed || !created
+	})
+	if err != nil {
+		// Full (or closed): fail closed.
+		return Decision{Decision: limit.Decision{Limit: l.gcra.Burst, RetryAfter: max(l.interval, time.Second)}, Full: true}
+	}
+	return Decision{Decision: d}
+}
+
+// Len returns the number of buckets held (live and not yet reclaimed).
+func (l *Limiter) Len() int { return l.table.Len() }
+
+// Capacity returns the table's hard capacity.
+func (l *Limiter) Capacity() int { return l.table.Capacity() }
+
+// GCRA returns the limit.
+func (l *Limiter) GCRA() limit.GCRA { return l.gcra }
+
+// Policy returns the policy name used in the RateLimit fields.
+func (l *Limiter) Policy() string { return l.policy }
+
+// Window returns the RateLimit-Policy window: the time an empty bucket
+// takes to fill up, rounded up to whole seconds.
+func (l *Limiter) Window() time.Duration { return l.window }
+
+// Close releases the table; later decisions fail closed.
+func (l *Limiter) Close() { l.table.Close() }
+
+// Key is a bucket key: a string or a client address. The zero Key is the
+// empty string.
+type Key struct {
+	s    string
+	a    netip.Addr
+	addr bool
+}
+
+// StringKey returns the key for s.
+func StringKey(s string) Key { return Key{s: s} }
+
+// AddrKey returns the key for a client address.
+func AddrKey(a netip.Addr) Key { return Key{a: a, addr: true} }
+
+// PerSecond returns a GCRA of requests per second with bursts of burst
+// requests (burst 0 means ceil(requests), at least 1).
+func PerSecond(requests float64, burst int64) limit.GCRA {
+	if burst == 0 {
+		burst = max(1, int64(math.Ceil(requests)))
+	}
+	return limit.GCRA{Rate: requests, Burst: burst}
+}
