@@ -63,6 +63,8 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 )
 
@@ -87,11 +89,13 @@ const (
 // are the configuration keys; the annotated example under examples/
 // documents each one with its default and range.
 type Config struct {
-	Profile   Profile    `yaml:"profile"`
-	Listen    Listen     `yaml:"listen"`
-	Limits    Limits     `yaml:"limits"`
-	Shield    Shield     `yaml:"shield"`
-	Upstreams []Upstream `yaml:"upstreams"`
+	Profile        Profile        `yaml:"profile"`
+	Listen         Listen         `yaml:"listen"`
+	Limits         Limits         `yaml:"limits"`
+	ClientIP       ClientIP       `yaml:"client_ip"`
+	RequestHeaders RequestHeaders `yaml:"request_headers"`
+	Shield         Shield         `yaml:"shield"`
+	Upstreams      []Upstream     `yaml:"upstreams"`
 	Routes    []Route    `yaml:"routes"`
 	Metrics   Metrics    `yaml:"metrics"`
 	Log       Log        `yaml:"log"`
@@ -159,16 +163,40 @@ type Limits struct {
 	IdleTimeout        time.Duration `yaml:"idle_timeout"`          // idle keep-alive connections
 }
 
-// Shield configures the pre-authentication overload shield (seed 000).
-// It is off by default: its budgets are per process and sized for
-// pre-authentication traffic.
-type Shield struct {
-	Enabled        bool           `yaml:"enabled"`
-	Window         time.Duration  `yaml:"window"`   // fixed window length
-	PerPeer        int64          `yaml:"per_peer"` // requests per client per window
-	Global         int64          `yaml:"global"`   // requests per process per window
-	MaxPeers       int            `yaml:"max_peers"`
+// ClientIP decides who the client of a request is, for every layer at
+// once: the allow and deny lists, the shield, client_ip rate-limit keys
+// and the login throttle all see the same client.
+type ClientIP struct {
+	// TrustedProxies is the opt-in trusted-proxy contract; empty (the
+	// default) means the socket peer is the client. When it is set, the
+	// allow and deny lists are also checked against the resolved client
+	// of every request (403 blocked), besides the socket peer at accept.
 	TrustedProxies TrustedProxies `yaml:"trusted_proxies"`
+	// IPv6Prefix groups IPv6 clients for limiting: every address of one
+	// /64 (the default) is one client. 48 to 128.
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+}
+
+// RequestHeaders are the gateway-wide rules for request headers, applied
+// on every route before any policy.
+type RequestHeaders struct {
+	// Strip lists headers removed from every client request, in any
+	// letter case and with "_" for "-". The default names the headers
+	// that claim a client address (X-Real-IP, True-Client-IP, ...). The
+	// forward-auth headers of every quota route and Idempotency-Replay
+	// are always removed as well.
+	Strip []string `yaml:"strip"`
+}
+
+// Shield configures the pre-authentication overload shield. It is off by
+// default: its budgets are per process and sized for pre-authentication
+// traffic. The client is decided by client_ip.
+type Shield struct {
+	Enabled  bool          `yaml:"enabled"`
+	Window   time.Duration `yaml:"window"`   // fixed window length
+	PerPeer  int64         `yaml:"per_peer"` // requests per client per window
+	Global   int64         `yaml:"global"`   // requests per process per window
+	MaxPeers int           `yaml:"max_peers"`
 }
 
 // TrustedProxies is the opt-in trusted-proxy contract: only when the
@@ -201,24 +229,39 @@ type Timeouts struct {
 // Route maps matching requests to an upstream through its policies.
 // A nil policy is off.
 type Route struct {
-	Name      string     `yaml:"name"` // unique; a metric label
-	Match     Match      `yaml:"match"`
-	Upstream  string     `yaml:"upstream"`
+	Name     string `yaml:"name"` // unique; a metric label
+	Match    Match  `yaml:"match"`
+	Upstream string `yaml:"upstream"`
+	// WebSocket forwards WebSocket upgrades on this route (default
+	// false). Every other upgrade, h2c included, is always removed.
+	WebSocket bool       `yaml:"websocket"`
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	Login     *Login     `yaml:"login"`
 	Quota     *Quota     `yaml:"quota"`
 }
 
 // Match selects requests. Path uses net/http.ServeMux pattern syntax
-// ("/api/", "/items/{id}", "/files/{path...}", "/{$}"); the most specific
-// matching route wins.
+// ("/api/", "/items/{id}", "/files/{path...}", "/{$}") and is matched
+// against the canonical form of the request path (decoded, dot segments
+// resolved, ";" parameters dropped); the most specific matching route
+// wins. By default letter case and a trailing slash do not matter, as in
+// many frameworks, so a route's policies cover every spelling that
+// reaches the same handler.
 type Match struct {
 	Path    string   `yaml:"path"`
 	Methods []string `yaml:"methods"`
 	Host    string   `yaml:"host"`
+	// CaseSensitive compares the path's letters exactly.
+	CaseSensitive bool `yaml:"case_sensitive"`
+	// StrictSlash makes "/a" and "/a/" different paths.
+	StrictSlash bool `yaml:"strict_slash"`
+	// AllowUnsafeEncoding lets this route serve paths holding %2F, %5C,
+	// a raw backslash, %00 or another control byte, or a double encoding
+	// (%252F); otherwise such a path is answered 400 invalid_path.
+	AllowUnsafeEncoding bool `yaml:"allow_unsafe_encoding"`
 }
 
-// RateLimit is a per-route GCRA limit (seed 004).
+// RateLimit is a per-route GCRA limit.
 type RateLimit struct {
 	// QPS is the sustained rate in requests per second.
 	QPS float64 `yaml:"qps"`
@@ -226,18 +269,63 @@ type RateLimit struct {
 	Burst int64 `yaml:"burst"`
 	// Key is client_ip, route, or header:NAME.
 	Key string `yaml:"key"`
+	// KeyFallback keys a request without the header:NAME header: shared
+	// (one bucket for all of them, the default) or client_ip.
+	KeyFallback string `yaml:"key_fallback"`
+	// PerClient, when set, is a per-client-address limit checked before
+	// the key's: with a key the client chooses (header:NAME), rotating
+	// values could otherwise fill the key table.
+	PerClient *ClientLimit `yaml:"per_client"`
 	// Status is the answer when over the limit (default 429).
 	Status int `yaml:"status"`
 	// MaxKeys bounds the per-key state table of this route.
 	MaxKeys int `yaml:"max_keys"`
+	// Headers says when the IETF RateLimit fields are sent: on_reject
+	// (default), always, or off.
+	Headers string `yaml:"headers"`
 }
 
-// Login throttles password logins per (client, username) (seed 003).
+// ClientLimit is a per-client-address GCRA limit.
+type ClientLimit struct {
+	QPS   float64 `yaml:"qps"`
+	Burst int64   `yaml:"burst"` // 0 means ceil(qps)
+}
+
+// Login throttles password logins: per (client, username) in a rolling
+// window, per client across usernames, and per username across clients
+// (the lockout, fed by the upstream's answers).
 type Login struct {
-	UsernameField string        `yaml:"username_field"` // JSON key or form field
-	Limit         int           `yaml:"limit"`          // attempts per window
+	UsernameField string        `yaml:"username_field"` // field name in the query, JSON, form or multipart body
+	Limit         int           `yaml:"limit"`          // attempts per (client, username) per window
 	Window        time.Duration `yaml:"window"`         // rolling window
 	MaxBodyBytes  int64         `yaml:"max_body_bytes"` // bound of the body read
+	// MaxKeys bounds the memory table of attempt logs (standalone
+	// profile). A full table refuses new keys (429), never fails open.
+	MaxKeys int `yaml:"max_keys"`
+	// PerClient bounds attempts per client address across usernames;
+	// limit 0 turns it off.
+	PerClient LoginPerClient `yaml:"per_client"`
+	// FailureStatus lists the upstream statuses that count as a failed
+	// password for the lockout; 2xx clears the count.
+	FailureStatus []int `yaml:"failure_status"`
+	// Lockout locks a username after repeated failures from any client.
+	Lockout Lockout `yaml:"lockout"`
+}
+
+// LoginPerClient is the per-client dimension of the login throttle.
+type LoginPerClient struct {
+	Limit  int           `yaml:"limit"`
+	Window time.Duration `yaml:"window"`
+}
+
+// Lockout locks an account after MaxFailures failures within Window, for
+// Duration.
+type Lockout struct {
+	Enabled     bool          `yaml:"enabled"`
+	MaxFailures int           `yaml:"max_failures"`
+	Window      time.Duration `yaml:"window"`
+	Duration    time.Duration `yaml:"duration"`
+	MaxKeys     int           `yaml:"max_keys"`
 }
 
 // Quota enforces a durable per-(project, subject, operation) quota
@@ -246,7 +334,13 @@ type Quota struct {
 	Operation string        `yaml:"operation"` // names the budget
 	Limit     int           `yaml:"limit"`     // receipts per window
 	Window    time.Duration `yaml:"window"`    // fixed window
-	Auth      ForwardAuth   `yaml:"auth"`
+	// MaxReplays bounds how often one receipt (Idempotency-Key) may be
+	// replayed for the same request in its window.
+	MaxReplays int `yaml:"max_replays"`
+	// MaxBodyBytes bounds the request body, which is read (and held in
+	// memory) to bind the receipt to it.
+	MaxBodyBytes int64       `yaml:"max_body_bytes"`
+	Auth         ForwardAuth `yaml:"auth"`
 }
 
 // ForwardAuth is the identity service called before a quota is charged.
@@ -347,15 +441,19 @@ func DefaultConfig() *Config {
 			ReadHeaderTimeout:  host.DefaultReadHeaderTimeout,
 			IdleTimeout:        host.DefaultIdleTimeout,
 		},
-		// Off: the seed's budgets are per process and sized for
+		ClientIP: ClientIP{
+			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
+			IPv6Prefix:     peer.DefaultIPv6Prefix,
+		},
+		RequestHeaders: RequestHeaders{Strip: append([]string(nil), DefaultStripHeaders...)},
+		// Off: the shield's budgets are per process and sized for
 		// pre-authentication traffic, not for a whole site.
 		Shield: Shield{
-			Enabled:        false,
-			Window:         60 * time.Second,
-			PerPeer:        300,
-			Global:         1200,
-			MaxPeers:       4096,
-			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
+			Enabled:  false,
+			Window:   60 * time.Second,
+			PerPeer:  300,
+			Global:   1200,
+			MaxPeers: 4096,
 		},
 		Metrics: Metrics{Addr: "127.0.0.1:9090"},
 		Log:     Log{Format: "json", Level: "info"},
@@ -381,27 +479,47 @@ func DefaultUpstream() Upstream {
 }
 
 // DefaultRateLimit returns the defaults of a route's rate_limit: per
-// client address, 429, a table of 65,536 keys. QPS has no default; Burst 0
-// means ceil(QPS).
+// client address, 429, a table of 65,536 keys, RateLimit fields on
+// refusals. QPS has no default; Burst 0 means ceil(QPS).
 func DefaultRateLimit() RateLimit {
-	return RateLimit{Key: "client_ip", Status: 429, MaxKeys: 65_536}
+	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject"}
 }
 
-// DefaultLogin returns the defaults of a route's login throttle: seed
-// 003's 5 attempts per 60 s, the username in the "username" field, bodies
-// read up to 64 KiB.
+// DefaultLogin returns the defaults of a route's login throttle: 5
+// attempts per (client, username) per 60 s, 20 per client across
+// usernames, the username in the "username" field, bodies read up to 64
+// KiB, 100,000 keys, and a lockout of 15 minutes after 10 failures (401 or
+// 403 from the upstream) in 15 minutes.
 func DefaultLogin() Login {
-	return Login{UsernameField: "username", Limit: 5, Window: 60 * time.Second, MaxBodyBytes: 64 << 10}
+	return Login{
+		UsernameField: "username",
+		Limit:         5,
+		Window:        60 * time.Second,
+		MaxBodyBytes:  64 << 10,
+		MaxKeys:       100_000,
+		PerClient:     LoginPerClient{Limit: 20, Window: 60 * time.Second},
+		FailureStatus: login.DefaultFailureStatus(),
+		Lockout: Lockout{
+			Enabled:     true,
+			MaxFailures: login.DefaultMaxFailures,
+			Window:      login.DefaultLockoutWindow,
+			Duration:    login.DefaultLockoutDuration,
+			MaxKeys:     100_000,
+		},
+	}
 }
 
 // DefaultQuota returns the defaults of a route's quota: 100 per 60 s
-// window, the identity in X-Auth-Project and X-Auth-Subject, subject type
-// "user", 2 s for the forward-auth call. Operation and Auth.URL have no
+// window, 10 replays per receipt, bodies up to 1 MiB, the identity in
+// X-Auth-Project and X-Auth-Subject, subject type "user", 2 s for the
+// forward-auth call. Operation and Auth.URL have no
 // default.
 func DefaultQuota() Quota {
 	return Quota{
-		Limit:  100,
-		Window: 60 * time.Second,
+		Limit:        100,
+		Window:       60 * time.Second,
+		MaxReplays:   10,
+		MaxBodyBytes: 1 << 20,
 		Auth: ForwardAuth{
 			ProjectHeader: "X-Auth-Project",
 			SubjectHeader: "X-Auth-Subject",

@@ -385,7 +385,11 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		seen[key] = k.Line
 		f, ok := fields.byKey[key]
 		if !ok {
-			w.add(k.Line, kp, "unknown key (known keys: %s)", strings.Join(fields.keys, ", "))
+			if to, moved := movedKeys[kp]; moved {
+				w.add(k.Line, kp, "moved to %s", to)
+			} else {
+				w.add(k.Line, kp, "unknown key (known keys: %s)", strings.Join(fields.keys, ", "))
+			}
 			bad()
 			continue
 		}
@@ -410,6 +414,11 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 		}
 		n.Content = kept
 	}
+}
+
+// movedKeys names keys of earlier releases and where they live now.
+var movedKeys = map[string]string{
+	"shield.trusted_proxies": "client_ip.trusted_proxies (it decides the client for every layer)",
 }
 
 // sequence checks the items of a list decoded into a slice of et. A bad
@@ -589,6 +598,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = DefaultLogin()
 	case reflect.TypeFor[Quota]():
 		d = DefaultQuota()
+	case reflect.TypeFor[ClientLimit]():
+		d = ClientLimit{}
 	case listEntryType:
 		d = ListEntry{Reason: defaultReason}
 	default:

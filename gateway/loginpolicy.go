@@ -1,183 +1,121 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/bulwarkhq/bulwark/login"
-	"github.com/bulwarkhq/bulwark/peer"
-	"github.com/bulwarkhq/bulwark/wire"
+	"github.com/bulwarkhq/bulwark/login/redisstore"
 )
 
-// Problem codes of the login policy.
-const (
-	// CodeCredentialsRequired: the login body carries no usable username
-	// (seed 003: missing credentials are a 400 and are not counted).
-	CodeCredentialsRequired = "credentials_required"
-	// CodeLoginBodyTooLarge: the login body exceeds login.max_body_bytes.
-	CodeLoginBodyTooLarge = "login_body_too_large"
-)
+// A login route runs the login package's middleware unchanged: the
+// credential reader (query, JSON, form and multipart bodies; ambiguity
+// refused), the limiter's three dimensions (per client and username, per
+// client, and the lockout per username, fed by the upstream's status), and
+// the library's answers. The gateway supplies the client (the request
+// identity's grouped address), the stores and the metrics.
 
-// loginPolicy throttles password logins per (client address, normalized
-// username) before the request reaches the upstream. It reads the
-// username from a JSON object or a URL-encoded form, bounded by
-// maxBody, and hands the upstream the very same bytes.
-//
-// Safe methods (GET, HEAD, OPTIONS) carry no credentials and pass
-// through uncounted, so a login page can share the path with its form
-// submission.
-type loginPolicy struct {
-	next     http.Handler
-	limiter  *login.Limiter
-	field    string
-	maxBody  int64
-	resolver *peer.Resolver
-	metrics  *metrics
+// loginState is what a login route keeps across reloads while its
+// settings are unchanged: the limiter with its stores.
+type loginState struct {
+	limiter *login.Limiter
+	rate    *login.MemoryStore        // nil with Redis
+	locks   *login.MemoryLockoutStore // nil with Redis or without a lockout
 }
 
-func (p *loginPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		p.next.ServeHTTP(w, r)
-		return
-	}
-	if r.ContentLength > p.maxBody {
-		p.refuse(w, r, http.StatusRequestEntityTooLarge, CodeLoginBodyTooLarge, "The login request body is too large.", "body_too_large")
-		return
-	}
-	var body []byte
-	if r.Body != nil && r.Body != http.NoBody {
-		buf, err := io.ReadAll(io.LimitReader(r.Body, p.maxBody+1))
-		if err != nil {
-			p.refuse(w, r, http.StatusBadRequest, CodeCredentialsRequired, "The login request body could not be read.", "bad_body")
-			return
-		}
-		if int64(len(buf)) > p.maxBody {
-			p.refuse(w, r, http.StatusRequestEntityTooLarge, CodeLoginBodyTooLarge, "The login request body is too large.", "body_too_large")
-			return
-		}
-		body = buf
-	}
-	// The upstream gets exactly the bytes the client sent; GetBody lets
-	// the proxy replay them when a retry is safe.
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.ContentLength = int64(len(body))
-	r.TransferEncoding = nil
-
-	username, ok := extractUsername(r.Header, body, p.field)
-	if !ok {
-		p.refuse(w, r, http.StatusBadRequest, CodeCredentialsRequired, "The login request carries no username.", "credentials_required")
-		return
-	}
-	clientIP := ""
-	if a, ok := p.resolver.ClientAddr(r); ok {
-		clientIP = a.String()
-	}
-	d, err := p.limiter.Evaluate(r.Context(), clientIP, username)
-	if err != nil {
-		// Input errors only (empty or over-long username): not counted.
-		p.refuse(w, r, http.StatusBadRequest, CodeCredentialsRequired, "The login request carries no usable username.", "credentials_required")
-		return
-	}
-	if !d.Allowed {
-		p.metrics.reject(layerLogin, "over_limit")
-		markRejected(w)
-		login.WriteRejected(w, d)
-		return
-	}
-	if d.Degraded {
-		p.metrics.reject(layerLogin, "degraded_allow") // counted, not refused
-	}
-	p.next.ServeHTTP(w, r)
+func loginKey(route string, l Login) string {
+	return fmt.Sprintf("login/%s/%d/%v/%d/%d/%v/%v/%+v", route, l.Limit, l.Window, l.MaxKeys, l.PerClient.Limit, l.PerClient.Window, l.FailureStatus, l.Lockout)
 }
 
-func (p *loginPolicy) refuse(w http.ResponseWriter, r *http.Request, status int, code, title, reason string) {
-	p.metrics.reject(layerLogin, reason)
-	markRejected(w)
-	writeRejection(w, r, wire.Problem{Status: status, Code: code, Title: title})
-}
-
-// extractUsername finds field in a JSON object or URL-encoded form body.
-// It refuses ambiguity: a field given twice (in JSON, also with different
-// letter case, since some decoders match keys case-insensitively) would
-// let the gateway count one name while the upstream checks another.
-func extractUsername(h http.Header, body []byte, field string) (string, bool) {
-	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return "", false
-	}
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil {
-		return "", false
-	}
-	switch {
-	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		return jsonField(body, field)
-	case mt == "application/x-www-form-urlencoded":
-		vals, err := url.ParseQuery(string(body))
-		if err != nil {
-			return "", false
-		}
-		vs := vals[field]
-		if len(vs) != 1 || vs[0] == "" {
-			return "", false
-		}
-		return vs[0], true
-	}
-	return "", false
-}
-
-// jsonField returns the string value of the top-level key field.
-func jsonField(body []byte, field string) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return "", false
-	}
-	var value string
-	found := 0
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		key, _ := kt.(string)
-		if strings.EqualFold(key, field) {
-			found++
-			var s string
-			if err := dec.Decode(&s); err != nil {
-				return "", false
+func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState, error) {
+	return keep(b, loginKey(route, l), func() (*loginState, error) {
+		st := &loginState{}
+		var (
+			rate  login.Store
+			locks login.LockoutStore
+		)
+		listener := loginEventListener(g.log, route)
+		if g.redis != nil {
+			sum := sha256.Sum256([]byte(route))
+			prefix := "bulwark:login:" + hex.EncodeToString(sum[:8]) + ":"
+			s, err := redisstore.New(g.redis.Client(), redisstore.Config{Prefix: prefix})
+			if err != nil {
+				return nil, err
 			}
-			value = s
-			continue
+			rate, locks = s, s
+		} else {
+			s, err := login.NewMemoryStore(login.MemoryConfig{Capacity: l.MaxKeys, Clock: g.deps.Clock})
+			if err != nil {
+				return nil, err
+			}
+			st.rate, rate = s, s
+			if l.Lockout.Enabled {
+				ls, err := login.NewMemoryLockoutStore(login.MemoryConfig{Capacity: l.Lockout.MaxKeys, Clock: g.deps.Clock})
+				if err != nil {
+					return nil, err
+				}
+				st.locks, locks = ls, ls
+			}
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
+		var lockout *login.Lockout
+		if l.Lockout.Enabled {
+			lc := l.lockoutConfig(locks)
+			lc.Clock, lc.Listener, lc.Logger = g.deps.Clock, listener, g.log
+			lo, err := login.NewLockout(lc)
+			if err != nil {
+				return nil, err
+			}
+			lockout = lo
 		}
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return "", false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", false // trailing data
-	}
-	if found != 1 || value == "" {
-		return "", false
-	}
-	return value, true
+		cfg := l.limiterConfig(rate, lockout)
+		cfg.Clock, cfg.Listener, cfg.Logger = g.deps.Clock, listener, g.log
+		lim, err := login.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		st.limiter = lim
+		return st, nil
+	})
 }
 
-// loginEventListener logs login cache events and counts them. Events
-// carry no username or address.
+// loginMiddleware wraps next (the rest of the route) with the route's
+// login throttle.
+func (g *Gateway) loginMiddleware(st *loginState, l Login, next http.Handler) (http.Handler, error) {
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{
+		Limiter:     st.limiter,
+		Credentials: l.credentials(),
+		ClientIP: func(r *http.Request) string {
+			ex := exchangeOf(r)
+			if ex == nil || !ex.clientOK {
+				return ""
+			}
+			return ex.group.String()
+		},
+		Observe: func(w http.ResponseWriter, r *http.Request, o login.Outcome) {
+			switch {
+			case o.Code != "":
+				markRejected(w)
+				g.metrics.reject(layerLogin, o.Code)
+			case o.Counted && !o.Decision.Allowed:
+				markRejected(w)
+				g.metrics.reject(layerLogin, string(o.Decision.Reason))
+			case o.Counted && o.Decision.Degraded:
+				g.metrics.reject(layerLogin, "degraded_allow") // counted, not refused
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return mw(next), nil
+}
+
+// loginEventListener logs login cache events. Events carry no username
+// or address.
 func loginEventListener(log *slog.Logger, route string) login.Listener {
 	return func(e login.Event) {
 		level := slog.LevelWarn

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,19 +15,6 @@ import (
 
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/wire"
-)
-
-// Problem codes of the quota policy.
-const (
-	// CodeIdempotencyKeyRequired: a quota route needs the client's
-	// Idempotency-Key header (it is the quota receipt id).
-	CodeIdempotencyKeyRequired = "idempotency_key_required"
-	// CodeIdempotencyKeyInvalid: the Idempotency-Key is longer than 128
-	// bytes or uses characters outside [A-Za-z0-9._:-].
-	CodeIdempotencyKeyInvalid = "idempotency_key_invalid"
-	// CodeAuthUnavailable: the forward-auth service failed, timed out or
-	// answered 2xx without a usable identity.
-	CodeAuthUnavailable = "auth_unavailable"
 )
 
 // Bounds of the forward-auth exchange.
@@ -52,13 +41,21 @@ var hopHeaders = map[string]bool{
 //
 //  1. the client's Idempotency-Key is the receipt id (missing → 400);
 //  2. the auth service gets the original method, the original URI in
-//     X-Forwarded-Uri and X-Original-URI, and the credential headers;
-//  3. a non-2xx answer is relayed to the client as is (bounded body);
-//     a 2xx answer names project and subject in the configured headers;
+//     X-Forwarded-Uri and X-Original-URI, and the credential headers; a
+//     non-2xx answer is relayed to the client as is (bounded body); a 2xx
+//     answer names project and subject in the configured headers;
+//  3. the body is read (bounded by quota.max_body_bytes) and the receipt
+//     is bound to the request's fingerprint (method, canonical path and
+//     query, SHA-256 of the body as forwarded): the same key for another
+//     request → 422 idempotency_key_reused; a replay of the same request
+//     consumes nothing, and replays are bounded (quota.max_replays → 429
+//     idempotency_replay_limit);
 //  4. one unit of the operation is consumed; exhausted → 429
 //     quota_exceeded, store unavailable → 503 quota_unavailable;
 //  5. the upstream gets the request with the identity headers set from the
-//     auth answer (client-sent values of those headers are removed).
+//     auth answer by the proxy, after hop-by-hop removal (the client's own
+//     values of those headers were stripped before any policy), the
+//     Idempotency-Key, and Idempotency-Replay: true on a replay.
 type quotaPolicy struct {
 	next          http.Handler
 	consumer      quota.Consumer
@@ -68,6 +65,7 @@ type quotaPolicy struct {
 	subjectHeader string
 	subjectType   string
 	timeout       time.Duration
+	maxBody       int64
 	client        *http.Client
 	log           *slog.Logger
 	metrics       *metrics
@@ -89,87 +87,125 @@ func newAuthClient(timeout time.Duration) *http.Client {
 }
 
 func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Identity headers come only from the auth service.
-	r.Header.Del(p.projectHeader)
-	r.Header.Del(p.subjectHeader)
-
 	receipt, code := idempotencyKey(r.Header)
-	switch code {
-	case CodeIdempotencyKeyRequired:
-		p.refuse(w, r, wire.Problem{Status: http.StatusBadRequest, Code: code, Title: "This operation needs an Idempotency-Key header."}, "idempotency_key_required")
-		return
-	case CodeIdempotencyKeyInvalid:
-		p.refuse(w, r, wire.Problem{Status: http.StatusBadRequest, Code: code, Title: "The Idempotency-Key header must be 1 to 128 characters of A-Z a-z 0-9 . _ : -."}, "idempotency_key_invalid")
+	if code != "" {
+		p.refuse(w, r, wire.New(code), code)
 		return
 	}
-
 	project, subject, ok := p.authenticate(w, r)
 	if !ok {
 		return
 	}
-
+	body, ok := p.readBody(w, r)
+	if !ok {
+		return
+	}
+	ex := exchangeOf(r)
+	target := "/"
+	if ex != nil {
+		target = ex.path.Path
+	}
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery
+	}
 	d, err := p.consumer.Consume(r.Context(), quota.Request{
 		Project:     project,
 		SubjectType: p.subjectType,
 		SubjectID:   subject,
 		Operation:   p.operation,
 		ReceiptID:   receipt,
+		Fingerprint: quota.Fingerprint(r.Method, target, sha256.Sum256(body)),
 	})
 	switch {
 	case errors.Is(err, quota.ErrInvalidRequest):
 		// The auth service named a project or subject the quota store
 		// cannot key on.
 		p.log.Warn("forward-auth identity unusable for quota", "operation", p.operation, "error", err.Error())
-		p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: CodeAuthUnavailable, Title: "The identity service is unavailable.", RetryAfter: 1}, "auth_identity_invalid")
+		p.authFailed(w, r, "auth_identity_invalid")
 		return
 	case err != nil:
+		if r.Context().Err() != nil {
+			return // client gone: nobody to answer
+		}
 		reason := "unavailable"
 		var ue *quota.UnavailableError
 		if errors.As(err, &ue) {
 			reason = string(ue.Reason)
 		}
-		if r.Context().Err() != nil {
-			return // client gone: nobody to answer
-		}
 		p.log.Warn("quota store unavailable", "operation", p.operation, "reason", reason)
-		p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: wire.CodeQuotaUnavailable, Title: "The quota service is unavailable; retry later.", RetryAfter: 1}, "unavailable")
+		p.metrics.reject(layerQuota, "unavailable")
+		markRejected(w)
+		wire.WriteQuota(w, r, d, err)
 		return
 	case !d.Allowed:
-		p.refuse(w, r, wire.Problem{Status: http.StatusTooManyRequests, Code: wire.CodeQuotaExceeded, Title: "The quota for this operation is exhausted.", RetryAfter: d.RetryAfterSeconds()}, "exceeded")
+		p.metrics.reject(layerQuota, d.Denial.String())
+		markRejected(w)
+		wire.WriteQuota(w, r, d, nil)
 		return
 	}
-	r.Header.Set(p.projectHeader, project)
-	r.Header.Set(p.subjectHeader, subject)
+	if ex != nil {
+		ex.assert(p.projectHeader, project)
+		ex.assert(p.subjectHeader, subject)
+		if d.Replayed {
+			ex.assert(headerIdempotencyReplay, "true")
+		}
+	}
 	p.next.ServeHTTP(w, r)
+}
+
+// readBody reads the request body, bounded, and puts the same bytes back
+// for the upstream (replayable for retries).
+func (p *quotaPolicy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	if r.ContentLength > p.maxBody {
+		p.refuse(w, r, wire.New(wire.CodePayloadTooLarge), "body_too_large")
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, p.maxBody+1))
+	switch {
+	case err != nil:
+		p.refuse(w, r, wire.New(wire.CodeInvalidBody), "invalid_body")
+		return nil, false
+	case int64(len(body)) > p.maxBody:
+		p.refuse(w, r, wire.New(wire.CodePayloadTooLarge), "body_too_large")
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	return body, true
 }
 
 func (p *quotaPolicy) refuse(w http.ResponseWriter, r *http.Request, pr wire.Problem, reason string) {
 	p.metrics.reject(layerQuota, reason)
 	markRejected(w)
-	writeRejection(w, r, pr)
+	wire.Reject(w, r, pr)
 }
 
 // idempotencyKey returns the receipt id from Idempotency-Key (a bare
 // token, or a quoted structured-field string), or a problem code.
 func idempotencyKey(h http.Header) (string, string) {
-	vs := h.Values("Idempotency-Key")
+	vs := h.Values(headerIdempotencyKey)
 	if len(vs) == 0 || strings.TrimSpace(vs[0]) == "" {
-		return "", CodeIdempotencyKeyRequired
+		return "", wire.CodeIdempotencyKeyRequired
 	}
 	if len(vs) > 1 {
-		return "", CodeIdempotencyKeyInvalid
+		return "", wire.CodeIdempotencyKeyInvalid
 	}
 	k := strings.TrimSpace(vs[0])
 	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
 		k = k[1 : len(k)-1]
 	}
 	if len(k) == 0 || len(k) > quota.MaxReceiptIDBytes {
-		return "", CodeIdempotencyKeyInvalid
+		return "", wire.CodeIdempotencyKeyInvalid
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return "", CodeIdempotencyKeyInvalid
+			return "", wire.CodeIdempotencyKeyInvalid
 		}
 	}
 	return k, ""
@@ -244,7 +280,8 @@ func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (proj
 	}
 	p.metrics.reject(layerQuota, "auth_denied")
 	markRejected(w)
-	if r.ContentLength != 0 {
+	if r.ProtoMajor < 2 && r.ContentLength != 0 {
+		// The body is unread: do not keep the HTTP/1.x connection.
 		h.Set("Connection", "close")
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -253,7 +290,9 @@ func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (proj
 }
 
 func (p *quotaPolicy) authFailed(w http.ResponseWriter, r *http.Request, reason string) {
-	p.refuse(w, r, wire.Problem{Status: http.StatusServiceUnavailable, Code: CodeAuthUnavailable, Title: "The identity service is unavailable.", RetryAfter: 1}, reason)
+	pr := wire.New(wire.CodeAuthUnavailable)
+	pr.RetryAfter = 1
+	p.refuse(w, r, pr, reason)
 }
 
 // describeURLError drops the URL from a client error before logging.

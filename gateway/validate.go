@@ -46,6 +46,7 @@ var (
 	rangeShieldGlobal   = intRange{1, shield.HardMaxGlobal}
 	rangeShieldMaxPeers = intRange{1, shield.HardMaxPeers}
 	rangeTrustedHops    = intRange{0, peer.MaxHops}
+	rangeIPv6Prefix     = intRange{peer.MinIPv6Prefix, peer.MaxIPv6Prefix}
 
 	rangeTimeout = durRange{proxy.MinTimeout, proxy.MaxTimeout}
 	rangeRetries = intRange{0, proxy.MaxRetries}
@@ -55,12 +56,19 @@ var (
 	rangeRateLimitStatus  = intRange{400, 599}
 	rangeRateLimitMaxKeys = intRange{1, 10_000_000}
 
-	rangeLoginLimit        = intRange{1, login.MaxLimit}
-	rangeLoginWindow       = durRange{login.MinWindow, login.MaxWindow}
-	rangeLoginMaxBodyBytes = intRange{1 << 10, 1 << 20}
+	rangeLoginLimit          = intRange{1, login.MaxLimit}
+	rangeLoginWindow         = durRange{login.MinWindow, login.MaxWindow}
+	rangeLoginMaxBodyBytes   = intRange{1 << 10, 1 << 20}
+	rangeLoginMaxKeys        = intRange{1, login.MaxCapacity}
+	rangeLoginPerClientLimit = intRange{0, login.MaxLimit}
+	rangeLockoutMaxFailures  = intRange{1, login.MaxMaxFailures}
+	rangeLockoutWindow       = durRange{login.MinLockoutWindow, login.MaxLockoutWindow}
+	rangeLockoutDuration     = durRange{login.MinLockoutDuration, login.MaxLockoutDuration}
 
 	rangeQuotaLimit  = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow = durRange{quota.MinWindow, quota.MaxWindow}
+	rangeQuotaMaxReplays   = intRange{1, quota.MaxMaxReplays}
+	rangeQuotaMaxBodyBytes = intRange{1, 64 << 20}
 	rangeAuthTimeout = durRange{10 * time.Millisecond, 30 * time.Second}
 
 	rangeListCapacity = intRange{1, ipset.MaxCapacity}
@@ -74,6 +82,7 @@ const (
 	maxMethods      = 16
 	maxTrustedCIDRs = peer.MaxTrustedCIDRs
 	maxNameLen      = 64
+	maxStripHeaders = 64
 )
 
 type intRange struct{ lo, hi int64 }
@@ -231,6 +240,8 @@ func (c *Config) fieldErrors() FieldErrors {
 	}
 	f.sub("listen", c.Listen.Validate())
 	f.sub("limits", c.Limits.Validate())
+	f.sub("client_ip", c.ClientIP.Validate())
+	f.sub("request_headers", c.RequestHeaders.Validate())
 	f.sub("shield", c.Shield.Validate())
 	ups := c.validateUpstreams(&f)
 	c.validateRoutes(&f, ups)
@@ -340,8 +351,8 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 				rf.add("quota", "quota needs PostgreSQL and is only available in the cluster profile")
 			}
 			if j, seen := ops[q.Operation]; seen {
-				if o := rs[j].Quota; o.Limit != q.Limit || o.Window != q.Window {
-					rf.add("quota.operation", "%q is also used by route %q with a different limit or window (an operation has one budget)", q.Operation, rs[j].Name)
+				if o := rs[j].Quota; o.Limit != q.Limit || o.Window != q.Window || o.MaxReplays != q.MaxReplays {
+					rf.add("quota.operation", "%q is also used by route %q with a different limit, window or max_replays (an operation has one budget)", q.Operation, rs[j].Name)
 				}
 			} else {
 				ops[q.Operation] = i
@@ -356,40 +367,29 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 	}
 }
 
-// validatePatterns registers every route in a ServeMux, as the router
-// will, and reports routes whose patterns collide (same pattern, or two
-// patterns where neither is more specific).
+// validatePatterns compiles every route's match as the router will and
+// reports routes that collide: they match some request in common and
+// neither is more specific (among them, routes whose patterns are equal
+// after canonicalization, such as "/login" and "/LOGIN").
 func (c *Config) validatePatterns(f *fieldErrs) {
-	mux := http.NewServeMux()
-	type reg struct {
-		route   int
-		pattern string
-	}
-	var done []reg
-	for i, r := range c.Routes {
-		for _, pat := range routePatterns(r.Match) {
-			if register(mux, pat) {
-				done = append(done, reg{i, pat})
-				continue
-			}
-			other := -1
-			for _, d := range done {
-				m := http.NewServeMux()
-				register(m, d.pattern)
-				if !register(m, pat) {
-					other = d.route
-					break
-				}
-			}
-			p := fmt.Sprintf("routes[%d].match", i)
-			if other >= 0 {
-				f.add(p, "%q conflicts with route %q (routes[%d]): neither is more specific", pat, c.Routes[other].Name, other)
-			} else {
-				f.add(p, "%q conflicts with another route", pat)
-			}
-			break
+	if _, bad := c.matcher(); len(bad) > 0 {
+		for _, b := range bad {
+			f.add(fmt.Sprintf("routes[%d].match", b.b.route), "%s", b.Error())
 		}
 	}
+}
+
+// matcher compiles the routes of a validated configuration.
+func (c *Config) matcher() (*matcher, []matchCollision) {
+	rules := make([]*matchRule, 0, len(c.Routes))
+	for i, r := range c.Routes {
+		m, err := r.Match.compile(i, r.Name)
+		if err != nil {
+			continue // Match.Validate reported it
+		}
+		rules = append(rules, m)
+	}
+	return newMatcher(rules)
 }
 
 // Validate checks the client listener: a host:port address, and with TLS
@@ -452,7 +452,51 @@ func (s Shield) Validate() error {
 	if f.ok() {
 		f.guard("", s.config().Validate())
 	}
-	f.sub("trusted_proxies", s.TrustedProxies.Validate())
+	return f.err()
+}
+
+// Validate checks the trusted proxies and the IPv6 grouping, then the
+// resolver's own check.
+func (c ClientIP) Validate() error {
+	var f fieldErrs
+	f.sub("trusted_proxies", c.TrustedProxies.Validate())
+	f.int("ipv6_prefix", int64(c.IPv6Prefix), rangeIPv6Prefix)
+	if f.ok() {
+		_, err := c.resolver()
+		f.guard("", err)
+	}
+	return f.err()
+}
+
+// resolver builds the request-identity resolver of c.
+func (c ClientIP) resolver() (*peer.Resolver, error) {
+	return peer.New(peer.Config{TrustedProxies: c.TrustedProxies.peerConfig(), IPv6Prefix: c.IPv6Prefix})
+}
+
+// Validate checks the strip list: header names, at most 64, no name twice
+// (in any spelling).
+func (h RequestHeaders) Validate() error {
+	var f fieldErrs
+	if len(h.Strip) > maxStripHeaders {
+		f.add("strip", "%d entries, at most %d", len(h.Strip), maxStripHeaders)
+	}
+	for i, name := range h.Strip {
+		p := fmt.Sprintf("strip[%d]", i)
+		if !validToken(name) {
+			f.add(p, "%q is not a header name", name)
+			continue
+		}
+		for j := 0; j < i; j++ {
+			if sameHeader(h.Strip[j], name) {
+				f.add(p, "%q repeats strip[%d]", name, j)
+				break
+			}
+		}
+		switch {
+		case sameHeader(name, "Host"), sameHeader(name, "Content-Length"), sameHeader(name, "Transfer-Encoding"):
+			f.add(p, "%q frames the request and cannot be stripped", name)
+		}
+	}
 	return f.err()
 }
 
@@ -611,20 +655,18 @@ func (r Route) Validate() error {
 	return f.err()
 }
 
-// Validate checks the path pattern (as net/http.ServeMux parses it), the
-// methods and the host.
+// Validate checks the path pattern (ServeMux syntax, as the router
+// compiles it), the methods and the host.
 func (m Match) Validate() error {
 	var f fieldErrs
 	switch {
 	case m.Path == "":
 		f.add("path", "required")
-	case !strings.HasPrefix(m.Path, "/"):
-		f.add("path", "%q: want a path pattern starting with /", m.Path)
 	case strings.ContainsAny(m.Path, " \t"):
 		f.add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
 	default:
-		if err := patternError(m.Path); err != "" {
-			f.add("path", "%q: %s", m.Path, err)
+		if _, err := m.compile(0, ""); err != nil {
+			f.add("path", "%q: %v", m.Path, err)
 		}
 	}
 	if len(m.Methods) > maxMethods {
@@ -647,6 +689,15 @@ func (m Match) Validate() error {
 	return f.err()
 }
 
+// compile is the route matcher's rule for m.
+func (m Match) compile(route int, name string) (*matchRule, error) {
+	return compileMatch(route, name, m.Path, m.Host, m.Methods, matchOptions{
+		caseSensitive: m.CaseSensitive,
+		strictSlash:   m.StrictSlash,
+		allowUnsafe:   m.AllowUnsafeEncoding,
+	})
+}
+
 // Validate checks the limit's ranges and key, then the algorithm's and
 // the table's own checks: qps 0.001 with burst 1000000 is within both
 // ranges, but an empty bucket would take 31 years to refill, which
@@ -657,8 +708,26 @@ func (rl RateLimit) Validate() error {
 	f.int("burst", rl.Burst, rangeBurst)
 	f.int("status", int64(rl.Status), rangeRateLimitStatus)
 	f.int("max_keys", int64(rl.MaxKeys), rangeRateLimitMaxKeys)
-	if _, err := parseKey(rl.Key); err != nil {
+	key, err := parseKey(rl.Key)
+	if err != nil {
 		f.add("key", "%v", err)
+	}
+	switch rl.KeyFallback {
+	case "shared":
+	case "client_ip":
+		if err == nil && key.kind != keyHeader {
+			f.add("key_fallback", "applies only to header:NAME keys (key is %q)", rl.Key)
+		}
+	default:
+		f.add("key_fallback", "%q: want shared or client_ip", rl.KeyFallback)
+	}
+	switch rl.Headers {
+	case "on_reject", "always", "off":
+	default:
+		f.add("headers", "%q: want on_reject, always or off", rl.Headers)
+	}
+	if pc := rl.PerClient; pc != nil {
+		f.sub("per_client", pc.Validate())
 	}
 	if f.ok() {
 		g := rl.GCRA()
@@ -676,6 +745,18 @@ func (rl RateLimit) Validate() error {
 	return f.err()
 }
 
+// Validate checks a per-client limit's rate and burst, then the
+// algorithm's own check.
+func (cl ClientLimit) Validate() error {
+	var f fieldErrs
+	f.float("qps", cl.QPS, rangeQPS)
+	f.int("burst", cl.Burst, rangeBurst)
+	if f.ok() {
+		f.guard("", RateLimit{QPS: cl.QPS, Burst: cl.Burst}.GCRA().Validate())
+	}
+	return f.err()
+}
+
 // GCRA returns the algorithm's parameters as the route limiter uses them:
 // Rate is QPS, and Burst 0 means ceil(QPS) (at least 1).
 func (rl RateLimit) GCRA() limit.GCRA {
@@ -687,20 +768,76 @@ func (rl RateLimit) GCRA() limit.GCRA {
 }
 
 // Validate checks the login throttle's settings, then the login
-// limiter's own check.
+// package's own checks of the limiter, the lockout, the tables and the
+// credential reader.
 func (l Login) Validate() error {
 	var f fieldErrs
 	if l.UsernameField == "" || len(l.UsernameField) > maxNameLen {
 		f.add("username_field", "want 1 to %d characters", maxNameLen)
+	} else if err := l.credentials().Validate(); err != nil {
+		f.add("username_field", "%q: want 1 to 64 of A-Z a-z 0-9 _ . -", l.UsernameField)
 	}
 	f.int("limit", int64(l.Limit), rangeLoginLimit)
 	f.dur("window", l.Window, rangeLoginWindow)
 	f.wholeMillis("window", l.Window)
 	f.int("max_body_bytes", l.MaxBodyBytes, rangeLoginMaxBodyBytes)
+	f.int("max_keys", int64(l.MaxKeys), rangeLoginMaxKeys)
+	f.int("per_client.limit", int64(l.PerClient.Limit), rangeLoginPerClientLimit)
+	if l.PerClient.Limit > 0 {
+		f.dur("per_client.window", l.PerClient.Window, rangeLoginWindow)
+		f.wholeMillis("per_client.window", l.PerClient.Window)
+	}
+	if len(l.FailureStatus) == 0 {
+		f.add("failure_status", "at least one status is required")
+	}
+	lo := l.Lockout
+	if lo.Enabled {
+		f.int("lockout.max_failures", int64(lo.MaxFailures), rangeLockoutMaxFailures)
+		f.dur("lockout.window", lo.Window, rangeLockoutWindow)
+		f.wholeMillis("lockout.window", lo.Window)
+		f.dur("lockout.duration", lo.Duration, rangeLockoutDuration)
+		f.wholeMillis("lockout.duration", lo.Duration)
+		f.int("lockout.max_keys", int64(lo.MaxKeys), rangeLoginMaxKeys)
+	}
 	if f.ok() {
-		f.guard("", login.Config{Limit: l.Limit, Window: l.Window}.Validate())
+		f.guard("", l.limiterConfig(nil, nil).Validate())
+		f.guard("", login.MemoryConfig{Capacity: l.MaxKeys}.Validate())
+		lc := l.lockoutConfig(nil)
+		lc.Store = login.Disabled{}
+		f.guard("failure_status", lc.Validate())
+		if lo.Enabled {
+			f.guard("lockout.max_keys", login.MemoryConfig{Capacity: lo.MaxKeys}.Validate())
+		}
 	}
 	return f.err()
+}
+
+// credentials is the credential reader's configuration of l.
+func (l Login) credentials() login.UsernameOptions {
+	return login.UsernameOptions{Fields: []string{l.UsernameField}, MaxBodyBytes: l.MaxBodyBytes}
+}
+
+// limiterConfig is the login.Config of l (store, lockout and hooks aside).
+func (l Login) limiterConfig(store login.Store, lockout *login.Lockout) login.Config {
+	cfg := login.Config{Limit: l.Limit, Window: l.Window, Store: store, Lockout: lockout}
+	if store == nil {
+		cfg.Store = login.Disabled{}
+	}
+	if l.PerClient.Limit > 0 {
+		cfg.PerClient = login.PerClient{Limit: l.PerClient.Limit, Window: l.PerClient.Window}
+	}
+	return cfg
+}
+
+// lockoutConfig is the login.LockoutConfig of l with store.
+func (l Login) lockoutConfig(store login.LockoutStore) login.LockoutConfig {
+	return login.LockoutConfig{
+		MaxFailures:   l.Lockout.MaxFailures,
+		Window:        l.Lockout.Window,
+		Duration:      l.Lockout.Duration,
+		FailureStatus: l.FailureStatus,
+		Store:         store,
+	}
 }
 
 // Validate checks the quota's operation, limit and window and its
@@ -713,6 +850,8 @@ func (q Quota) Validate() error {
 	f.int("limit", int64(q.Limit), rangeQuotaLimit)
 	f.dur("window", q.Window, rangeQuotaWindow)
 	f.wholeMillis("window", q.Window)
+	f.int("max_replays", int64(q.MaxReplays), rangeQuotaMaxReplays)
+	f.int("max_body_bytes", q.MaxBodyBytes, rangeQuotaMaxBodyBytes)
 	f.sub("auth", q.Auth.Validate())
 	if f.ok() {
 		f.guard("", q.operation().Validate())
@@ -722,7 +861,7 @@ func (q Quota) Validate() error {
 
 // operation is the quota.Operation of q.
 func (q Quota) operation() quota.Operation {
-	return quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window}
+	return quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window, MaxReplays: q.MaxReplays}
 }
 
 // Validate checks the identity service's URL, the header names and the

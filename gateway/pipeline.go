@@ -1,0 +1,471 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/canon"
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/shield"
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// The request path
+//
+// Every request is identified once, before any policy, and every layer
+// keys on that identity (DESIGN.md, "Request identity"):
+//
+//  1. headers the client must not choose are removed, and Connection
+//     tokens naming protected headers dropped (request_headers);
+//  2. the client: the socket peer, or the trusted-proxy answer
+//     (client_ip), exact for the allow/deny lists and grouped (IPv6 /64)
+//     for every limit;
+//  3. the allow and deny lists: the socket peer (a block added at run
+//     time also cuts connections accepted before it) and, behind trusted
+//     proxies, the resolved client (403 blocked); an allowed client skips
+//     the shield and the route rate limits;
+//  4. the shield, per grouped client and per process;
+//  5. the route, matched on the canonical host and path (package canon):
+//     a malformed path, or one with an encoding frameworks disagree on
+//     (%2F, %5C, NUL, double encoding) on a route that does not allow it,
+//     is 400 invalid_path; none matching is 404 not_found;
+//  6. upgrades other than WebSocket on a WebSocket route are removed;
+//  7. the route's policies: rate limit (per client, then per key), login
+//     throttle, forward-auth and quota;
+//  8. the proxy, which replaces forwarding headers unless a trusted proxy
+//     wrote them and sets the asserted headers last.
+
+// exchange is the identity and state of one request in the pipeline. It
+// travels in the request's context (exchangeOf).
+type exchange struct {
+	client   netip.Addr // exact: for the lists
+	group    netip.Addr // grouped: for the limits
+	clientOK bool
+	path     canon.Result
+	host     string
+	route    *route
+	free     bool // an allowed client: no shield, no route rate limit
+
+	// asserted are the headers the gateway sets on the upstream request
+	// (forward-auth identity, Idempotency-Replay), after hop-by-hop
+	// removal.
+	asserted [3]assertedHeader
+	nAsserts int
+}
+
+type assertedHeader struct{ name, value string }
+
+// assert records a header the proxy sets on the upstream request.
+func (ex *exchange) assert(name, value string) {
+	if ex.nAsserts < len(ex.asserted) {
+		ex.asserted[ex.nAsserts] = assertedHeader{http.CanonicalHeaderKey(name), value}
+		ex.nAsserts++
+	}
+}
+
+type exchangeKey struct{}
+
+// exchangeOf returns the request's exchange, or nil.
+func exchangeOf(r *http.Request) *exchange {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// pipeline is everything one configuration serves with. It is immutable
+// once built; a reload builds a new one and swaps it in.
+type pipeline struct {
+	g         *Gateway
+	headers   *headerRules
+	resolver  *peer.Resolver
+	behindLB  bool // client_ip.trusted_proxies is set: lists also apply to resolved clients
+	shield    *shield.Shield
+	matcher   *matcher
+	routes    []*route // by configuration index
+	unmatched *routeMetrics
+	reuse     *registry
+}
+
+// route is one configured route: its policies in order, then the proxy.
+type route struct {
+	name      string
+	websocket bool
+	limit     *routeLimit  // nil without rate_limit
+	policy    http.Handler // login → quota → proxy
+	rm        *routeMetrics
+	metrics   *metrics
+}
+
+// ServeHTTP serves one request through the pipeline.
+func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g := p.g
+	ex := exchanges.Get().(*exchange)
+	*ex = exchange{}
+	defer exchanges.Put(ex)
+
+	// 1. Headers the client must not choose.
+	p.headers.apply(r.Header)
+
+	// 2. The client.
+	ex.client, ex.clientOK = p.resolver.Client(r)
+	if ex.clientOK {
+		ex.group = p.resolver.Group(ex.client)
+	}
+
+	// 3. Allow and deny lists.
+	if g.lists.active() {
+		switch g.lists.remoteVerdict(r.RemoteAddr) {
+		case ipset.Allowed:
+			ex.free = true
+		case ipset.Denied:
+			// A connection accepted before its peer was blocked.
+			g.metrics.reject(layerIPSet, "deny_request")
+			panic(http.ErrAbortHandler)
+		}
+		if p.behindLB && p.resolver.TrustsPeer(r) {
+			// Behind a load balancer the socket peer is the balancer:
+			// the client it names is what the lists are about.
+			ex.free = false
+			v := ipset.Denied // the unknown client fails closed when the lists are in use
+			if ex.clientOK {
+				v = g.lists.verdict(ex.client)
+			}
+			switch v {
+			case ipset.Allowed:
+				ex.free = true
+			case ipset.Denied:
+				g.metrics.reject(layerIPSet, "deny_client")
+				wire.Reject(w, r, wire.New(wire.CodeBlocked))
+				return
+			}
+		}
+	}
+
+	// 4. The shield.
+	if p.shield != nil && !ex.free {
+		a := p.shield.Admit(ex.group, ex.clientOK)
+		if !a.Allowed {
+			shield.WriteRejection(w, r, &a)
+			return
+		}
+	}
+
+	// 5. The route.
+	raw := r.RequestURI
+	if raw == "" {
+		raw = r.URL.EscapedPath()
+	}
+	rawPath, _ := canon.Target(raw)
+	path, err := canon.Path(rawPath)
+	if err != nil {
+		p.invalidPath(w, r)
+		return
+	}
+	ex.path, ex.host = path, canon.Host(r.Host)
+	rule := p.matcher.find(upperMethod(r.Method), ex.host, path)
+	if rule == nil {
+		if path.Flags&canon.Ambiguous != 0 {
+			p.invalidPath(w, r)
+			return
+		}
+		g.metrics.reject(layerRouter, "not_found")
+		p.unmatched.count(http.StatusNotFound, true)
+		wire.Reject(w, r, wire.New(wire.CodeNotFound))
+		return
+	}
+	if path.Flags&canon.Ambiguous != 0 && !rule.unsafe {
+		p.invalidPath(w, r)
+		return
+	}
+	rt := p.routes[rule.route]
+	ex.route = rt
+
+	// 6. Upgrades.
+	filterUpgrade(r.Header, rt.websocket)
+
+	// 7 and 8. Policies and the proxy.
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	rt.serve(w, r, ex)
+}
+
+func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request) {
+	p.g.metrics.reject(layerRouter, "invalid_path")
+	p.unmatched.count(http.StatusBadRequest, true)
+	wire.Reject(w, r, wire.New(wire.CodeInvalidPath))
+}
+
+// upperMethod returns m in upper case, without allocating when it
+// already is (methods are case-sensitive tokens, but a lenient server may
+// route "post" like "POST", so the route must match it too).
+func upperMethod(m string) string {
+	for i := 0; i < len(m); i++ {
+		if 'a' <= m[i] && m[i] <= 'z' {
+			return strings.ToUpper(m)
+		}
+	}
+	return m
+}
+
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	rec := getRecorder(w)
+	defer putRecorder(rec)
+	if l := rt.limit; l != nil && !ex.free {
+		if ok, reason := l.check(rec, r, ex); !ok {
+			rt.metrics.reject(layerRoute, reason)
+			rt.rm.count(rec.status, true)
+			return
+		}
+	}
+	rt.policy.ServeHTTP(rec, r)
+	rt.rm.count(rec.status, rec.rejected)
+}
+
+// assertHeaders is the proxy's Assert hook: the headers the policies
+// asserted for this request, set after hop-by-hop removal.
+func assertHeaders(in *http.Request, out http.Header) {
+	ex := exchangeOf(in)
+	if ex == nil {
+		return
+	}
+	for _, a := range ex.asserted[:ex.nAsserts] {
+		out[a.name] = []string{a.value}
+	}
+}
+
+// builder builds a pipeline, taking over what the previous one has for
+// unchanged parts (see registry).
+type builder struct {
+	g        *Gateway
+	clock    clock.Clock
+	resolver *peer.Resolver
+	prev     *registry
+	next     *registry
+	created  []any // made by this build: closed if the build is discarded
+}
+
+// build creates the pipeline for cfg, reusing prev's state for unchanged
+// parts.
+func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
+	b := &builder{g: g, clock: g.deps.Clock, next: newRegistry()}
+	if prev != nil {
+		b.prev = prev.reuse
+	}
+	p, err := g.buildWith(b, cfg)
+	if err != nil {
+		b.discard()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
+	resolver, err := cfg.ClientIP.resolver()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: client_ip: %w", err)
+	}
+	b.resolver = resolver
+	var asserted []string
+	for _, rc := range cfg.Routes {
+		if q := rc.Quota; q != nil {
+			asserted = append(asserted, q.Auth.ProjectHeader, q.Auth.SubjectHeader)
+		}
+	}
+	p := &pipeline{
+		g:         g,
+		headers:   newHeaderRules(cfg.RequestHeaders.Strip, asserted),
+		resolver:  resolver,
+		behindLB:  len(cfg.ClientIP.TrustedProxies.CIDRs) > 0,
+		unmatched: g.metrics.forUnmatched(),
+		reuse:     b.next,
+	}
+	mt, bad := cfg.matcher()
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("gateway: %v", bad[0])
+	}
+	p.matcher = mt
+
+	proxies := map[string]*proxy.Proxy{}
+	for _, u := range cfg.Upstreams {
+		pu, err := u.proxyUpstream()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
+		}
+		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
+			return proxy.New(pu, proxy.Options{
+				Logger:         g.log,
+				Observe:        func(up, outcome string, _ time.Duration) { g.metrics.observeUpstream(up, outcome) },
+				TrustForwarded: resolver.TrustsPeer,
+				Assert:         assertHeaders,
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		proxies[u.Name] = px
+	}
+
+	for _, rc := range cfg.Routes {
+		rt := &route{name: rc.Name, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name), metrics: g.metrics}
+		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
+		if q := rc.Quota; q != nil {
+			if g.quota == nil {
+				return nil, fmt.Errorf("gateway: route %q: quota needs the cluster profile", rc.Name)
+			}
+			h = &quotaPolicy{
+				next:          h,
+				consumer:      g.quota,
+				operation:     q.Operation,
+				authURL:       q.Auth.URL,
+				projectHeader: http.CanonicalHeaderKey(q.Auth.ProjectHeader),
+				subjectHeader: http.CanonicalHeaderKey(q.Auth.SubjectHeader),
+				subjectType:   q.Auth.SubjectType,
+				timeout:       q.Auth.Timeout,
+				maxBody:       q.MaxBodyBytes,
+				client:        newAuthClient(q.Auth.Timeout),
+				log:           g.log.With("route", rc.Name),
+				metrics:       g.metrics,
+			}
+		}
+		if l := rc.Login; l != nil {
+			st, err := g.newLoginState(b, rc.Name, *l)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
+			}
+			if h, err = g.loginMiddleware(st, *l, h); err != nil {
+				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
+			}
+		}
+		rt.policy = h
+		if rl := rc.RateLimit; rl != nil {
+			if rt.limit, err = newRouteLimit(b, rc.Name, *rl); err != nil {
+				return nil, err
+			}
+		}
+		p.routes = append(p.routes, rt)
+	}
+
+	if cfg.Shield.Enabled {
+		sc := cfg.Shield.config()
+		sc.Clock = g.deps.Clock
+		sc.Hook = func(e shield.Event) { g.metrics.shieldEvent(string(e.Outcome), string(e.Reason)) }
+		s, err := keep(b, fmt.Sprintf("shield/%#v", cfg.Shield), func() (*shield.Shield, error) { return shield.New(sc) })
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		p.shield = s
+	}
+	return p, nil
+}
+
+// registry holds what a pipeline built, by identity: a key naming the
+// component and every setting that shapes its state (a route limiter:
+// route, key, rate, burst, table size; an upstream: its whole
+// configuration). The next build takes over every component whose key is
+// unchanged, so a reload keeps buckets, login logs, shield windows and
+// upstream connections of everything it did not change.
+type registry struct {
+	items map[string]any
+}
+
+func newRegistry() *registry { return &registry{items: map[string]any{}} }
+
+// keep returns the component named key: the previous pipeline's when it
+// has one, else a new one from mk.
+func keep[T any](b *builder, key string, mk func() (T, error)) (T, error) {
+	if b.prev != nil {
+		if v, ok := b.prev.items[key]; ok {
+			t := v.(T)
+			b.next.items[key] = t
+			return t, nil
+		}
+	}
+	if v, ok := b.next.items[key]; ok {
+		return v.(T), nil // two routes of one build share it
+	}
+	t, err := mk()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	b.next.items[key] = t
+	b.created = append(b.created, t)
+	return t, nil
+}
+
+// discard releases what a build that will never serve created.
+func (b *builder) discard() {
+	for _, v := range b.created {
+		closeComponent(v)
+	}
+}
+
+// retire releases what reg holds and next does not take over. Only
+// upstream connections are closed: requests still running on the old
+// pipeline keep their tables (closing them would fail those requests
+// closed); the garbage collector takes the tables.
+func (reg *registry) retire(next *registry) {
+	for k, v := range reg.items {
+		if _, kept := next.items[k]; kept {
+			continue
+		}
+		if px, ok := v.(*proxy.Proxy); ok {
+			px.Close()
+		}
+	}
+}
+
+// close releases everything (at shutdown).
+func (reg *registry) close() {
+	for _, v := range reg.items {
+		closeComponent(v)
+	}
+}
+
+func closeComponent(v any) {
+	switch c := v.(type) {
+	case *proxy.Proxy:
+		c.Close()
+	case *shield.Shield:
+		c.Close()
+	case interface{ Close() }:
+		c.Close()
+	case *loginState:
+		if c.rate != nil {
+			c.rate.Close()
+		}
+		if c.locks != nil {
+			c.locks.Close()
+		}
+	}
+}
+
+// serveWithDrainContext runs the pipeline with a context that survives
+// the drain's cancellation (see Gateway.ServeHTTP).
+func serveWithDrainContext(p *pipeline, w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") == "" {
+		parent := r.Context()
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+		stop := context.AfterFunc(parent, func() {
+			if c := context.Cause(parent); !errors.Is(c, host.ErrDraining) {
+				cancel(c)
+			}
+		})
+		defer func() {
+			stop()
+			cancel(context.Canceled)
+		}()
+		r = r.WithContext(ctx)
+	}
+	p.ServeHTTP(w, r)
+}
