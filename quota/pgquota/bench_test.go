@@ -57,6 +57,18 @@ func BenchmarkConsume(b *testing.B) {
 				Operation: "tiny", ReceiptID: fmt.Sprintf("r%d", i)}
 		}, false)
 	})
+	b.Run("hot-bucket/replay", func(b *testing.B) {
+		// Every caller replays the same counted receipt: allowed, nothing
+		// consumed.
+		s, tr := e.openTraced(b, cfg)
+		r := run.Add(1)
+		first := quota.Request{Project: "bench", SubjectType: "user", SubjectID: fmt.Sprintf("replay-%d", r),
+			Operation: "export", ReceiptID: "same"}
+		if _, err := s.Consume(context.Background(), first); err != nil {
+			b.Fatal(err)
+		}
+		bench(b, s, tr, callers, func(int64) quota.Request { return first }, true)
+	})
 	b.Run("10000-buckets", func(b *testing.B) {
 		s, tr := e.openTraced(b, cfg)
 		r := run.Add(1)
