@@ -183,10 +183,11 @@ func (d Decision) RetryAfterSeconds() int64 {
 // Consumer consumes quota. Implementations are safe for concurrent use.
 //
 // Consume returns a Decision when the store decided (allowed, replayed or
-// denied, including a reused key and a replay over the limit), an error matching [ErrInvalidRequest] or [ErrUnknownOperation]
-// when the request was rejected before reaching the store, and an error
-// matching [ErrUnavailable] for everything else. A non-nil error never
-// comes with an allowed decision.
+// denied, a reused key and a replay over the limit included), an error
+// matching [ErrInvalidRequest] or [ErrUnknownOperation] when the request
+// was rejected before reaching the store, and an error matching
+// [ErrUnavailable] for everything else. A non-nil error never comes with
+// an allowed decision.
 type Consumer interface {
 	Consume(ctx context.Context, r Request) (Decision, error)
 }

@@ -70,6 +70,22 @@ func BenchmarkConsume(b *testing.B) {
 				Operation: "export", ReceiptID: fmt.Sprintf("same-%d", i/quota.MaxMaxReplays), Fingerprint: benchFP}
 		}, true)
 	})
+	b.Run("full-bucket/replay", func(b *testing.B) {
+		// A bucket holding 1000 receipts of 128 bytes (the largest row);
+		// every request replays one of them.
+		s, tr := e.openTraced(b, cfg)
+		subject := fmt.Sprintf("full-replay-%d", run.Add(1))
+		mk := func(i int64) quota.Request {
+			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: subject,
+				Operation: "export", ReceiptID: fmt.Sprintf("%0128d", i%quota.MaxLimit), Fingerprint: benchFP}
+		}
+		for i := range int64(quota.MaxLimit) {
+			if _, err := s.Consume(context.Background(), mk(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bench(b, s, tr, callers, mk, true)
+	})
 	b.Run("10000-buckets", func(b *testing.B) {
 		s, tr := e.openTraced(b, cfg)
 		r := run.Add(1)

@@ -31,6 +31,12 @@
 //
 // Receipts counted before migration 2 carry the all-zero fingerprint; the
 // first replay of such a receipt binds it to that replay's fingerprint.
+// Migration 2 rewrites every bucket row inside the migration transaction.
+// A binary is ready only on exactly its own schema version, so run
+// "bulwark migrate" and roll the new binary out together: until then the
+// other version fails readiness, a new binary on the old schema fails
+// every decision closed, and an old binary on the new schema fails every
+// write (503) but still answers replays the old way, unbound.
 //
 // Every time value comes from clock_timestamp() on the server; the pod's
 // clock is never read.
@@ -285,7 +291,7 @@ func (s *Store) consumeOnce(ctx context.Context, r quota.Request, op quota.Opera
 		now, start     time.Time
 		count, n       int32
 		fpBytes, nReps int32
-		has, consumed  bool
+		consumed       bool
 		limit          = int32(op.Limit)
 		window         = op.Window
 		base           = quota.Decision{Limit: int64(limit), Window: window}
@@ -296,14 +302,14 @@ func (s *Store) consumeOnce(ctx context.Context, r quota.Request, op quota.Opera
 	err = s.pool.QueryRow(ctx, consumeSQL,
 		r.Project, r.SubjectType, r.SubjectID, r.Operation, r.ReceiptID,
 		limit, int32(window/time.Millisecond), fingerprint, int32(op.MaxReplays),
-	).Scan(&now, &start, &count, &n, &fpBytes, &nReps, &has, &consumed)
+	).Scan(&now, &start, &count, &fpBytes, &nReps, &consumed)
 	switch {
 	case err == nil:
 		// Allowed: consumed now, or replayed. Verify what the decision
 		// relies on.
 		// (A replay may find count > limit when the limit was lowered
 		// since the receipt was counted.)
-		if !has || n != count || fpBytes != 32*count || nReps != count || count < 1 ||
+		if fpBytes != 32*count || nReps != count || count < 1 ||
 			count > quota.MaxLimit || (consumed && count > limit) || start.After(now) || now.Sub(start) >= window {
 			return d, false, corrupt("written row violates an invariant")
 		}

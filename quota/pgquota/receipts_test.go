@@ -355,15 +355,17 @@ func TestFullRowWithinBounds(t *testing.T) {
 		t.Fatalf("full row holds %d bytes of receipts", size)
 	}
 	// The constraints refuse more than the hard bounds.
-	for _, bad := range []string{
-		`receipt_replays = array_fill(1001::smallint, ARRAY[1000])`,
-		`receipt_replays = array_fill(-1::smallint, ARRAY[1000])`,
-		`receipt_replays[3] = NULL`,
-		`receipt_fingerprints = receipt_fingerprints || '\x00'::bytea`,
+	for _, bad := range []struct{ set, constraint string }{
+		{`receipt_replays = array_fill(1001::smallint, ARRAY[1000])`, "replays_match"},
+		{`receipt_replays = array_fill(-1::smallint, ARRAY[1000])`, "replays_match"},
+		{`receipt_replays[3] = NULL`, "replays_match"},
+		{`receipt_replays = array_fill(0::smallint, ARRAY[1000], ARRAY[0])`, "replays_match"}, // 0-based
+		{`receipt_fingerprints = receipt_fingerprints || '\x00'::bytea`, "fingerprints_match"},
+		{`receipt_ids = jsonb_set(receipt_ids, '{0}', to_jsonb(repeat('x', 100000)))`, "row_size"}, // over 256 KiB
 	} {
-		_, err := conn.Exec(c, `UPDATE bulwark.quota_buckets SET `+bad+` WHERE subject_id = 'u'`)
-		if err == nil || !strings.Contains(err.Error(), "23514") {
-			t.Errorf("%s: %v; want a check violation", bad, err)
+		_, err := conn.Exec(c, `UPDATE bulwark.quota_buckets SET `+bad.set+` WHERE subject_id = 'u'`)
+		if err == nil || !strings.Contains(err.Error(), "23514") || !strings.Contains(err.Error(), "quota_buckets_"+bad.constraint) {
+			t.Errorf("%s: %v; want a violation of quota_buckets_%s", bad.set, err, bad.constraint)
 		}
 	}
 }
