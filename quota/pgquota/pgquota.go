@@ -58,8 +58,8 @@
 // so new connections reach whichever server is the primary after a
 // failover. With synchronous replication (remote_apply) no committed
 // receipt is lost in a promotion; a caller that got ErrUnavailable during
-// the switch retries the same receipt id and gets the decision the
-// database made (a replay), never a second admission.
+// the switch retries the same receipt id for the same request and gets the
+// decision the database made (a replay), never a second admission.
 //
 // # Failures
 //
