@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -31,12 +32,14 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	var store quota.Consumer = fixedConsumer{ops: ops, d: quota.Decision{Limit: 5, RetryAfter: 1500 * time.Millisecond}}
+	var store quota.Consumer = fixedConsumer{ops: ops, d: quota.Decision{Denial: quota.DenialExhausted, Limit: 5, Window: time.Minute, RetryAfter: 1500 * time.Millisecond}}
 
 	handle := func(receipt string) {
+		body := []byte(`{"format":"csv"}`) // the body as it will be forwarded
 		d, err := store.Consume(context.Background(), quota.Request{
 			Project: "acme", SubjectType: "user", SubjectID: "u-42",
 			Operation: "export", ReceiptID: receipt,
+			Fingerprint: quota.Fingerprint("POST", "/v1/exports", sha256.Sum256(body)),
 		})
 		switch {
 		case errors.Is(err, quota.ErrInvalidRequest):
@@ -49,6 +52,10 @@ func Example() {
 			fmt.Println("allowed (replay, nothing consumed)")
 		case d.Allowed:
 			fmt.Println("allowed, remaining", d.Remaining)
+		case d.Denial == quota.DenialKeyReused:
+			fmt.Println("422: key used for another request")
+		case d.Denial == quota.DenialReplayLimit:
+			fmt.Println("429 (replays), Retry-After:", d.RetryAfterSeconds())
 		default:
 			fmt.Println("429, Retry-After:", d.RetryAfterSeconds())
 		}

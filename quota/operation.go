@@ -16,12 +16,21 @@ type Operation struct {
 	// Window is the fixed window length, in [MinWindow, MaxWindow]; zero
 	// means DefaultWindow. It must be a whole number of milliseconds.
 	Window time.Duration
+	// MaxReplays bounds how often one counted receipt may be replayed
+	// (the same receipt id with the same fingerprint) within its window,
+	// in [1, MaxMaxReplays]; zero means DefaultMaxReplays. The lower bound
+	// is 1 because a lost response must be recoverable by one replay.
+	MaxReplays int
 }
 
-// WithDefaults returns o with a zero Window replaced by DefaultWindow.
+// WithDefaults returns o with a zero Window replaced by DefaultWindow and a
+// zero MaxReplays by DefaultMaxReplays.
 func (o Operation) WithDefaults() Operation {
 	if o.Window == 0 {
 		o.Window = DefaultWindow
+	}
+	if o.MaxReplays == 0 {
+		o.MaxReplays = DefaultMaxReplays
 	}
 	return o
 }
@@ -44,6 +53,10 @@ func (o Operation) Validate() error {
 	if o.Window%time.Millisecond != 0 {
 		return &ConfigError{Setting: "operation " + o.Name + " window",
 			Reason: fmt.Sprintf("%s is not a whole number of milliseconds", o.Window)}
+	}
+	if o.MaxReplays < 1 || o.MaxReplays > MaxMaxReplays {
+		return &ConfigError{Setting: "operation " + o.Name + " max replays",
+			Reason: fmt.Sprintf("%d out of range [1, %d]", o.MaxReplays, MaxMaxReplays)}
 	}
 	return nil
 }

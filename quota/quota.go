@@ -18,9 +18,19 @@
 // window is measured on the store's clock only; the caller's and the pod's
 // clocks never take part.
 //
-// A receipt id is the caller's idempotency key for one logical request. A
-// receipt that was already counted in the current window is answered with
-// Allowed and Replayed and does not consume again.
+// A receipt id is the caller's idempotency key for one logical request, and
+// a receipt is bound to the request it was first counted for: the
+// [Request.Fingerprint] (method, target and body hash; see [Fingerprint]).
+// In the current window, the same receipt id with
+//
+//   - the same fingerprint is a replay: Allowed and Replayed, nothing is
+//     consumed, but the receipt's replay count is incremented (a replay is
+//     a write). Replays are bounded per receipt by the operation's
+//     MaxReplays; one more is denied with [DenialReplayLimit];
+//   - another fingerprint is denied with [DenialKeyReused]: a key cannot be
+//     recycled for a different request, whatever the bucket's state.
+//
+// Neither denial consumes anything.
 //
 // Every outcome the store cannot decide with certainty (unreachable,
 // timeout, a row it cannot interpret, an impossible state) is reported as an
@@ -38,7 +48,8 @@
 // logical request. Mint a new receipt id only for a new logical request.
 //
 // A receipt is remembered only for the window it was counted in; a retry
-// that arrives after the window expired is counted again in the new window.
+// that arrives after the window expired is counted again in the new window,
+// and its binding and replay count are forgotten with it.
 package quota
 
 import (
@@ -65,6 +76,11 @@ const (
 	MaxWindow = 5 * time.Minute
 	// MaxOperations bounds how many operations one [Operations] set holds.
 	MaxOperations = 256
+	// DefaultMaxReplays is the MaxReplays of an operation that does not
+	// set one.
+	DefaultMaxReplays = 10
+	// MaxMaxReplays is the hard upper bound of an operation's MaxReplays.
+	MaxMaxReplays = 1000
 )
 
 // Request identifies the bucket to charge and the logical request charging
@@ -83,6 +99,13 @@ type Request struct {
 	// ReceiptID is the idempotency key of this logical request: reuse it
 	// for every retry of the same request, never for a different one.
 	ReceiptID string
+	// Fingerprint identifies the request ReceiptID stands for; compute it
+	// with [Fingerprint]. The receipt is bound to the fingerprint it was
+	// first counted with: the same receipt id with another fingerprint is
+	// denied ([DenialKeyReused]). Required: the zero value is rejected by
+	// [Validate] (it is also how a store marks a receipt counted before
+	// fingerprints existed).
+	Fingerprint [32]byte
 }
 
 // Decision is the outcome of a Consume that the store could decide.
@@ -90,16 +113,61 @@ type Decision struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool
 	// Replayed reports that the receipt had already been counted in the
-	// current window: the request is allowed and nothing was consumed.
+	// current window for the same fingerprint: the request is allowed,
+	// nothing was consumed, and the receipt's replay count was incremented.
 	Replayed bool
+	// Denial says why the request was denied; DenialNone when Allowed.
+	Denial Denial
 	// Limit is the operation's limit per window.
 	Limit int64
+	// Window is the operation's window.
+	Window time.Duration
 	// Remaining is how many more distinct receipts the current window
-	// admits. It is 0 when the request was denied.
+	// admits. It is 0 when the quota is exhausted (DenialExhausted).
 	Remaining int64
 	// RetryAfter is how long until the window ends, measured on the
-	// store's clock, when the request was denied; 0 when allowed.
+	// store's clock, when the request was denied; 0 when allowed. When the
+	// window ends the bucket's budget, every receipt's binding and every
+	// replay count are forgotten.
 	RetryAfter time.Duration
+}
+
+// Denial classifies a denied [Decision]. The String values are stable,
+// low-cardinality words suitable for metric labels.
+type Denial uint8
+
+// Denials. None of them consumes anything.
+const (
+	// DenialNone: the decision is allowed.
+	DenialNone Denial = iota
+	// DenialExhausted: the bucket has counted Limit receipts in the
+	// current window and this receipt is not one of them (HTTP 429
+	// quota_exceeded).
+	DenialExhausted
+	// DenialKeyReused: the receipt id was counted in the current window
+	// for a request with another fingerprint (HTTP 422
+	// idempotency_key_reused).
+	DenialKeyReused
+	// DenialReplayLimit: the same request was already replayed MaxReplays
+	// times with this receipt id in the current window (HTTP 429
+	// idempotency_replay_limit, until the window ends).
+	DenialReplayLimit
+)
+
+// String returns "none", "exhausted", "key_reused", "replay_limit", or
+// "unknown".
+func (d Denial) String() string {
+	switch d {
+	case DenialNone:
+		return "none"
+	case DenialExhausted:
+		return "exhausted"
+	case DenialKeyReused:
+		return "key_reused"
+	case DenialReplayLimit:
+		return "replay_limit"
+	}
+	return "unknown"
 }
 
 // RetryAfterSeconds returns RetryAfter rounded up to whole seconds, at
@@ -115,10 +183,11 @@ func (d Decision) RetryAfterSeconds() int64 {
 // Consumer consumes quota. Implementations are safe for concurrent use.
 //
 // Consume returns a Decision when the store decided (allowed, replayed or
-// denied), an error matching [ErrInvalidRequest] or [ErrUnknownOperation]
-// when the request was rejected before reaching the store, and an error
-// matching [ErrUnavailable] for everything else. A non-nil error never
-// comes with an allowed decision.
+// denied, a reused key and a replay over the limit included), an error
+// matching [ErrInvalidRequest] or [ErrUnknownOperation] when the request
+// was rejected before reaching the store, and an error matching
+// [ErrUnavailable] for everything else. A non-nil error never comes with
+// an allowed decision.
 type Consumer interface {
 	Consume(ctx context.Context, r Request) (Decision, error)
 }

@@ -5,8 +5,8 @@ import "strconv"
 // Validate checks that every field of r is present and well formed:
 // Project, SubjectType, SubjectID and Operation are 1..MaxIDBytes bytes and
 // the receipt id 1..MaxReceiptIDBytes bytes, all drawn from
-// [A-Za-z0-9._:-]. The error matches [ErrInvalidRequest], names the field
-// and never repeats its value.
+// [A-Za-z0-9._:-], and the fingerprint is not all zero. The error matches
+// [ErrInvalidRequest], names the field and never repeats its value.
 func Validate(r Request) error {
 	fields := [...]struct {
 		name  string
@@ -23,6 +23,9 @@ func Validate(r Request) error {
 		if reason := checkID(f.value, f.max); reason != "" {
 			return &InvalidRequestError{Field: f.name, Reason: reason}
 		}
+	}
+	if r.Fingerprint == ([32]byte{}) {
+		return &InvalidRequestError{Field: "fingerprint", Reason: "missing (all zero)"}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package pgquota_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -25,7 +26,7 @@ func BenchmarkConsume(b *testing.B) {
 	const callers = 8
 	cfg := pgquota.Config{
 		Operations: []quota.Operation{
-			{Name: "export", Limit: quota.MaxLimit, Window: quota.MaxWindow},
+			{Name: "export", Limit: quota.MaxLimit, Window: quota.MaxWindow, MaxReplays: quota.MaxMaxReplays},
 			{Name: "tiny", Limit: 1, Window: quota.MaxWindow},
 		},
 		MaxConns: callers,
@@ -39,7 +40,7 @@ func BenchmarkConsume(b *testing.B) {
 		r := run.Add(1)
 		bench(b, s, tr, callers, func(i int64) quota.Request {
 			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: fmt.Sprintf("hot-%d-%d", r, i/quota.MaxLimit),
-				Operation: "export", ReceiptID: fmt.Sprintf("r%d", i)}
+				Operation: "export", ReceiptID: fmt.Sprintf("r%d", i), Fingerprint: benchFP}
 		}, true)
 	})
 	b.Run("hot-bucket/deny", func(b *testing.B) {
@@ -49,23 +50,54 @@ func BenchmarkConsume(b *testing.B) {
 		r := run.Add(1)
 		subject := fmt.Sprintf("full-%d", r)
 		if _, err := s.Consume(context.Background(), quota.Request{Project: "bench", SubjectType: "user",
-			SubjectID: subject, Operation: "tiny", ReceiptID: "first"}); err != nil {
+			SubjectID: subject, Operation: "tiny", ReceiptID: "first", Fingerprint: benchFP}); err != nil {
 			b.Fatal(err)
 		}
 		bench(b, s, tr, callers, func(i int64) quota.Request {
 			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: subject,
-				Operation: "tiny", ReceiptID: fmt.Sprintf("r%d", i)}
+				Operation: "tiny", ReceiptID: fmt.Sprintf("r%d", i), Fingerprint: benchFP}
 		}, false)
+	})
+	b.Run("hot-bucket/replay", func(b *testing.B) {
+		// Every caller replays the same counted receipt: allowed, nothing
+		// consumed. A receipt admits MaxMaxReplays replays, so every
+		// 1000th request starts a new receipt (which consumes).
+		s, tr := e.openTraced(b, cfg)
+		r := run.Add(1)
+		subject := fmt.Sprintf("replay-%d", r)
+		bench(b, s, tr, callers, func(i int64) quota.Request {
+			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: subject,
+				Operation: "export", ReceiptID: fmt.Sprintf("same-%d", i/quota.MaxMaxReplays), Fingerprint: benchFP}
+		}, true)
+	})
+	b.Run("full-bucket/replay", func(b *testing.B) {
+		// A bucket holding 1000 receipts of 128 bytes (the largest row);
+		// every request replays one of them.
+		s, tr := e.openTraced(b, cfg)
+		subject := fmt.Sprintf("full-replay-%d", run.Add(1))
+		mk := func(i int64) quota.Request {
+			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: subject,
+				Operation: "export", ReceiptID: fmt.Sprintf("%0128d", i%quota.MaxLimit), Fingerprint: benchFP}
+		}
+		for i := range int64(quota.MaxLimit) {
+			if _, err := s.Consume(context.Background(), mk(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		bench(b, s, tr, callers, mk, true)
 	})
 	b.Run("10000-buckets", func(b *testing.B) {
 		s, tr := e.openTraced(b, cfg)
 		r := run.Add(1)
 		bench(b, s, tr, callers, func(i int64) quota.Request {
 			return quota.Request{Project: "bench", SubjectType: "user", SubjectID: fmt.Sprintf("b-%d-%d", r, rand.IntN(10000)),
-				Operation: "export", ReceiptID: fmt.Sprintf("r%d", i)}
+				Operation: "export", ReceiptID: fmt.Sprintf("r%d", i), Fingerprint: benchFP}
 		}, true)
 	})
 }
+
+// benchFP is the fingerprint of every benchmark request.
+var benchFP = quota.Fingerprint("POST", "/v1/exports", sha256.Sum256([]byte("{}")))
 
 func bench(b *testing.B, s *pgquota.Store, tr *countingTracer, callers int, mk func(int64) quota.Request, wantAllowed bool) {
 	b.ReportAllocs()

@@ -2,6 +2,7 @@ package pgquota_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -45,8 +46,57 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if res.From != 0 || res.To != 1 {
-		t.Fatalf("first Migrate = %+v, want 0 → 1", res)
+	if ms, _ := pgquota.Migrations(); res.From != 0 || res.To != len(ms) {
+		t.Fatalf("first Migrate = %+v, want 0 → %d", res, len(ms))
+	}
+	return e
+}
+
+// newEnvAt is newEnv with the schema at an older version: the embedded
+// migrations up to version are applied by hand, as the migration role,
+// exactly as a binary of that version would have applied them, and the
+// runtime role gets the grants of that version.
+func newEnvAt(t testing.TB, version int) *env {
+	t.Helper()
+	pg := testsvc.StartPostgres(t)
+	e := &env{pg: pg, superDSN: pg.CreateDatabase(t, dbName)}
+	pg.CreateRole(t, migRole, migPassword)
+	pg.CreateRole(t, runRole, runPassword)
+	pg.Exec(t, "GRANT CREATE ON DATABASE "+dbName+" TO "+migRole)
+	e.migDSN = pg.DSNFor(migRole, migPassword, dbName)
+	e.runDSN = pg.DSNFor(runRole, runPassword, dbName)
+	ms, err := pgquota.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx(t), e.migDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx(t), pgquota.HistoryDDL); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:version] {
+		if _, err := tx.Exec(ctx(t), pgquota.MigrationSQL(m)); err != nil {
+			t.Fatalf("migration %d: %v", m.Version, err)
+		}
+		if _, err := tx.Exec(ctx(t), `INSERT INTO bulwark.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)`,
+			m.Version, m.Name, m.Checksum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(ctx(t), `GRANT USAGE ON SCHEMA bulwark TO `+runRole+`;
+		GRANT SELECT, INSERT, UPDATE ON bulwark.quota_buckets TO `+runRole+`;
+		GRANT SELECT ON bulwark.schema_migrations TO `+runRole); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
 	}
 	return e
 }
@@ -72,9 +122,11 @@ func (e *env) super(t testing.TB, sql string, args ...any) {
 
 // bucket is the durable state of one bucket as the superuser sees it.
 type bucket struct {
-	count    int
-	receipts []string
-	found    bool
+	count        int
+	receipts     []string
+	fingerprints []byte
+	replays      []int16
+	found        bool
 }
 
 func (e *env) bucket(t testing.TB, r quota.Request) bucket {
@@ -85,9 +137,10 @@ func (e *env) bucket(t testing.TB, r quota.Request) bucket {
 	}
 	defer conn.Close(context.Background())
 	var b bucket
-	err = conn.QueryRow(ctx(t), `SELECT consumed_count, receipt_ids FROM bulwark.quota_buckets
+	err = conn.QueryRow(ctx(t), `SELECT consumed_count, receipt_ids, receipt_fingerprints, receipt_replays
+		FROM bulwark.quota_buckets
 		WHERE project_id=$1 AND subject_type=$2 AND subject_id=$3 AND operation=$4`,
-		r.Project, r.SubjectType, r.SubjectID, r.Operation).Scan(&b.count, &b.receipts)
+		r.Project, r.SubjectType, r.SubjectID, r.Operation).Scan(&b.count, &b.receipts, &b.fingerprints, &b.replays)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b
 	}
@@ -152,8 +205,17 @@ func (e *env) openTraced(t testing.TB, cfg pgquota.Config) (*pgquota.Store, *cou
 	return s, tr
 }
 
+// req is a request whose fingerprint depends only on the receipt id: the
+// same call twice is a replay of the same request.
 func req(subject, receipt string) quota.Request {
-	return quota.Request{Project: "acme", SubjectType: "user", SubjectID: subject, Operation: "export", ReceiptID: receipt}
+	return reqBody(subject, receipt, "body of "+receipt)
+}
+
+// reqBody is a request for receipt with the given body: the same receipt
+// with another body is another request.
+func reqBody(subject, receipt, body string) quota.Request {
+	return quota.Request{Project: "acme", SubjectType: "user", SubjectID: subject, Operation: "export", ReceiptID: receipt,
+		Fingerprint: quota.Fingerprint("POST", "/v1/exports", sha256.Sum256([]byte(body)))}
 }
 
 func mustUnavailable(t testing.TB, d quota.Decision, err error, reason quota.Reason) {

@@ -2,8 +2,10 @@ package pgquota_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -34,6 +36,7 @@ func ExampleOpen_config() {
 	// quota: operation export limit: 5000 out of range [1, 1000] true
 	// pgquota: connection string: TLS must be sslmode=verify-full unless InsecureAllowNoTLS is set
 	// embedded migration 1 0001_quota_buckets.sql
+	// embedded migration 2 0002_receipt_bindings.sql
 }
 
 // The whole wiring: migrate with the migration role (normally
@@ -64,16 +67,32 @@ func Example() {
 	}
 
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body is read (bounded) before the quota is charged, so that
+		// the receipt binds exactly what the handler will act on.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+		if err != nil {
+			wire.Write(w, wire.New(wire.CodePayloadTooLarge))
+			return
+		}
+		target := r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
 		d, err := store.Consume(r.Context(), quota.Request{
 			Project:     "acme", // from the authenticated request
 			SubjectType: "user", // from the authenticated request
 			SubjectID:   "u-42", // from the authenticated request
 			Operation:   "plugin-package.propose",
 			ReceiptID:   r.Header.Get("Idempotency-Key"), // the client reuses it on retries
+			Fingerprint: quota.Fingerprint(r.Method, target, sha256.Sum256(body)),
 		})
-		if wire.WriteQuota(w, r, d, err) { // 429 quota_exceeded, 503 quota_unavailable, 400
+		// 429 quota_exceeded or idempotency_replay_limit, 422
+		// idempotency_key_reused, 503 quota_unavailable, 400.
+		if wire.WriteQuota(w, r, d, err) {
 			return
 		}
+		// d.Replayed: the same request was already admitted; answer it
+		// as the first time (nothing was charged again).
 		w.WriteHeader(http.StatusAccepted)
 	})
 	_ = handler

@@ -133,8 +133,9 @@ func readMessage(br *bufio.Reader) (byte, []byte, error) {
 }
 
 // Proof 3: the server commits, the response is lost on the way back, the
-// client sees an error; the replay with the same receipt succeeds without
-// consuming and the durable count stays 1.
+// client sees an error; the replay with the same receipt (and the same
+// request, so the same fingerprint) succeeds without consuming and the
+// durable count stays 1; the receipt's replay count is 1.
 func TestLostResponseReplay(t *testing.T) {
 	e := newEnv(t)
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", e.pg.Port()))
@@ -166,8 +167,8 @@ func TestLostResponseReplay(t *testing.T) {
 	if err != nil || !d.Allowed || !d.Replayed || d.Remaining != 4 {
 		t.Fatalf("replay after the lost response = %+v, %v; want allowed+replayed, remaining 4", d, err)
 	}
-	if got := e.bucket(t, req("u", "")); got.count != 1 {
-		t.Fatalf("the replay consumed: %+v", got)
+	if got := e.bucket(t, req("u", "")); got.count != 1 || !slices.Equal(got.replays, []int16{1}) {
+		t.Fatalf("the replay consumed, or was not counted as a replay: %+v", got)
 	}
 	// A new logical request still consumes normally.
 	if d, err := s.Consume(c, req("u", "next-2")); err != nil || !d.Allowed || d.Replayed || d.Remaining != 3 {

@@ -49,14 +49,16 @@ func TestEmbeddedMigrations(t *testing.T) {
 func TestMigrateIdempotentAndTamper(t *testing.T) {
 	e := newEnv(t)
 	c := ctx(t)
+	ms, _ := pgquota.Migrations()
+	latest := len(ms)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			res, err := pgquota.Migrate(c, e.migDSN, migrateCfg())
-			if err != nil || res.From != 1 || res.To != 1 {
-				t.Errorf("repeated Migrate = %+v, %v; want 1 → 1", res, err)
+			if err != nil || res.From != latest || res.To != latest {
+				t.Errorf("repeated Migrate = %+v, %v; want %d → %d", res, err, latest, latest)
 			}
 		}()
 	}
@@ -71,8 +73,8 @@ func TestMigrateIdempotentAndTamper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if err := conn.QueryRow(c, `SELECT count(*) FROM bulwark.schema_migrations`).Scan(&rows); err != nil || rows != 1 {
-		t.Fatalf("history rows = %d, %v; want 1", rows, err)
+	if err := conn.QueryRow(c, `SELECT count(*) FROM bulwark.schema_migrations`).Scan(&rows); err != nil || rows != latest {
+		t.Fatalf("history rows = %d, %v; want %d", rows, err, latest)
 	}
 
 	e.super(t, `UPDATE bulwark.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1`)
@@ -82,21 +84,20 @@ func TestMigrateIdempotentAndTamper(t *testing.T) {
 	if _, err := pgquota.Migrate(c, e.migDSN, migrateCfg()); !errors.Is(err, pgquota.ErrSchemaMismatch) {
 		t.Fatalf("Migrate with a tampered checksum = %v; want ErrSchemaMismatch", err)
 	}
-	ms, _ := pgquota.Migrations()
 	e.super(t, `UPDATE bulwark.schema_migrations SET checksum = $1 WHERE version = 1`, ms[0].Checksum)
 	if err := s.Check(c); err != nil {
 		t.Fatalf("Check after restoring the checksum: %v", err)
 	}
 
 	// A database ahead of the binary.
-	e.super(t, `INSERT INTO bulwark.schema_migrations (version, name, checksum) VALUES (2, 'future.sql', repeat('a', 64))`)
+	e.super(t, `INSERT INTO bulwark.schema_migrations (version, name, checksum) VALUES ($1, 'future.sql', repeat('a', 64))`, latest+1)
 	if err := s.Check(c); !errors.Is(err, pgquota.ErrSchemaMismatch) {
 		t.Fatalf("Check with a newer schema = %v", err)
 	}
 	if _, err := pgquota.Migrate(c, e.migDSN, migrateCfg()); !errors.Is(err, pgquota.ErrSchemaMismatch) {
 		t.Fatalf("Migrate with a newer schema = %v", err)
 	}
-	e.super(t, `DELETE FROM bulwark.schema_migrations WHERE version = 2`)
+	e.super(t, `DELETE FROM bulwark.schema_migrations WHERE version = $1`, latest+1)
 
 	// A database that was never migrated.
 	e.pg.CreateDatabase(t, "empty")

@@ -7,19 +7,36 @@
 //
 // The consume statement is the only writer. It locks the bucket row (or
 // inserts it) and, in one implicit transaction, either resets an expired
-// window to count 1, or appends a new receipt while the count is below the
-// limit. A returned row therefore always means "allowed and consumed now";
-// that is the whole allow path: one statement, one round trip.
+// window to count 1, or appends a new receipt (with its fingerprint and a
+// replay count of 0) while the count is below the limit, or, for a receipt
+// already counted with the same fingerprint and fewer than MaxReplays
+// replays, increments its replay count. A returned row therefore always
+// means "allowed" (consumed now, or replayed); both paths are one
+// statement, one round trip. A replay is a write: it rewrites the row's
+// replay counters (2 bytes per receipt), not its receipt ids or
+// fingerprints.
 //
-// When the statement writes nothing (receipt already counted, bucket full,
-// or a row that violates an invariant) a read of the row classifies the
-// outcome: a counted receipt in the current window is Allowed+Replayed
-// with nothing consumed; a full bucket is denied with Retry-After =
-// window_start + window − clock_timestamp(); a window start in the future
-// or a receipt list that does not match the count is [quota.ErrUnavailable]
+// When the statement writes nothing (bucket full, receipt counted with
+// another fingerprint, replay limit reached, or a row that violates an
+// invariant) a read of the row classifies the outcome: a full bucket is
+// denied with [quota.DenialExhausted]; a receipt bound to another
+// fingerprint with [quota.DenialKeyReused]; a receipt replayed MaxReplays
+// times with [quota.DenialReplayLimit]; each with Retry-After =
+// window_start + window − clock_timestamp(). A window start in the future
+// or receipt columns that do not match the count is [quota.ErrUnavailable]
 // (ReasonCorrupt) — never a guess. If the bucket changed between the two
 // statements (its window ended) the decision is retried, at most three
-// times, then reported as ReasonUndecidable.
+// times, then reported as ReasonUndecidable. Statements per decision:
+// allowed or replayed 1; denied (any reason) 2.
+//
+// Receipts counted before migration 2 carry the all-zero fingerprint; the
+// first replay of such a receipt binds it to that replay's fingerprint.
+// Migration 2 rewrites every bucket row inside the migration transaction.
+// A binary is ready only on exactly its own schema version, so run
+// "bulwark migrate" and roll the new binary out together: until then the
+// other version fails readiness, a new binary on the old schema fails
+// every decision closed, and an old binary on the new schema fails every
+// write (503) but still answers replays the old way, unbound.
 //
 // Every time value comes from clock_timestamp() on the server; the pod's
 // clock is never read.
@@ -41,8 +58,8 @@
 // so new connections reach whichever server is the primary after a
 // failover. With synchronous replication (remote_apply) no committed
 // receipt is lost in a promotion; a caller that got ErrUnavailable during
-// the switch retries the same receipt id and gets the decision the
-// database made (a replay), never a second admission.
+// the switch retries the same receipt id for the same request and gets the
+// decision the database made (a replay), never a second admission.
 //
 // # Failures
 //
@@ -271,32 +288,44 @@ func (s *Store) Consume(ctx context.Context, r quota.Request) (quota.Decision, e
 // read. decided is false when the bucket changed in between.
 func (s *Store) consumeOnce(ctx context.Context, r quota.Request, op quota.Operation) (d quota.Decision, decided bool, err error) {
 	var (
-		now, start time.Time
-		count, n   int32
-		has        bool
+		now, start     time.Time
+		count, n       int32
+		fpBytes, nReps int32
+		consumed       bool
+		limit          = int32(op.Limit)
+		window         = op.Window
+		base           = quota.Decision{Limit: int64(limit), Window: window}
+		fingerprint    = r.Fingerprint[:]
+		fpOK           *bool
+		replays        *int32
 	)
-	limit := int32(op.Limit)
-	window := op.Window
 	err = s.pool.QueryRow(ctx, consumeSQL,
 		r.Project, r.SubjectType, r.SubjectID, r.Operation, r.ReceiptID,
-		limit, int32(window/time.Millisecond),
-	).Scan(&now, &start, &count, &n, &has)
+		limit, int32(window/time.Millisecond), fingerprint, int32(op.MaxReplays),
+	).Scan(&now, &start, &count, &fpBytes, &nReps, &consumed)
 	switch {
 	case err == nil:
-		// Allowed and consumed. Verify what the decision relies on.
-		if !has || n != count || count < 1 || count > limit ||
-			start.After(now) || now.Sub(start) >= window {
-			return d, false, corrupt("consumed row violates an invariant")
+		// Allowed: consumed now, or replayed. Verify what the decision
+		// relies on.
+		// (A replay may find count > limit when the limit was lowered
+		// since the receipt was counted.)
+		if fpBytes != 32*count || nReps != count || count < 1 ||
+			count > quota.MaxLimit || (consumed && count > limit) || start.After(now) || now.Sub(start) >= window {
+			return d, false, corrupt("written row violates an invariant")
 		}
-		return quota.Decision{Allowed: true, Limit: int64(limit), Remaining: int64(limit - count)}, true, nil
+		d = base
+		d.Allowed, d.Replayed = true, !consumed
+		d.Remaining = max(int64(limit)-int64(count), 0)
+		return d, true, nil
 	case !errors.Is(err, pgx.ErrNoRows):
 		return d, false, unavailable(ctx, err)
 	}
 
-	// Nothing written: replay, full, or a row the statement refused.
+	// Nothing written: full, key reused, replay limit, or a row the
+	// statement refused.
 	err = s.pool.QueryRow(ctx, readSQL,
-		r.Project, r.SubjectType, r.SubjectID, r.Operation, r.ReceiptID,
-	).Scan(&now, &start, &count, &n, &has)
+		r.Project, r.SubjectType, r.SubjectID, r.Operation, r.ReceiptID, fingerprint,
+	).Scan(&now, &start, &count, &n, &fpBytes, &nReps, &fpOK, &replays)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return d, false, nil // the row vanished (not possible for the runtime role); decide again
@@ -304,20 +333,29 @@ func (s *Store) consumeOnce(ctx context.Context, r quota.Request, op quota.Opera
 		return d, false, unavailable(ctx, err)
 	case start.After(now):
 		return d, false, corrupt("window start is in the future")
-	case n != count || count < 0 || count > quota.MaxLimit:
+	case n != count || fpBytes != 32*count || nReps != count || count < 0 || count > quota.MaxLimit:
 		return d, false, corrupt("receipt list does not match the count")
+	case fpOK != nil && replays == nil:
+		return d, false, corrupt("receipt has no replay count")
 	}
 	left := start.Add(window).Sub(now)
+	d = base
+	d.RetryAfter = left
+	d.Remaining = max(int64(limit)-int64(count), 0)
 	switch {
 	case left <= 0:
-		return d, false, nil // the window ended meanwhile; decide again
-	case has:
-		rem := int64(limit) - int64(count)
-		return quota.Decision{Allowed: true, Replayed: true, Limit: int64(limit), Remaining: max(rem, 0)}, true, nil
-	case count >= limit:
-		return quota.Decision{Limit: int64(limit), RetryAfter: left}, true, nil
+		return quota.Decision{}, false, nil // the window ended meanwhile; decide again
+	case fpOK != nil && !*fpOK:
+		d.Denial = quota.DenialKeyReused
+		return d, true, nil
+	case fpOK != nil && *replays >= int32(op.MaxReplays):
+		d.Denial = quota.DenialReplayLimit
+		return d, true, nil
+	case fpOK == nil && count >= limit:
+		d.Denial, d.Remaining = quota.DenialExhausted, 0
+		return d, true, nil
 	}
-	// Current window with room and no receipt: the window was reset between
-	// the two statements. Decide again.
-	return d, false, nil
+	// A replay under the limit, or a current window with room and no
+	// receipt: the bucket changed between the two statements. Decide again.
+	return quota.Decision{}, false, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -172,16 +173,36 @@ func TestInvariantViolationIsUnavailable(t *testing.T) {
 		t.Fatalf("the corrupt row was written: %+v", got)
 	}
 
-	// A receipt list that does not match the count (the CHECK constraint
-	// had to be dropped by a superuser to store it).
-	e.super(t, `ALTER TABLE bulwark.quota_buckets DROP CONSTRAINT quota_buckets_receipts_match`)
-	e.super(t, `UPDATE bulwark.quota_buckets SET window_start = clock_timestamp(), consumed_count = 3 WHERE subject_id = 'u'`)
-	d, err := s.Consume(c, req("u", "b"))
-	mustUnavailable(t, d, err, quota.ReasonCorrupt)
-	if got := e.bucket(t, req("u", "")); got.count != 3 || len(got.receipts) != 1 {
-		t.Fatalf("the corrupt row was written: %+v", got)
+	// Receipt columns that do not match the count (the CHECK constraints
+	// had to be dropped by a superuser to store them): each of the three
+	// parallel columns on its own, for a new receipt and for a replay.
+	for _, con := range []string{"receipts_match", "fingerprints_match", "replays_match"} {
+		e.super(t, `ALTER TABLE bulwark.quota_buckets DROP CONSTRAINT quota_buckets_`+con)
 	}
-	// And readiness notices the missing constraint.
+	fpA := req("u", "a").Fingerprint
+	for _, bad := range []struct{ name, set string }{
+		{"count", `consumed_count = 3`},
+		{"fingerprints", `receipt_fingerprints = substring(receipt_fingerprints FROM 1 FOR 16)`},
+		{"replays", `receipt_replays = '{0,0}'`},
+		{"no replays", `receipt_replays = '{}'`},
+	} {
+		e.super(t, `UPDATE bulwark.quota_buckets SET window_start = clock_timestamp(), consumed_count = 1,
+			receipt_ids = '["a"]', receipt_fingerprints = $1, receipt_replays = '{0}' WHERE subject_id = 'u'`,
+			fpA[:])
+		e.super(t, `UPDATE bulwark.quota_buckets SET `+bad.set+` WHERE subject_id = 'u'`)
+		before := e.bucket(t, req("u", ""))
+		for _, r := range []string{"b", "a"} {
+			d, err := s.Consume(c, req("u", r))
+			mustUnavailable(t, d, err, quota.ReasonCorrupt)
+			if !strings.Contains(err.Error(), "does not match") {
+				t.Fatalf("%s: error %q does not say what is wrong", bad.name, err)
+			}
+		}
+		if got := e.bucket(t, req("u", "")); !reflect.DeepEqual(got, before) {
+			t.Fatalf("%s: the corrupt row was written: %+v, was %+v", bad.name, got, before)
+		}
+	}
+	// And readiness notices the missing constraints.
 	if err := s.Check(c); !errors.Is(err, pgquota.ErrSchemaMismatch) {
 		t.Fatalf("Check without the constraint = %v; want ErrSchemaMismatch", err)
 	}
@@ -201,7 +222,8 @@ func TestBoundsBeforeSQL(t *testing.T) {
 		req("u", "r'1"),
 		req("u", "ü"),
 		req(strings.Repeat("s", quota.MaxIDBytes+1), "r1"),
-		{Project: "", SubjectType: "user", SubjectID: "u", Operation: "export", ReceiptID: "r"},
+		{Project: "", SubjectType: "user", SubjectID: "u", Operation: "export", ReceiptID: "r", Fingerprint: [32]byte{1}},
+		{Project: "acme", SubjectType: "user", SubjectID: "u", Operation: "export", ReceiptID: "r"}, // no fingerprint
 	}
 	for _, r := range bad {
 		d, err := s.Consume(c, r)
@@ -233,6 +255,8 @@ func TestBoundsBeforeSQL(t *testing.T) {
 	}{
 		{pgquota.Config{Operations: ops(quota.MaxLimit+1, 0)}, "limit: 1001 out of range [1, 1000]"},
 		{pgquota.Config{Operations: ops(1, 6*time.Minute)}, "window: 6m0s out of range [1s, 5m0s]"},
+		{pgquota.Config{Operations: []quota.Operation{{Name: "export", Limit: 1, MaxReplays: quota.MaxMaxReplays + 1}}},
+			"operation export max replays: 1001 out of range [1, 1000]"},
 		{pgquota.Config{Operations: ops(1, 0), MaxConns: pgquota.MaxMaxConns + 1}, "MaxConns: 65 out of range [1, 64]"},
 		{pgquota.Config{Operations: ops(1, 0), CallTimeout: time.Hour}, "CallTimeout: 1h0m0s out of range"},
 		{pgquota.Config{}, "operations: none configured"},
@@ -251,30 +275,32 @@ func TestBoundsBeforeSQL(t *testing.T) {
 	}
 }
 
-// The allow path is exactly one statement (one round trip with pgx's
-// statement cache); replays and denials add one read.
-func TestOneStatementPerAllow(t *testing.T) {
+// Statements per decision: allowed and replayed are one statement (one
+// round trip with pgx's statement cache); every denial adds one read.
+func TestStatementsPerDecision(t *testing.T) {
 	e := newEnv(t)
-	s, tr := e.openTraced(t, pgquota.Config{Operations: ops(3, time.Minute)})
+	s, tr := e.openTraced(t, pgquota.Config{Operations: []quota.Operation{{Name: "export", Limit: 3, MaxReplays: 1}}})
 	c := ctx(t)
-	step := func(receipt string, wantAllowed, wantReplayed bool, wantStatements int64) {
+	step := func(r quota.Request, wantAllowed, wantReplayed bool, wantDenial quota.Denial, wantStatements int64) {
 		t.Helper()
 		before := tr.n.Load()
-		d, err := s.Consume(c, req("u", receipt))
-		if err != nil || d.Allowed != wantAllowed || d.Replayed != wantReplayed {
-			t.Fatalf("%s: %+v, %v", receipt, d, err)
+		d, err := s.Consume(c, r)
+		if err != nil || d.Allowed != wantAllowed || d.Replayed != wantReplayed || d.Denial != wantDenial {
+			t.Fatalf("%s: %+v, %v", r.ReceiptID, d, err)
 		}
 		if n := tr.n.Load() - before; n != wantStatements {
-			t.Fatalf("%s: %d statements, want %d", receipt, n, wantStatements)
+			t.Fatalf("%s: %d statements, want %d", r.ReceiptID, n, wantStatements)
 		}
 	}
-	step("a", true, false, 1) // insert
-	step("b", true, false, 1) // increment
-	step("a", true, true, 2)  // replay: statement writes nothing, read decides
-	step("c", true, false, 1)
-	step("d", false, false, 2) // full: statement writes nothing, read gives Retry-After
+	step(req("u", "a"), true, false, quota.DenialNone, 1)                    // insert
+	step(req("u", "b"), true, false, quota.DenialNone, 1)                    // increment
+	step(req("u", "a"), true, true, quota.DenialNone, 1)                     // replay: a write
+	step(req("u", "a"), false, false, quota.DenialReplayLimit, 2)            // statement writes nothing, read decides
+	step(reqBody("u", "b", "other"), false, false, quota.DenialKeyReused, 2) // likewise
+	step(req("u", "c"), true, false, quota.DenialNone, 1)
+	step(req("u", "d"), false, false, quota.DenialExhausted, 2) // full: read gives Retry-After
 	e.super(t, `UPDATE bulwark.quota_buckets SET window_start = window_start - interval '2 minutes'`)
-	step("d", true, false, 1) // reset
+	step(req("u", "d"), true, false, quota.DenialNone, 1) // reset
 }
 
 // Error values never carry the connection string or the password.
