@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/peer"
 )
 
 // discardWriter is a minimal ResponseWriter for benchmarks.
@@ -73,7 +73,7 @@ routes:
 					}
 				}
 			})
-			g.cur.Load().close()
+			g.cur.Load().reuse.close()
 		})
 	}
 }
@@ -82,20 +82,24 @@ routes:
 func BenchmarkRouteLimiter(b *testing.B) {
 	for _, key := range []string{"client_ip", "route", "header:X-Api-Key"} {
 		b.Run(key, func(b *testing.B) {
-			l, err := newRouteLimiter("bench", &RateLimit{QPS: 1e6, Burst: 1e6, Key: key, Status: 429, MaxKeys: 1 << 16})
+			rl := DefaultRateLimit()
+			rl.QPS, rl.Burst, rl.Key, rl.MaxKeys = 1e6, 1e6, key, 1<<16
+			res, _ := peer.New(peer.Config{})
+			bld := &builder{resolver: res, next: newRegistry()}
+			l, err := newRouteLimit(bld, "bench", rl)
 			if err != nil {
 				b.Fatal(err)
 			}
-			res, _ := newResolver(TrustedProxies{})
-			clk := clock.Real{}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				r := httptest.NewRequest("GET", "/", nil)
 				r.RemoteAddr = "192.0.2.7:4321"
 				r.Header.Set("X-Api-Key", "k-123456")
+				ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7")}
+				w := &discardWriter{h: http.Header{}}
 				for pb.Next() {
-					if _, err := l.allow(r, res, clk.Now()); err != nil {
-						b.Fatal(err)
+					if ok, reason := l.check(w, r, ex); !ok {
+						b.Fatal(reason)
 					}
 				}
 			})

@@ -96,11 +96,11 @@ type Config struct {
 	RequestHeaders RequestHeaders `yaml:"request_headers"`
 	Shield         Shield         `yaml:"shield"`
 	Upstreams      []Upstream     `yaml:"upstreams"`
-	Routes    []Route    `yaml:"routes"`
-	Metrics   Metrics    `yaml:"metrics"`
-	Log       Log        `yaml:"log"`
-	IPSets    IPSets     `yaml:"ipsets"`
-	Control   Control    `yaml:"control"`
+	Routes         []Route        `yaml:"routes"`
+	Metrics        Metrics        `yaml:"metrics"`
+	Log            Log            `yaml:"log"`
+	IPSets         IPSets         `yaml:"ipsets"`
+	Control        Control        `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
 	File string `yaml:"-"`

@@ -137,7 +137,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Limits != def.Limits || cfg.Limits.MaxInFlight != 4096 || cfg.Limits.RequestTimeout != time.Minute {
 		t.Errorf("limits defaults: %+v", cfg.Limits)
 	}
-	if cfg.Shield.Enabled || cfg.Shield.PerPeer != 300 || cfg.Shield.Window != time.Minute || cfg.Shield.TrustedProxies.Header != "x-forwarded-for" {
+	if cfg.Shield.Enabled || cfg.Shield.PerPeer != 300 || cfg.Shield.Window != time.Minute || cfg.ClientIP.TrustedProxies.Header != "x-forwarded-for" || cfg.ClientIP.IPv6Prefix != 64 {
 		t.Errorf("shield defaults: %+v", cfg.Shield)
 	}
 	if cfg.IPSets.AllowCapacity != def.IPSets.AllowCapacity || cfg.Control != def.Control {
@@ -161,10 +161,11 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := cfg.Routes[0].RateLimit
-	if want := (RateLimit{QPS: 2.5, Key: "client_ip", Status: 429, MaxKeys: 65_536}); *rl != want {
+	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject"}); *rl != want {
 		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
-	if l := cfg.Routes[0].Login; *l != DefaultLogin() || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute {
+	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, DefaultLogin()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||
+		l.PerClient.Limit != 20 || !reflect.DeepEqual(l.FailureStatus, []int{401, 403}) || !l.Lockout.Enabled {
 		t.Errorf("login defaults: %+v", l)
 	}
 }
@@ -471,7 +472,7 @@ func fuzzEnv() *recordingEnv {
 
 // release frees what New built for a gateway that was never started.
 func release(g *Gateway) {
-	g.cur.Load().close()
+	g.cur.Load().reuse.close()
 	g.closeStores()
 }
 

@@ -31,9 +31,7 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,14 +46,9 @@ import (
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
-	"github.com/bulwarkhq/bulwark/ipset"
-	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
-	"github.com/bulwarkhq/bulwark/peer"
-	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
-	"github.com/bulwarkhq/bulwark/shield"
 )
 
 // Deps are the gateway's collaborators that do not come from the
@@ -305,7 +298,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.mu.Lock()
 		g.closed = true
 		g.mu.Unlock()
-		g.cur.Load().close()
+		g.cur.Load().reuse.close()
 		return nil
 	})
 	if err := h.Start(); err != nil {
@@ -509,13 +502,13 @@ func (g *Gateway) Reload(cfg *Config) error {
 	// The lists last: nothing after them can fail, so they never need
 	// undoing.
 	if _, ps := g.lists.apply(cfg); len(ps) > 0 {
-		p.discard(prev)
+		p.discard()
 		g.metrics.reloaded(false)
 		return &ConfigError{Problems: ps}
 	}
 	g.cur.Store(p)
 	g.cfg = cfg
-	prev.retire(p)
+	prev.reuse.retire(p.reuse)
 	if g.ctl != nil {
 		g.ctl.setToken(g, cfg)
 	}
@@ -525,4 +518,3 @@ func (g *Gateway) Reload(cfg *Config) error {
 		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
 	return nil
 }
-

@@ -4,61 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/bulwarkhq/bulwark/wire"
 )
-
-func TestExtractUsername(t *testing.T) {
-	for _, tc := range []struct {
-		ctype, body, want string
-		ok                bool
-	}{
-		{"application/json", `{"username":"alice"}`, "alice", true},
-		{"application/json; charset=utf-8", `{"a":[1,2,{"username":"x"}],"username":"bob"}`, "bob", true},
-		{"application/vnd.api+json", `{"username":"carol"}`, "carol", true},
-		{"application/json", `{"Username":"dave"}`, "dave", true}, // case-insensitive, as Go decoders match
-		{"application/json", `{"username":"a","USERNAME":"b"}`, "", false},
-		{"application/json", `{"username":"a","username":"b"}`, "", false},
-		{"application/json", `{"username":""}`, "", false},
-		{"application/json", `{"username":null}`, "", false},
-		{"application/json", `{"username":"a"} {"x":1}`, "", false},
-		{"application/json", `["username","a"]`, "", false},
-		{"application/json", `{"username":"a"`, "", false},
-		{"application/x-www-form-urlencoded", "username=erin&password=x", "erin", true},
-		{"application/x-www-form-urlencoded", "username=a&username=b", "", false},
-		{"application/x-www-form-urlencoded", "password=x", "", false},
-		{"text/plain", "username=erin", "", false},
-		{"", `{"username":"a"}`, "", false},
-	} {
-		h := http.Header{}
-		h.Set("Content-Type", tc.ctype)
-		got, ok := extractUsername(h, []byte(tc.body), "username")
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s %s: got %q %v, want %q %v", tc.ctype, tc.body, got, ok, tc.want, tc.ok)
-		}
-	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Encoding", "gzip")
-	if _, ok := extractUsername(h, []byte(`{"username":"a"}`), "username"); ok {
-		t.Error("a compressed body was parsed")
-	}
-}
-
-func FuzzExtractUsername(f *testing.F) {
-	f.Add("application/json", `{"username":"alice","password":"x"}`)
-	f.Add("application/x-www-form-urlencoded", "username=bob")
-	f.Add("application/json", `{"username":"a","Username":"b"}`)
-	f.Fuzz(func(t *testing.T, ctype, body string) {
-		h := http.Header{}
-		h.Set("Content-Type", ctype)
-		u, ok := extractUsername(h, []byte(body), "username")
-		if ok && u == "" {
-			t.Fatal("ok with an empty username")
-		}
-		if !ok && u != "" {
-			t.Fatal("a username without ok")
-		}
-	})
-}
 
 func TestIdempotencyKey(t *testing.T) {
 	for _, tc := range []struct {
@@ -66,14 +14,14 @@ func TestIdempotencyKey(t *testing.T) {
 		want   string
 		code   string
 	}{
-		{nil, "", CodeIdempotencyKeyRequired},
-		{[]string{""}, "", CodeIdempotencyKeyRequired},
+		{nil, "", wire.CodeIdempotencyKeyRequired},
+		{[]string{""}, "", wire.CodeIdempotencyKeyRequired},
 		{[]string{"abc-123"}, "abc-123", ""},
 		{[]string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
-		{[]string{"a b"}, "", CodeIdempotencyKeyInvalid},
-		{[]string{`""`}, "", CodeIdempotencyKeyInvalid},
-		{[]string{strings.Repeat("k", 129)}, "", CodeIdempotencyKeyInvalid},
-		{[]string{"a", "b"}, "", CodeIdempotencyKeyInvalid},
+		{[]string{"a b"}, "", wire.CodeIdempotencyKeyInvalid},
+		{[]string{`""`}, "", wire.CodeIdempotencyKeyInvalid},
+		{[]string{strings.Repeat("k", 129)}, "", wire.CodeIdempotencyKeyInvalid},
+		{[]string{"a", "b"}, "", wire.CodeIdempotencyKeyInvalid},
 	} {
 		h := http.Header{"Idempotency-Key": tc.values}
 		got, code := idempotencyKey(h)

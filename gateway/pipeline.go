@@ -95,6 +95,14 @@ type pipeline struct {
 	routes    []*route // by configuration index
 	unmatched *routeMetrics
 	reuse     *registry
+	created   []any // what this pipeline's build made (not taken over)
+}
+
+// discard releases what a pipeline that never served created.
+func (p *pipeline) discard() {
+	for _, v := range p.created {
+		closeComponent(v)
+	}
 }
 
 // route is one configured route: its policies in order, then the proxy.
@@ -266,6 +274,7 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 		b.discard()
 		return nil, err
 	}
+	p.created = b.created
 	return p, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 func TestRoutePrecedence(t *testing.T) {
@@ -357,11 +358,16 @@ routes:
 	if got, _ := rec.last(); string(got) != form {
 		t.Errorf("form body changed: %q", got)
 	}
-	// Missing or ambiguous usernames: 400, not counted.
-	for _, b := range []string{`{"password":"x"}`, `{"user":"a","User":"b"}`, `not json`, `{"user":42}`} {
+	// Missing, ambiguous or malformed usernames: 400, not counted.
+	for b, code := range map[string]string{
+		`{"password":"x"}`:        wire.CodeMissingCredentials,
+		`{"user":"a","User":"b"}`: wire.CodeAmbiguousCredentials,
+		`not json`:                wire.CodeInvalidLoginRequest,
+		`{"user":42}`:             wire.CodeInvalidLoginRequest,
+	} {
 		r := post(b, "application/json", false)
-		if r.status != 400 || r.code(t) != "credentials_required" {
-			t.Errorf("body %q: %d %s", b, r.status, r.body)
+		if r.status != 400 || r.code(t) != code {
+			t.Errorf("body %q: %d %s, want %s", b, r.status, r.body, code)
 		}
 	}
 	if r := post(`{"user":"carol"}`+strings.Repeat(" ", 2000), "application/json", false); r.status != 413 {
@@ -375,7 +381,7 @@ routes:
 	if r := post(`{"user":"alice"}`, "application/json", false); r.status != 200 {
 		t.Errorf("after the window: %d", r.status)
 	}
-	if n := tg.counter(t, "bulwark_rejections_total", "layer", "login", "reason", "over_limit"); n != 1 {
+	if n := tg.counter(t, "bulwark_rejections_total", "layer", "login", "reason", "account"); n != 1 {
 		t.Errorf("login rejections = %v", n)
 	}
 	if logs := strings.ToLower(tg.logs.String()); strings.Contains(logs, "alice") || strings.Contains(logs, "bob") {

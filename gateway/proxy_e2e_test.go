@@ -142,7 +142,7 @@ func TestWebSocket(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{})
+	tg := startGateway(t, oneRoute+"    websocket: true\n", map[string]string{"APP": up.URL}, gwOpts{})
 
 	wsURL := "ws://" + strings.TrimPrefix(tg.url, "http://") + "/ws"
 	c, err := websocket.Dial(wsURL, "", tg.url)

@@ -138,7 +138,11 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.WriteQuota(w, r, d, err)
 		return
 	case !d.Allowed:
-		p.metrics.reject(layerQuota, d.Denial.String())
+		reason := d.Denial.String()
+		if d.Denial == quota.DenialExhausted {
+			reason = "exceeded" // the label of earlier releases
+		}
+		p.metrics.reject(layerQuota, reason)
 		markRejected(w)
 		wire.WriteQuota(w, r, d, nil)
 		return

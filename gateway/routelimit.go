@@ -150,4 +150,3 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange)
 	}
 	return true, ""
 }
-

@@ -6,10 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/bulwarkhq/bulwark/clock"
-	"github.com/bulwarkhq/bulwark/peer"
-	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // proxyHandler times the proxy up to the response headers.

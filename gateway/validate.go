@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"reflect"
@@ -65,11 +64,11 @@ var (
 	rangeLockoutWindow       = durRange{login.MinLockoutWindow, login.MaxLockoutWindow}
 	rangeLockoutDuration     = durRange{login.MinLockoutDuration, login.MaxLockoutDuration}
 
-	rangeQuotaLimit  = intRange{1, quota.MaxLimit}
-	rangeQuotaWindow = durRange{quota.MinWindow, quota.MaxWindow}
+	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
+	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
 	rangeQuotaMaxReplays   = intRange{1, quota.MaxMaxReplays}
 	rangeQuotaMaxBodyBytes = intRange{1, 64 << 20}
-	rangeAuthTimeout = durRange{10 * time.Millisecond, 30 * time.Second}
+	rangeAuthTimeout       = durRange{10 * time.Millisecond, 30 * time.Second}
 
 	rangeListCapacity = intRange{1, ipset.MaxCapacity}
 )
@@ -1068,48 +1067,3 @@ func redactURL(s string) string {
 	return s
 }
 
-// patternError returns why ServeMux rejects path as a pattern, or "".
-func patternError(path string) (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint(r)
-			if i := strings.Index(msg, "parsing"); i >= 0 {
-				msg = msg[i:]
-				if j := strings.Index(msg, ": "); j >= 0 {
-					msg = msg[j+2:]
-				}
-			}
-			msg = "invalid pattern: " + msg
-		}
-	}()
-	http.NewServeMux().Handle(path, http.NotFoundHandler())
-	return ""
-}
-
-// routePatterns turns a Match into ServeMux patterns, one per method.
-func routePatterns(m Match) []string {
-	if len(m.Methods) == 0 {
-		return []string{m.Host + m.Path}
-	}
-	out := make([]string, len(m.Methods))
-	for i, meth := range m.Methods {
-		out[i] = meth + " " + m.Host + m.Path
-	}
-	return out
-}
-
-func register(mux *http.ServeMux, pattern string) bool {
-	return registerHandler(mux, pattern, http.NotFoundHandler())
-}
-
-// registerHandler is mux.Handle that reports a conflict instead of
-// panicking.
-func registerHandler(mux *http.ServeMux, pattern string, h http.Handler) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	mux.Handle(pattern, h)
-	return true
-}
