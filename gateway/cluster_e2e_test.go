@@ -155,9 +155,16 @@ routes:
 		if h.Get("X-Auth-Project") != "acme" || h.Get("X-Auth-Subject") != "alice" || len(h.Values("X-Auth-Project")) != 1 {
 			t.Errorf("upstream identity headers %v", h)
 		}
-		// The same key again: a replay, not charged.
+		// The same key again: a replay, not charged, and the upstream is
+		// told so.
 		if r := export("alice", `"k1"`); r.status != 200 {
 			t.Fatalf("replay: %d %s", r.status, r.body)
+		}
+		upMu.Lock()
+		h = upSaw[len(upSaw)-1]
+		upMu.Unlock()
+		if h.Get("Idempotency-Replay") != "true" || h.Get("Idempotency-Key") != `"k1"` {
+			t.Errorf("replay reached the upstream with %v", h)
 		}
 		if r := export("alice", "k2"); r.status != 200 {
 			t.Fatalf("k2: %d %s", r.status, r.body)
@@ -168,6 +175,29 @@ routes:
 		}
 		if strings.Contains(string(r.body), "acme") || strings.Contains(string(r.body), "alice") {
 			t.Error("the 429 names the project or subject")
+		}
+		if r.header.Get("RateLimit-Policy") == "" {
+			t.Errorf("quota_exceeded without RateLimit fields: %v", r.header)
+		}
+		// The same key with another body: 422, even with the quota spent;
+		// the same request replayed over and over: 429 after max_replays
+		// (10) replays. A reused key is no longer a free pass.
+		r = do(t, "POST", tg.url+"/exports?format=csv", strings.NewReader(`{"what":"other"}`),
+			"Authorization", "Bearer alice", "Content-Type", "application/json", "Idempotency-Key", "k1")
+		if r.status != 422 || r.code(t) != "idempotency_key_reused" {
+			t.Fatalf("reused key: %d %s", r.status, r.body)
+		}
+		for i := 0; ; i++ {
+			r = export("alice", "k2")
+			if r.status == 429 {
+				if r.code(t) != "idempotency_replay_limit" || i != 10 {
+					t.Fatalf("replay %d: %d %s", i, r.status, r.body)
+				}
+				break
+			}
+			if r.status != 200 || i > 10 {
+				t.Fatalf("replay %d: %d %s", i, r.status, r.body)
+			}
 		}
 		// Another subject has its own bucket.
 		if r := export("bob", "k3"); r.status != 200 {

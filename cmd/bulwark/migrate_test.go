@@ -20,8 +20,8 @@ func TestMigrate(t *testing.T) {
 		migPass  = "mig-S3cret-pw-7c1e"
 		runPass  = "run-S3cret-pw-90ab"
 		badPass  = "wrong-Pa55word-x"
-		wantDone = "schema at version 1 (was 0, applied 1)"
-		wantNoop = "schema at version 1 (was 1, applied 0)"
+		wantDone = "schema at version 2 (was 0, applied 2)"
+		wantNoop = "schema at version 2 (was 2, applied 0)"
 	)
 	pg := testsvc.StartPostgres(t)
 	pg.CreateDatabase(t, db)
