@@ -49,7 +49,7 @@ type lenient struct {
 	status int
 }
 
-func newLenient(t *testing.T) *lenient {
+func newLenient(t testing.TB) *lenient {
 	t.Helper()
 	l := &lenient{status: http.StatusUnauthorized}
 	l.srv = httptest.NewServer(http.HandlerFunc(l.serve))
@@ -205,7 +205,7 @@ func loadCorpus(t testing.TB, name string) []rawRequest {
 
 func parseCorpus(data string) []rawRequest {
 	var out []rawRequest
-	for _, block := range strings.Split(data, "\n### ")[1:] {
+	for _, block := range strings.Split("\n"+data, "\n### ")[1:] {
 		name, rest, _ := strings.Cut(block, "\n")
 		head, body, _ := strings.Cut(rest, "\n\n")
 		body = strings.TrimRight(body, "\n")
