@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -13,8 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/bulwarkhq/bulwark/clock"
 )
@@ -191,7 +190,7 @@ func TestBypassRateLimitKeys(t *testing.T) {
 		for i := 0; i+1 < len(hdr); i += 2 {
 			head += "\n" + hdr[i] + ": " + hdr[i+1]
 		}
-		resp, b := sendRaw(t, addr, src, parseCorpus("### r\n"+head+"\n\n")[0])
+		resp, b := sendRaw(t, addr, src, parseCorpus("### r\n" + head + "\n\n")[0])
 		return resp.StatusCode, problemCode(b)
 	}
 	// A repeated key header: the gateway could count one line while the
@@ -304,32 +303,30 @@ func TestBypassHTTP2RejectionsKeepConnection(t *testing.T) {
 	for _, mode := range []string{"tls", "h2c"} {
 		t.Run(mode, func(t *testing.T) {
 			extra := "listen: {h2c: true}\n"
-			var tr http.RoundTripper
 			conns := 0
 			var mu sync.Mutex
-			countDial := func(c net.Conn) net.Conn {
-				mu.Lock()
-				conns++
-				mu.Unlock()
-				return c
+			countDial := func(c net.Conn, err error) (net.Conn, error) {
+				if err == nil {
+					mu.Lock()
+					conns++
+					mu.Unlock()
+				}
+				return c, err
 			}
+			tr := &http.Transport{Protocols: new(http.Protocols)}
 			if mode == "tls" {
 				extra = "listen:\n  tls: {cert_file: testdata/tls/cert.pem, key_file: testdata/tls/key.pem}\n"
-				tr = &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DialTLS: func(n, a string, c *tls.Config) (net.Conn, error) {
-					conn, err := tls.Dial(n, a, c)
-					if err != nil {
-						return nil, err
-					}
-					return countDial(conn), nil
-				}}
+				tr.Protocols.SetHTTP2(true)
+				tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+				tr.DialTLSContext = func(ctx context.Context, n, a string) (net.Conn, error) {
+					return countDial((&tls.Dialer{Config: tr.TLSClientConfig.Clone()}).DialContext(ctx, n, a))
+				}
+				tr.TLSClientConfig.NextProtos = []string{"h2"}
 			} else {
-				tr = &http2.Transport{AllowHTTP: true, DialTLS: func(n, a string, _ *tls.Config) (net.Conn, error) {
-					conn, err := net.Dial(n, a)
-					if err != nil {
-						return nil, err
-					}
-					return countDial(conn), nil
-				}}
+				tr.Protocols.SetUnencryptedHTTP2(true)
+				tr.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
+					return countDial((&net.Dialer{}).DialContext(ctx, n, a))
+				}
 			}
 			tg := startGateway(t, extra+loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 			base := strings.Replace(tg.url, "http://", "https://", 1)
@@ -337,6 +334,7 @@ func TestBypassHTTP2RejectionsKeepConnection(t *testing.T) {
 				base = tg.url
 			}
 			c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+			defer tr.CloseIdleConnections()
 			// Spend the admin host's burst, then 100 refusals.
 			refused := 0
 			for i := 0; i < 102; i++ {

@@ -1066,4 +1066,3 @@ func redactURL(s string) string {
 	}
 	return s
 }
-
