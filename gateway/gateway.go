@@ -30,14 +30,12 @@
 package gateway
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +45,6 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
-	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
@@ -224,158 +221,6 @@ func hostLimits(l Limits) host.Limits {
 	}
 }
 
-// quotaOperations returns the distinct quota operations of cfg.
-func quotaOperations(cfg *Config) []quota.Operation {
-	var ops []quota.Operation
-	seen := map[string]bool{}
-	for _, r := range cfg.Routes {
-		if q := r.Quota; q != nil && !seen[q.Operation] {
-			seen[q.Operation] = true
-			ops = append(ops, quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window})
-		}
-	}
-	return ops
-}
-
-func hasLogin(cfg *Config) bool {
-	for _, r := range cfg.Routes {
-		if r.Login != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// openStores creates the cluster profile's clients. Connections are made
-// lazily; Start checks them.
-func (g *Gateway) openStores(cfg *Config) error {
-	if cfg.Profile != Cluster {
-		return nil
-	}
-	if ops := quotaOperations(cfg); len(ops) > 0 {
-		s, err := pgquota.Open(context.Background(), cfg.Env.PostgresURL, cfg.quotaStoreConfig())
-		if err != nil {
-			return fmt.Errorf("gateway: quota store: %w", err)
-		}
-		g.quota = s
-	}
-	if hasLogin(cfg) {
-		opts, err := redisOptions(cfg.Env.RedisURL)
-		if err != nil {
-			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
-		}
-		s, err := redisstore.Open(opts)
-		if err != nil {
-			return fmt.Errorf("gateway: login store: %w", err)
-		}
-		g.redis = s
-	}
-	return nil
-}
-
-func (g *Gateway) closeStores() {
-	if g.quota != nil {
-		g.quota.Close()
-	}
-	if g.redis != nil {
-		_ = g.redis.Close()
-	}
-}
-
-// Start binds the listeners, runs the readiness checks (PostgreSQL schema
-// and role, Redis reachability) and opens admission. If a check fails the
-// gateway is stopped and the error returned; nothing falls back.
-func (g *Gateway) Start(ctx context.Context) error {
-	h := g.host
-	// Stop order (hooks run in reverse): proxies' idle connections, then
-	// the stores, then the metrics listener, then the control API and the
-	// list sweeper, so metrics stay scrapable and the control API keeps
-	// answering (status shows the drain) until everything else stopped.
-	h.OnStop("control", g.stopControl)
-	h.OnStop("metrics", g.stopMetrics)
-	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
-	h.OnStop("pipeline", func(context.Context) error {
-		g.mu.Lock()
-		g.closed = true
-		g.mu.Unlock()
-		g.cur.Load().reuse.close()
-		return nil
-	})
-	if err := h.Start(); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	if err := g.startMetrics(); err != nil {
-		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
-	}
-	if err := g.startControl(ctx); err != nil {
-		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Shutdown(ctx))
-	}
-	var checks []host.Check
-	if g.quota != nil {
-		checks = append(checks, host.Check{Name: "postgres", Fn: g.quota.Check})
-	}
-	if g.redis != nil {
-		client := g.redis.Client()
-		checks = append(checks, host.Check{Name: "redis", Fn: func(ctx context.Context) error {
-			if err := client.Ping(ctx).Err(); err != nil {
-				return errors.New("redis unreachable")
-			}
-			return nil
-		}})
-	}
-	if err := h.Ready(ctx, checks...); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	h.Activate(g)
-	attrs := []any{"addr", h.Addr().String(), "profile", string(g.cfg.Profile),
-		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version}
-	if a := g.ControlAddr(); a != nil {
-		attrs = append(attrs, "control_addr", a.String())
-	}
-	g.log.Info("gateway ready", attrs...)
-	return nil
-}
-
-func (g *Gateway) startMetrics() error {
-	gath := g.deps.Gatherer
-	if gath == nil {
-		gath, _ = g.deps.Registerer.(prometheus.Gatherer)
-	}
-	if gath == nil || (g.cfg.Metrics.Addr == "" && g.deps.MetricsListener == nil) {
-		return nil
-	}
-	ln := g.deps.MetricsListener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
-			return err
-		}
-	}
-	g.metricsLn = ln
-	g.metricsSrv = &http.Server{
-		Handler:           metricsHandler(gath),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-	}
-	go func() { _ = g.metricsSrv.Serve(ln) }()
-	g.log.Info("metrics listening", "addr", ln.Addr().String())
-	return nil
-}
-
-func (g *Gateway) stopMetrics(ctx context.Context) error {
-	if g.metricsSrv == nil {
-		return nil
-	}
-	if err := g.metricsSrv.Shutdown(ctx); err != nil {
-		return g.metricsSrv.Close()
-	}
-	return nil
-}
-
 // Addr returns the client listener's address once started.
 func (g *Gateway) Addr() net.Addr { return g.host.Addr() }
 
@@ -420,101 +265,4 @@ func (g *Gateway) Handler() http.Handler { return g }
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.tally.requests.Add(1)
 	serveWithDrainContext(g.cur.Load(), w, r)
-}
-
-// Shutdown drains the gateway: readiness turns 503 at once, in-flight
-// requests finish (bounded by limits.drain_timeout), then the stores and
-// the listeners close. It returns a host.DrainTimeoutError (errors.Is
-// host.ErrDrainTimeout) when requests outlived the drain budget.
-func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.tally.draining.Store(true)
-	err := g.host.Shutdown(ctx)
-	if err != nil {
-		g.log.Error("gateway stopped uncleanly", "error", err.Error())
-	} else {
-		g.log.Info("gateway stopped")
-	}
-	return err
-}
-
-// Run builds, starts and serves the gateway until ctx is done, then
-// drains it. It returns nil after a clean stop.
-func Run(ctx context.Context, cfg *Config, deps Deps) error {
-	g, err := New(cfg, deps)
-	if err != nil {
-		return err
-	}
-	if err := g.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	g.log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
-	return g.Shutdown(context.Background())
-}
-
-// Reload swaps in a new configuration without a restart. The new pipeline
-// is built first; if that fails the old one keeps serving. Requests
-// already in flight finish on the pipeline they started on. The state of
-// every route limit whose route name and parameters are unchanged is kept,
-// as are unchanged upstreams' connections, an unchanged shield and the
-// login state of unchanged login routes.
-//
-// Settings that need a restart (profile, listen, limits, metrics, log,
-// the environment, the set of quota operations) must be unchanged; a
-// *ConfigError naming them is returned otherwise.
-func (g *Gateway) Reload(cfg *Config) error {
-	if err := cfg.ready(); err != nil {
-		g.metrics.reloaded(false)
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	old := g.cfg
-	var ps []Problem
-	need := func(path string, same bool, what string) {
-		if !same {
-			ps = append(ps, Problem{File: cfg.File, Line: cfg.Line(path), Path: path, Msg: what + " cannot change on reload (restart needed)"})
-		}
-	}
-	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
-	need("listen", reflect.DeepEqual(cfg.Listen, old.Listen), "the listener")
-	need("limits", cfg.Limits == old.Limits, "the limits")
-	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
-	need("log", cfg.Log == old.Log, "the log settings")
-	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
-	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
-	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")
-	need("ipsets.allow_capacity", cfg.IPSets.AllowCapacity == old.IPSets.AllowCapacity, "the allow list's capacity")
-	need("ipsets.deny_capacity", cfg.IPSets.DenyCapacity == old.IPSets.DenyCapacity, "the deny list's capacity")
-	if g.closed {
-		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
-	}
-	if len(ps) > 0 {
-		g.metrics.reloaded(false)
-		return &ConfigError{Problems: ps}
-	}
-	prev := g.cur.Load()
-	p, err := g.build(cfg, prev)
-	if err != nil {
-		g.metrics.reloaded(false)
-		return err
-	}
-	// The lists last: nothing after them can fail, so they never need
-	// undoing.
-	if _, ps := g.lists.apply(cfg); len(ps) > 0 {
-		p.discard()
-		g.metrics.reloaded(false)
-		return &ConfigError{Problems: ps}
-	}
-	g.cur.Store(p)
-	g.cfg = cfg
-	prev.reuse.retire(p.reuse)
-	if g.ctl != nil {
-		g.ctl.setToken(g, cfg)
-	}
-	g.tally.reloaded(g.clock.Now())
-	g.metrics.reloaded(true)
-	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
-		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
-	return nil
 }

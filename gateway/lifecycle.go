@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulwarkhq/bulwark/host"
+)
+
+// Start binds the listeners, runs the readiness checks (PostgreSQL schema
+// and role, Redis reachability) and opens admission. If a check fails the
+// gateway is stopped and the error returned; nothing falls back.
+func (g *Gateway) Start(ctx context.Context) error {
+	h := g.host
+	// Stop order (hooks run in reverse): proxies' idle connections, then
+	// the stores, then the metrics listener, then the control API and the
+	// list sweeper, so metrics stay scrapable and the control API keeps
+	// answering (status shows the drain) until everything else stopped.
+	h.OnStop("control", g.stopControl)
+	h.OnStop("metrics", g.stopMetrics)
+	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
+	h.OnStop("pipeline", func(context.Context) error {
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+		g.cur.Load().reuse.close()
+		return nil
+	})
+	if err := h.Start(); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if err := g.startMetrics(); err != nil {
+		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
+	}
+	if err := g.startControl(ctx); err != nil {
+		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Shutdown(ctx))
+	}
+	var checks []host.Check
+	if g.quota != nil {
+		checks = append(checks, host.Check{Name: "postgres", Fn: g.quota.Check})
+	}
+	if g.redis != nil {
+		client := g.redis.Client()
+		checks = append(checks, host.Check{Name: "redis", Fn: func(ctx context.Context) error {
+			if err := client.Ping(ctx).Err(); err != nil {
+				return errors.New("redis unreachable")
+			}
+			return nil
+		}})
+	}
+	if err := h.Ready(ctx, checks...); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	h.Activate(g)
+	attrs := []any{"addr", h.Addr().String(), "profile", string(g.cfg.Profile),
+		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version}
+	if a := g.ControlAddr(); a != nil {
+		attrs = append(attrs, "control_addr", a.String())
+	}
+	g.log.Info("gateway ready", attrs...)
+	return nil
+}
+
+func (g *Gateway) startMetrics() error {
+	gath := g.deps.Gatherer
+	if gath == nil {
+		gath, _ = g.deps.Registerer.(prometheus.Gatherer)
+	}
+	if gath == nil || (g.cfg.Metrics.Addr == "" && g.deps.MetricsListener == nil) {
+		return nil
+	}
+	ln := g.deps.MetricsListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
+			return err
+		}
+	}
+	g.metricsLn = ln
+	g.metricsSrv = &http.Server{
+		Handler:           metricsHandler(gath),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	go func() { _ = g.metricsSrv.Serve(ln) }()
+	g.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}
+
+func (g *Gateway) stopMetrics(ctx context.Context) error {
+	if g.metricsSrv == nil {
+		return nil
+	}
+	if err := g.metricsSrv.Shutdown(ctx); err != nil {
+		return g.metricsSrv.Close()
+	}
+	return nil
+}
+
+// Shutdown drains the gateway: readiness turns 503 at once, in-flight
+// requests finish (bounded by limits.drain_timeout), then the stores and
+// the listeners close. It returns a host.DrainTimeoutError (errors.Is
+// host.ErrDrainTimeout) when requests outlived the drain budget.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.tally.draining.Store(true)
+	err := g.host.Shutdown(ctx)
+	if err != nil {
+		g.log.Error("gateway stopped uncleanly", "error", err.Error())
+	} else {
+		g.log.Info("gateway stopped")
+	}
+	return err
+}
+
+// Run builds, starts and serves the gateway until ctx is done, then
+// drains it. It returns nil after a clean stop.
+func Run(ctx context.Context, cfg *Config, deps Deps) error {
+	g, err := New(cfg, deps)
+	if err != nil {
+		return err
+	}
+	if err := g.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	g.log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
+	return g.Shutdown(context.Background())
+}

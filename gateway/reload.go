@@ -1,0 +1,70 @@
+package gateway
+
+import "reflect"
+
+// Reload swaps in a new configuration without a restart. The new pipeline
+// is built first; if that fails the old one keeps serving. Requests
+// already in flight finish on the pipeline they started on. The state of
+// every route limit whose route name and parameters are unchanged is kept,
+// as are unchanged upstreams' connections, an unchanged shield and the
+// login state of unchanged login routes.
+//
+// Settings that need a restart (profile, listen, limits, metrics, log,
+// the environment, the set of quota operations) must be unchanged; a
+// *ConfigError naming them is returned otherwise.
+func (g *Gateway) Reload(cfg *Config) error {
+	if err := cfg.ready(); err != nil {
+		g.metrics.reloaded(false)
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.cfg
+	var ps []Problem
+	need := func(path string, same bool, what string) {
+		if !same {
+			ps = append(ps, Problem{File: cfg.File, Line: cfg.Line(path), Path: path, Msg: what + " cannot change on reload (restart needed)"})
+		}
+	}
+	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
+	need("listen", reflect.DeepEqual(cfg.Listen, old.Listen), "the listener")
+	need("limits", cfg.Limits == old.Limits, "the limits")
+	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
+	need("log", cfg.Log == old.Log, "the log settings")
+	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
+	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
+	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")
+	need("ipsets.allow_capacity", cfg.IPSets.AllowCapacity == old.IPSets.AllowCapacity, "the allow list's capacity")
+	need("ipsets.deny_capacity", cfg.IPSets.DenyCapacity == old.IPSets.DenyCapacity, "the deny list's capacity")
+	if g.closed {
+		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
+	}
+	if len(ps) > 0 {
+		g.metrics.reloaded(false)
+		return &ConfigError{Problems: ps}
+	}
+	prev := g.cur.Load()
+	p, err := g.build(cfg, prev)
+	if err != nil {
+		g.metrics.reloaded(false)
+		return err
+	}
+	// The lists last: nothing after them can fail, so they never need
+	// undoing.
+	if _, ps := g.lists.apply(cfg); len(ps) > 0 {
+		p.discard()
+		g.metrics.reloaded(false)
+		return &ConfigError{Problems: ps}
+	}
+	g.cur.Store(p)
+	g.cfg = cfg
+	prev.reuse.retire(p.reuse)
+	if g.ctl != nil {
+		g.ctl.setToken(g, cfg)
+	}
+	g.tally.reloaded(g.clock.Now())
+	g.metrics.reloaded(true)
+	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
+		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
+	return nil
+}

@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/quota/pgquota"
+)
+
+// quotaOperations returns the distinct quota operations of cfg.
+func quotaOperations(cfg *Config) []quota.Operation {
+	var ops []quota.Operation
+	seen := map[string]bool{}
+	for _, r := range cfg.Routes {
+		if q := r.Quota; q != nil && !seen[q.Operation] {
+			seen[q.Operation] = true
+			ops = append(ops, quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window})
+		}
+	}
+	return ops
+}
+
+func hasLogin(cfg *Config) bool {
+	for _, r := range cfg.Routes {
+		if r.Login != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// openStores creates the cluster profile's clients. Connections are made
+// lazily; Start checks them.
+func (g *Gateway) openStores(cfg *Config) error {
+	if cfg.Profile != Cluster {
+		return nil
+	}
+	if ops := quotaOperations(cfg); len(ops) > 0 {
+		s, err := pgquota.Open(context.Background(), cfg.Env.PostgresURL, cfg.quotaStoreConfig())
+		if err != nil {
+			return fmt.Errorf("gateway: quota store: %w", err)
+		}
+		g.quota = s
+	}
+	if hasLogin(cfg) {
+		opts, err := redisOptions(cfg.Env.RedisURL)
+		if err != nil {
+			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
+		}
+		s, err := redisstore.Open(opts)
+		if err != nil {
+			return fmt.Errorf("gateway: login store: %w", err)
+		}
+		g.redis = s
+	}
+	return nil
+}
+
+func (g *Gateway) closeStores() {
+	if g.quota != nil {
+		g.quota.Close()
+	}
+	if g.redis != nil {
+		_ = g.redis.Close()
+	}
+}
