@@ -308,13 +308,26 @@ func (m *Manager) OnChange(c ipset.Change) {
 		return
 	}
 	var err error
+	var turned bool
 	switch c.Op {
 	case ipset.Added, ipset.Updated:
-		err = m.put(allow, c.Entry)
+		turned, err = m.put(allow, c.Entry)
 	case ipset.Removed, ipset.Expired:
-		err = m.del(allow, c.Entry.Prefix)
+		turned, err = m.del(allow, c.Entry.Prefix)
 	}
 	if err != nil {
+		m.mirrorErrors.Add(1)
+	}
+	if turned {
+		m.refreshConfig()
+	}
+}
+
+// refreshConfig rewrites the config map (the lists' non-empty bits).
+func (m *Manager) refreshConfig() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.writeConfigLocked(); err != nil {
 		m.mirrorErrors.Add(1)
 	}
 }

@@ -93,12 +93,52 @@ func (c *Config) loadSpec() (*ebpf.CollectionSpec, error) {
 }
 
 func (m *Manager) startKernel() error {
+	k, err := m.loadKernel()
+	if err != nil {
+		return err
+	}
+	mode, err := m.attach(k)
+	if err != nil {
+		m.live.Store(false)
+		m.dropKernel()
+		return err
+	}
+	rd, err := ringbuf.NewReader(k.objs.Events)
+	if err != nil {
+		m.live.Store(false)
+		m.dropKernel()
+		return fmt.Errorf("xdp: opening the event ring: %w", err)
+	}
+	k.rd = rd
+	m.wg.Add(1)
+	go m.readEvents(rd)
+
+	sc := readSyncookies()
+	m.mu.Lock()
+	m.attached, m.reason, m.syncookie = mode, "", sc
+	if m.flags&(FlagSYNProxy|FlagSYNProxyAlways) != 0 && sc != 2 {
+		m.warnings = append(m.warnings, fmt.Sprintf("net.ipv4.tcp_syncookies is %d: the SYN proxy needs 2, or the kernel refuses the cookie ACKs it passes", sc))
+	}
+	warn := append([]string(nil), m.warnings...)
+	pin, restored := m.pinned, m.restored
+	m.mu.Unlock()
+	for _, w := range warn {
+		m.cfg.Logger.Warn("xdp: " + w)
+	}
+	m.cfg.Logger.Info("xdp: attached", "interface", m.cfg.Interface, "mode", mode, "pinned", pin, "restored", restored,
+		"allow_entries", m.allowN.Load(), "deny_entries", m.denyN.Load())
+	return nil
+}
+
+// loadKernel loads the program and its maps, restores pinned entries,
+// writes the configuration and copies the lists: everything but attaching.
+func (m *Manager) loadKernel() (*kernel, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return fmt.Errorf("xdp: cannot lift the memlock limit: %w", err)
+		return nil, fmt.Errorf("xdp: cannot lift the memlock limit: %w", err)
 	}
 	spec, err := m.cfg.loadSpec()
 	if err != nil {
-		return fmt.Errorf("xdp: %w", err)
+		return nil, fmt.Errorf("xdp: %w", err)
 	}
 	pin := m.pinDir()
 	if pin != "" {
@@ -120,9 +160,9 @@ func (m *Manager) startKernel() error {
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return fmt.Errorf("xdp: the kernel's verifier rejected the program: %v", ve)
+			return nil, fmt.Errorf("xdp: the kernel's verifier rejected the program: %v", ve)
 		}
-		return fmt.Errorf("xdp: loading the program: %w", err)
+		return nil, fmt.Errorf("xdp: loading the program: %w", err)
 	}
 	k := &kernel{objs: objs}
 	k.lists = [nLists]*ebpf.Map{objs.Allow, objs.AllowCidr4, objs.AllowCidr6, objs.Deny, objs.DenyCidr4, objs.DenyCidr6}
@@ -132,11 +172,11 @@ func (m *Manager) startKernel() error {
 	}
 	restored, err := m.restore(k)
 	if err != nil {
-		return fail(fmt.Errorf("xdp: reading the pinned maps: %w", err))
+		return nil, fail(fmt.Errorf("xdp: reading the pinned maps: %w", err))
 	}
 	for port, l := range m.cfg.UDPLimits {
 		if err := objs.UdpLimits.Update(uint32(port), bulwarkUdpLimit{Pps: l.PPS, Bps: l.BPS}, ebpf.UpdateAny); err != nil {
-			return fail(fmt.Errorf("xdp: writing udp limits: %w", err))
+			return nil, fail(fmt.Errorf("xdp: writing udp limits: %w", err))
 		}
 	}
 	m.kmu.Lock()
@@ -148,7 +188,7 @@ func (m *Manager) startKernel() error {
 	m.mu.Unlock()
 	if err != nil {
 		m.dropKernel()
-		return fmt.Errorf("xdp: writing the configuration: %w", err)
+		return nil, fmt.Errorf("xdp: writing the configuration: %w", err)
 	}
 	// Mirror from now on, then copy the lists whole: a change made during
 	// the copy waits for Range's read lock and is applied after it.
@@ -161,43 +201,15 @@ func (m *Manager) startKernel() error {
 			continue
 		}
 		s.set.Range(func(e ipset.Entry) bool {
-			if err := m.put(s.allow, e); err != nil {
+			if _, err := m.put(s.allow, e); err != nil {
 				m.mirrorErrors.Add(1)
 			}
 			return true
 		})
 	}
+	m.refreshConfig()
 
-	mode, err := m.attach(k)
-	if err != nil {
-		m.live.Store(false)
-		m.dropKernel()
-		return err
-	}
-	rd, err := ringbuf.NewReader(objs.Events)
-	if err != nil {
-		m.live.Store(false)
-		m.dropKernel()
-		return fmt.Errorf("xdp: opening the event ring: %w", err)
-	}
-	k.rd = rd
-	m.wg.Add(1)
-	go m.readEvents(rd)
-
-	sc := readSyncookies()
-	m.mu.Lock()
-	m.attached, m.reason, m.syncookie = mode, "", sc
-	if m.flags&(FlagSYNProxy|FlagSYNProxyAlways) != 0 && sc != 2 {
-		m.warnings = append(m.warnings, fmt.Sprintf("net.ipv4.tcp_syncookies is %d: the SYN proxy needs 2, or the kernel refuses the cookie ACKs it passes", sc))
-	}
-	warn := append([]string(nil), m.warnings...)
-	m.mu.Unlock()
-	for _, w := range warn {
-		m.cfg.Logger.Warn("xdp: " + w)
-	}
-	m.cfg.Logger.Info("xdp: attached", "interface", m.cfg.Interface, "mode", mode, "pinned", pin, "restored", restored,
-		"allow_entries", m.allowN.Load(), "deny_entries", m.denyN.Load())
-	return nil
+	return k, nil
 }
 
 // dropKernel closes the maps and program of a start that failed.
@@ -347,14 +359,16 @@ func keyAddr(w [4]uint32) netip.Addr {
 	return netip.AddrFrom16(b).Unmap()
 }
 
-// put writes e into its list map. The lists call it under their write lock
-// (or Range's read lock), so writes to one map are serialized.
-func (m *Manager) put(allow bool, e ipset.Entry) error {
+// put writes e into its list map and reports whether the map turned
+// non-empty (or empty: an expired entry is deleted instead). The lists
+// call it under their write lock (or Range's read lock), so writes to one
+// map are serialized.
+func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 	m.kmu.RLock()
 	defer m.kmu.RUnlock()
 	k := m.kern
 	if k == nil {
-		return nil
+		return false, nil
 	}
 	v := bulwarkListVal{Prefixlen: uint32(e.Prefix.Bits())}
 	if e.Reason == m.cfg.StaticReason {
@@ -370,58 +384,54 @@ func (m *Manager) put(allow bool, e ipset.Entry) error {
 	i, key := target(allow, e.Prefix)
 	err := k.lists[i].Update(key, v, ebpf.UpdateNoExist)
 	if errors.Is(err, ebpf.ErrKeyExist) {
-		return k.lists[i].Update(key, v, ebpf.UpdateExist)
+		return false, k.lists[i].Update(key, v, ebpf.UpdateExist)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	m.count(k, i, +1)
-	return nil
+	return m.count(k, i, +1), nil
 }
 
-func (m *Manager) del(allow bool, p netip.Prefix) error {
+// del deletes p from its list map and reports whether the map turned empty.
+func (m *Manager) del(allow bool, p netip.Prefix) (bool, error) {
 	m.kmu.RLock()
 	defer m.kmu.RUnlock()
 	k := m.kern
 	if k == nil {
-		return nil
+		return false, nil
 	}
 	return m.delLocked(k, allow, p)
 }
 
-func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) error {
+func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error) {
 	i, key := target(allow, p)
 	err := k.lists[i].Delete(key)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	m.count(k, i, -1)
-	return nil
+	return m.count(k, i, -1), nil
 }
 
-// count adjusts a list map's entry count, rewriting the flag word when
-// the map turns empty or non-empty.
-func (m *Manager) count(k *kernel, i int, d int64) {
+// count adjusts a list map's entry count and reports whether the map
+// turned empty or non-empty (the flag word must then be rewritten).
+func (m *Manager) count(k *kernel, i int, d int64) bool {
 	n := k.n[i].Add(d)
 	if i < mDeny {
 		m.allowN.Add(d)
 	} else {
 		m.denyN.Add(d)
 	}
-	if (d > 0 && n == 1) || (d < 0 && n == 0) {
-		m.mu.Lock()
-		if err := m.writeConfigLocked(); err != nil {
-			m.mirrorErrors.Add(1)
-		}
-		m.mu.Unlock()
-	}
+	return (d > 0 && n == 1) || (d < 0 && n == 0)
 }
 
-// writeConfigLocked writes the config map from the manager's state.
+// writeConfigLocked writes the config map from the manager's state; m.mu
+// is held (lock order: m.mu, then m.kmu).
 func (m *Manager) writeConfigLocked() error {
+	m.kmu.RLock()
+	defer m.kmu.RUnlock()
 	k := m.kern
 	if k == nil {
 		return nil

@@ -12,9 +12,9 @@ const supported = false
 
 type kernel struct{}
 
-func (m *Manager) startKernel() error                   { return ErrUnsupported }
-func (m *Manager) stopKernel() error                    { return nil }
-func (m *Manager) put(allow bool, e ipset.Entry) error  { return nil }
-func (m *Manager) del(allow bool, p netip.Prefix) error { return nil }
-func (m *Manager) writeConfigLocked() error             { return nil }
-func (m *Manager) readCounters() (Counters, error)      { return Counters{}, ErrUnsupported }
+func (m *Manager) startKernel() error                           { return ErrUnsupported }
+func (m *Manager) stopKernel() error                            { return nil }
+func (m *Manager) put(allow bool, e ipset.Entry) (bool, error)  { return false, nil }
+func (m *Manager) del(allow bool, p netip.Prefix) (bool, error) { return false, nil }
+func (m *Manager) writeConfigLocked() error                     { return nil }
+func (m *Manager) readCounters() (Counters, error)              { return Counters{}, ErrUnsupported }
