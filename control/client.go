@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -144,6 +145,31 @@ func (c *Client) Reload(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reload", nil, nil)
 }
 
+// XDPConfig is the body of PUT /v1/xdp/config; nil fields are left alone.
+type XDPConfig struct {
+	// Flags is a list of flag names (syn_flood, syn_proxy, rst_validate,
+	// ack_flood, udp_stats, udp_rate_limit, cidr_lookup, drop_fragments,
+	// syn_proxy_always) or an integer flag word.
+	Flags   any      `json:"flags,omitempty"`
+	K       *float64 `json:"k,omitempty"`
+	Defense *string  `json:"defense,omitempty"`
+}
+
+// XDPStatus fetches the XDP layer's status.
+func (c *Client) XDPStatus(ctx context.Context) (map[string]any, error) {
+	var m map[string]any
+	err := c.do(ctx, http.MethodGet, "/v1/xdp/status", nil, &m)
+	return m, err
+}
+
+// SetXDP changes the XDP layer's flags, k or defense override and returns
+// its new status.
+func (c *Client) SetXDP(ctx context.Context, cfg XDPConfig) (map[string]any, error) {
+	var m map[string]any
+	err := c.do(ctx, http.MethodPut, "/v1/xdp/config", cfg, &m)
+	return m, err
+}
+
 const ctlUsage = `usage: bulwark ctl [--addr URL] [--token TOKEN] [--json] COMMAND [ARGS]
 
 Commands:
@@ -154,6 +180,10 @@ Commands:
   list blocklist|allowlist [--limit N]             show a list
   status                                           show the gateway's status
   reload                                           re-read the configuration file
+  xdp status                                       show the XDP layer's status
+  xdp config [--flags F] [--k K] [--defense auto|on|off]
+                                                   change it; F is a comma-separated
+                                                   list of flag names or a flag word
 
 The address defaults to $BULWARK_CONTROL_ADDR or http://127.0.0.1:9091, the
 token to $BULWARK_CONTROL_TOKEN. A PREFIX is an address or a CIDR prefix.
@@ -172,6 +202,9 @@ func RunCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	ttl := fs.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
 	reason := fs.String("reason", "", "reason recorded with the entry")
 	limit := fs.Int("limit", 0, "maximum entries to list")
+	xflags := fs.String("flags", "", "xdp: flag names (comma-separated) or a flag word")
+	xk := fs.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
+	xdefense := fs.String("defense", "", "xdp: defense mode auto, on or off")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil || len(pos) == 0 {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -281,8 +314,57 @@ func RunCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return fail(err)
 		}
 		return print(ReloadResult{Reloaded: true}, func(w io.Writer) { fmt.Fprintln(w, "configuration reloaded") })
+	case "xdp":
+		if len(rest) != 1 || (rest[0] != "status" && rest[0] != "config") {
+			return usage("xdp takes status or config")
+		}
+		var st map[string]any
+		var err error
+		if rest[0] == "status" {
+			st, err = c.XDPStatus(ctx)
+		} else {
+			var cfg XDPConfig
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			if set["flags"] {
+				cfg.Flags = xdpFlags(*xflags)
+			}
+			if set["k"] {
+				cfg.K = xk
+			}
+			if set["defense"] {
+				cfg.Defense = xdefense
+			}
+			if cfg.Flags == nil && cfg.K == nil && cfg.Defense == nil {
+				return usage("xdp config takes --flags, --k or --defense")
+			}
+			st, err = c.SetXDP(ctx, cfg)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return print(st, func(w io.Writer) {
+			b, _ := json.MarshalIndent(st, "", "  ")
+			fmt.Fprintln(w, string(b))
+		})
 	}
 	return usage(fmt.Sprintf("unknown command %q", cmd))
+}
+
+// xdpFlags turns --flags into the wire form: a flag word when it is a
+// number, else the list of names.
+func xdpFlags(s string) any {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseUint(s, 0, 32); err == nil {
+		return n
+	}
+	names := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			names = append(names, f)
+		}
+	}
+	return names
 }
 
 // parseInterspersed parses flags that may appear before, between or after

@@ -10,6 +10,7 @@
 //	DELETE /v1/blocklist?ip=203.0.113.0/24
 //	GET    /v1/allowlist, POST /v1/allowlist, DELETE /v1/allowlist?ip=…
 //	POST   /v1/reload                    re-read the configuration file
+//	GET    /v1/xdp/status, PUT /v1/xdp/config   when the XDP routes are mounted (Config.Routes)
 //
 // Every change is written to the audit logger as one structured line with
 // the token's id (a short digest, never the token), the action, the
@@ -85,6 +86,10 @@ type Config struct {
 	Reload func(ctx context.Context) error
 	// Audit receives one line per change. Nil discards.
 	Audit *slog.Logger
+	// Routes are further routes ("METHOD /v1/…", e.g. xdp.Handler.Routes),
+	// served behind the same token and bounds. They must not repeat a
+	// built-in route.
+	Routes map[string]host.JSONHandler
 }
 
 // TokenID returns a short, non-reversible identifier of a token for audit
@@ -201,6 +206,12 @@ func New(cfg Config) (http.Handler, error) {
 		"GET /v1/allowlist":    a.list(cfg.Allow),
 		"POST /v1/allowlist":   a.add(cfg.Allow, "allow"),
 		"DELETE /v1/allowlist": a.remove(cfg.Allow, "disallow"),
+	}
+	for pat, h := range cfg.Routes {
+		if _, dup := routes[pat]; dup || pat == "POST /v1/reload" || h == nil {
+			return nil, fmt.Errorf("control: route %q is built in or has no handler", pat)
+		}
+		routes[pat] = h
 	}
 	jh, err := host.NewJSON(host.JSONConfig{
 		Prefix:           "/v1",
