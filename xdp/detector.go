@@ -19,9 +19,12 @@ type DetectorConfig struct {
 // Detector decides defense mode from a series of SYN-rate samples. It
 // keeps Welford's running mean and variance of the rate, with the sample
 // count capped at Window so that, once full, each sample weighs 1/Window
-// and the baseline follows slow drift. The baseline learns only outside
-// defense mode and never from a sample above the threshold, so a flood
-// does not teach it that floods are normal.
+// and the baseline follows slow drift. The first Warmup samples are all
+// learned; after that the baseline learns only outside defense mode and
+// never from a sample above the threshold, so a flood does not teach it
+// that floods are normal. The price: a lasting step of legitimate SYNs
+// above the threshold keeps defense mode on (the SYN proxy serves those
+// clients) until the operator raises K or forces defense off.
 //
 // Defense starts when EnterSamples consecutive samples exceed
 //
@@ -59,6 +62,10 @@ func (d *Detector) Observe(rate float64, now time.Time) (defense, changed bool) 
 	th := d.Threshold()
 	d.lastThresh = th
 	if !d.defense {
+		if d.learned < uint64(d.cfg.Warmup) {
+			d.learn(rate) // the warm-up learns every sample
+			return false, false
+		}
 		if rate > th {
 			d.above++
 		} else {

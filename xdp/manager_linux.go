@@ -227,7 +227,7 @@ func (m *Manager) dropKernel() {
 func (m *Manager) attach(k *kernel) (string, error) {
 	ifc, err := net.InterfaceByName(m.cfg.Interface)
 	if err != nil {
-		return "", fmt.Errorf("xdp: interface %q: %w", m.cfg.Interface, err)
+		return "", fmt.Errorf("%w: interface %q: %v", ErrNotAttached, m.cfg.Interface, err)
 	}
 	type try struct {
 		name  string

@@ -3,10 +3,13 @@
 package xdp
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -850,3 +853,31 @@ func TestRSTWindow(t *testing.T) {
 }
 
 const tcpRecvQueue = 1 // TCP_RECV_QUEUE in linux/tcp.h
+
+func TestStartFallsBackToNone(t *testing.T) {
+	requireRoot(t)
+	var logs logBuf
+	cfg := Config{Interface: "bwxnone0", NoPin: true, AllowEntries: 1024, DenyEntries: 1024, ScoreEntries: 1024, ConntrackEntries: 1024, RingBytes: MinRingBytes,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start without Required: %v", err)
+	}
+	defer m.Stop()
+	st := m.Status()
+	if st.Attached != AttachedNone || !strings.Contains(st.Reason, "bwxnone0") {
+		t.Errorf("status %+v, want attached none with the interface in the reason", st)
+	}
+	if !strings.Contains(logs.String(), "serving without XDP") {
+		t.Errorf("log %q does not say it serves without XDP", logs.String())
+	}
+	cfg.Required = true
+	m2, _ := New(cfg)
+	if err := m2.Start(context.Background()); !errors.Is(err, ErrNotAttached) {
+		t.Errorf("Start with Required: %v, want ErrNotAttached", err)
+	}
+	m2.Stop()
+}
