@@ -58,9 +58,9 @@ func TestConfigDefaultsAndBounds(t *testing.T) {
 
 func TestParseFlags(t *testing.T) {
 	for in, want := range map[string]Flags{
-		"":                    0,
-		"3":                   FlagSYNFlood | FlagSYNProxy,
-		"0x100":               FlagDropFragments,
+		"":                     0,
+		"3":                    FlagSYNFlood | FlagSYNProxy,
+		"0x100":                FlagDropFragments,
 		"syn_flood, udp_stats": FlagSYNFlood | FlagUDPStats,
 	} {
 		if got, err := ParseFlags(in); err != nil || got != want {
