@@ -73,10 +73,10 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	h := &harness{t: t}
 	var err error
 	mirror := func(c ipset.Change) { h.m.OnChange(c) }
-	if h.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: 1024, OnChange: mirror}); err != nil {
+	if h.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: 1 << 14, OnChange: mirror}); err != nil {
 		t.Fatal(err)
 	}
-	if h.deny, err = ipset.New(ipset.Config{Name: "deny", Capacity: 1024, OnChange: mirror}); err != nil {
+	if h.deny, err = ipset.New(ipset.Config{Name: "deny", Capacity: 1 << 14, OnChange: mirror}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{
