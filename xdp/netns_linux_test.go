@@ -219,14 +219,14 @@ type lists struct {
 	m           *Manager
 }
 
-func newLists(t *testing.T) *lists {
+func newLists(t *testing.T, capacity int) *lists {
 	l := &lists{}
 	on := func(c ipset.Change) { l.m.OnChange(c) }
 	var err error
-	if l.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: 1024, OnChange: on}); err != nil {
+	if l.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: capacity, OnChange: on}); err != nil {
 		t.Fatal(err)
 	}
-	if l.deny, err = ipset.New(ipset.Config{Name: "deny", Capacity: 1024, OnChange: on}); err != nil {
+	if l.deny, err = ipset.New(ipset.Config{Name: "deny", Capacity: capacity, OnChange: on}); err != nil {
 		t.Fatal(err)
 	}
 	return l
@@ -286,7 +286,7 @@ func TestNetnsIntegration(t *testing.T) {
 
 	// The lists, a static entry from "the configuration", the control API
 	// over them, and the manager in native mode.
-	l := newLists(t)
+	l := newLists(t, 1024)
 	l.deny.Add(netip.MustParsePrefix("10.77.9.0/24"), 0, DefaultStaticReason)
 	var logs logBuf
 	var evMu sync.Mutex
@@ -465,7 +465,7 @@ func TestNetnsIntegration(t *testing.T) {
 		}
 		// A new process: fresh lists holding only the configuration's
 		// entries (the static /24 was dropped from it).
-		l2 := newLists(t)
+		l2 := newLists(t, 1024)
 		cfg2 := cfg
 		cfg2.Allow, cfg2.Deny, cfg2.Mode, cfg2.OnEvent = l2.allow, l2.deny, ModeGeneric, nil
 		m2, err := New(cfg2)
