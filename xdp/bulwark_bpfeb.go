@@ -158,6 +158,11 @@ type bulwarkStats struct {
 	C [18]uint64
 }
 
+type bulwarkSummary struct {
+	_ structs.HostLayout
+	W [1024]uint64
+}
+
 type bulwarkUdpLimit struct {
 	_   structs.HostLayout
 	Pps uint64
@@ -176,28 +181,30 @@ type bulwarkUdpState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	bulwarkMapAllow           = "allow"
-	bulwarkMapAllowCidr4      = "allow_cidr4"
-	bulwarkMapAllowCidr6      = "allow_cidr6"
-	bulwarkMapConfig          = "config"
-	bulwarkMapConntrack       = "conntrack"
-	bulwarkMapDeny            = "deny"
-	bulwarkMapDenyCidr4       = "deny_cidr4"
-	bulwarkMapDenyCidr6       = "deny_cidr6"
-	bulwarkMapEvBudget        = "ev_budget"
-	bulwarkMapEvents          = "events"
-	bulwarkMapPortStats       = "port_stats"
-	bulwarkMapScores          = "scores"
-	bulwarkMapStats           = "stats"
-	bulwarkMapSynSample       = "syn_sample"
-	bulwarkMapUdpLimits       = "udp_limits"
-	bulwarkMapUdpState        = "udp_state"
-	bulwarkProgBulwarkXdp     = "bulwark_xdp"
-	bulwarkVarUnusedCounter   = "unused_counter"
-	bulwarkVarUnusedEvent     = "unused_event"
-	bulwarkVarUnusedEventKind = "unused_event_kind"
-	bulwarkVarUnusedFlag      = "unused_flag"
-	bulwarkVarUnusedListBit   = "unused_list_bit"
+	bulwarkMapAllow              = "allow"
+	bulwarkMapAllowCidr4         = "allow_cidr4"
+	bulwarkMapAllowCidr6         = "allow_cidr6"
+	bulwarkMapConfig             = "config"
+	bulwarkMapConntrack          = "conntrack"
+	bulwarkMapDeny               = "deny"
+	bulwarkMapDenyCidr4          = "deny_cidr4"
+	bulwarkMapDenyCidr6          = "deny_cidr6"
+	bulwarkMapEvBudget           = "ev_budget"
+	bulwarkMapEvents             = "events"
+	bulwarkMapPortStats          = "port_stats"
+	bulwarkMapScores             = "scores"
+	bulwarkMapStats              = "stats"
+	bulwarkMapSummary4           = "summary4"
+	bulwarkMapSynSample          = "syn_sample"
+	bulwarkMapUdpLimits          = "udp_limits"
+	bulwarkMapUdpState           = "udp_state"
+	bulwarkProgBulwarkXdp        = "bulwark_xdp"
+	bulwarkVarUnusedCounter      = "unused_counter"
+	bulwarkVarUnusedEvent        = "unused_event"
+	bulwarkVarUnusedEventKind    = "unused_event_kind"
+	bulwarkVarUnusedFlag         = "unused_flag"
+	bulwarkVarUnusedListBit      = "unused_list_bit"
+	bulwarkVarUnusedSummaryIndex = "unused_summary_index"
 )
 
 // loadBulwark returns the embedded CollectionSpec for bulwark.
@@ -262,6 +269,7 @@ type bulwarkMapSpecs struct {
 	PortStats  *ebpf.MapSpec `ebpf:"port_stats"`
 	Scores     *ebpf.MapSpec `ebpf:"scores"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	Summary4   *ebpf.MapSpec `ebpf:"summary4"`
 	SynSample  *ebpf.MapSpec `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.MapSpec `ebpf:"udp_limits"`
 	UdpState   *ebpf.MapSpec `ebpf:"udp_state"`
@@ -271,11 +279,12 @@ type bulwarkMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type bulwarkVariableSpecs struct {
-	UnusedCounter   *ebpf.VariableSpec `ebpf:"unused_counter"`
-	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedEventKind *ebpf.VariableSpec `ebpf:"unused_event_kind"`
-	UnusedFlag      *ebpf.VariableSpec `ebpf:"unused_flag"`
-	UnusedListBit   *ebpf.VariableSpec `ebpf:"unused_list_bit"`
+	UnusedCounter      *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
+	UnusedFlag         *ebpf.VariableSpec `ebpf:"unused_flag"`
+	UnusedListBit      *ebpf.VariableSpec `ebpf:"unused_list_bit"`
+	UnusedSummaryIndex *ebpf.VariableSpec `ebpf:"unused_summary_index"`
 }
 
 // bulwarkObjects contains all objects after they have been loaded into the kernel.
@@ -311,6 +320,7 @@ type bulwarkMaps struct {
 	PortStats  *ebpf.Map `ebpf:"port_stats"`
 	Scores     *ebpf.Map `ebpf:"scores"`
 	Stats      *ebpf.Map `ebpf:"stats"`
+	Summary4   *ebpf.Map `ebpf:"summary4"`
 	SynSample  *ebpf.Map `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.Map `ebpf:"udp_limits"`
 	UdpState   *ebpf.Map `ebpf:"udp_state"`
@@ -331,6 +341,7 @@ func (m *bulwarkMaps) Close() error {
 		m.PortStats,
 		m.Scores,
 		m.Stats,
+		m.Summary4,
 		m.SynSample,
 		m.UdpLimits,
 		m.UdpState,
@@ -341,11 +352,12 @@ func (m *bulwarkMaps) Close() error {
 //
 // It can be passed to loadBulwarkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type bulwarkVariables struct {
-	UnusedCounter   *ebpf.Variable `ebpf:"unused_counter"`
-	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
-	UnusedEventKind *ebpf.Variable `ebpf:"unused_event_kind"`
-	UnusedFlag      *ebpf.Variable `ebpf:"unused_flag"`
-	UnusedListBit   *ebpf.Variable `ebpf:"unused_list_bit"`
+	UnusedCounter      *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
+	UnusedFlag         *ebpf.Variable `ebpf:"unused_flag"`
+	UnusedListBit      *ebpf.Variable `ebpf:"unused_list_bit"`
+	UnusedSummaryIndex *ebpf.Variable `ebpf:"unused_summary_index"`
 }
 
 // bulwarkPrograms contains all programs after they have been loaded into the kernel.

@@ -283,4 +283,3 @@ func generator(t *testing.T) *ebpf.Program {
 	}
 	return p
 }
-

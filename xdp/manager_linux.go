@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,74 @@ type kernel struct {
 	link  link.Link
 	rd    *ringbuf.Reader
 	n     [nLists]atomic.Int64 // entries per list map
+	sum   [2]summary           // IPv4 /16 summaries: [0] allow, [1] deny
+}
+
+// summary keeps, for one list, how many entries of its exact and CIDR
+// maps fall in or cover each IPv4 /16, and the bitmaps the program reads
+// (summary4 map, indexes S_*_EXACT and S_*_CIDR).
+type summary struct {
+	mu     sync.Mutex
+	counts [2][]uint32 // [0] exact, [1] cidr; 65536 each
+	bits   [2][1024]uint64
+}
+
+// summaryIndex returns the list's summary, the summary4 index and the
+// /16 range of list map i's IPv4 prefix p, or ok false for IPv6.
+func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi uint32, ok bool) {
+	if !p.Addr().Is4() {
+		return nil, 0, 0, 0, false
+	}
+	b := p.Addr().As4()
+	top := uint32(b[0])<<8 | uint32(b[1])
+	lo, hi = top, top
+	if p.Bits() < 16 {
+		span := uint32(1)<<(16-p.Bits()) - 1
+		lo, hi = top&^span, top|span
+	}
+	row = 0
+	if i == mAllow4 || i == mDeny4 {
+		row = 1
+	}
+	list := 0
+	if i >= mDeny {
+		list = 1
+	}
+	return &k.sum[list], row, lo, hi, true
+}
+
+// adjustSummary adds d to the counts of p's /16s in list map i and writes
+// the bitmap when a bit changed.
+func (k *kernel) adjustSummary(i int, p netip.Prefix, d int) error {
+	s, row, lo, hi, ok := k.summaryOf(i, p)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts[row] == nil {
+		s.counts[row] = make([]uint32, 1<<16)
+	}
+	changed := false
+	for x := lo; x <= hi; x++ {
+		c := &s.counts[row][x]
+		if d < 0 && *c == 0 {
+			continue
+		}
+		*c = uint32(int(*c) + d)
+		if (d > 0 && *c == 1) || (d < 0 && *c == 0) {
+			s.bits[row][x>>6] ^= 1 << (x & 63)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	idx := uint32(row)
+	if i >= mDeny {
+		idx += 2
+	}
+	return k.objs.Summary4.Update(idx, &s.bits[row], ebpf.UpdateAny)
 }
 
 // monoNow returns CLOCK_MONOTONIC in nanoseconds, the clock of
@@ -389,6 +458,9 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := k.adjustSummary(i, e.Prefix, +1); err != nil {
+		return false, err
+	}
 	return m.count(k, i, +1), nil
 }
 
@@ -410,6 +482,9 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 		return false, nil
 	}
 	if err != nil {
+		return false, err
+	}
+	if err := k.adjustSummary(i, p, -1); err != nil {
 		return false, err
 	}
 	return m.count(k, i, -1), nil
@@ -531,6 +606,9 @@ func (m *Manager) restore(k *kernel) (int, error) {
 		if set != nil {
 			if _, ok := set.Get(f.prefix); ok {
 				k.n[f.i].Add(1) // the copy of the lists rewrites it
+				if err := k.adjustSummary(f.i, f.prefix, +1); err != nil {
+					return 0, err
+				}
 				continue
 			}
 		}
@@ -544,6 +622,9 @@ func (m *Manager) restore(k *kernel) (int, error) {
 			continue
 		}
 		k.n[f.i].Add(1)
+		if err := k.adjustSummary(f.i, f.prefix, +1); err != nil {
+			return 0, err
+		}
 		restored++
 	}
 	for i := range k.n {

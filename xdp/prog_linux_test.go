@@ -244,6 +244,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.m.count(k, i, 1)
+		k.adjustSummary(i, pp, 1)
 		h.m.refreshConfig()
 	}
 	// A live /8, an expired /16 inside it, a live /24 inside that, and an
@@ -271,6 +272,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	_, key := target(false, netip.MustParsePrefix("198.51.100.7/32"))
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: now - 1, Prefixlen: 32}, ebpf.UpdateAny)
 	h.m.count(k, mDeny, 1)
+	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1)
 	h.m.refreshConfig()
 	h.expect("expired exact", icmp4(cli4), xdpPass)
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: monoNow() + uint64(time.Hour), Prefixlen: 32}, ebpf.UpdateAny)
@@ -880,4 +882,69 @@ func TestStartFallsBackToNone(t *testing.T) {
 		t.Errorf("Start with Required: %v, want ErrNotAttached", err)
 	}
 	m2.Stop()
+}
+
+// The /16 summaries follow the lists: a bit stays set while any entry of
+// that /16 remains, and a short prefix sets every /16 it covers.
+func TestIPv4Summary(t *testing.T) {
+	h := newHarness(t, nil)
+	bit := func(idx uint32, a string) bool {
+		var s [1024]uint64
+		if err := h.m.kern.objs.Summary4.Lookup(idx, &s); err != nil {
+			t.Fatal(err)
+		}
+		b := netip.MustParseAddr(a).As4()
+		hi := uint32(b[0])<<8 | uint32(b[1])
+		return s[hi>>6]>>(hi&63)&1 == 1
+	}
+	pfx := netip.MustParsePrefix
+	h.deny.Add(pfx("10.1.2.0/24"), 0, "")
+	h.deny.Add(pfx("10.1.3.0/24"), 0, "")
+	h.deny.Add(pfx("10.1.3.7/32"), 0, "")
+	if !bit(3, "10.1.0.0") || !bit(2, "10.1.0.0") || bit(3, "10.2.0.0") {
+		t.Fatal("bits after adding two /24s and a /32 in 10.1/16")
+	}
+	h.deny.Remove(pfx("10.1.2.0/24"))
+	if !bit(3, "10.1.0.0") {
+		t.Error("the /16's CIDR bit cleared while 10.1.3.0/24 remains")
+	}
+	h.expect("remaining /24", icmp4(netip.MustParseAddr("10.1.3.9")), xdpDrop)
+	h.deny.Remove(pfx("10.1.3.0/24"))
+	h.deny.Remove(pfx("10.1.3.7/32"))
+	if bit(3, "10.1.0.0") || bit(2, "10.1.0.0") {
+		t.Error("bits still set with the lists empty")
+	}
+	h.deny.Add(pfx("10.0.0.0/8"), 0, "")
+	h.allow.Add(pfx("10.255.0.0/16"), 0, "")
+	if !bit(3, "10.0.0.0") || !bit(3, "10.255.255.255") || bit(3, "11.0.0.0") || !bit(1, "10.255.0.0") || bit(1, "10.254.0.0") {
+		t.Error("a /8 must set its 256 /16s, the allowed /16 its own")
+	}
+	h.expect("covered by the /8", icmp4(netip.MustParseAddr("10.77.1.1")), xdpDrop)
+	h.expect("allowed inside the /8", icmp4(netip.MustParseAddr("10.255.1.1")), xdpPass)
+	h.deny.Remove(pfx("10.0.0.0/8"))
+	if bit(3, "10.200.0.0") {
+		t.Error("bits of the /8 remain after its removal")
+	}
+}
+
+// An allowed source is never dropped nor answered by the proxy.
+func TestAllowedSourceIsExempt(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Flags = DefaultFlags | FlagSYNProxyAlways
+		c.SYNLimit = 2
+		c.UDPLimits = map[uint16]UDPLimit{53: {PPS: 1}}
+	})
+	h.allow.Add(netip.MustParsePrefix("198.51.100.0/24"), 0, "")
+	h.primeKernelSYN(443)
+	for i := range 5 {
+		h.expect("allowed syn", syn(cli4, uint16(i)), xdpPass)
+		h.expect("allowed udp", udp4(cli4, 53, 8), xdpPass)
+	}
+	h.expect("allowed fragment", frame{src: cli4, dst: srv4, proto: 17, fragOff: 0x2000, l4: udpDgram(1, 2, nil)}.bytes(), xdpPass)
+	h.expect("allowed ack of no flow", tcp4(cli4, tcpSeg{sport: 9, dport: 443, ack: 1, flags: thACK}), xdpPass)
+	h.expect("other source's syn is proxied", syn(other, 1), xdpTX)
+	h.expect("other source's udp over the limit", udp4(other, 53, 8), xdpDrop)
+	if c := h.counters(); c.SYNFlood != 0 || c.Allow != 11 { // 5 SYNs, 4 UDP over the limit, the fragment, the ACK
+		t.Errorf("syn_flood %d allow %d, want 0 and 11", c.SYNFlood, c.Allow)
+	}
 }

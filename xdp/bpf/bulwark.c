@@ -6,8 +6,12 @@
  * For every frame: parse Ethernet, up to two VLAN tags, IPv4 or IPv6 (with
  * its extension headers), then
  *
- *   1. allow list (exact hash, then CIDR tries): hit -> XDP_PASS;
- *   2. deny list (exact LRU, then CIDR tries): hit -> XDP_DROP;
+ *   1. deny list (exact LRU, then CIDR tries): hit -> XDP_DROP, unless
+ *      the allow list (exact hash, then CIDR tries) has the source: an
+ *      allowed source is never dropped nor answered by the proxy, and the
+ *      allow list is consulted only when it would be;
+ *   2. (a one-bit-per-/16 summary of each IPv4 list lets most sources
+ *      skip the lookups altogether);
  *   3. fragments -> XDP_DROP when F_DROP_FRAGMENTS is set;
  *   4. TCP: SYN scoring per source with exponential decay, the SYN proxy
  *      (a syncookie SYN-ACK built here and sent back with XDP_TX, the
@@ -168,6 +172,23 @@ struct port_stats {
 	__u64 drops;
 };
 
+/*
+ * One bit per IPv4 /16, set while a list holds an entry inside or covering
+ * that /16: a source whose bit is clear skips the lookups. Indexes: see
+ * enum summary_index.
+ */
+struct summary {
+	__u64 w[1024];
+};
+
+enum summary_index {
+	S_ALLOW_EXACT,
+	S_ALLOW_CIDR,
+	S_DENY_EXACT,
+	S_DENY_CIDR,
+	S_MAX,
+};
+
 struct ev_budget {
 	__u64 window;
 	__u64 count;
@@ -189,6 +210,7 @@ const enum event_kind *unused_event_kind __attribute__((unused));
 const enum flag *unused_flag __attribute__((unused));
 const enum list_bit *unused_list_bit __attribute__((unused));
 const struct event *unused_event __attribute__((unused));
+const enum summary_index *unused_summary_index __attribute__((unused));
 
 /* Map sizes here are the defaults; the manager sets them at load time. */
 struct {
@@ -301,6 +323,13 @@ struct {
 } ev_budget SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, S_MAX);
+	__type(key, __u32);
+	__type(value, struct summary);
+} summary4 SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
@@ -316,6 +345,7 @@ struct pkt {
 	__u8 proto; /* L4 protocol after the extension headers */
 	__u8 frag;  /* a fragment */
 	__u8 later; /* a non-first fragment: no L4 header */
+	__s8 allow; /* allow list verdict: -1 not looked up yet */
 };
 
 enum parse_result {
@@ -487,19 +517,48 @@ static __always_inline int lpm6_hit(void *map, const __u32 *addr, __u64 *now)
 	return 0;
 }
 
-static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact, void *cidr4,
-				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u64 *now)
+static __always_inline int in_summary(__u32 idx, __be32 addr)
 {
-	if (cfg->lists & bexact) {
+	struct summary *s = bpf_map_lookup_elem(&summary4, &idx);
+	if (!s)
+		return 1;
+	__u32 hi = bpf_ntohl(addr) >> 16;
+	return (s->w[(hi >> 6) & 1023] >> (hi & 63)) & 1;
+}
+
+static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact, void *cidr4,
+				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u32 sidx,
+				  __u64 *now)
+{
+	int v4 = is_mapped(p->src);
+	if ((cfg->lists & bexact) && (!v4 || in_summary(sidx, p->src[3]))) {
 		struct list_val *v = bpf_map_lookup_elem(exact, p->src);
 		if (v && live(v, now))
 			return 1;
 	}
 	if (!(cfg->flags & F_CIDR_LOOKUP))
 		return 0;
-	if (is_mapped(p->src))
-		return (cfg->lists & b4) && lpm4_hit(cidr4, p->src[3], now);
+	if (v4)
+		return (cfg->lists & b4) && in_summary(sidx + 1, p->src[3]) &&
+		       lpm4_hit(cidr4, p->src[3], now);
 	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src, now);
+}
+
+/*
+ * allowed reports whether the source is on the allow list, looking it up
+ * once per packet. It is consulted only before a packet would be dropped
+ * or answered by the proxy: an allowed source is never either, and the
+ * pass path does not pay for the lookup.
+ */
+static __always_inline int allowed(struct config *cfg, struct stats *st, struct pkt *p, __u64 *now)
+{
+	if (p->allow < 0) {
+		p->allow = listed(cfg, p, &allow, &allow_cidr4, &allow_cidr6, L_ALLOW, L_ALLOW4,
+				  L_ALLOW6, S_ALLOW_EXACT, now);
+		if (p->allow)
+			st->c[CNT_ALLOW]++;
+	}
+	return p->allow;
 }
 
 static __always_inline void emit(struct config *cfg, struct stats *st, __u32 kind, struct pkt *p,
@@ -864,6 +923,8 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 			return XDP_DROP;
 		}
 		st->c[CNT_SYN]++;
+		if ((f & F_SYN_FLOOD || proxy) && allowed(cfg, st, p, now))
+			return XDP_PASS;
 		if (f & F_SYN_FLOOD) {
 			__u32 lim = defense ? cfg->syn_limit_defense : cfg->syn_limit;
 			if (bump(cfg, st, p, S_SYN, lim, now_ns(now))) {
@@ -906,7 +967,7 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 			__u32 wnd = si.rcv_wnd ? si.rcv_wnd : 1;
 			valid = bpf_ntohl(th->seq) - si.rcv_nxt <= wnd;
 		}
-		if (valid)
+		if (valid || allowed(cfg, st, p, now))
 			return XDP_PASS;
 		bump(cfg, st, p, S_RST, cfg->rst_limit, now_ns(now));
 		st->c[CNT_RST_INVALID]++;
@@ -933,6 +994,8 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 				bpf_map_update_elem(&conntrack, &k, &t, BPF_ANY);
 			return XDP_PASS;
 		}
+		if (allowed(cfg, st, p, now))
+			return XDP_PASS;
 		int over = 0;
 		if (f & F_ACK_FLOOD)
 			over = bump(cfg, st, p, S_ACK, cfg->ack_limit, t);
@@ -989,7 +1052,7 @@ static __always_inline int do_udp(struct xdp_md *ctx, struct config *cfg, struct
 	}
 	__u64 n = __sync_fetch_and_add(&us->pkts, 1) + 1;
 	__u64 b = __sync_fetch_and_add(&us->bytes, bytes) + bytes;
-	if ((lim->pps && n > lim->pps) || (lim->bps && b > lim->bps)) {
+	if (((lim->pps && n > lim->pps) || (lim->bps && b > lim->bps)) && !allowed(cfg, st, p, now)) {
 		if (us->over != win) {
 			us->over = win;
 			emit(cfg, st, EV_UDP_LIMIT, p, (__u16)port, (__u32)n, t);
@@ -1006,7 +1069,7 @@ static __always_inline int filter(struct xdp_md *ctx, struct config *cfg, struct
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct pkt p = {};
+	struct pkt p = {.allow = -1};
 	__u64 now = 0;
 
 	int r = parse(data, end, &p);
@@ -1016,16 +1079,15 @@ static __always_inline int filter(struct xdp_md *ctx, struct config *cfg, struct
 		st->c[CNT_MALFORMED]++;
 		return XDP_DROP;
 	}
-	if (listed(cfg, &p, &allow, &allow_cidr4, &allow_cidr6, L_ALLOW, L_ALLOW4, L_ALLOW6, &now)) {
-		st->c[CNT_ALLOW]++;
-		return XDP_PASS;
-	}
-	if (listed(cfg, &p, &deny, &deny_cidr4, &deny_cidr6, L_DENY, L_DENY4, L_DENY6, &now)) {
+	if (listed(cfg, &p, &deny, &deny_cidr4, &deny_cidr6, L_DENY, L_DENY4, L_DENY6, S_DENY_EXACT,
+		   &now)) {
+		if (allowed(cfg, st, &p, &now))
+			return XDP_PASS;
 		st->c[CNT_DENY]++;
 		return XDP_DROP;
 	}
 	if (p.frag) {
-		if (cfg->flags & F_DROP_FRAGMENTS) {
+		if ((cfg->flags & F_DROP_FRAGMENTS) && !allowed(cfg, st, &p, &now)) {
 			st->c[CNT_FRAGMENT]++;
 			return XDP_DROP;
 		}
