@@ -163,6 +163,18 @@ type bulwarkSummary struct {
 	W [1024]uint64
 }
 
+type bulwarkSummaryIndex uint32
+
+const (
+	bulwarkSummaryIndexS_ALLOW_EXACT bulwarkSummaryIndex = 0
+	bulwarkSummaryIndexS_ALLOW_CIDR  bulwarkSummaryIndex = 1
+	bulwarkSummaryIndexS_DENY_EXACT  bulwarkSummaryIndex = 2
+	bulwarkSummaryIndexS_DENY_CIDR   bulwarkSummaryIndex = 3
+	bulwarkSummaryIndexS_ALLOW_FULL  bulwarkSummaryIndex = 4
+	bulwarkSummaryIndexS_DENY_FULL   bulwarkSummaryIndex = 5
+	bulwarkSummaryIndexS_MAX         bulwarkSummaryIndex = 6
+)
+
 type bulwarkUdpLimit struct {
 	_   structs.HostLayout
 	Pps uint64

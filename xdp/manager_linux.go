@@ -73,12 +73,31 @@ type kernel struct {
 // (summary4 map, indexes S_*_EXACT and S_*_CIDR).
 type summary struct {
 	mu     sync.Mutex
-	counts [2][]uint32 // [0] exact, [1] cidr; 65536 each
-	bits   [2][1024]uint64
+	counts [3][]uint32 // [0] exact, [1] cidr, [2] full; 65536 each
+	bits   [3][1024]uint64
 }
 
-// summaryIndex returns the list's summary, the summary4 index and the
-// /16 range of list map i's IPv4 prefix p, or ok false for IPv6.
+// Summary rows.
+const (
+	rowExact = iota
+	rowCIDR
+	rowFull
+)
+
+// summaryIndex maps [allow, deny][row] to the program's summary4 index.
+var summaryIndex = [2][3]bulwarkSummaryIndex{
+	{bulwarkSummaryIndexS_ALLOW_EXACT, bulwarkSummaryIndexS_ALLOW_CIDR, bulwarkSummaryIndexS_ALLOW_FULL},
+	{bulwarkSummaryIndexS_DENY_EXACT, bulwarkSummaryIndexS_DENY_CIDR, bulwarkSummaryIndexS_DENY_FULL},
+}
+
+// full reports whether a list value of prefix p covers its /16s wholly
+// and for good (the FULL summary rows).
+func full(p netip.Prefix, v bulwarkListVal) bool {
+	return p.Addr().Is4() && p.Bits() <= 16 && v.Expires == 0
+}
+
+// summaryOf returns the list's summary, the row and the /16 range of
+// list map i's IPv4 prefix p, or ok false for IPv6.
 func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi uint32, ok bool) {
 	if !p.Addr().Is4() {
 		return nil, 0, 0, 0, false
@@ -101,12 +120,22 @@ func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi u
 	return &k.sum[list], row, lo, hi, true
 }
 
-// adjustSummary adds d to the counts of p's /16s in list map i and writes
-// the bitmap when a bit changed.
-func (k *kernel) adjustSummary(i int, p netip.Prefix, d int) error {
+// adjustSummary adds d to the counts of p's /16s in list map i (and in
+// the FULL row when isFull) and writes the bitmaps when a bit changed.
+func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, isFull bool) error {
+	if err := k.adjustRow(i, p, d, false); err != nil || !isFull {
+		return err
+	}
+	return k.adjustRow(i, p, d, true)
+}
+
+func (k *kernel) adjustRow(i int, p netip.Prefix, d int, fullRow bool) error {
 	s, row, lo, hi, ok := k.summaryOf(i, p)
 	if !ok {
 		return nil
+	}
+	if fullRow {
+		row = rowFull
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -128,10 +157,11 @@ func (k *kernel) adjustSummary(i int, p netip.Prefix, d int) error {
 	if !changed {
 		return nil
 	}
-	idx := uint32(row)
+	list := 0
 	if i >= mDeny {
-		idx += 2
+		list = 1
 	}
+	idx := uint32(summaryIndex[list][row])
 	return k.objs.Summary4.Update(idx, &s.bits[row], ebpf.UpdateAny)
 }
 
@@ -453,12 +483,26 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 	i, key := target(allow, e.Prefix)
 	err := k.lists[i].Update(key, v, ebpf.UpdateNoExist)
 	if errors.Is(err, ebpf.ErrKeyExist) {
-		return false, k.lists[i].Update(key, v, ebpf.UpdateExist)
+		var old bulwarkListVal
+		if err := k.lists[i].Lookup(key, &old); err != nil {
+			return false, err
+		}
+		if err := k.lists[i].Update(key, v, ebpf.UpdateExist); err != nil {
+			return false, err
+		}
+		if was, is := full(e.Prefix, old), full(e.Prefix, v); was != is {
+			d := 1
+			if was {
+				d = -1
+			}
+			return false, k.adjustRow(i, e.Prefix, d, true)
+		}
+		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if err := k.adjustSummary(i, e.Prefix, +1); err != nil {
+	if err := k.adjustSummary(i, e.Prefix, +1, full(e.Prefix, v)); err != nil {
 		return false, err
 	}
 	return m.count(k, i, +1), nil
@@ -477,6 +521,10 @@ func (m *Manager) del(allow bool, p netip.Prefix) (bool, error) {
 
 func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error) {
 	i, key := target(allow, p)
+	var old bulwarkListVal
+	if err := k.lists[i].Lookup(key, &old); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
 	err := k.lists[i].Delete(key)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return false, nil
@@ -484,7 +532,7 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if err := k.adjustSummary(i, p, -1); err != nil {
+	if err := k.adjustSummary(i, p, -1, full(p, old)); err != nil {
 		return false, err
 	}
 	return m.count(k, i, -1), nil
@@ -606,7 +654,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 		if set != nil {
 			if _, ok := set.Get(f.prefix); ok {
 				k.n[f.i].Add(1) // the copy of the lists rewrites it
-				if err := k.adjustSummary(f.i, f.prefix, +1); err != nil {
+				if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
 					return 0, err
 				}
 				continue
@@ -622,7 +670,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 			continue
 		}
 		k.n[f.i].Add(1)
-		if err := k.adjustSummary(f.i, f.prefix, +1); err != nil {
+		if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
 			return 0, err
 		}
 		restored++

@@ -244,7 +244,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.m.count(k, i, 1)
-		k.adjustSummary(i, pp, 1)
+		k.adjustSummary(i, pp, 1, full(pp, bulwarkListVal{Expires: expires}))
 		h.m.refreshConfig()
 	}
 	// A live /8, an expired /16 inside it, a live /24 inside that, and an
@@ -272,7 +272,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	_, key := target(false, netip.MustParsePrefix("198.51.100.7/32"))
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: now - 1, Prefixlen: 32}, ebpf.UpdateAny)
 	h.m.count(k, mDeny, 1)
-	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1)
+	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1, false)
 	h.m.refreshConfig()
 	h.expect("expired exact", icmp4(cli4), xdpPass)
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: monoNow() + uint64(time.Hour), Prefixlen: 32}, ebpf.UpdateAny)
@@ -921,10 +921,25 @@ func TestIPv4Summary(t *testing.T) {
 	}
 	h.expect("covered by the /8", icmp4(netip.MustParseAddr("10.77.1.1")), xdpDrop)
 	h.expect("allowed inside the /8", icmp4(netip.MustParseAddr("10.255.1.1")), xdpPass)
+	// A never-expiring /16 or shorter fills the FULL rows (matched on the
+	// bit alone); a TTL takes it out of them, as does the removal.
+	if !bit(5, "10.77.0.0") || !bit(4, "10.255.0.0") || bit(5, "11.0.0.0") {
+		t.Error("FULL bits of a never-expiring /8 and /16")
+	}
+	h.deny.Add(pfx("10.0.0.0/8"), time.Hour, "")
+	if bit(5, "10.77.0.0") || !bit(3, "10.77.0.0") {
+		t.Error("a TTL must take the /8 out of the FULL row only")
+	}
+	h.expect("covered by the /8 with a TTL", icmp4(netip.MustParseAddr("10.77.1.1")), xdpDrop)
+	h.deny.Add(pfx("10.0.0.0/8"), 0, "")
+	if !bit(5, "10.77.0.0") {
+		t.Error("dropping the TTL must put the /8 back in the FULL row")
+	}
 	h.deny.Remove(pfx("10.0.0.0/8"))
-	if bit(3, "10.200.0.0") {
+	if bit(3, "10.200.0.0") || bit(5, "10.200.0.0") {
 		t.Error("bits of the /8 remain after its removal")
 	}
+	h.expect("after removing the /8", icmp4(netip.MustParseAddr("10.77.1.1")), xdpPass)
 }
 
 // An allowed source is never dropped nor answered by the proxy.

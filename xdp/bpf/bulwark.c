@@ -174,8 +174,10 @@ struct port_stats {
 
 /*
  * One bit per IPv4 /16, set while a list holds an entry inside or covering
- * that /16: a source whose bit is clear skips the lookups. Indexes: see
- * enum summary_index.
+ * that /16: a source whose bit is clear skips the lookups. A /16 wholly
+ * inside a never-expiring prefix of /16 or shorter matches on its bit
+ * alone (the FULL rows), so blocking big ranges costs no trie walk.
+ * Indexes: see enum summary_index.
  */
 struct summary {
 	__u64 w[1024];
@@ -186,6 +188,8 @@ enum summary_index {
 	S_ALLOW_CIDR,
 	S_DENY_EXACT,
 	S_DENY_CIDR,
+	S_ALLOW_FULL, /* /16s wholly inside a never-expiring allowed prefix */
+	S_DENY_FULL,  /* /16s wholly inside a never-expiring denied prefix */
 	S_MAX,
 };
 
@@ -531,6 +535,9 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 				  __u64 *now)
 {
 	int v4 = is_mapped(p->src);
+	if (v4 && (cfg->flags & F_CIDR_LOOKUP) && (cfg->lists & b4) &&
+	    in_summary(sidx == S_ALLOW_EXACT ? S_ALLOW_FULL : S_DENY_FULL, p->src[3]))
+		return 1;
 	if ((cfg->lists & bexact) && (!v4 || in_summary(sidx, p->src[3]))) {
 		struct list_val *v = bpf_map_lookup_elem(exact, p->src);
 		if (v && live(v, now))
