@@ -77,7 +77,11 @@ func newNetnsPair(t *testing.T) *netnsPair {
 	// A server has a default route: the kernel answers a SYN (and so
 	// arms its listener for cookie ACKs) only when it can route the reply.
 	ipCmd(t, "-n", p.a, "route", "add", "default", "via", addrB)
-	ipCmd(t, "netns", "exec", p.a, "sysctl", "-qw", "net.ipv4.tcp_syncookies=2")
+	if err := inNS(p.a, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/tcp_syncookies", []byte("2"), 0o644)
+	}); err != nil {
+		t.Fatalf("net.ipv4.tcp_syncookies=2 in %s: %v", p.a, err)
+	}
 	return p
 }
 
