@@ -57,7 +57,7 @@ func newNetnsPair(t *testing.T) *netnsPair {
 	t.Helper()
 	requireRoot(t)
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("xdp: the ip command (iproute2) is missing; run scripts/install-test-deps")
+		t.Fatal("xdp: the ip command (iproute2) is missing; run scripts/install-test-deps")
 	}
 	var r [3]byte
 	rand.Read(r[:])
@@ -212,7 +212,7 @@ func mountBPFFS(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		t.Skipf("xdp: cannot mount a BPF filesystem for the pinning test: %v", err)
+		t.Fatalf("xdp: cannot mount a BPF filesystem for the pinning test: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir
@@ -378,7 +378,7 @@ func TestNetnsIntegration(t *testing.T) {
 
 	t.Run("a SYN flood trips defense mode and the proxy serves", func(t *testing.T) {
 		if _, err := exec.LookPath("hping3"); err != nil {
-			t.Skip("xdp: hping3 is missing; run scripts/install-test-deps")
+			t.Fatal("xdp: hping3 is missing; run scripts/install-test-deps")
 		}
 		// Let the baseline learn an idle rate first.
 		eventually(t, 5*time.Second, "warm-up", func() bool { return m.Status().Samples >= uint64(cfg.Warmup) })

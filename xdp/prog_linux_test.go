@@ -790,7 +790,7 @@ func TestProxyPassesKnownSocketsAndSamples(t *testing.T) {
 	}
 }
 
-// queueSeq reads a socket's rcv_nxt through TCP_REPAIR (root only).
+// rcvNxt reads a socket's rcv_nxt through TCP_REPAIR (root only).
 func rcvNxt(t *testing.T, c net.Conn) uint32 {
 	t.Helper()
 	rc, err := c.(*net.TCPConn).SyscallConn()
@@ -810,7 +810,7 @@ func rcvNxt(t *testing.T, c net.Conn) uint32 {
 		seq, serr = unix.GetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_QUEUE_SEQ)
 	})
 	if serr != nil {
-		t.Skipf("xdp: TCP_REPAIR unavailable to read the socket's rcv_nxt: %v", serr)
+		t.Fatalf("xdp: TCP_REPAIR (root) to read the socket's rcv_nxt: %v", serr)
 	}
 	return uint32(seq)
 }
