@@ -10,11 +10,17 @@
 // routing, destination options, fragment, AH: a flood hidden behind them
 // is still scored), then TCP or UDP, and decides:
 //
-//  1. allow list: exact address (hash, 65,536) then CIDR (LPM tries, IPv4
-//     and IPv6): a hit passes, and allow beats deny;
-//  2. deny list: exact address (LRU with expiry, 1,000,000) then CIDR: a
-//     hit drops; an expired entry never matches, and an expired prefix
-//     never hides a live shorter one;
+//  1. deny list: exact address (LRU with expiry, 1,000,000) then CIDR (LPM
+//     tries, IPv4 and IPv6, sized like the list): a hit drops, unless the
+//     allow list (exact hash, 65,536, then CIDR tries) has the source. An
+//     allowed source is never dropped nor answered by the proxy, whatever
+//     the prefix lengths (allow beats deny); the allow list is consulted
+//     only when a packet would be, so the pass path does not pay for it.
+//     An expired entry never matches, and an expired prefix never hides a
+//     live shorter one;
+//  2. one bit per IPv4 /16 summarizes each list: a source whose /16 holds
+//     no entry skips the lookups, and a /16 wholly inside a never-expiring
+//     prefix of /16 or shorter matches on its bit alone;
 //  3. fragments are dropped ([FlagDropFragments]): their later parts carry
 //     no L4 header to check;
 //  4. TCP: SYNs are scored per source (IPv6 per /64, per CPU) with

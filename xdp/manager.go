@@ -57,7 +57,7 @@ type Counters struct {
 	Pass       uint64 `json:"pass"`        // XDP_PASS verdicts
 	Drop       uint64 `json:"drop"`        // XDP_DROP verdicts
 	TX         uint64 `json:"tx"`          // XDP_TX verdicts (cookie SYN-ACKs)
-	Allow      uint64 `json:"allow"`       // passed by the allow list
+	Allow      uint64 `json:"allow"`       // exempted by the allow list from a drop or a proxy answer
 	Deny       uint64 `json:"deny"`        // dropped by the deny list
 	Fragment   uint64 `json:"fragment"`    // fragments dropped
 	Malformed  uint64 `json:"malformed"`   // malformed or truncated frames dropped
