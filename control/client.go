@@ -152,3 +152,28 @@ func (c *Client) List(ctx context.Context, list string, limit int) (List, error)
 func (c *Client) Reload(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/reload", nil, nil)
 }
+
+// XDPConfig is the body of PUT /v1/xdp/config; nil fields are left alone.
+type XDPConfig struct {
+	// Flags is a list of flag names (syn_flood, syn_proxy, rst_validate,
+	// ack_flood, udp_stats, udp_rate_limit, cidr_lookup, drop_fragments,
+	// syn_proxy_always) or an integer flag word.
+	Flags   any      `json:"flags,omitempty"`
+	K       *float64 `json:"k,omitempty"`
+	Defense *string  `json:"defense,omitempty"`
+}
+
+// XDPStatus fetches the XDP layer's status.
+func (c *Client) XDPStatus(ctx context.Context) (map[string]any, error) {
+	var m map[string]any
+	err := c.do(ctx, http.MethodGet, "/v1/xdp/status", nil, &m)
+	return m, err
+}
+
+// SetXDP changes the XDP layer's flags, k or defense override and returns
+// its new status.
+func (c *Client) SetXDP(ctx context.Context, cfg XDPConfig) (map[string]any, error) {
+	var m map[string]any
+	err := c.do(ctx, http.MethodPut, "/v1/xdp/config", cfg, &m)
+	return m, err
+}

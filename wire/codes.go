@@ -155,6 +155,8 @@ const (
 	// CodeReloadFailed: the reload failed; the previous configuration
 	// keeps serving (500).
 	CodeReloadFailed = "reload_failed"
+	// CodeXDPUnavailable: the XDP program could not be updated (503).
+	CodeXDPUnavailable = "xdp_unavailable"
 )
 
 // codeInfo is what the registry knows about a code.
@@ -209,6 +211,7 @@ var registry = map[string]codeInfo{
 	CodeInvalidConfig:                   {422, "The configuration has problems; the previous one keeps serving."},
 	CodeReloadUnsupported:               {501, "This server cannot reload its configuration."},
 	CodeReloadFailed:                    {500, "The reload failed; the previous configuration keeps serving."},
+	CodeXDPUnavailable:                  {503, "The XDP program could not be updated."},
 }
 
 // Lookup returns the status a code is normally sent with and its fixed

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,10 @@ Commands:
   list blocklist|allowlist [--limit N]             show a list
   status                                           show the gateway's status
   reload                                           re-read the configuration file
+  xdp status                                       show the XDP layer's status
+  xdp config [--flags F] [--k K] [--defense auto|on|off]
+                                                   change it; F is a comma-separated
+                                                   list of flag names or a flag word
 
 The address defaults to $BULWARK_CONTROL_ADDR, else http://127.0.0.1:9091.
 The token is --token, else --token-file, else $BULWARK_CONTROL_TOKEN, else
@@ -54,6 +59,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	ttl := set.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
 	reason := set.String("reason", "", "reason recorded with the entry")
 	limit := set.Int("limit", 0, "maximum entries to list")
+	xflags := set.String("flags", "", "xdp: flag names (comma-separated) or a flag word")
+	xk := set.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
+	xdefense := set.String("defense", "", "xdp: defense mode auto, on or off")
 	pos, err := parseInterspersed(set, args)
 	if err != nil || len(pos) == 0 {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -169,8 +177,57 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return fail(err)
 		}
 		return print(control.ReloadResult{Reloaded: true}, func(w io.Writer) { fmt.Fprintln(w, "configuration reloaded") })
+	case "xdp":
+		if len(rest) != 1 || (rest[0] != "status" && rest[0] != "config") {
+			return usage("xdp takes status or config")
+		}
+		var st map[string]any
+		var err error
+		if rest[0] == "status" {
+			st, err = c.XDPStatus(ctx)
+		} else {
+			var cfg control.XDPConfig
+			given := map[string]bool{}
+			set.Visit(func(f *flag.Flag) { given[f.Name] = true })
+			if given["flags"] {
+				cfg.Flags = xdpFlags(*xflags)
+			}
+			if given["k"] {
+				cfg.K = xk
+			}
+			if given["defense"] {
+				cfg.Defense = xdefense
+			}
+			if cfg.Flags == nil && cfg.K == nil && cfg.Defense == nil {
+				return usage("xdp config takes --flags, --k or --defense")
+			}
+			st, err = c.SetXDP(ctx, cfg)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return print(st, func(w io.Writer) {
+			b, _ := json.MarshalIndent(st, "", "  ")
+			fmt.Fprintln(w, string(b))
+		})
 	}
 	return usage(fmt.Sprintf("unknown command %q", cmd))
+}
+
+// xdpFlags turns --flags into the wire form: a flag word when it is a
+// number, else the list of names.
+func xdpFlags(s string) any {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseUint(s, 0, 32); err == nil {
+		return n
+	}
+	names := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			names = append(names, f)
+		}
+	}
+	return names
 }
 
 // ctlBase turns --addr (or $BULWARK_CONTROL_ADDR, or the default) into

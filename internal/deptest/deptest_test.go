@@ -48,6 +48,11 @@ var rules = []rule{
 		why:     "the PostgreSQL driver lives only in its adapter package",
 	},
 	{
+		forbid:  tree("github.com/cilium/ebpf"),
+		allowIn: tree(module + "/xdp"),
+		why:     "the eBPF library lives only in the xdp package tree",
+	},
+	{
 		forbid:  tree("github.com/redis/go-redis"),
 		allowIn: contains("redis"),
 		why:     "the Redis driver lives only in Redis adapter packages (global/redisglobal, login/redisstore, redisconn)",
@@ -84,6 +89,7 @@ func TestLibraryDependencies(t *testing.T) {
 // kind, and allowed uses that must pass.
 func TestCheckerFindsViolations(t *testing.T) {
 	const pgx, rds, prom, grpc = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus", "google.golang.org/grpc"
+	const bpf = "github.com/cilium/ebpf"
 	pkgs := graph(map[string][]string{
 		module + "/shield":             {module + "/gateway"},          // direct import of the gateway
 		module + "/login":              {module + "/login/redisstore"}, // go-redis through an adapter
@@ -96,6 +102,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/quota/pgquota":      {pgx},                          // allowed
 		module + "/quota/pgquota/more": {pgx},                          // allowed: inside the adapter's tree
 		module + "/peer":               {pgx},                          // driver outside its adapter
+		module + "/xdp":                {bpf},                          // allowed: the xdp tree
+		module + "/control":            {bpf},                          // eBPF outside the xdp tree
 		module + "/host":               {module + "/host/metrics"},
 		module + "/host/metrics":       {prom}, // Prometheus, indirectly for host
 		module + "/guard":              {module + "/cmd/bulwark"},
@@ -106,6 +114,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		rds:                            nil,
 		grpc:                           nil,
 		prom:                           nil,
+		bpf:                            nil,
 		"fmt":                          nil,
 	})
 	var libs []string
@@ -127,6 +136,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/global -> " + rds,
 		module + "/ipset -> " + grpc,
 		module + "/peer -> " + pgx,
+		module + "/control -> " + bpf,
 		module + "/host -> " + prom,
 		module + "/host/metrics -> " + prom,
 		module + "/guard -> " + module + "/cmd/bulwark",

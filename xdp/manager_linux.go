@@ -1,0 +1,748 @@
+//go:build linux
+
+package xdp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/bulwarkhq/bulwark/ipset"
+)
+
+const supported = true
+
+// The list maps: exact, CIDR IPv4, CIDR IPv6, for allow then deny.
+const (
+	mAllow = iota
+	mAllow4
+	mAllow6
+	mDeny
+	mDeny4
+	mDeny6
+	nLists
+)
+
+var listMapNames = [nLists]string{"allow", "allow_cidr4", "allow_cidr6", "deny", "deny_cidr4", "deny_cidr6"}
+
+// listBits are the program's "non-empty" bits, per list map.
+var listBits = [nLists]uint32{
+	uint32(bulwarkListBitL_ALLOW), uint32(bulwarkListBitL_ALLOW4), uint32(bulwarkListBitL_ALLOW6),
+	uint32(bulwarkListBitL_DENY), uint32(bulwarkListBitL_DENY4), uint32(bulwarkListBitL_DENY6),
+}
+
+// list value flags.
+const valStatic = 1
+
+type objects struct {
+	bulwarkPrograms
+	bulwarkMaps
+}
+
+func (o *objects) Close() error {
+	return errors.Join(o.bulwarkPrograms.Close(), o.bulwarkMaps.Close())
+}
+
+// kernel is the loaded program and its maps.
+type kernel struct {
+	objs  objects
+	lists [nLists]*ebpf.Map
+	link  link.Link
+	rd    *ringbuf.Reader
+	n     [nLists]atomic.Int64 // entries per list map
+	sum   [2]summary           // IPv4 /16 summaries: [0] allow, [1] deny
+}
+
+// summary keeps, for one list, how many entries of its exact and CIDR
+// maps fall in or cover each IPv4 /16, and the bitmaps the program reads
+// (summary4 map, indexes S_*_EXACT and S_*_CIDR).
+type summary struct {
+	mu     sync.Mutex
+	counts [3][]uint32 // [0] exact, [1] cidr, [2] full; 65536 each
+	bits   [3][1024]uint64
+}
+
+// Summary rows.
+const (
+	rowExact = iota
+	rowCIDR
+	rowFull
+)
+
+// summaryIndex maps [allow, deny][row] to the program's summary4 index.
+var summaryIndex = [2][3]bulwarkSummaryIndex{
+	{bulwarkSummaryIndexS_ALLOW_EXACT, bulwarkSummaryIndexS_ALLOW_CIDR, bulwarkSummaryIndexS_ALLOW_FULL},
+	{bulwarkSummaryIndexS_DENY_EXACT, bulwarkSummaryIndexS_DENY_CIDR, bulwarkSummaryIndexS_DENY_FULL},
+}
+
+// full reports whether a list value of prefix p covers its /16s wholly
+// and for good (the FULL summary rows).
+func full(p netip.Prefix, v bulwarkListVal) bool {
+	return p.Addr().Is4() && p.Bits() <= 16 && v.Expires == 0
+}
+
+// summaryOf returns the list's summary, the row and the /16 range of
+// list map i's IPv4 prefix p, or ok false for IPv6.
+func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi uint32, ok bool) {
+	if !p.Addr().Is4() {
+		return nil, 0, 0, 0, false
+	}
+	b := p.Addr().As4()
+	top := uint32(b[0])<<8 | uint32(b[1])
+	lo, hi = top, top
+	if p.Bits() < 16 {
+		span := uint32(1)<<(16-p.Bits()) - 1
+		lo, hi = top&^span, top|span
+	}
+	row = 0
+	if i == mAllow4 || i == mDeny4 {
+		row = 1
+	}
+	list := 0
+	if i >= mDeny {
+		list = 1
+	}
+	return &k.sum[list], row, lo, hi, true
+}
+
+// adjustSummary adds d to the counts of p's /16s in list map i (and in
+// the FULL row when isFull) and writes the bitmaps when a bit changed.
+func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, isFull bool) error {
+	if err := k.adjustRow(i, p, d, false); err != nil || !isFull {
+		return err
+	}
+	return k.adjustRow(i, p, d, true)
+}
+
+func (k *kernel) adjustRow(i int, p netip.Prefix, d int, fullRow bool) error {
+	s, row, lo, hi, ok := k.summaryOf(i, p)
+	if !ok {
+		return nil
+	}
+	if fullRow {
+		row = rowFull
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts[row] == nil {
+		s.counts[row] = make([]uint32, 1<<16)
+	}
+	changed := false
+	for x := lo; x <= hi; x++ {
+		c := &s.counts[row][x]
+		if d < 0 && *c == 0 {
+			continue
+		}
+		*c = uint32(int(*c) + d)
+		if (d > 0 && *c == 1) || (d < 0 && *c == 0) {
+			s.bits[row][x>>6] ^= 1 << (x & 63)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	list := 0
+	if i >= mDeny {
+		list = 1
+	}
+	idx := uint32(summaryIndex[list][row])
+	return k.objs.Summary4.Update(idx, &s.bits[row], ebpf.UpdateAny)
+}
+
+// monoNow returns CLOCK_MONOTONIC in nanoseconds, the clock of
+// bpf_ktime_get_ns.
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// loadSpec returns the program's collection spec with the configured
+// map sizes.
+func (c *Config) loadSpec() (*ebpf.CollectionSpec, error) {
+	spec, err := loadBulwark()
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int{
+		"allow": c.AllowEntries, "allow_cidr4": c.AllowEntries, "allow_cidr6": c.AllowEntries,
+		"deny": c.DenyEntries, "deny_cidr4": c.DenyEntries, "deny_cidr6": c.DenyEntries,
+		"scores": c.ScoreEntries, "conntrack": c.ConntrackEntries, "events": c.RingBytes,
+	}
+	for name, n := range sizes {
+		spec.Maps[name].MaxEntries = uint32(n)
+	}
+	return spec, nil
+}
+
+func (m *Manager) startKernel() error {
+	k, err := m.loadKernel()
+	if err != nil {
+		return err
+	}
+	mode, err := m.attach(k)
+	if err != nil {
+		m.live.Store(false)
+		m.dropKernel()
+		return err
+	}
+	rd, err := ringbuf.NewReader(k.objs.Events)
+	if err != nil {
+		m.live.Store(false)
+		m.dropKernel()
+		return fmt.Errorf("xdp: opening the event ring: %w", err)
+	}
+	k.rd = rd
+	m.wg.Add(1)
+	go m.readEvents(rd)
+
+	sc := readSyncookies()
+	m.mu.Lock()
+	m.attached, m.reason, m.syncookie = mode, "", sc
+	if m.flags&(FlagSYNProxy|FlagSYNProxyAlways) != 0 && sc != 2 {
+		m.warnings = append(m.warnings, fmt.Sprintf("net.ipv4.tcp_syncookies is %d: the SYN proxy needs 2, or the kernel refuses the cookie ACKs it passes", sc))
+	}
+	warn := append([]string(nil), m.warnings...)
+	pin, restored := m.pinned, m.restored
+	m.mu.Unlock()
+	for _, w := range warn {
+		m.cfg.Logger.Warn("xdp: " + w)
+	}
+	m.cfg.Logger.Info("xdp: attached", "interface", m.cfg.Interface, "mode", mode, "pinned", pin, "restored", restored,
+		"allow_entries", m.allowN.Load(), "deny_entries", m.denyN.Load())
+	return nil
+}
+
+// loadKernel loads the program and its maps, restores pinned entries,
+// writes the configuration and copies the lists: everything but attaching.
+func (m *Manager) loadKernel() (*kernel, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("xdp: cannot lift the memlock limit: %w", err)
+	}
+	spec, err := m.cfg.loadSpec()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: %w", err)
+	}
+	pin := m.pinDir()
+	if pin != "" {
+		for _, n := range listMapNames {
+			spec.Maps[n].Pinning = ebpf.PinByName
+		}
+	}
+	var objs objects
+	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: pin}}
+	err = spec.LoadAndAssign(&objs, opts)
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		// The sizes changed since the maps were pinned: start afresh.
+		m.cfg.Logger.Warn("xdp: pinned maps do not match the configured sizes; recreating them (their entries are lost)", "pin_path", pin)
+		for _, n := range listMapNames {
+			os.Remove(filepath.Join(pin, n))
+		}
+		err = spec.LoadAndAssign(&objs, opts)
+	}
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("xdp: the kernel's verifier rejected the program: %v", ve)
+		}
+		return nil, fmt.Errorf("xdp: loading the program: %w", err)
+	}
+	k := &kernel{objs: objs}
+	k.lists = [nLists]*ebpf.Map{objs.Allow, objs.AllowCidr4, objs.AllowCidr6, objs.Deny, objs.DenyCidr4, objs.DenyCidr6}
+	fail := func(err error) error {
+		objs.Close()
+		return err
+	}
+	restored, err := m.restore(k)
+	if err != nil {
+		return nil, fail(fmt.Errorf("xdp: reading the pinned maps: %w", err))
+	}
+	for port, l := range m.cfg.UDPLimits {
+		if err := objs.UdpLimits.Update(uint32(port), bulwarkUdpLimit{Pps: l.PPS, Bps: l.BPS}, ebpf.UpdateAny); err != nil {
+			return nil, fail(fmt.Errorf("xdp: writing udp limits: %w", err))
+		}
+	}
+	m.kmu.Lock()
+	m.kern = k
+	m.kmu.Unlock()
+	m.mu.Lock()
+	m.pinned, m.restored = pin, restored
+	err = m.writeConfigLocked()
+	m.mu.Unlock()
+	if err != nil {
+		m.dropKernel()
+		return nil, fmt.Errorf("xdp: writing the configuration: %w", err)
+	}
+	// Mirror from now on, then copy the lists whole: a change made during
+	// the copy waits for Range's read lock and is applied after it.
+	m.live.Store(true)
+	for _, s := range []struct {
+		set   *ipset.Set
+		allow bool
+	}{{m.cfg.Allow, true}, {m.cfg.Deny, false}} {
+		if s.set == nil {
+			continue
+		}
+		s.set.Range(func(e ipset.Entry) bool {
+			if _, err := m.put(s.allow, e); err != nil {
+				m.mirrorErrors.Add(1)
+			}
+			return true
+		})
+	}
+	m.refreshConfig()
+
+	return k, nil
+}
+
+// dropKernel closes the maps and program of a start that failed.
+func (m *Manager) dropKernel() {
+	m.kmu.Lock()
+	k := m.kern
+	m.kern = nil
+	m.kmu.Unlock()
+	if k != nil {
+		k.objs.Close()
+	}
+}
+
+// attach tries the modes Config.Mode allows, in order.
+func (m *Manager) attach(k *kernel) (string, error) {
+	ifc, err := net.InterfaceByName(m.cfg.Interface)
+	if err != nil {
+		return "", fmt.Errorf("%w: interface %q: %v", ErrNotAttached, m.cfg.Interface, err)
+	}
+	type try struct {
+		name  string
+		flags link.XDPAttachFlags
+	}
+	var tries []try
+	switch m.cfg.Mode {
+	case ModeAuto:
+		tries = []try{{AttachedNative, link.XDPDriverMode}, {AttachedGeneric, link.XDPGenericMode}}
+	case ModeNative:
+		tries = []try{{AttachedNative, link.XDPDriverMode}}
+	case ModeGeneric:
+		tries = []try{{AttachedGeneric, link.XDPGenericMode}}
+	}
+	var errs []string
+	for _, t := range tries {
+		l, err := link.AttachXDP(link.XDPOptions{Program: k.objs.BulwarkXdp, Interface: ifc.Index, Flags: t.flags})
+		if err == nil {
+			k.link = l
+			if len(errs) > 0 {
+				m.cfg.Logger.Warn("xdp: falling back to "+t.name+" mode", "interface", m.cfg.Interface, "native_error", errs[0])
+			}
+			return t.name, nil
+		}
+		errs = append(errs, t.name+": "+err.Error())
+	}
+	return "", fmt.Errorf("%w to %s: %s", ErrNotAttached, m.cfg.Interface, strings.Join(errs, "; "))
+}
+
+func (m *Manager) stopKernel() error {
+	m.kmu.Lock()
+	k := m.kern
+	m.kern = nil
+	m.kmu.Unlock()
+	if k == nil {
+		return nil
+	}
+	var errs []error
+	if k.rd != nil {
+		errs = append(errs, k.rd.Close())
+	}
+	if k.link != nil {
+		if err := k.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("xdp: detaching: %w", err))
+		}
+	}
+	errs = append(errs, k.objs.Close())
+	return errors.Join(errs...)
+}
+
+// pinDir returns the directory to pin the list maps in, or "".
+func (m *Manager) pinDir() string {
+	if m.cfg.NoPin {
+		return ""
+	}
+	dir := m.cfg.PinPath
+	if dir == "" {
+		if !isBPFFS("/sys/fs/bpf") {
+			return ""
+		}
+		dir = filepath.Join(DefaultPinRoot, m.cfg.Interface)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil || !isBPFFS(dir) {
+		m.mu.Lock()
+		m.warnings = append(m.warnings, fmt.Sprintf("pin_path %s is not a directory on a BPF filesystem; the lists are not pinned", dir))
+		m.mu.Unlock()
+		return ""
+	}
+	return dir
+}
+
+func isBPFFS(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && uint32(st.Type) == unix.BPF_FS_MAGIC
+}
+
+// readSyncookies returns net.ipv4.tcp_syncookies of the calling thread's
+// network namespace, or -1.
+func readSyncookies() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_syncookies")
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// target returns the list map and key for p.
+func target(allow bool, p netip.Prefix) (int, any) {
+	base := mDeny
+	if allow {
+		base = mAllow
+	}
+	a := p.Addr()
+	switch {
+	case a.Is4() && p.Bits() == 32, a.Is6() && p.Bits() == 128:
+		return base, addrKey(a)
+	case a.Is4():
+		b := a.As4()
+		return base + 1, bulwarkLpm4Key{Prefixlen: uint32(p.Bits()), Addr: binary.NativeEndian.Uint32(b[:])}
+	default:
+		k := bulwarkLpm6Key{Prefixlen: uint32(p.Bits())}
+		b := a.As16()
+		for i := range k.Addr {
+			k.Addr[i] = binary.NativeEndian.Uint32(b[4*i:])
+		}
+		return base + 2, k
+	}
+}
+
+// addrKey is the exact maps' key: IPv6, or IPv4-mapped IPv6.
+func addrKey(a netip.Addr) bulwarkAddrKey {
+	var k bulwarkAddrKey
+	b := a.As16() // IPv4 becomes ::ffff:a.b.c.d
+	for i := range k.A {
+		k.A[i] = binary.NativeEndian.Uint32(b[4*i:])
+	}
+	return k
+}
+
+func keyAddr(w [4]uint32) netip.Addr {
+	var b [16]byte
+	for i, x := range w {
+		binary.NativeEndian.PutUint32(b[4*i:], x)
+	}
+	return netip.AddrFrom16(b).Unmap()
+}
+
+// put writes e into its list map and reports whether the map turned
+// non-empty (or empty: an expired entry is deleted instead). The lists
+// call it under their write lock (or Range's read lock), so writes to one
+// map are serialized.
+func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
+	m.kmu.RLock()
+	defer m.kmu.RUnlock()
+	k := m.kern
+	if k == nil {
+		return false, nil
+	}
+	v := bulwarkListVal{Prefixlen: uint32(e.Prefix.Bits())}
+	if e.Reason == m.cfg.StaticReason {
+		v.Flags = valStatic
+	}
+	if !e.Expires.IsZero() {
+		left := e.Expires.Sub(m.cfg.Clock.Now())
+		if left <= 0 {
+			return m.delLocked(k, allow, e.Prefix)
+		}
+		v.Expires = monoNow() + uint64(left)
+	}
+	i, key := target(allow, e.Prefix)
+	err := k.lists[i].Update(key, v, ebpf.UpdateNoExist)
+	if errors.Is(err, ebpf.ErrKeyExist) {
+		var old bulwarkListVal
+		if err := k.lists[i].Lookup(key, &old); err != nil {
+			return false, err
+		}
+		if err := k.lists[i].Update(key, v, ebpf.UpdateExist); err != nil {
+			return false, err
+		}
+		if was, is := full(e.Prefix, old), full(e.Prefix, v); was != is {
+			d := 1
+			if was {
+				d = -1
+			}
+			return false, k.adjustRow(i, e.Prefix, d, true)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := k.adjustSummary(i, e.Prefix, +1, full(e.Prefix, v)); err != nil {
+		return false, err
+	}
+	return m.count(k, i, +1), nil
+}
+
+// del deletes p from its list map and reports whether the map turned empty.
+func (m *Manager) del(allow bool, p netip.Prefix) (bool, error) {
+	m.kmu.RLock()
+	defer m.kmu.RUnlock()
+	k := m.kern
+	if k == nil {
+		return false, nil
+	}
+	return m.delLocked(k, allow, p)
+}
+
+func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error) {
+	i, key := target(allow, p)
+	var old bulwarkListVal
+	if err := k.lists[i].Lookup(key, &old); errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	err := k.lists[i].Delete(key)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := k.adjustSummary(i, p, -1, full(p, old)); err != nil {
+		return false, err
+	}
+	return m.count(k, i, -1), nil
+}
+
+// count adjusts a list map's entry count and reports whether the map
+// turned empty or non-empty (the flag word must then be rewritten).
+func (m *Manager) count(k *kernel, i int, d int64) bool {
+	n := k.n[i].Add(d)
+	if i < mDeny {
+		m.allowN.Add(d)
+	} else {
+		m.denyN.Add(d)
+	}
+	return (d > 0 && n == 1) || (d < 0 && n == 0)
+}
+
+// writeConfigLocked writes the config map from the manager's state; m.mu
+// is held (lock order: m.mu, then m.kmu).
+func (m *Manager) writeConfigLocked() error {
+	m.kmu.RLock()
+	defer m.kmu.RUnlock()
+	k := m.kern
+	if k == nil {
+		return nil
+	}
+	word := m.flags
+	if m.defense {
+		word |= FlagDefense
+	}
+	var lists uint32
+	for i := range k.n {
+		if k.n[i].Load() > 0 {
+			lists |= listBits[i]
+		}
+	}
+	c := bulwarkConfig{
+		Flags:           uint32(word),
+		Lists:           lists,
+		SynLimit:        m.cfg.SYNLimit,
+		SynLimitDefense: m.cfg.SYNLimitDefense,
+		AckLimit:        m.cfg.ACKLimit,
+		RstLimit:        m.cfg.RSTLimit,
+		HalfLifeMs:      uint32(m.cfg.HalfLife / time.Millisecond),
+		KernelSynMs:     uint32(m.cfg.KernelSYNInterval / time.Millisecond),
+		EventBudget:     m.cfg.EventBudget,
+		SynackWindow:    uint32(m.cfg.SYNACKWindow),
+	}
+	return k.objs.Config.Update(uint32(0), c, ebpf.UpdateAny)
+}
+
+// restore counts the entries of (pinned) list maps and puts those missing
+// from the lists back into them; it returns how many it restored.
+func (m *Manager) restore(k *kernel) (int, error) {
+	type found struct {
+		i       int
+		key     any
+		prefix  netip.Prefix
+		expires uint64
+		static  bool
+	}
+	var all []found
+	for i, mp := range k.lists {
+		var v bulwarkListVal
+		switch i {
+		case mAllow, mDeny:
+			var key bulwarkAddrKey
+			it := mp.Iterate()
+			for it.Next(&key, &v) {
+				a := keyAddr(key.A)
+				all = append(all, found{i, key, netip.PrefixFrom(a, a.BitLen()), v.Expires, v.Flags&valStatic != 0})
+			}
+			if err := it.Err(); err != nil {
+				return 0, err
+			}
+		case mAllow4, mDeny4:
+			var key bulwarkLpm4Key
+			it := mp.Iterate()
+			for it.Next(&key, &v) {
+				var b [4]byte
+				binary.NativeEndian.PutUint32(b[:], key.Addr)
+				p, err := netip.AddrFrom4(b).Prefix(int(key.Prefixlen))
+				if err == nil {
+					all = append(all, found{i, key, p, v.Expires, v.Flags&valStatic != 0})
+				}
+			}
+			if err := it.Err(); err != nil {
+				return 0, err
+			}
+		default:
+			var key bulwarkLpm6Key
+			it := mp.Iterate()
+			for it.Next(&key, &v) {
+				p, err := keyAddr(key.Addr).Prefix(int(key.Prefixlen))
+				if err == nil {
+					all = append(all, found{i, key, p, v.Expires, v.Flags&valStatic != 0})
+				}
+			}
+			if err := it.Err(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	now := monoNow()
+	restored, dropped := 0, 0
+	for _, f := range all {
+		set := m.cfg.Deny
+		if f.i < mDeny {
+			set = m.cfg.Allow
+		}
+		var ttl time.Duration
+		if f.expires != 0 {
+			if f.expires <= now+uint64(time.Millisecond) {
+				k.lists[f.i].Delete(f.key)
+				continue
+			}
+			ttl = min(time.Duration(f.expires-now), ipset.MaxTTL)
+		}
+		if set != nil {
+			if _, ok := set.Get(f.prefix); ok {
+				k.n[f.i].Add(1) // the copy of the lists rewrites it
+				if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
+					return 0, err
+				}
+				continue
+			}
+		}
+		if set == nil || f.static {
+			k.lists[f.i].Delete(f.key)
+			continue
+		}
+		if err := set.Add(f.prefix, ttl, "restored"); err != nil {
+			k.lists[f.i].Delete(f.key)
+			dropped++
+			continue
+		}
+		k.n[f.i].Add(1)
+		if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
+			return 0, err
+		}
+		restored++
+	}
+	for i := range k.n {
+		n := k.n[i].Load()
+		if i < mDeny {
+			m.allowN.Add(n)
+		} else {
+			m.denyN.Add(n)
+		}
+	}
+	if dropped > 0 {
+		m.mu.Lock()
+		m.warnings = append(m.warnings, fmt.Sprintf("%d pinned entries could not be restored into the lists (full or invalid) and were removed", dropped))
+		m.mu.Unlock()
+	}
+	return restored, nil
+}
+
+// readCounters sums the per-CPU counters.
+func (m *Manager) readCounters() (Counters, error) {
+	m.kmu.RLock()
+	defer m.kmu.RUnlock()
+	var c Counters
+	if m.kern == nil {
+		return c, errors.New("xdp: not loaded")
+	}
+	var per []bulwarkStats
+	if err := m.kern.objs.Stats.Lookup(uint32(0), &per); err != nil {
+		return c, err
+	}
+	f := c.fields()
+	for _, s := range per {
+		for i := range f {
+			*f[i] += s.C[i]
+		}
+	}
+	return c, nil
+}
+
+// readEvents hands ring-buffer events to the hook until the reader closes.
+func (m *Manager) readEvents(rd *ringbuf.Reader) {
+	defer m.wg.Done()
+	var rec ringbuf.Record
+	for {
+		if err := rd.ReadInto(&rec); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return
+			}
+			continue
+		}
+		var e bulwarkEvent
+		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &e); err != nil {
+			continue
+		}
+		ev := Event{Time: m.cfg.Clock.Now(), Value: e.Value, Port: e.Port, IPv6: e.V6 != 0}
+		switch bulwarkEventKind(e.Kind) {
+		case bulwarkEventKindEV_SYN_FLOOD:
+			ev.Kind = EventSYNFlood
+		case bulwarkEventKindEV_ACK_FLOOD:
+			ev.Kind = EventACKFlood
+		case bulwarkEventKindEV_RST_FLOOD:
+			ev.Kind = EventRSTFlood
+		case bulwarkEventKindEV_UDP_LIMIT:
+			ev.Kind = EventUDPLimit
+		default:
+			continue
+		}
+		if ev.Kind != EventUDPLimit {
+			ev.Source = m.source(keyAddr(e.Addr))
+		}
+		m.deliver(ev)
+	}
+}
