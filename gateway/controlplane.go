@@ -13,6 +13,7 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/xdp"
 )
 
 // The control plane
@@ -122,6 +123,10 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 			return err
 		}
 	}
+	var routes map[string]control.Endpoint
+	if g.xdp != nil {
+		routes = xdp.NewHandler(g.xdp, xdp.HandlerConfig{Audit: g.log, Who: control.TokenID(token)}).Routes()
+	}
 	h, err := control.New(control.Config{
 		Allow:  g.lists.allow,
 		Deny:   g.lists.deny,
@@ -129,6 +134,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		Addr:   cfg.Control.Addr,
 		Status: func() any { return g.Status() },
 		Reload: reload,
+		Routes: routes,
 		Audit:  g.log,
 	})
 	if err != nil {
@@ -284,6 +290,8 @@ type Status struct {
 		Rejections map[string]map[string]uint64 `json:"rejections"`
 	} `json:"counters"`
 	Lists map[string]ListStatus `json:"lists"`
+	// XDP is the XDP layer's status, when xdp.mode is not off.
+	XDP *xdp.Status `json:"xdp,omitempty"`
 }
 
 // ListStatus describes one list in the status document.
@@ -331,6 +339,10 @@ func (g *Gateway) Status() Status {
 	s.Lists = map[string]ListStatus{
 		"allow": {Entries: g.lists.allow.Len(), Static: static[0], Capacity: g.lists.allow.Capacity()},
 		"deny":  {Entries: g.lists.deny.Len(), Static: static[1], Capacity: g.lists.deny.Capacity()},
+	}
+	if g.xdp != nil {
+		st := g.xdp.Status()
+		s.XDP = &st
 	}
 	return s
 }

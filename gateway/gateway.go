@@ -46,6 +46,7 @@ import (
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
+	"github.com/bulwarkhq/bulwark/xdp"
 )
 
 // Deps are the gateway's collaborators that do not come from the
@@ -104,6 +105,7 @@ type Gateway struct {
 	lists   *lists
 	tally   *tally
 	ctl     *controlPlane // nil when control.enabled is false
+	xdp     *xdp.Manager  // nil when xdp.mode is off
 	started time.Time     // by the injected clock
 	sweeper chan struct{} // closed to stop the list sweeper
 
@@ -138,6 +140,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		return nil, err
 	}
 	g.lists = ls
+	if err := g.newXDP(cfg); err != nil {
+		return nil, err
+	}
 
 	var tlsCfg *tls.Config
 	if cfg.Listen.TLS != nil {
@@ -174,6 +179,12 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	}
 	g.metrics = m
 	onReject = func(reason string) { m.reject(layerHost, reason) }
+	if g.xdp != nil {
+		if err := m.register(newXDPCollector(g.xdp)); err != nil {
+			m.unregister()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 
 	if cfg.Control.Enabled {
 		if g.ctl, err = g.newControlPlane(cfg); err != nil {

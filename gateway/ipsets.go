@@ -50,7 +50,10 @@ type lists struct {
 	// allowN and denyN mirror the sets' sizes (maintained by their change
 	// notifications), so the hot paths skip lookups on empty lists.
 	allowN, denyN atomic.Int64
-	clock         clock.Clock
+	// mirror, when set, receives every change too (the XDP manager's
+	// kernel maps).
+	mirror atomic.Pointer[func(ipset.Change)]
+	clock  clock.Clock
 	// static[0] is the allow list's configured prefixes, static[1] the
 	// deny list's, each with its reason. Guarded by Gateway.mu.
 	static [2]map[netip.Prefix]string
@@ -65,6 +68,9 @@ func newLists(cfg *Config, c clock.Clock) (*lists, error) {
 				n.Add(1)
 			case ipset.Removed, ipset.Expired:
 				n.Add(-1)
+			}
+			if m := l.mirror.Load(); m != nil {
+				(*m)(ch)
 			}
 		}
 	}

@@ -24,6 +24,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// list sweeper, so metrics stay scrapable and the control API keeps
 	// answering (status shows the drain) until everything else stopped.
 	h.OnStop("control", g.stopControl)
+	h.OnStop("xdp", g.stopXDP)
 	h.OnStop("metrics", g.stopMetrics)
 	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
 	h.OnStop("pipeline", func(context.Context) error {
@@ -41,6 +42,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if err := g.startControl(ctx); err != nil {
 		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Shutdown(ctx))
+	}
+	if err := g.startXDP(ctx); err != nil {
+		return errors.Join(err, h.Shutdown(ctx))
 	}
 	var checks []host.Check
 	if g.quota != nil {

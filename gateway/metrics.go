@@ -45,6 +45,7 @@ type metrics struct {
 	upstream   *prometheus.HistogramVec
 	upstreamRq *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	xdpEvents  *prometheus.CounterVec
 
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
@@ -81,6 +82,10 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error).",
 		}, []string{"result"}),
+		xdpEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_xdp_events_total",
+			Help: "XDP events by kind (flood sources crossing a limit, UDP ports dropping, defense transitions).",
+		}, []string{"kind"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulwark_build_info",
@@ -89,7 +94,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny")
 	cs := []prometheus.Collector{
-		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, build,
+		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bulwark_in_flight",
 			Help: "Requests admitted by the host and not yet finished.",
@@ -129,6 +134,25 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	}
 	m.reg, m.collectors = reg, cs
 	return m, nil
+}
+
+// register adds a collector that lives as long as the gateway.
+func (m *metrics) register(c prometheus.Collector) error {
+	if !m.on() {
+		return nil
+	}
+	if err := m.reg.Register(c); err != nil {
+		return err
+	}
+	m.collectors = append(m.collectors, c)
+	return nil
+}
+
+// xdpEvent counts one XDP event by kind.
+func (m *metrics) xdpEvent(kind string) {
+	if m.on() {
+		m.xdpEvents.WithLabelValues(kind).Inc()
+	}
 }
 
 // on reports whether Prometheus collectors exist.

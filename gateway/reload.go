@@ -1,6 +1,9 @@
 package gateway
 
-import "reflect"
+import (
+	"fmt"
+	"reflect"
+)
 
 // Reload swaps in a new configuration without a restart. The new pipeline
 // is built first; if that fails the old one keeps serving. Requests
@@ -36,6 +39,9 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")
 	need("ipsets.allow_capacity", cfg.IPSets.AllowCapacity == old.IPSets.AllowCapacity, "the allow list's capacity")
 	need("ipsets.deny_capacity", cfg.IPSets.DenyCapacity == old.IPSets.DenyCapacity, "the deny list's capacity")
+	xNew, xOld := cfg.XDP, old.XDP
+	xNew.Flags, xNew.K, xOld.Flags, xOld.K = nil, 0, nil, 0
+	need("xdp", reflect.DeepEqual(xNew, xOld), "xdp settings other than flags and k")
 	if g.closed {
 		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
 	}
@@ -55,6 +61,11 @@ func (g *Gateway) Reload(cfg *Config) error {
 		p.discard()
 		g.metrics.reloaded(false)
 		return &ConfigError{Problems: ps}
+	}
+	if err := g.reloadXDP(cfg.XDP); err != nil {
+		p.discard()
+		g.metrics.reloaded(false)
+		return fmt.Errorf("gateway: xdp: %w", err)
 	}
 	g.cur.Store(p)
 	g.cfg = cfg

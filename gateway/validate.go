@@ -245,6 +245,7 @@ func (c *Config) fieldErrors() FieldErrors {
 	ups := c.validateUpstreams(&f)
 	c.validateRoutes(&f, ups)
 	f.sub("ipsets", c.IPSets.Validate())
+	f.sub("xdp", c.XDP.Validate())
 	f.sub("metrics", c.Metrics.Validate())
 	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
 		f.add("metrics.addr", "same address as listen.addr")

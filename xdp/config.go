@@ -466,3 +466,7 @@ func checkK(k *float64) error {
 	}
 	return nil
 }
+
+// Validate reports whether New would accept c: every bound, with the
+// error naming the field and its range. It changes nothing.
+func (c Config) Validate() error { return c.normalize() }
