@@ -61,11 +61,14 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/redisconn"
+	"github.com/bulwarkhq/bulwark/rls"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
 
@@ -102,6 +105,9 @@ type Config struct {
 	Log            Log            `yaml:"log"`
 	IPSets         IPSets         `yaml:"ipsets"`
 	XDP            XDP            `yaml:"xdp"`
+	Redis          Redis          `yaml:"redis"`
+	Global         Global         `yaml:"global"`
+	RLS            RLS            `yaml:"rls"`
 	Control        Control        `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
@@ -116,6 +122,8 @@ type Config struct {
 	// provisioned is set by a successful Provision.
 	provisioned bool
 	tlsCert     *tls.Certificate
+	// rlsDomains is rls.config_file, parsed by Provision.
+	rlsDomains []rls.DomainConfig
 	// token is the control API's bearer token (from control.token_file
 	// or BULWARK_CONTROL_TOKEN). A pointer, so that printing a Config
 	// never prints it.
@@ -285,6 +293,9 @@ type RateLimit struct {
 	// Headers says when the IETF RateLimit fields are sent: on_reject
 	// (default), always, or off.
 	Headers string `yaml:"headers"`
+	// Scope is local (default: each replica counts alone) or global
+	// (every replica shares one budget in Redis; cluster profile).
+	Scope string `yaml:"scope"`
 }
 
 // ClientLimit is a per-client-address GCRA limit.
@@ -450,6 +461,64 @@ type XDP struct {
 	NoPin   bool   `yaml:"no_pin"`
 }
 
+// Redis is how the cluster profile reaches Redis. The URL (with its
+// credentials) comes from BULWARK_REDIS_URL, redis:// or rediss:// (TLS).
+type Redis struct {
+	// Cluster uses the Redis Cluster protocol (the URL names one node;
+	// addr=host:port parameters add seeds).
+	Cluster bool `yaml:"cluster"`
+	// DialTimeout, ReadTimeout and WriteTimeout bound each step.
+	DialTimeout  time.Duration `yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// PoolSize is the number of connections per node; 0 keeps the URL's
+	// or go-redis's default.
+	PoolSize int `yaml:"pool_size"`
+}
+
+// Global tunes the limiter behind rate_limit scope: global and the RLS
+// server: leased tokens in each replica, one bucket per key in Redis, and
+// a circuit breaker that falls back to a local share of every limit when
+// Redis is slow or gone.
+type Global struct {
+	// Budget is the longest a request waits for Redis, and the latency
+	// above which a round trip counts against the breaker.
+	Budget time.Duration `yaml:"budget"`
+	// Failures consecutive failed or slow round trips open the breaker
+	// for OpenFor; then one probe decides.
+	Failures int           `yaml:"failures"`
+	OpenFor  time.Duration `yaml:"open_for"`
+	// FallbackShare is the share of each limit a replica enforces alone
+	// while the breaker is open; 0 means 1/replicas as last seen.
+	FallbackShare float64 `yaml:"fallback_share"`
+	// MaxLease bounds the tokens one refill leases for one key.
+	MaxLease int64 `yaml:"max_lease"`
+	// LeaseTTL is how long leased tokens stay usable.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// Capacity bounds the keys held in this replica (all global limits).
+	Capacity int `yaml:"capacity"`
+	// QueueSize bounds the refills waiting; MaxBatch the refills sent in
+	// one round trip.
+	QueueSize int `yaml:"queue_size"`
+	MaxBatch  int `yaml:"max_batch"`
+	// Heartbeat is the interval at which replicas count each other.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// Summary is the interval of the outage summary log line.
+	Summary time.Duration `yaml:"summary"`
+}
+
+// RLS serves Envoy's rate limit service (envoy.service.ratelimit.v3) on
+// gRPC, backed by the global limiter: Envoy and Istio ask it before
+// forwarding. Cluster profile.
+type RLS struct {
+	// Addr is host:port of the gRPC listener; "" (default) turns it off.
+	Addr string `yaml:"addr"`
+	// ConfigFile holds the domains, in envoyproxy/ratelimit's format
+	// (relative to this file). A reload re-reads it; unchanged limits
+	// keep their state.
+	ConfigFile string `yaml:"config_file"`
+}
+
 // UDPLimit bounds UDP traffic to one destination port (0: no limit).
 type UDPLimit struct {
 	Port int   `yaml:"port"`
@@ -508,6 +577,23 @@ func DefaultConfig() *Config {
 		Metrics: Metrics{Addr: "127.0.0.1:9090"},
 		Log:     Log{Format: "json", Level: "info"},
 		IPSets:  IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
+		Redis: Redis{
+			DialTimeout:  redisconn.DefaultDialTimeout,
+			ReadTimeout:  redisconn.DefaultReadTimeout,
+			WriteTimeout: redisconn.DefaultWriteTimeout,
+		},
+		Global: Global{
+			Budget:    global.DefaultBudget,
+			Failures:  global.DefaultFailures,
+			OpenFor:   global.DefaultOpenFor,
+			MaxLease:  global.DefaultMaxLease,
+			LeaseTTL:  global.DefaultLeaseTTL,
+			Capacity:  global.DefaultCapacity,
+			QueueSize: global.DefaultQueueSize,
+			MaxBatch:  global.DefaultMaxBatch,
+			Heartbeat: global.DefaultHeartbeat,
+			Summary:   global.DefaultSummary,
+		},
 		XDP: XDP{
 			Mode:             "off",
 			Flags:            xdp.DefaultFlags.Names(),
@@ -544,7 +630,7 @@ func DefaultUpstream() Upstream {
 // client address, 429, a table of 65,536 keys, RateLimit fields on
 // refusals. QPS has no default; Burst 0 means ceil(QPS).
 func DefaultRateLimit() RateLimit {
-	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject"}
+	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local"}
 }
 
 // DefaultLogin returns the defaults of a route's login throttle: 5

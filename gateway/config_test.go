@@ -161,7 +161,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := cfg.Routes[0].RateLimit
-	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject"}); *rl != want {
+	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local"}); *rl != want {
 		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
 	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, DefaultLogin()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||
@@ -813,7 +813,7 @@ func TestRedisOptions(t *testing.T) {
 		{"http://u:hunter2@cache", redisstore.Options{}, "not a valid Redis URL"},
 		{"", redisstore.Options{}, "URL is required"},
 	} {
-		got, err := redisOptions(c.url)
+		got, err := redisOptions(c.url, false)
 		if c.err == "" && (err != nil || got != c.want) {
 			t.Errorf("%s: %+v %v, want %+v", c.url, got, err, c.want)
 		}
@@ -833,7 +833,7 @@ func FuzzRedisOptions(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		opts, err := redisOptions(raw)
+		opts, err := redisOptions(raw, false)
 		if err != nil {
 			return
 		}

@@ -43,6 +43,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/global"
+	"github.com/bulwarkhq/bulwark/global/redisglobal"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
@@ -75,6 +77,8 @@ type Deps struct {
 	WrapListener func(net.Listener) net.Listener
 	// ControlListener, when set, replaces binding control.addr.
 	ControlListener net.Listener
+	// RLSListener, when set, replaces binding rls.addr.
+	RLSListener net.Listener
 	// StateDir, when set, is where a control token is generated at start
 	// if the configuration has none (control.TokenPath names the file;
 	// bulwark ctl reads it). Empty: without a configured token the API
@@ -97,10 +101,19 @@ type Gateway struct {
 	host    *host.Host
 	metrics *metrics
 
-	quota      *pgquota.Store    // cluster profile with quota routes
-	redis      *redisstore.Store // cluster profile with login routes
-	metricsSrv *http.Server
-	metricsLn  net.Listener
+	quota       *pgquota.Store     // cluster profile with quota routes
+	redis       *redisstore.Store  // cluster profile with login routes
+	global      *global.Node       // cluster profile with global limits or RLS
+	globalStore *redisglobal.Store // the global node's Redis
+	rls         *rlsServer         // rls.addr set
+
+	// Dependency monitors (see deps.go).
+	pgMon, redisMon, authMon *depMonitor
+	depMons                  []*depMonitor
+	monitorWG                sync.WaitGroup
+	monitorStop              chan struct{}
+	metricsSrv               *http.Server
+	metricsLn                net.Listener
 
 	lists   *lists
 	tally   *tally
@@ -161,6 +174,7 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		Limits:       hostLimits(cfg.Limits),
 		Logger:       log,
 		OnReject:     func(reason string) { onReject(reason) },
+		ReadyDetail:  g.readyDetail,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

@@ -35,6 +35,8 @@ type gwOpts struct {
 	source func() (*Config, error)
 	// wrap is Deps.WrapListener.
 	wrap func(net.Listener) net.Listener
+	// rls is Deps.RLSListener.
+	rls net.Listener
 	// stateDir is Deps.StateDir (a generated control token).
 	stateDir string
 }
@@ -81,6 +83,7 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 		ControlListener: cln,
 		Source:          o.source,
 		WrapListener:    o.wrap,
+		RLSListener:     o.rls,
 		StateDir:        o.stateDir,
 	})
 	if err != nil {

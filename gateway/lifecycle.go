@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
 // Start binds the listeners, runs the readiness checks (PostgreSQL schema
@@ -25,6 +26,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// answering (status shows the drain) until everything else stopped.
 	h.OnStop("control", g.stopControl)
 	h.OnStop("xdp", g.stopXDP)
+	h.OnStop("monitors", g.stopMonitors)
+	h.OnStop("rls", g.stopRLS)
 	h.OnStop("metrics", g.stopMetrics)
 	h.OnStop("stores", func(context.Context) error { g.closeStores(); return nil })
 	h.OnStop("pipeline", func(context.Context) error {
@@ -46,15 +49,30 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := g.startXDP(ctx); err != nil {
 		return errors.Join(err, h.Shutdown(ctx))
 	}
+	// Dependencies the gateway serves without: an outage at start is not
+	// a reason to stay down (see deps.go); a misconfiguration is.
 	var checks []host.Check
 	if g.quota != nil {
-		checks = append(checks, host.Check{Name: "postgres", Fn: g.quota.Check})
+		checks = append(checks, host.Check{Name: "postgres", Fn: func(ctx context.Context) error {
+			err := g.quota.Check(ctx)
+			switch {
+			case err == nil:
+				g.pgMon.ok()
+				return nil
+			case errors.Is(err, pgquota.ErrSchemaMismatch), errors.Is(err, pgquota.ErrPrivileges):
+				return err // wrong schema or role: fix the deployment
+			}
+			g.pgMon.failed(errorReason(err))
+			return nil
+		}})
 	}
 	if g.redis != nil {
 		client := g.redis.Client()
 		checks = append(checks, host.Check{Name: "redis", Fn: func(ctx context.Context) error {
 			if err := client.Ping(ctx).Err(); err != nil {
-				return errors.New("redis unreachable")
+				g.redisMon.failed(errorReason(err))
+			} else {
+				g.redisMon.ok()
 			}
 			return nil
 		}})
@@ -62,6 +80,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := h.Ready(ctx, checks...); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	if err := g.startRLS(g.cfg); err != nil {
+		return errors.Join(err, h.Shutdown(ctx))
+	}
+	g.startMonitors()
 	h.Activate(g)
 	attrs := []any{"addr", h.Addr().String(), "profile", string(g.cfg.Profile),
 		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version}

@@ -17,6 +17,7 @@ import (
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 	"github.com/bulwarkhq/bulwark/redisconn"
+	"github.com/bulwarkhq/bulwark/rls"
 )
 
 // Environment variables read by the profile gate (seed 002 §4).
@@ -252,6 +253,27 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 		}
 	}
 
+	c.rlsDomains = nil
+	if r := &c.RLS; r.Addr != "" && r.ConfigFile != "" {
+		p := resolve(dir, r.ConfigFile)
+		data, err := readBounded(p, MaxConfigBytes)
+		switch {
+		case err != nil:
+			at("rls.config_file", "%q: %v", r.ConfigFile, err)
+		default:
+			domains, err := rls.ParseConfig(data)
+			if err == nil {
+				err = rls.Validate(domains)
+			}
+			if err != nil {
+				at("rls.config_file", "%s: %s", r.ConfigFile, strings.TrimPrefix(err.Error(), "rls: "))
+			} else {
+				r.ConfigFile = p
+				c.rlsDomains = domains
+			}
+		}
+	}
+
 	if c.Profile == Cluster && c.Env.PostgresURL != "" {
 		if ops := quotaOperations(c); len(ops) > 0 {
 			if _, err := quota.NewOperations(ops...); err == nil { // else Validate reports the routes
@@ -308,11 +330,11 @@ func (c *Config) quotaStoreConfig() pgquota.Config {
 // (redisconn, on go-redis's redis.ParseURL), so the profile gate refuses
 // exactly what the store would. rediss:// gets TLS with the server's name
 // and certificate verified. Errors never echo the URL.
-func redisOptions(raw string) (redisstore.Options, error) {
-	if err := (redisconn.Options{URL: raw}).Validate(); err != nil {
+func redisOptions(raw string, cluster bool) (redisstore.Options, error) {
+	if err := (redisconn.Options{URL: raw, Cluster: cluster}).Validate(); err != nil {
 		return redisstore.Options{}, fmt.Errorf("%s (value not shown)", strings.TrimPrefix(err.Error(), redisconn.ErrConfig.Error()+": "))
 	}
-	return redisstore.Options{URL: raw}, nil
+	return redisstore.Options{URL: raw, Cluster: cluster}, nil
 }
 
 // applyProfileGate settles the effective profile and, only for the
@@ -367,7 +389,7 @@ func applyProfileGate(cfg *Config, getenv func(string) string) []Problem {
 
 	if raw := getenv(EnvRedisURL); raw == "" {
 		add(EnvRedisURL, "required in the cluster profile")
-	} else if _, err := redisOptions(raw); err != nil {
+	} else if _, err := redisOptions(raw, cfg.Redis.Cluster); err != nil {
 		add(EnvRedisURL, "%v", err)
 	} else {
 		env.RedisURL = raw

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bulwarkhq/bulwark/global"
 )
 
 // Metric label values are fixed words and configured route/upstream names
@@ -47,6 +49,12 @@ type metrics struct {
 	reloads    *prometheus.CounterVec
 	xdpEvents  *prometheus.CounterVec
 
+	globalTransitions *prometheus.CounterVec
+	globalLatency     prometheus.Histogram
+	globalRoundTrips  *prometheus.CounterVec
+	globalLeases      prometheus.Histogram
+	dependencyUp      *prometheus.GaugeVec
+
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
 }
@@ -86,6 +94,28 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_xdp_events_total",
 			Help: "XDP events by kind (flood sources crossing a limit, UDP ports dropping, defense transitions).",
 		}, []string{"kind"}),
+		globalTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_global_breaker_transitions_total",
+			Help: "Breaker state changes of the global limiter, by new state and cause.",
+		}, []string{"to", "cause"}),
+		globalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulwark_global_redis_latency_seconds",
+			Help:    "Duration of the global limiter's Redis round trips (lease batches).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .5},
+		}),
+		globalRoundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_global_redis_roundtrips_total",
+			Help: "Redis round trips of the global limiter by result (ok, failed, over_budget).",
+		}, []string{"result"}),
+		globalLeases: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulwark_global_lease_size",
+			Help:    "Tokens granted per lease by Redis.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
+		}),
+		dependencyUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bulwark_dependency_up",
+			Help: "1 when a dependency (postgres, redis) answered its last check, else 0. A dependency that is down does not take plain routes out of rotation.",
+		}, []string{"dependency"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulwark_build_info",
@@ -94,7 +124,8 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny")
 	cs := []prometheus.Collector{
-		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents, build,
+		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents,
+		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bulwark_in_flight",
 			Help: "Requests admitted by the host and not yet finished.",
@@ -146,6 +177,45 @@ func (m *metrics) register(c prometheus.Collector) error {
 	}
 	m.collectors = append(m.collectors, c)
 	return nil
+}
+
+func (m *metrics) globalTransition(to, cause string) {
+	if m.on() {
+		m.globalTransitions.WithLabelValues(to, cause).Inc()
+	}
+}
+
+func (m *metrics) globalBatch(b global.Batch) {
+	if !m.on() {
+		return
+	}
+	m.globalLatency.Observe(b.Latency.Seconds())
+	result := "ok"
+	switch {
+	case b.Failed:
+		result = "failed"
+	case b.OverBudget:
+		result = "over_budget"
+	}
+	m.globalRoundTrips.WithLabelValues(result).Inc()
+}
+
+func (m *metrics) globalLease(granted int64) {
+	if m.on() {
+		m.globalLeases.Observe(float64(granted))
+	}
+}
+
+// dependency records whether a dependency answered its last check.
+func (m *metrics) dependency(name string, up bool) {
+	if !m.on() {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.dependencyUp.WithLabelValues(name).Set(v)
 }
 
 // xdpEvent counts one XDP event by kind.

@@ -344,6 +344,8 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 				client:        newAuthClient(q.Auth.Timeout),
 				log:           g.log.With("route", rc.Name),
 				metrics:       g.metrics,
+				pg:            g.pgMon,
+				auth:          g.authMon,
 			}
 		}
 		if l := rc.Login; l != nil {

@@ -69,6 +69,9 @@ type quotaPolicy struct {
 	client        *http.Client
 	log           *slog.Logger
 	metrics       *metrics
+	// pg and auth log outages once per change (plus a periodic summary),
+	// never once per request; nil-safe.
+	pg, auth *depMonitor
 }
 
 func newAuthClient(timeout time.Duration) *http.Client {
@@ -120,7 +123,7 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, quota.ErrInvalidRequest):
 		// The auth service named a project or subject the quota store
 		// cannot key on.
-		p.log.Warn("forward-auth identity unusable for quota", "operation", p.operation, "error", err.Error())
+		p.auth.failed("identity_invalid")
 		p.authFailed(w, r, "auth_identity_invalid")
 		return
 	case err != nil:
@@ -132,12 +135,13 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &ue) {
 			reason = string(ue.Reason)
 		}
-		p.log.Warn("quota store unavailable", "operation", p.operation, "reason", reason)
+		p.pg.failed(reason)
 		p.metrics.reject(layerQuota, "unavailable")
 		markRejected(w)
 		wire.WriteQuota(w, r, d, err)
 		return
 	case !d.Allowed:
+		p.pg.ok()
 		reason := d.Denial.String()
 		if d.Denial == quota.DenialExhausted {
 			reason = "exceeded" // the label of earlier releases
@@ -147,6 +151,7 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.WriteQuota(w, r, d, nil)
 		return
 	}
+	p.pg.ok()
 	if ex != nil {
 		ex.assert(p.projectHeader, project)
 		ex.assert(p.subjectHeader, subject)
@@ -251,7 +256,8 @@ func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (proj
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			reason = "auth_timeout"
 		}
-		p.log.Warn("forward-auth failed", "operation", p.operation, "reason", reason, "error", describeURLError(err))
+		p.auth.failed(reason)
+		p.log.Debug("forward-auth failed", "operation", p.operation, "reason", reason, "error", describeURLError(err))
 		p.authFailed(w, r, reason)
 		return "", "", false
 	}
@@ -262,19 +268,22 @@ func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (proj
 		project = resp.Header.Get(p.projectHeader)
 		subject = resp.Header.Get(p.subjectHeader)
 		if project == "" || subject == "" {
-			p.log.Warn("forward-auth answered 2xx without identity headers", "operation", p.operation)
+			p.auth.failed("identity_missing")
 			p.authFailed(w, r, "auth_identity_missing")
 			return "", "", false
 		}
+		p.auth.ok()
 		return project, subject, true
 	}
 
 	// Relay the denial as is: status, end-to-end headers and body.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAuthBody+1))
 	if err != nil || len(body) > maxAuthBody {
+		p.auth.failed("bad_answer")
 		p.authFailed(w, r, "auth_bad_answer")
 		return "", "", false
 	}
+	p.auth.ok()
 	h := w.Header()
 	for k, vs := range resp.Header {
 		if hopHeaders[k] {

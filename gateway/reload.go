@@ -1,9 +1,6 @@
 package gateway
 
-import (
-	"fmt"
-	"reflect"
-)
+import "reflect"
 
 // Reload swaps in a new configuration without a restart. The new pipeline
 // is built first; if that fails the old one keeps serving. Requests
@@ -42,6 +39,10 @@ func (g *Gateway) Reload(cfg *Config) error {
 	xNew, xOld := cfg.XDP, old.XDP
 	xNew.Flags, xNew.K, xOld.Flags, xOld.K = nil, 0, nil, 0
 	need("xdp", reflect.DeepEqual(xNew, xOld), "xdp settings other than flags and k")
+	need("rls.addr", cfg.RLS.Addr == old.RLS.Addr, "rls.addr")
+	need("redis", cfg.Redis == old.Redis, "the redis settings")
+	need("global", cfg.Global == old.Global, "the global limiter's settings")
+	need("routes", needsGlobal(cfg) == needsGlobal(old), "using the global limiter or not")
 	if g.closed {
 		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
 	}
@@ -55,17 +56,24 @@ func (g *Gateway) Reload(cfg *Config) error {
 		g.metrics.reloaded(false)
 		return err
 	}
-	// The lists last: nothing after them can fail, so they never need
-	// undoing.
-	if _, ps := g.lists.apply(cfg); len(ps) > 0 {
+	// The lists, then the RLS domains (undoing the lists if those fail);
+	// nothing after them can fail.
+	undo, lps := g.lists.apply(cfg)
+	if len(lps) > 0 {
+		ps = lps
 		p.discard()
 		g.metrics.reloaded(false)
 		return &ConfigError{Problems: ps}
 	}
-	if err := g.reloadXDP(cfg.XDP); err != nil {
+	if err := g.reloadRLS(cfg); err != nil {
+		undo()
 		p.discard()
 		g.metrics.reloaded(false)
-		return fmt.Errorf("gateway: xdp: %w", err)
+		return err
+	}
+	if err := g.reloadXDP(cfg.XDP); err != nil {
+		// The kernel refused new flags: the rest of the reload stands.
+		g.log.Error("xdp: flags and k not applied", "error", err.Error())
 	}
 	g.cur.Store(p)
 	g.cfg = cfg

@@ -55,8 +55,8 @@ func headerMode(s string) ratelimit.HeaderMode {
 // the keyed limit. Both are ratelimit.Limiters; the gateway only picks
 // the key and counts, the library decides and answers.
 type routeLimit struct {
-	perClient *ratelimit.Limiter // nil without rate_limit.per_client
-	keyed     *ratelimit.Limiter
+	perClient bucket // nil without rate_limit.per_client
+	keyed     bucket
 	kind      keyKind
 	header    ratelimit.KeyFunc // for keyHeader: the header, then the fallback
 	route     ratelimit.Key     // for keyRoute
@@ -75,18 +75,34 @@ func newRouteLimit(b *builder, name string, rl RateLimit) (*routeLimit, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk := func(g RateLimit, policy string) func() (*ratelimit.Limiter, error) {
-		return func() (*ratelimit.Limiter, error) {
-			return ratelimit.New(g.GCRA(), ratelimit.Options{MaxKeys: g.MaxKeys, Clock: b.clock, Policy: policy})
+	// mk returns the bucket of one limit: a local table, or the
+	// process's global node (the same keys, the same answers).
+	mk := func(g RateLimit, what, policy string) (bucket, error) {
+		if rl.Scope == "global" {
+			if b.g == nil || b.g.global == nil {
+				return nil, fmt.Errorf("scope global needs the cluster profile's global limiter")
+			}
+			l, err := b.g.global.Limiter(globalName(name, what, g), g.GCRA())
+			if err != nil {
+				return nil, err
+			}
+			return globalBucket{l: l, pol: ratelimit.PolicyOf(policy, g.GCRA())}, nil
 		}
+		l, err := keep(b, limiterKey(name, what, g), func() (*ratelimit.Limiter, error) {
+			return ratelimit.New(g.GCRA(), ratelimit.Options{MaxKeys: g.MaxKeys, Clock: b.clock, Policy: policy})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return localBucket{l}, nil
 	}
 	l := &routeLimit{kind: key.kind, status: rl.Status, headers: headerMode(rl.Headers)}
-	if l.keyed, err = keep(b, limiterKey(name, "key:"+rl.Key, rl), mk(rl, name)); err != nil {
+	if l.keyed, err = mk(rl, "key:"+rl.Key, name); err != nil {
 		return nil, fmt.Errorf("gateway: route %q: rate_limit: %w", name, err)
 	}
 	if pc := rl.PerClient; pc != nil {
 		g := RateLimit{QPS: pc.QPS, Burst: pc.Burst, MaxKeys: rl.MaxKeys}
-		if l.perClient, err = keep(b, limiterKey(name, "per_client", g), mk(g, name+".per_client")); err != nil {
+		if l.perClient, err = mk(g, "per_client", name+".per_client"); err != nil {
 			return nil, fmt.Errorf("gateway: route %q: rate_limit.per_client: %w", name, err)
 		}
 	}
@@ -116,8 +132,8 @@ func clientKey(ex *exchange) ratelimit.Key {
 // request may not proceed, with the rejection reason for metrics.
 func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange) (ok bool, reason string) {
 	if pc := l.perClient; pc != nil {
-		if d := pc.AllowKey(clientKey(ex), 1); !d.Allowed {
-			pc.WriteRejection(w, r, d, l.status, l.headers)
+		if d := pc.allowKey(clientKey(ex)); !d.Allowed {
+			pc.policy().WriteRejection(w, r, d, l.status, l.headers)
 			if d.Full {
 				return false, "per_client_capacity"
 			}
@@ -137,16 +153,16 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange)
 			return false, "ambiguous_key"
 		}
 	}
-	d := l.keyed.AllowKey(k, 1)
+	d := l.keyed.allowKey(k)
 	if !d.Allowed {
-		l.keyed.WriteRejection(w, r, d, l.status, l.headers)
+		l.keyed.policy().WriteRejection(w, r, d, l.status, l.headers)
 		if d.Full {
 			return false, "capacity"
 		}
 		return false, "over_limit"
 	}
 	if l.headers == ratelimit.HeadersAlways {
-		l.keyed.SetHeaders(w.Header(), d)
+		l.keyed.policy().SetHeaders(w.Header(), d)
 	}
 	return true, ""
 }

@@ -43,22 +43,35 @@ func (g *Gateway) openStores(cfg *Config) error {
 			return fmt.Errorf("gateway: quota store: %w", err)
 		}
 		g.quota = s
+		g.pgMon = newDepMonitor("postgres", g, s.Check)
+		g.authMon = newDepMonitor("forward_auth", g, nil)
+		g.depMons = append(g.depMons, g.pgMon, g.authMon)
 	}
 	if hasLogin(cfg) {
-		opts, err := redisOptions(cfg.Env.RedisURL)
-		if err != nil {
+		if _, err := redisOptions(cfg.Env.RedisURL, cfg.Redis.Cluster); err != nil {
 			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
 		}
-		s, err := redisstore.Open(opts)
+		ro := cfg.Redis.options(cfg.Env.RedisURL)
+		s, err := redisstore.Open(redisstore.Options{URL: ro.URL, Cluster: ro.Cluster, DialTimeout: ro.DialTimeout,
+			ReadTimeout: ro.ReadTimeout, WriteTimeout: ro.WriteTimeout, PoolSize: ro.PoolSize})
 		if err != nil {
 			return fmt.Errorf("gateway: login store: %w", err)
 		}
 		g.redis = s
+		client := s.Client()
+		g.redisMon = newDepMonitor("redis", g, func(ctx context.Context) error { return client.Ping(ctx).Err() })
+		g.depMons = append(g.depMons, g.redisMon)
+	}
+	if needsGlobal(cfg) {
+		if err := g.openGlobal(cfg); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func (g *Gateway) closeStores() {
+	g.closeGlobal()
 	if g.quota != nil {
 		g.quota.Close()
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -21,6 +22,7 @@ import (
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/shield"
 )
 
@@ -246,6 +248,19 @@ func (c *Config) fieldErrors() FieldErrors {
 	c.validateRoutes(&f, ups)
 	f.sub("ipsets", c.IPSets.Validate())
 	f.sub("xdp", c.XDP.Validate())
+	f.sub("redis", c.Redis.Validate())
+	f.sub("global", c.Global.Validate())
+	f.sub("rls", c.RLS.Validate())
+	if c.RLS.Addr != "" {
+		if c.Profile != Cluster {
+			f.add("rls.addr", "the RLS server decides on the global limiter and needs the cluster profile (Redis)")
+		}
+		for _, other := range []struct{ key, addr string }{{"listen.addr", c.Listen.Addr}, {"metrics.addr", c.Metrics.Addr}, {"control.addr", c.Control.Addr}} {
+			if sameListener(c.RLS.Addr, other.addr) {
+				f.add("rls.addr", "same address as %s", other.key)
+			}
+		}
+	}
 	f.sub("metrics", c.Metrics.Validate())
 	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
 		f.add("metrics.addr", "same address as listen.addr")
@@ -345,6 +360,9 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 		first.check(&rf, "route", r.Name, i)
 		if r.Upstream != "" && !upstreams[r.Upstream] {
 			rf.add("upstream", "unknown upstream %q", r.Upstream)
+		}
+		if rl := r.RateLimit; rl != nil && rl.Scope == "global" && c.Profile != Cluster {
+			rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
 		}
 		if q := r.Quota; q != nil {
 			if c.Profile == Standalone {
@@ -726,6 +744,15 @@ func (rl RateLimit) Validate() error {
 	default:
 		f.add("headers", "%q: want on_reject, always or off", rl.Headers)
 	}
+	switch rl.Scope {
+	case "local":
+	case "global":
+		if rl.QPS > global.MaxRate {
+			f.add("qps", "%s: a global limit counts in microseconds, at most %s", fmtFloat(rl.QPS), fmtFloat(global.MaxRate))
+		}
+	default:
+		f.add("scope", "%q: want local or global", rl.Scope)
+	}
 	if pc := rl.PerClient; pc != nil {
 		f.sub("per_client", pc.Validate())
 	}
@@ -741,6 +768,60 @@ func (rl RateLimit) Validate() error {
 			}
 		}
 		f.guard("max_keys", keyed.Config{Capacity: rl.MaxKeys}.Validate())
+	}
+	return f.err()
+}
+
+// Validate checks the Redis client settings with redisconn's own check.
+func (r Redis) Validate() error {
+	var f fieldErrs
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"dial_timeout", r.DialTimeout}, {"read_timeout", r.ReadTimeout}, {"write_timeout", r.WriteTimeout}} {
+		f.dur(d.key, d.v, durRange{redisconn.MinTimeout, redisconn.MaxTimeout})
+	}
+	f.int("pool_size", int64(r.PoolSize), intRange{0, redisconn.MaxPoolSize})
+	if f.ok() {
+		o := r.options("redis://127.0.0.1:6379")
+		f.guard("", o.Validate())
+	}
+	return f.err()
+}
+
+// options are the redisconn.Options of r for url.
+func (r Redis) options(url string) redisconn.Options {
+	return redisconn.Options{URL: url, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize}
+}
+
+// Validate checks the global limiter's settings with global's own check.
+func (g Global) Validate() error {
+	var f fieldErrs
+	f.guard("", g.config().Validate())
+	return f.err()
+}
+
+// config is the global.Config of g (store, clock and hooks aside).
+func (g Global) config() global.Config {
+	return global.Config{
+		Budget: g.Budget, Failures: g.Failures, OpenFor: g.OpenFor, FallbackShare: g.FallbackShare,
+		MaxLease: g.MaxLease, LeaseTTL: g.LeaseTTL, Capacity: g.Capacity, QueueSize: g.QueueSize,
+		MaxBatch: g.MaxBatch, Heartbeat: g.Heartbeat, Summary: g.Summary,
+	}
+}
+
+// Validate checks the RLS listener: an address and a config file
+// together (the file itself is read and parsed by Provision).
+func (r RLS) Validate() error {
+	var f fieldErrs
+	if r.Addr == "" {
+		return nil
+	}
+	if err := validHostPort(r.Addr); err != nil {
+		f.add("addr", "%q: %v", r.Addr, err)
+	}
+	if r.ConfigFile == "" {
+		f.add("config_file", "required when rls.addr is set")
 	}
 	return f.err()
 }

@@ -875,3 +875,22 @@ func (n *Node) leaseSize(e *entry, burst int64) int64 {
 	k = min(max(k, 1), n.cfg.MaxLease, max(burst/max(n.replicas.Load(), 1), 1))
 	return k
 }
+
+// Validate reports whether New would accept c, Store aside: every bound,
+// with the error naming the field and its range. It changes nothing.
+func (c Config) Validate() error {
+	if c.Store == nil {
+		c.Store = validateStore{}
+	}
+	return c.fill()
+}
+
+// validateStore stands in for a Store when Validate checks the rest.
+type validateStore struct{}
+
+func (validateStore) Lease(context.Context, []Lease) error { return nil }
+func (validateStore) Heartbeat(context.Context, string, time.Duration) (int, error) {
+	return 1, nil
+}
+func (validateStore) Leave(context.Context, string) error          { return nil }
+func (validateStore) Probe(context.Context) (time.Duration, error) { return 0, nil }

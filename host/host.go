@@ -154,6 +154,12 @@ type Config struct {
 	// host rejects before or instead of the handler, with one of the
 	// Reject* reasons. A panicking hook is swallowed.
 	OnReject func(reason string)
+	// ReadyDetail, when set, adds a "dependencies" object to the body of
+	// a ready /readyz answer: the state of each dependency the service
+	// runs without (e.g. "postgres": "down"). It never changes the status:
+	// a degraded dependency must not take the whole service out of
+	// rotation. It must be fast (no I/O) and carry no address or secret.
+	ReadyDetail func() map[string]string
 }
 
 // A Host is an HTTP server with probes, readiness-gated admission, hard

@@ -3,6 +3,7 @@ package host
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -128,6 +129,18 @@ func (h *Host) probe(w http.ResponseWriter, r *http.Request, live bool) {
 		body, n = bodyLive, lenLive
 	case st == stateActive:
 		body, n = bodyReady, lenReady
+		if f := h.cfg.ReadyDetail; f != nil {
+			if deps := f(); len(deps) > 0 {
+				b, err := json.Marshal(struct {
+					Status       string            `json:"status"`
+					Dependencies map[string]string `json:"dependencies"`
+				}{"ready", deps})
+				if err == nil {
+					body = append(b, '\n')
+					n = strconv.Itoa(len(body))
+				}
+			}
+		}
 	case st == stateNotReady:
 		writeProblem(w, r, probNotReady)
 		return

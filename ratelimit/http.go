@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/limit"
 
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/wire"
@@ -142,20 +145,38 @@ func (l *Limiter) Middleware(key KeyFunc, o MiddlewareOptions) (func(http.Handle
 	}, nil
 }
 
+// Policy is what the RateLimit fields say about a limit: its name, its
+// burst and its window. A Limiter has one (Limiter.Policy); a limiter that
+// decides elsewhere (a global limit) builds one with PolicyOf so that its
+// answers are exactly a local limiter's.
+type Policy struct {
+	// Name is the policy name in the fields ("q" names the burst).
+	Name string
+	// Burst is the quota ("q").
+	Burst int64
+	// Window is the time an empty bucket takes to refill ("w").
+	Window time.Duration
+}
+
+// PolicyOf returns the Policy of a GCRA limit named name.
+func PolicyOf(name string, g limit.GCRA) Policy {
+	return Policy{Name: name, Burst: g.Burst, Window: time.Duration(limit.CeilSeconds(time.Duration(g.Burst)*g.Interval())) * time.Second}
+}
+
 // SetHeaders sets the RateLimit-Policy and RateLimit fields for d: the
 // policy is Burst units per the time an empty bucket takes to refill;
 // remaining is d.Remaining; the reset is d.RetryAfter for a refusal (when
 // the next unit is available) and d.ResetAfter otherwise (when the bucket
 // is full again).
-func (l *Limiter) SetHeaders(h http.Header, d Decision) {
+func (p Policy) SetHeaders(h http.Header, d Decision) {
 	reset := d.ResetAfter
 	if !d.Allowed {
 		reset = d.RetryAfter
 	}
 	wire.SetRateLimit(h, wire.RateLimit{
-		Policy:    l.policy,
-		Limit:     l.gcra.Burst,
-		Window:    l.window,
+		Policy:    p.Name,
+		Limit:     p.Burst,
+		Window:    p.Window,
 		Remaining: d.Remaining,
 		Reset:     reset,
 	})
@@ -164,16 +185,24 @@ func (l *Limiter) SetHeaders(h http.Header, d Decision) {
 // WriteRejection answers a refused decision: status (0 means 429),
 // problem+json rate_limited with Retry-After, and the RateLimit fields
 // unless mode is HeadersOff. It never reads the body.
-func (l *Limiter) WriteRejection(w http.ResponseWriter, r *http.Request, d Decision, status int, mode HeaderMode) {
+func (p Policy) WriteRejection(w http.ResponseWriter, r *http.Request, d Decision, status int, mode HeaderMode) {
 	if mode != HeadersOff {
-		l.SetHeaders(w.Header(), d)
+		p.SetHeaders(w.Header(), d)
 	}
-	p := wire.New(wire.CodeRateLimited)
+	pr := wire.New(wire.CodeRateLimited)
 	if status != 0 {
-		p.Status = status
+		pr.Status = status
 	}
-	p.RetryAfter = wire.RetryAfterSeconds(d.RetryAfter)
-	wire.Reject(w, r, p)
+	pr.RetryAfter = wire.RetryAfterSeconds(d.RetryAfter)
+	wire.Reject(w, r, pr)
+}
+
+// SetHeaders is l.Policy().SetHeaders.
+func (l *Limiter) SetHeaders(h http.Header, d Decision) { l.policy.SetHeaders(h, d) }
+
+// WriteRejection is l.Policy().WriteRejection.
+func (l *Limiter) WriteRejection(w http.ResponseWriter, r *http.Request, d Decision, status int, mode HeaderMode) {
+	l.policy.WriteRejection(w, r, d, status, mode)
 }
 
 // WriteKeyError answers a request whose key could not be read: 400

@@ -115,8 +115,7 @@ type Decision struct {
 type Limiter struct {
 	gcra     limit.GCRA
 	clock    clock.Clock
-	policy   string
-	window   time.Duration // Burst*T rounded up to whole seconds: the RateLimit-Policy window
+	policy   Policy
 	interval time.Duration
 	table    *keyed.Table[keyed.Key128, limit.GCRAState]
 	strings  keyed.Hasher // string keys
@@ -143,8 +142,7 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 	return &Limiter{
 		gcra:     g,
 		clock:    clock.Or(o.Clock),
-		policy:   o.Policy,
-		window:   time.Duration(limit.CeilSeconds(time.Duration(g.Burst)*interval)) * time.Second,
+		policy:   PolicyOf(o.Policy, g),
 		interval: interval,
 		table:    t,
 		strings:  keyed.NewHasher(),
@@ -207,12 +205,10 @@ func (l *Limiter) Capacity() int { return l.table.Capacity() }
 // GCRA returns the limit.
 func (l *Limiter) GCRA() limit.GCRA { return l.gcra }
 
-// Policy returns the policy name used in the RateLimit fields.
-func (l *Limiter) Policy() string { return l.policy }
-
-// Window returns the RateLimit-Policy window: the time an empty bucket
-// takes to fill up, rounded up to whole seconds.
-func (l *Limiter) Window() time.Duration { return l.window }
+// Policy returns what the limiter's RateLimit fields say: its name,
+// burst and window (the time an empty bucket takes to fill up, rounded up
+// to whole seconds).
+func (l *Limiter) Policy() Policy { return l.policy }
 
 // Close releases the table; later decisions fail closed.
 func (l *Limiter) Close() { l.table.Close() }
@@ -223,6 +219,16 @@ type Key struct {
 	s    string
 	a    netip.Addr
 	addr bool
+}
+
+// Text returns a stable string form of k for stores keyed by strings:
+// "s:" and the string, or "a:" and the address. Addresses and strings
+// never share a form.
+func (k Key) Text() string {
+	if k.addr {
+		return "a:" + k.a.String()
+	}
+	return "s:" + k.s
 }
 
 // StringKey returns the key for s.

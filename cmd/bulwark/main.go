@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/gateway"
 )
 
@@ -187,6 +188,12 @@ func serve(args []string, stderr io.Writer) int {
 		format = *logFormat
 	}
 	log, err := gateway.NewLogger(stderr, format, cfg.Log.Level)
+	if err == nil {
+		// go-redis logs through a process-wide logger, with the server's
+		// address in its dial errors: route it through ours, redacted and
+		// rate-limited.
+		redisconn.InstallLogger(log.Handler())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "bulwark:", err)
 		return 2

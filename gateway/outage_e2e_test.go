@@ -1,0 +1,243 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/bulwarkhq/bulwark/internal/testsvc"
+	"github.com/bulwarkhq/bulwark/quota/pgquota"
+)
+
+// clusterEnv returns the environment of the cluster profile for pg and rd.
+func clusterEnv(runtimeDSN, redisAddr string) func(string) string {
+	return env(
+		EnvProfile, "cluster",
+		EnvPostgresURL, runtimeDSN,
+		EnvPostgresTLSMode, "disable",
+		EnvPostgresAllowInsecure, "true",
+		EnvRedisURL, "redis://"+redisAddr+"/0",
+	).get
+}
+
+const outageConfig = `
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: exports
+    match: {path: /exports}
+    upstream: app
+    quota: {operation: exports, limit: 5, window: 60s, auth: {url: "{{AUTH}}/verify", timeout: 300ms}}
+  - name: login
+    match: {path: /login}
+    upstream: app
+    login: {limit: 1, window: 60s}
+  - name: search
+    match: {path: /search}
+    upstream: app
+    rate_limit: {qps: 0.001, burst: 2, scope: global, key: route}
+  - name: plain
+    match: {path: /}
+    upstream: app
+global: {budget: 20ms}
+`
+
+// readyz returns /readyz's status and dependency states.
+func readyz(t *testing.T, base string) (int, map[string]string) {
+	t.Helper()
+	r := do(t, "GET", base+"/readyz", nil)
+	var doc struct{ Dependencies map[string]string }
+	_ = json.Unmarshal(r.body, &doc)
+	return r.status, doc.Dependencies
+}
+
+// A replica that starts while PostgreSQL and Redis are down comes up and
+// serves like a running replica that lost them: plain routes normal,
+// quota 503, logins degraded, global limits on the local share; /readyz
+// 200 naming the dependencies; one log line per dependency, not one per
+// request; and it recovers on its own when they return.
+func TestStartWithDependenciesDown(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	rd := testsvc.StartRedis(t)
+	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
+	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	pg.Stop()
+	rd.Stop()
+
+	auth := httptest.NewServer(&authServer{})
+	t.Cleanup(auth.Close)
+	up := echoUpstream(t, "app")
+	tg := startGateway(t, outageConfig, map[string]string{"APP": up.URL, "AUTH": auth.URL}, gwOpts{getenv: clusterEnv(runtimeDSN, rd.Addr())})
+
+	if r := do(t, "GET", tg.url+"/hello", nil); r.status != 200 {
+		t.Fatalf("plain route with both down: %d %s", r.status, r.body)
+	}
+	st, deps := readyz(t, tg.url)
+	if st != 200 || deps["postgres"] != "down" || deps["redis"] != "down" {
+		t.Fatalf("/readyz: %d %v, want 200 with postgres and redis down", st, deps)
+	}
+	for i := 0; i < 20; i++ {
+		r := do(t, "POST", tg.url+"/exports", strings.NewReader(`{}`), "Authorization", "Bearer alice", "Idempotency-Key", "k1")
+		if r.status != 503 || r.code(t) != "quota_unavailable" {
+			t.Fatalf("quota with postgres down: %d %s", r.status, r.body)
+		}
+	}
+	if r := do(t, "POST", tg.url+"/login", strings.NewReader(`{"username":"alice"}`), "Content-Type", "application/json"); r.status != 200 {
+		t.Fatalf("login with redis down (degraded): %d %s", r.status, r.body)
+	}
+	ok := 0
+	for i := 0; i < 5; i++ {
+		if do(t, "GET", tg.url+"/search", nil).status == 200 {
+			ok++
+		}
+	}
+	if ok != 2 {
+		t.Fatalf("global limit with redis down: %d admitted, want the local share (2)", ok)
+	}
+	if n := strings.Count(tg.logs.String(), "postgres unavailable"); n != 1 {
+		t.Fatalf("%d 'postgres unavailable' log lines, want exactly 1 (not one per request)", n)
+	}
+	if v := tg.counter(t, "bulwark_dependency_up", "dependency", "postgres"); v != 0 {
+		t.Errorf("bulwark_dependency_up{postgres} = %v", v)
+	}
+	for _, leak := range []string{"rt-secret", pg.DSN(), rd.Addr()} {
+		if strings.Contains(tg.logs.String(), leak) {
+			t.Fatalf("logs carry %q", leak)
+		}
+	}
+
+	// Back: the monitors see it within a few probe intervals.
+	pg.Restart()
+	rd.Restart()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, deps = readyz(t, tg.url)
+		if deps["postgres"] == "up" && deps["redis"] == "up" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dependencies not back after restart: %v", deps)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a real outage, bounded by the deadline
+	}
+	if r := do(t, "POST", tg.url+"/exports", strings.NewReader(`{}`), "Authorization", "Bearer alice", "Idempotency-Key", "k1"); r.status != 200 {
+		t.Fatalf("quota after postgres returned: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(tg.logs.String(), "postgres is back") {
+		t.Error("no recovery line logged")
+	}
+}
+
+// Two replicas with one global limit share its budget.
+func TestGlobalScopeAcrossReplicas(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	up := echoUpstream(t, "app")
+	cfg := `
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: search
+    match: {path: /search}
+    upstream: app
+    rate_limit: {qps: 0.001, burst: 6, scope: global, key: route}
+global: {budget: 50ms}
+`
+	getenv := env(EnvProfile, "cluster", EnvRedisURL, "redis://"+rd.Addr()+"/0", EnvPostgresURL, "postgres://u:p@127.0.0.1:1/db",
+		EnvPostgresTLSMode, "disable", EnvPostgresAllowInsecure, "true").get
+	a := startGateway(t, cfg, map[string]string{"APP": up.URL}, gwOpts{getenv: getenv})
+	b := startGateway(t, cfg, map[string]string{"APP": up.URL}, gwOpts{getenv: getenv})
+	admitted := 0
+	for i := 0; i < 30; i++ {
+		tg := a
+		if i%2 == 1 {
+			tg = b
+		}
+		r := do(t, "GET", tg.url+"/search", nil)
+		switch r.status {
+		case 200:
+			admitted++
+		case 429:
+			if r.code(t) != "rate_limited" || r.header.Get("RateLimit-Policy") == "" {
+				t.Fatalf("global refusal: %d %s %v", r.status, r.body, r.header)
+			}
+		default:
+			t.Fatalf("status %d %s", r.status, r.body)
+		}
+	}
+	if admitted > 6 || admitted < 3 {
+		t.Fatalf("two replicas admitted %d through one global burst of 6 (local limits would admit 12)", admitted)
+	}
+}
+
+// The RLS server answers Envoy's protocol on the global limiter.
+func TestRLSThroughGateway(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	up := echoUpstream(t, "app")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ratelimit.yaml"), []byte(`
+domain: edge
+descriptors:
+  - key: path
+    value: /login
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := env(EnvProfile, "cluster", EnvRedisURL, "redis://"+rd.Addr()+"/0", EnvPostgresURL, "postgres://u:p@127.0.0.1:1/db",
+		EnvPostgresTLSMode, "disable", EnvPostgresAllowInsecure, "true").get
+	cfgText := strings.ReplaceAll(oneRoute, "{{APP}}", up.URL) + "global: {budget: 50ms}\nrls: {addr: " + ln.Addr().String() + ", config_file: " + filepath.Join(dir, "ratelimit.yaml") + "}\n"
+	cfg, err := Parse("test.yaml", []byte(cfgText), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := startConfig(t, cfg, gwOpts{rls: ln})
+	if tg.g.RLSAddr() == nil {
+		t.Fatal("no RLS listener")
+	}
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	client := pb.NewRateLimitServiceClient(conn)
+	var codes []pb.RateLimitResponse_Code
+	for i := 0; i < 3; i++ {
+		resp, err := client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
+			{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "path", Value: "/login"}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, resp.OverallCode)
+	}
+	if codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OK || codes[2] != pb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("codes %v, want OK OK OVER_LIMIT", codes)
+	}
+	if v := tg.counter(t, "bulwark_rls_requests_total", "result", "over_limit"); v != 1 {
+		t.Errorf("bulwark_rls_requests_total{over_limit} = %v", v)
+	}
+}
