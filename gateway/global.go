@@ -262,4 +262,3 @@ func (c *rlsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), r)
 	}
 }
-

@@ -35,8 +35,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/bulwarkhq/bulwark/control"
-	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/gateway"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
