@@ -342,7 +342,7 @@ type Lockout struct {
 }
 
 // Quota enforces a durable per-(project, subject, operation) quota
-// (seed 001) after a forward-auth call establishes who is calling.
+// after a forward-auth call establishes who is calling.
 type Quota struct {
 	Operation string        `yaml:"operation"` // names the budget
 	Limit     int           `yaml:"limit"`     // receipts per window

@@ -20,7 +20,7 @@ import (
 	"github.com/bulwarkhq/bulwark/rls"
 )
 
-// Environment variables read by the profile gate (seed 002 §4).
+// Environment variables read by the profile gate.
 const (
 	// EnvProfile overrides the file's profile when set: the same file can
 	// run standalone on a laptop and clustered in production.

@@ -1,5 +1,5 @@
 // Package global enforces rate limits across replicas: a two-level
-// limiter (seed 004's GlobalRateLimiter) with leased tokens in each
+// limiter with leased tokens in each
 // process (L1) and a shared GCRA bucket per key in a store (L2, Redis in
 // production), behind a circuit breaker.
 //

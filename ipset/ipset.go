@@ -41,7 +41,7 @@ var (
 
 // Limits.
 const (
-	// DefaultAllowCapacity and DefaultDenyCapacity are the seed's list sizes.
+	// DefaultAllowCapacity and DefaultDenyCapacity size the lists for a large deployment (65,536 allowed, 1,000,000 denied entries).
 	DefaultAllowCapacity = 65_536
 	DefaultDenyCapacity  = 1_000_000
 	// MaxCapacity bounds Config.Capacity.

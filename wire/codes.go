@@ -9,7 +9,7 @@ import (
 // machine-readable identifier: clients may switch on it, and it never
 // changes meaning. Each code has the status it is normally sent with and a
 // fixed detail sentence (see [Lookup]); no code's answer carries request
-// data. The codes fixed by the design documents are kept verbatim
+// data. Long-standing codes are kept verbatim
 // (authentication_rate_limited, authentication_shield_unavailable,
 // quota_exceeded, rate-limit-exceeded, not_ready).
 
@@ -37,7 +37,7 @@ const (
 // Login throttle.
 const (
 	// CodeLoginRateLimitExceeded: too many login attempts (429). The
-	// spelling is the design document's.
+	// spelling is kept for the clients that already match on it.
 	CodeLoginRateLimitExceeded = "rate-limit-exceeded"
 	// CodeMissingCredentials: a login request without a username (400);
 	// it is not counted.

@@ -42,7 +42,7 @@ const (
 // Flags is the runtime flag word the program reads for every packet.
 type Flags uint32
 
-// Flags. The first nine bits follow the seed's numbering, so {"flags": 3}
+// Flags. The first nine bits follow a stable numbering, so {"flags": 3}
 // means SYN scoring plus the SYN proxy.
 const (
 	// FlagSYNFlood scores SYNs per source (IPv6 per /64) with exponential
