@@ -59,6 +59,13 @@ type MiddlewareConfig struct {
 	// a caller can mark its own wrapper), r the request. It must be fast,
 	// must not keep w or r, and sees no username or address.
 	Observe func(w http.ResponseWriter, r *http.Request, o Outcome)
+	// Shadow computes and reports every decision (Observe, with
+	// Outcome.Shadow) but refuses nothing for the limiter: an attempt the
+	// limiter would refuse goes on to the handler, and its answer does
+	// not feed the lockout, so the limiter's state evolves exactly as it
+	// would in enforcement. This is how a new limit is tried on real
+	// traffic. Malformed credentials are still refused.
+	Shadow bool
 }
 
 // Outcome is what the middleware did with one request. The zero Outcome
@@ -79,6 +86,8 @@ type Outcome struct {
 	// attempt, as fed to the lockout (0 when the handler was not called,
 	// wrote nothing or hijacked the connection).
 	Status int
+	// Shadow reports a refusal that shadow mode let through.
+	Shadow bool
 }
 
 // NewMiddleware returns middleware that throttles a password-login
@@ -127,7 +136,7 @@ func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error
 			return a.String()
 		}
 	}
-	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readUser: readUser, clientIP: clientIP, observe: cfg.Observe}
+	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readUser: readUser, clientIP: clientIP, observe: cfg.Observe, shadow: cfg.Shadow}
 	return m.wrap, nil
 }
 
@@ -136,6 +145,7 @@ func credentialsZero(o UsernameOptions) bool {
 }
 
 type middleware struct {
+	shadow   bool
 	lim      *Limiter
 	lockout  *Lockout
 	readUser func(*http.Request) (string, error)
@@ -169,6 +179,11 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if !d.Allowed {
+		if m.shadow {
+			next.ServeHTTP(w, r)
+			m.report(w, r, Outcome{Counted: true, Decision: d, Shadow: true})
+			return
+		}
 		Reject(w, r, d)
 		m.report(w, r, Outcome{Counted: true, Decision: d})
 		return

@@ -481,3 +481,62 @@ func TestRejectConnectionFate(t *testing.T) {
 		})
 	}
 }
+
+// In shadow mode an attempt the limiter would refuse reaches the handler,
+// is reported as a shadow refusal, and does not feed the lockout: the
+// limiter's state evolves exactly as it would in enforcement.
+func TestMiddlewareShadow(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	rate, _ := login.NewMemoryStore(login.MemoryConfig{Clock: clk})
+	locks, _ := login.NewMemoryLockoutStore(login.MemoryConfig{Clock: clk})
+	lo, err := login.NewLockout(login.LockoutConfig{MaxFailures: 3, Store: locks, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := login.New(login.Config{Limit: 2, Window: time.Minute, Store: rate, Lockout: lo, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shadowed, counted atomic.Int64
+	mw, err := login.NewMiddleware(login.MiddlewareConfig{Limiter: lim, Shadow: true, Observe: func(_ http.ResponseWriter, _ *http.Request, o login.Outcome) {
+		if o.Shadow {
+			shadowed.Add(1)
+		}
+		if o.Counted {
+			counted.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int64
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusUnauthorized) // a wrong password
+	}))
+	for i := 0; i < 5; i++ {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/login", strings.NewReader(`{"username":"alice"}`))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d, want the handler's 401 (shadow never refuses)", i, rec.Code)
+		}
+	}
+	if reached.Load() != 5 || counted.Load() != 5 {
+		t.Fatalf("reached %d counted %d, want 5 and 5", reached.Load(), counted.Load())
+	}
+	// Enforcement would have admitted 2 (limit) and refused 3. Only the
+	// two admitted 401s feed the lockout (threshold 3): had the three
+	// shadow-passed 401s fed it too, the account would be locked.
+	if shadowed.Load() != 3 {
+		t.Fatalf("shadow refusals %d, want 3", shadowed.Load())
+	}
+	st, err := lo.Check(t.Context(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Locked {
+		t.Fatalf("shadow-passed failures fed the lockout: %+v", st)
+	}
+}
