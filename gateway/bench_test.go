@@ -98,7 +98,7 @@ func BenchmarkRouteLimiter(b *testing.B) {
 				ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7")}
 				w := &discardWriter{h: http.Header{}}
 				for pb.Next() {
-					if ok, reason := l.check(w, r, ex); !ok {
+					if ok, reason := l.check(w, r, ex, false); !ok {
 						b.Fatal(reason)
 					}
 				}

@@ -102,6 +102,7 @@ type Config struct {
 	Upstreams      []Upstream     `yaml:"upstreams"`
 	Routes         []Route        `yaml:"routes"`
 	Metrics        Metrics        `yaml:"metrics"`
+	AccessLog      AccessLog      `yaml:"access_log"`
 	Log            Log            `yaml:"log"`
 	IPSets         IPSets         `yaml:"ipsets"`
 	XDP            XDP            `yaml:"xdp"`
@@ -202,7 +203,10 @@ type RequestHeaders struct {
 // default: its budgets are per process and sized for pre-authentication
 // traffic. The client is decided by client_ip.
 type Shield struct {
-	Enabled  bool          `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// Mode is enforce (default) or shadow: decisions are made, counted
+	// (bulwark_would_reject_total) and logged, but nothing is refused.
+	Mode     string        `yaml:"mode"`
 	Window   time.Duration `yaml:"window"`   // fixed window length
 	PerPeer  int64         `yaml:"per_peer"` // requests per client per window
 	Global   int64         `yaml:"global"`   // requests per process per window
@@ -296,6 +300,8 @@ type RateLimit struct {
 	// Scope is local (default: each replica counts alone) or global
 	// (every replica shares one budget in Redis; cluster profile).
 	Scope string `yaml:"scope"`
+	// Mode is enforce (default) or shadow: see Shield.Mode.
+	Mode string `yaml:"mode"`
 }
 
 // ClientLimit is a per-client-address GCRA limit.
@@ -323,6 +329,8 @@ type Login struct {
 	FailureStatus []int `yaml:"failure_status"`
 	// Lockout locks a username after repeated failures from any client.
 	Lockout Lockout `yaml:"lockout"`
+	// Mode is enforce (default) or shadow: see Shield.Mode.
+	Mode string `yaml:"mode"`
 }
 
 // LoginPerClient is the per-client dimension of the login throttle.
@@ -369,6 +377,23 @@ type ForwardAuth struct {
 type Metrics struct {
 	// Addr is host:port of the /metrics listener; "" disables it.
 	Addr string `yaml:"addr"`
+}
+
+// AccessLog is one structured line per request ("access" in the log):
+// route, the layer that answered and why, status, duration, upstream, and
+// a keyed client fingerprint (an HMAC under a per-process key: the same
+// client gets the same fingerprint in every line of a process, and nobody
+// can turn it back into an address). Never the address, the path, a
+// username or a header value.
+type AccessLog struct {
+	// Mode is rejections (default: every answer a layer gave instead of
+	// the upstream, shadow decisions included), all, or off.
+	Mode string `yaml:"mode"`
+	// Sample is the fraction of the other requests logged in mode all.
+	Sample float64 `yaml:"sample"`
+	// MaxPerSecond bounds the lines; the excess is dropped and counted
+	// in bulwark_access_log_dropped_total.
+	MaxPerSecond int `yaml:"max_per_second"`
 }
 
 // Log selects the log format and level.
@@ -569,14 +594,16 @@ func DefaultConfig() *Config {
 		// pre-authentication traffic, not for a whole site.
 		Shield: Shield{
 			Enabled:  false,
+			Mode:     "enforce",
 			Window:   60 * time.Second,
 			PerPeer:  300,
 			Global:   1200,
 			MaxPeers: 4096,
 		},
-		Metrics: Metrics{Addr: "127.0.0.1:9090"},
-		Log:     Log{Format: "json", Level: "info"},
-		IPSets:  IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
+		Metrics:   Metrics{Addr: "127.0.0.1:9090"},
+		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},
+		Log:       Log{Format: "json", Level: "info"},
+		IPSets:    IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
 		Redis: Redis{
 			DialTimeout:  redisconn.DefaultDialTimeout,
 			ReadTimeout:  redisconn.DefaultReadTimeout,
@@ -630,7 +657,7 @@ func DefaultUpstream() Upstream {
 // client address, 429, a table of 65,536 keys, RateLimit fields on
 // refusals. QPS has no default; Burst 0 means ceil(QPS).
 func DefaultRateLimit() RateLimit {
-	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local"}
+	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}
 }
 
 // DefaultLogin returns the defaults of a route's login throttle: 5
@@ -647,6 +674,7 @@ func DefaultLogin() Login {
 		MaxKeys:       100_000,
 		PerClient:     LoginPerClient{Limit: 20, Window: 60 * time.Second},
 		FailureStatus: login.DefaultFailureStatus(),
+		Mode:          "enforce",
 		Lockout: Lockout{
 			Enabled:     true,
 			MaxFailures: login.DefaultMaxFailures,

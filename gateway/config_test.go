@@ -161,7 +161,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := cfg.Routes[0].RateLimit
-	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local"}); *rl != want {
+	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}); *rl != want {
 		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
 	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, DefaultLogin()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||

@@ -47,6 +47,7 @@ import (
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
@@ -122,6 +123,9 @@ type Gateway struct {
 	started time.Time     // by the injected clock
 	sweeper chan struct{} // closed to stop the list sweeper
 
+	keyer     *peer.Keyer // access-log fingerprints, made on first use
+	keyerOnce sync.Once
+
 	mu     sync.Mutex // serializes Reload
 	cfg    *Config
 	closed bool // the pipeline was closed at shutdown: no more reloads
@@ -192,7 +196,12 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	g.metrics = m
-	onReject = func(reason string) { m.reject(layerHost, reason) }
+	onReject = func(reason string) { m.reject(layerHost, reason, "") }
+	m.configLoaded(g.clock.Now())
+	if err := m.register(newStateCollector(g)); err != nil {
+		m.unregister()
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	if g.xdp != nil {
 		if err := m.register(newXDPCollector(g.xdp)); err != nil {
 			m.unregister()

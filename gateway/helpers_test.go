@@ -109,13 +109,15 @@ func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 	return tg
 }
 
-// counter returns the value of a counter series in the registry.
+// counter returns the sum of the counter or gauge series of name whose
+// labels include the given ones.
 func (tg *testGateway) counter(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := tg.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := 0.0
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -132,14 +134,14 @@ func (tg *testGateway) counter(t *testing.T, name string, labels ...string) floa
 				}
 			}
 			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
+				sum += c.GetValue()
 			}
 			if g := m.GetGauge(); g != nil {
-				return g.GetValue()
+				sum += g.GetValue()
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
 type syncBuffer struct {

@@ -95,16 +95,27 @@ func (g *Gateway) loginMiddleware(st *loginState, l Login, next http.Handler) (h
 			}
 			return ex.group.String()
 		},
+		Shadow: l.Mode == "shadow",
 		Observe: func(w http.ResponseWriter, r *http.Request, o login.Outcome) {
+			ex := exchangeOf(r)
+			if ex == nil {
+				ex = &exchange{}
+			}
 			switch {
 			case o.Code != "":
 				markRejected(w)
-				g.metrics.reject(layerLogin, o.Code)
+				status := http.StatusBadRequest
+				if rec, ok := w.(*recorder); ok {
+					status = rec.status
+				}
+				ex.refuse(g.metrics, layerLogin, o.Code, status)
+			case o.Counted && o.Shadow:
+				ex.shadowed(g.metrics, layerLogin, string(o.Decision.Reason))
 			case o.Counted && !o.Decision.Allowed:
 				markRejected(w)
-				g.metrics.reject(layerLogin, string(o.Decision.Reason))
+				ex.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
 			case o.Counted && o.Decision.Degraded:
-				g.metrics.reject(layerLogin, "degraded_allow") // counted, not refused
+				g.metrics.reject(layerLogin, "degraded_allow", ex.routeName()) // counted, not refused
 			}
 		},
 	})

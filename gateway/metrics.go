@@ -49,6 +49,12 @@ type metrics struct {
 	reloads    *prometheus.CounterVec
 	xdpEvents  *prometheus.CounterVec
 
+	wouldReject     *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	accessDropped   prometheus.Counter
+	reloadOK        prometheus.Gauge
+	reloadTime      prometheus.Gauge
+
 	globalTransitions *prometheus.CounterVec
 	globalLatency     prometheus.Histogram
 	globalRoundTrips  *prometheus.CounterVec
@@ -71,8 +77,29 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		}, []string{"route", "outcome"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_rejections_total",
-			Help: "Requests answered by a protection layer instead of the upstream, by layer and reason.",
-		}, []string{"layer", "reason"}),
+			Help: "Requests answered by a protection layer instead of the upstream, by layer, reason and route ((none) before routing).",
+		}, []string{"layer", "reason", "route"}),
+		wouldReject: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_would_reject_total",
+			Help: "Requests a layer in shadow mode would have refused (they were let through), by layer, reason and route.",
+		}, []string{"layer", "reason", "route"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bulwark_request_duration_seconds",
+			Help:    "Time from the gateway receiving a request to its answer being handed back, by route ((none) when no route matched).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+		accessDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulwark_access_log_dropped_total",
+			Help: "Access log lines not written because access_log.max_per_second was reached.",
+		}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulwark_config_last_reload_successful",
+			Help: "1 when the last configuration load (the start, then every reload) succeeded.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bulwark_config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration in use was loaded (the start, or the last successful reload), as a Unix timestamp.",
+		}),
 		shield: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_shield_events_total",
 			Help: "Pre-authentication shield rejections, by outcome and reason.",
@@ -122,10 +149,11 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		Help: "Always 1; labels carry the build.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny")
+	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny", unmatchedRoute)
 	cs := []prometheus.Collector{
 		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents,
-		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp, build,
+		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp,
+		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bulwark_in_flight",
 			Help: "Requests admitted by the host and not yet finished.",
@@ -248,12 +276,54 @@ func (m *metrics) reloaded(ok bool) {
 		result = "error"
 	}
 	m.reloads.WithLabelValues(result).Inc()
+	if !ok {
+		m.reloadOK.Set(0)
+	}
 }
 
-func (m *metrics) reject(layer, reason string) {
+// reject counts a refusal by layer and reason, for route ("" before
+// routing).
+func (m *metrics) reject(layer, reason, route string) {
 	m.tally.add(layer, reason)
 	if m.on() {
-		m.rejections.WithLabelValues(layer, reason).Inc()
+		if route == "" {
+			route = unmatchedRoute
+		}
+		m.rejections.WithLabelValues(layer, reason, route).Inc()
+	}
+}
+
+// wouldRejectShadow counts a refusal a shadow-mode layer let through.
+func (m *metrics) wouldRejectShadow(layer, reason, route string) {
+	if m.on() {
+		if route == "" {
+			route = unmatchedRoute
+		}
+		m.wouldReject.WithLabelValues(layer, reason, route).Inc()
+	}
+}
+
+// prometheusObserver observes one value (a histogram series, or nothing
+// when metrics are off).
+type prometheusObserver interface{ Observe(float64) }
+
+type noObserver struct{}
+
+func (noObserver) Observe(float64) {}
+
+// durationOf returns the request-duration series of route.
+func (m *metrics) durationOf(route string) prometheusObserver {
+	if !m.on() {
+		return noObserver{}
+	}
+	return m.requestDuration.WithLabelValues(route)
+}
+
+// configLoaded records a successful load (start or reload) at t.
+func (m *metrics) configLoaded(t time.Time) {
+	if m.on() {
+		m.reloadOK.Set(1)
+		m.reloadTime.Set(float64(t.UnixNano()) / 1e9)
 	}
 }
 
@@ -269,7 +339,7 @@ func (m *metrics) shieldEvent(outcome, reason string) {
 	m.tally.add(layerShield, reason)
 	if m.on() {
 		m.shield.WithLabelValues(outcome, reason).Inc()
-		m.rejections.WithLabelValues(layerShield, reason).Inc()
+		m.rejections.WithLabelValues(layerShield, reason, unmatchedRoute).Inc()
 	}
 }
 
@@ -338,4 +408,60 @@ func metricsHandler(g prometheus.Gatherer) http.Handler {
 		Timeout:             10 * time.Second,
 	}))
 	return mux
+}
+
+// stateCollector exports, at scrape time, the occupancy of every bounded
+// table of the current pipeline (with its capacity, so a filling table is
+// visible before it refuses anyone) and the upstream connection pools.
+type stateCollector struct {
+	g                        *Gateway
+	entries, capacity, conns *prometheus.Desc
+	dials, maxIdle           *prometheus.Desc
+}
+
+func newStateCollector(g *Gateway) *stateCollector {
+	return &stateCollector{
+		g:        g,
+		entries:  prometheus.NewDesc("bulwark_table_entries", "Entries held in a bounded table (shield peers, route rate-limit keys, login logs and locks, list entries), by table and route ((none) for process-wide tables).", []string{"table", "route"}, nil),
+		capacity: prometheus.NewDesc("bulwark_table_capacity", "Hard capacity of a bounded table; a full table refuses new keys.", []string{"table", "route"}, nil),
+		conns:    prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
+		dials:    prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
+		maxIdle:  prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c.g.cur.Load()
+	if p == nil {
+		return
+	}
+	emit := func(name, route string, t interface {
+		Len() int
+		Capacity() int
+	}) {
+		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(t.Len()), name, route)
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(t.Capacity()), name, route)
+	}
+	if p.shield != nil {
+		emit("shield_peers", unmatchedRoute, p.shield)
+	}
+	emit("ipset_allow", unmatchedRoute, c.g.lists.allow)
+	emit("ipset_deny", unmatchedRoute, c.g.lists.deny)
+	for _, rt := range p.routes {
+		for _, t := range rt.tables {
+			emit(t.name, rt.name, t.t)
+		}
+	}
+	for name, px := range p.proxies {
+		st := px.Stats()
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.Open), name)
+		ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(st.Dials), name)
+		ch <- prometheus.MustNewConstMetric(c.maxIdle, prometheus.GaugeValue, float64(st.MaxIdle), name)
+	}
 }

@@ -56,6 +56,15 @@ type exchange struct {
 	route    *route
 	free     bool // an allowed client: no shield, no route rate limit
 
+	// What the request met, for the access log and the metrics: the layer
+	// that answered instead of the upstream (and why), the status, and a
+	// refusal a shadow-mode layer let through.
+	start         time.Time
+	layer, reason string
+	status        int
+	shadowLayer   string
+	shadowReason  string
+
 	// asserted are the headers the gateway sets on the upstream request
 	// (forward-auth identity, Idempotency-Replay), after hop-by-hop
 	// removal.
@@ -75,6 +84,27 @@ func (ex *exchange) assert(name, value string) {
 
 type exchangeKey struct{}
 
+// refuse records that layer answered instead of the upstream.
+func (ex *exchange) refuse(m *metrics, layer, reason string, status int) {
+	ex.layer, ex.reason, ex.status = layer, reason, status
+	m.reject(layer, reason, ex.routeName())
+}
+
+// shadowed records a refusal a shadow-mode layer let through.
+func (ex *exchange) shadowed(m *metrics, layer, reason string) {
+	if ex.shadowLayer == "" {
+		ex.shadowLayer, ex.shadowReason = layer, reason
+	}
+	m.wouldRejectShadow(layer, reason, ex.routeName())
+}
+
+func (ex *exchange) routeName() string {
+	if ex.route == nil {
+		return ""
+	}
+	return ex.route.name
+}
+
 // exchangeOf returns the request's exchange, or nil.
 func exchangeOf(r *http.Request) *exchange {
 	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
@@ -86,16 +116,20 @@ var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 // pipeline is everything one configuration serves with. It is immutable
 // once built; a reload builds a new one and swaps it in.
 type pipeline struct {
-	g         *Gateway
-	headers   *headerRules
-	resolver  *peer.Resolver
-	behindLB  bool // client_ip.trusted_proxies is set: lists also apply to resolved clients
-	shield    *shield.Shield
-	matcher   *matcher
-	routes    []*route // by configuration index
-	unmatched *routeMetrics
-	reuse     *registry
-	created   []any // what this pipeline's build made (not taken over)
+	g            *Gateway
+	headers      *headerRules
+	resolver     *peer.Resolver
+	behindLB     bool // client_ip.trusted_proxies is set: lists also apply to resolved clients
+	shield       *shield.Shield
+	matcher      *matcher
+	routes       []*route // by configuration index
+	unmatched    *routeMetrics
+	noRoute      prometheusObserver
+	access       *accessLog
+	shadowShield bool
+	reuse        *registry
+	proxies      map[string]*proxy.Proxy
+	created      []any // what this pipeline's build made (not taken over)
 }
 
 // discard releases what a pipeline that never served created.
@@ -108,19 +142,48 @@ func (p *pipeline) discard() {
 // route is one configured route: its policies in order, then the proxy.
 type route struct {
 	name      string
+	upstream  string
 	websocket bool
 	limit     *routeLimit  // nil without rate_limit
+	shadow    bool         // rate_limit.mode: shadow
 	policy    http.Handler // login → quota → proxy
 	rm        *routeMetrics
 	metrics   *metrics
+	duration  prometheusObserver
+	tables    []table // bounded tables of this route, for occupancy gauges
+}
+
+// table is a bounded table whose occupancy is exported.
+type table struct {
+	name string
+	t    interface {
+		Len() int
+		Capacity() int
+	}
 }
 
 // ServeHTTP serves one request through the pipeline.
 func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g := p.g
 	ex := exchanges.Get().(*exchange)
-	*ex = exchange{}
+	*ex = exchange{start: time.Now()}
 	defer exchanges.Put(ex)
+	defer p.finish(ex)
+	p.serve(w, r, ex)
+}
+
+// finish records the request's duration and access log line.
+func (p *pipeline) finish(ex *exchange) {
+	d := time.Since(ex.start)
+	if ex.route != nil {
+		ex.route.duration.Observe(d.Seconds())
+	} else {
+		p.noRoute.Observe(d.Seconds())
+	}
+	p.access.log(ex, d)
+}
+
+func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	g := p.g
 
 	// 1. Headers the client must not choose.
 	p.headers.apply(r.Header)
@@ -138,7 +201,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ex.free = true
 		case ipset.Denied:
 			// A connection accepted before its peer was blocked.
-			g.metrics.reject(layerIPSet, "deny_request")
+			ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
 			panic(http.ErrAbortHandler)
 		}
 		if p.behindLB && p.resolver.TrustsPeer(r) {
@@ -153,19 +216,27 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case ipset.Allowed:
 				ex.free = true
 			case ipset.Denied:
-				g.metrics.reject(layerIPSet, "deny_client")
+				ex.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
 				wire.Reject(w, r, wire.New(wire.CodeBlocked))
 				return
 			}
 		}
 	}
 
-	// 4. The shield.
+	// 4. The shield. (Its refusals are counted by its hook.)
 	if p.shield != nil && !ex.free {
 		a := p.shield.Admit(ex.group, ex.clientOK)
 		if !a.Allowed {
-			shield.WriteRejection(w, r, &a)
-			return
+			if p.shadowShield {
+				ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
+			} else {
+				ex.layer, ex.reason, ex.status = layerShield, string(a.Reason), http.StatusTooManyRequests
+				if a.Outcome != shield.OutcomeRateLimited {
+					ex.status = http.StatusServiceUnavailable
+				}
+				shield.WriteRejection(w, r, &a)
+				return
+			}
 		}
 	}
 
@@ -177,23 +248,23 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rawPath, _ := canon.Target(raw)
 	path, err := canon.Path(rawPath)
 	if err != nil {
-		p.invalidPath(w, r)
+		p.invalidPath(w, r, ex)
 		return
 	}
 	ex.path, ex.host = path, canon.Host(r.Host)
 	rule := p.matcher.find(upperMethod(r.Method), ex.host, path)
 	if rule == nil {
 		if path.Flags&canon.Ambiguous != 0 {
-			p.invalidPath(w, r)
+			p.invalidPath(w, r, ex)
 			return
 		}
-		g.metrics.reject(layerRouter, "not_found")
+		ex.refuse(g.metrics, layerRouter, "not_found", http.StatusNotFound)
 		p.unmatched.count(http.StatusNotFound, true)
 		wire.Reject(w, r, wire.New(wire.CodeNotFound))
 		return
 	}
 	if path.Flags&canon.Ambiguous != 0 && !rule.unsafe {
-		p.invalidPath(w, r)
+		p.invalidPath(w, r, ex)
 		return
 	}
 	rt := p.routes[rule.route]
@@ -207,8 +278,8 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.serve(w, r, ex)
 }
 
-func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request) {
-	p.g.metrics.reject(layerRouter, "invalid_path")
+func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	ex.refuse(p.g.metrics, layerRouter, "invalid_path", http.StatusBadRequest)
 	p.unmatched.count(http.StatusBadRequest, true)
 	wire.Reject(w, r, wire.New(wire.CodeInvalidPath))
 }
@@ -229,14 +300,21 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	rec := getRecorder(w)
 	defer putRecorder(rec)
 	if l := rt.limit; l != nil && !ex.free {
-		if ok, reason := l.check(rec, r, ex); !ok {
-			rt.metrics.reject(layerRoute, reason)
-			rt.rm.count(rec.status, true)
-			return
+		if ok, reason := l.check(rec, r, ex, rt.shadow); !ok {
+			if rt.shadow && reason != "ambiguous_key" {
+				ex.shadowed(rt.metrics, layerRoute, reason)
+			} else {
+				ex.refuse(rt.metrics, layerRoute, reason, rec.status)
+				rt.rm.count(rec.status, true)
+				return
+			}
 		}
 	}
 	rt.policy.ServeHTTP(rec, r)
 	rt.rm.count(rec.status, rec.rejected)
+	if ex.status == 0 {
+		ex.status = rec.status
+	}
 }
 
 // assertHeaders is the proxy's Assert hook: the headers the policies
@@ -291,12 +369,15 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		}
 	}
 	p := &pipeline{
-		g:         g,
-		headers:   newHeaderRules(cfg.RequestHeaders.Strip, asserted),
-		resolver:  resolver,
-		behindLB:  len(cfg.ClientIP.TrustedProxies.CIDRs) > 0,
-		unmatched: g.metrics.forUnmatched(),
-		reuse:     b.next,
+		g:            g,
+		noRoute:      g.metrics.durationOf(unmatchedRoute),
+		access:       g.newAccessLog(cfg.AccessLog),
+		shadowShield: cfg.Shield.Mode == "shadow",
+		headers:      newHeaderRules(cfg.RequestHeaders.Strip, asserted),
+		resolver:     resolver,
+		behindLB:     len(cfg.ClientIP.TrustedProxies.CIDRs) > 0,
+		unmatched:    g.metrics.forUnmatched(),
+		reuse:        b.next,
 	}
 	mt, bad := cfg.matcher()
 	if len(bad) > 0 {
@@ -305,6 +386,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	p.matcher = mt
 
 	proxies := map[string]*proxy.Proxy{}
+	p.proxies = proxies
 	for _, u := range cfg.Upstreams {
 		pu, err := u.proxyUpstream()
 		if err != nil {
@@ -325,7 +407,11 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	}
 
 	for _, rc := range cfg.Routes {
-		rt := &route{name: rc.Name, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name), metrics: g.metrics}
+		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name),
+			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name)}
+		if rl := rc.RateLimit; rl != nil {
+			rt.shadow = rl.Mode == "shadow"
+		}
 		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
 		if q := rc.Quota; q != nil {
 			if g.quota == nil {
@@ -356,11 +442,23 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			if h, err = g.loginMiddleware(st, *l, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
 			}
+			if st.rate != nil {
+				rt.tables = append(rt.tables, table{"login", st.rate})
+			}
+			if st.locks != nil {
+				rt.tables = append(rt.tables, table{"login_lockout", st.locks})
+			}
 		}
 		rt.policy = h
 		if rl := rc.RateLimit; rl != nil {
 			if rt.limit, err = newRouteLimit(b, rc.Name, *rl); err != nil {
 				return nil, err
+			}
+			if lb, ok := rt.limit.keyed.(localBucket); ok {
+				rt.tables = append(rt.tables, table{"rate_limit", lb.l})
+			}
+			if lb, ok := rt.limit.perClient.(localBucket); ok {
+				rt.tables = append(rt.tables, table{"rate_limit_per_client", lb.l})
 			}
 		}
 		p.routes = append(p.routes, rt)
@@ -369,7 +467,13 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	if cfg.Shield.Enabled {
 		sc := cfg.Shield.config()
 		sc.Clock = g.deps.Clock
-		sc.Hook = func(e shield.Event) { g.metrics.shieldEvent(string(e.Outcome), string(e.Reason)) }
+		sc.Hook = func(e shield.Event) {
+			if g.cur.Load() != nil && g.cur.Load().shadowShield {
+				g.metrics.wouldRejectShadow(layerShield, string(e.Reason), "")
+				return
+			}
+			g.metrics.shieldEvent(string(e.Outcome), string(e.Reason))
+		}
 		s, err := keep(b, fmt.Sprintf("shield/%#v", cfg.Shield), func() (*shield.Shield, error) { return shield.New(sc) })
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)

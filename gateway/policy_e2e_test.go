@@ -571,8 +571,11 @@ routes:
 	do(t, "GET", tg.url+"/missing", nil)
 	after := scrape()
 	for _, want := range []string{
-		`bulwark_rejections_total{layer="rate_limit",reason="over_limit"} 1`,
-		`bulwark_rejections_total{layer="router",reason="not_found"} 1`,
+		`bulwark_rejections_total{layer="rate_limit",reason="over_limit",route="api"} 1`,
+		`bulwark_rejections_total{layer="router",reason="not_found",route="(none)"} 1`,
+		`bulwark_request_duration_seconds_count{route="api"} 2`,
+		`bulwark_request_duration_seconds_count{route="(none)"} 1`,
+		`bulwark_config_last_reload_successful 1`,
 		`bulwark_requests_total{outcome="2xx",route="api"} 1`,
 		`bulwark_requests_total{outcome="rejected",route="api"} 1`,
 		`bulwark_requests_total{outcome="rejected",route="(none)"} 1`,

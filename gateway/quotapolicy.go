@@ -136,8 +136,7 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reason = string(ue.Reason)
 		}
 		p.pg.failed(reason)
-		p.metrics.reject(layerQuota, "unavailable")
-		markRejected(w)
+		p.record(w, r, "unavailable", http.StatusServiceUnavailable)
 		wire.WriteQuota(w, r, d, err)
 		return
 	case !d.Allowed:
@@ -146,8 +145,8 @@ func (p *quotaPolicy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d.Denial == quota.DenialExhausted {
 			reason = "exceeded" // the label of earlier releases
 		}
-		p.metrics.reject(layerQuota, reason)
-		markRejected(w)
+		pr, _ := wire.QuotaProblem(d, nil)
+		p.record(w, r, reason, pr.Status)
 		wire.WriteQuota(w, r, d, nil)
 		return
 	}
@@ -189,9 +188,18 @@ func (p *quotaPolicy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 }
 
 func (p *quotaPolicy) refuse(w http.ResponseWriter, r *http.Request, pr wire.Problem, reason string) {
-	p.metrics.reject(layerQuota, reason)
-	markRejected(w)
+	p.record(w, r, reason, pr.Status)
 	wire.Reject(w, r, pr)
+}
+
+// record counts a refusal of the quota layer.
+func (p *quotaPolicy) record(w http.ResponseWriter, r *http.Request, reason string, status int) {
+	markRejected(w)
+	if ex := exchangeOf(r); ex != nil {
+		ex.refuse(p.metrics, layerQuota, reason, status)
+		return
+	}
+	p.metrics.reject(layerQuota, reason, "")
 }
 
 // idempotencyKey returns the receipt id from Idempotency-Key (a bare
@@ -291,8 +299,7 @@ func (p *quotaPolicy) authenticate(w http.ResponseWriter, r *http.Request) (proj
 		}
 		h[k] = append([]string(nil), vs...)
 	}
-	p.metrics.reject(layerQuota, "auth_denied")
-	markRejected(w)
+	p.record(w, r, "auth_denied", resp.StatusCode)
 	if r.ProtoMajor < 2 && r.ContentLength != 0 {
 		// The body is unread: do not keep the HTTP/1.x connection.
 		h.Set("Connection", "close")

@@ -83,6 +83,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	}
 	g.tally.reloaded(g.clock.Now())
 	g.metrics.reloaded(true)
+	g.metrics.configLoaded(g.clock.Now())
 	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
 		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
 	return nil

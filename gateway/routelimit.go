@@ -128,11 +128,16 @@ func clientKey(ex *exchange) ratelimit.Key {
 	return ratelimit.AddrKey(ex.group)
 }
 
-// check charges the request; it answers and returns false when the
-// request may not proceed, with the rejection reason for metrics.
-func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange) (ok bool, reason string) {
+// check charges the request; it returns false when the request may not
+// proceed, with the rejection reason for metrics, and then has answered
+// unless shadow is set (a shadow limit decides and counts, and refuses
+// nothing; a malformed key is still answered).
+func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange, shadow bool) (ok bool, reason string) {
 	if pc := l.perClient; pc != nil {
 		if d := pc.allowKey(clientKey(ex)); !d.Allowed {
+			if shadow {
+				return false, "per_client"
+			}
 			pc.policy().WriteRejection(w, r, d, l.status, l.headers)
 			if d.Full {
 				return false, "per_client_capacity"
@@ -155,6 +160,12 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange)
 	}
 	d := l.keyed.allowKey(k)
 	if !d.Allowed {
+		if shadow {
+			if d.Full {
+				return false, "capacity"
+			}
+			return false, "over_limit"
+		}
 		l.keyed.policy().WriteRejection(w, r, d, l.status, l.headers)
 		if d.Full {
 			return false, "capacity"

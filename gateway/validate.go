@@ -176,6 +176,13 @@ func (f *fieldErrs) guard(path string, err error) {
 	}
 }
 
+// mode checks an enforce|shadow setting.
+func (f *fieldErrs) mode(path, m string) {
+	if m != "enforce" && m != "shadow" {
+		f.add(path, "%q: want enforce or shadow", m)
+	}
+}
+
 func (f *fieldErrs) ok() bool { return len(f.list) == 0 }
 
 func (f *fieldErrs) err() error {
@@ -262,6 +269,7 @@ func (c *Config) fieldErrors() FieldErrors {
 		}
 	}
 	f.sub("metrics", c.Metrics.Validate())
+	f.sub("access_log", c.AccessLog.Validate())
 	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
 		f.add("metrics.addr", "same address as listen.addr")
 	}
@@ -467,6 +475,7 @@ func (s Shield) Validate() error {
 	f.int("per_peer", s.PerPeer, rangeShieldPerPeer)
 	f.int("global", s.Global, rangeShieldGlobal)
 	f.int("max_peers", int64(s.MaxPeers), rangeShieldMaxPeers)
+	f.mode("mode", s.Mode)
 	if f.ok() {
 		f.guard("", s.config().Validate())
 	}
@@ -744,6 +753,7 @@ func (rl RateLimit) Validate() error {
 	default:
 		f.add("headers", "%q: want on_reject, always or off", rl.Headers)
 	}
+	f.mode("mode", rl.Mode)
 	switch rl.Scope {
 	case "local":
 	case "global":
@@ -769,6 +779,19 @@ func (rl RateLimit) Validate() error {
 		}
 		f.guard("max_keys", keyed.Config{Capacity: rl.MaxKeys}.Validate())
 	}
+	return f.err()
+}
+
+// Validate checks the access log's mode, sample and rate bound.
+func (a AccessLog) Validate() error {
+	var f fieldErrs
+	switch a.Mode {
+	case "off", "rejections", "all":
+	default:
+		f.add("mode", "%q: want off, rejections or all", a.Mode)
+	}
+	f.float("sample", a.Sample, floatRange{0, 1})
+	f.int("max_per_second", int64(a.MaxPerSecond), intRange{1, 1_000_000})
 	return f.err()
 }
 
@@ -871,6 +894,7 @@ func (l Login) Validate() error {
 	if len(l.FailureStatus) == 0 {
 		f.add("failure_status", "at least one status is required")
 	}
+	f.mode("mode", l.Mode)
 	lo := l.Lockout
 	if lo.Enabled {
 		f.int("lockout.max_failures", int64(lo.MaxFailures), rangeLockoutMaxFailures)

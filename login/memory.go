@@ -130,6 +130,9 @@ func (s *MemoryStore) Hit(_ context.Context, key Key, lim int, window time.Durat
 // Len returns the number of keys held.
 func (s *MemoryStore) Len() int { return s.table.Len() }
 
+// Capacity returns the hard maximum number of keys.
+func (s *MemoryStore) Capacity() int { return s.table.Capacity() }
+
 // Close drops every entry; later Hits fail.
 func (s *MemoryStore) Close() { s.table.Close() }
 
@@ -232,6 +235,9 @@ func (s *MemoryLockoutStore) ClearFailures(_ context.Context, key Key) error {
 
 // Len returns the number of keys held.
 func (s *MemoryLockoutStore) Len() int { return s.table.Len() }
+
+// Capacity returns the hard maximum number of keys.
+func (s *MemoryLockoutStore) Capacity() int { return s.table.Capacity() }
 
 // Close drops every entry; later calls fail.
 func (s *MemoryLockoutStore) Close() { s.table.Close() }

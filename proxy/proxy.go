@@ -210,6 +210,8 @@ type Proxy struct {
 	assert   func(*http.Request, http.Header)
 
 	next      atomic.Uint64
+	conns     atomic.Int64 // open connections to the targets
+	dials     atomic.Uint64
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
 }
@@ -289,7 +291,12 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 			if err != nil && errors.Is(context.Cause(ctx), errConnectTimeout) {
 				return nil, errConnectTimeout
 			}
-			return c, err
+			if err != nil {
+				return nil, err
+			}
+			p.dials.Add(1)
+			p.conns.Add(1)
+			return &countedConn{Conn: c, open: &p.conns}, nil
 		},
 		TLSHandshakeTimeout:    connect,
 		ResponseHeaderTimeout:  u.Timeouts.ResponseHeader,
@@ -312,6 +319,35 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 
 // Close closes the idle connections to the upstream.
 func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+
+// PoolStats is the state of a proxy's connections to its targets.
+type PoolStats struct {
+	// Open is the number of connections open now (busy and idle).
+	Open int64
+	// Dials counts connections made since New.
+	Dials uint64
+	// MaxIdle is the bound on idle connections kept per target.
+	MaxIdle int
+}
+
+// Stats returns the state of the connection pool.
+func (p *Proxy) Stats() PoolStats {
+	return PoolStats{Open: p.conns.Load(), Dials: p.dials.Load(), MaxIdle: p.transport.MaxIdleConnsPerHost}
+}
+
+// countedConn keeps the open-connection count.
+type countedConn struct {
+	net.Conn
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
 
 // copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
 // through; their number is bounded by the number of concurrent requests.

@@ -270,6 +270,9 @@ func (s *Shield) emit(o Outcome, r Reason) {
 // Len returns the number of peers in the table, never more than MaxPeers.
 func (s *Shield) Len() int { return s.table.Len() }
 
+// Capacity returns the peer table's hard capacity (Config.MaxPeers).
+func (s *Shield) Capacity() int { return s.table.Capacity() }
+
 // Close fails the shield closed: every later Admit is rejected with
 // OutcomeUnavailable / ReasonClosed, outstanding admissions can no longer
 // be refunded, the peer table is cleared and the fingerprint key zeroed.
