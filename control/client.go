@@ -20,7 +20,7 @@ import (
 // let it through; BaseURL's host must be one the API accepts (a loopback
 // name, its listen address or one of its allowed hosts).
 type Client struct {
-	// BaseURL is the API's base, e.g. "http://127.0.0.1:9091".
+	// BaseURL is the API's base, e.g. "http://127.0.0.1:7922".
 	BaseURL string
 	// Token is sent as a bearer token when set.
 	Token string

@@ -75,7 +75,7 @@ import (
 // Limits of the API.
 const (
 	// DefaultAddr is where the control API listens by default.
-	DefaultAddr = "127.0.0.1:9091"
+	DefaultAddr = "127.0.0.1:7922"
 	// DefaultListLimit and MaxListLimit bound GET list answers.
 	DefaultListLimit = 1000
 	MaxListLimit     = 10000

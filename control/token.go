@@ -150,7 +150,7 @@ func StateDir(getenv func(string) string) (string, error) {
 // different addresses get different files. localhost and the unspecified
 // addresses (0.0.0.0, [::], an empty host) count as 127.0.0.1, where a
 // client on the same machine reaches them; other hosts keep their own
-// name: "127.0.0.1:9091" → dir/control-127.0.0.1-9091.token.
+// name: "127.0.0.1:7922" → dir/control-127.0.0.1-7922.token.
 func TokenPath(dir, addr string) string {
 	h, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -556,7 +556,7 @@ type UDPLimit struct {
 type Control struct {
 	// Enabled starts the API; default true.
 	Enabled bool `yaml:"enabled"`
-	// Addr is host:port; default 127.0.0.1:9091. A non-loopback address
+	// Addr is host:port; default 127.0.0.1:7922. A non-loopback address
 	// needs a token.
 	Addr string `yaml:"addr"`
 	// TokenFile holds the bearer token (relative to the configuration
@@ -600,7 +600,7 @@ func DefaultConfig() *Config {
 			Global:   1200,
 			MaxPeers: 4096,
 		},
-		Metrics:   Metrics{Addr: "127.0.0.1:9090"},
+		Metrics:   Metrics{Addr: "127.0.0.1:7921"},
 		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},
 		Log:       Log{Format: "json", Level: "info"},
 		IPSets:    IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},

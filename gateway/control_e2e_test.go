@@ -241,10 +241,10 @@ func TestControlConfig(t *testing.T) {
 		env         *recordingEnv
 		want        []string
 	}{
-		{"non-loopback without token", "control: {addr: \"0.0.0.0:9091\"}\n", env(),
-			[]string{p + `:9: control.addr: "0.0.0.0:9091" is not a loopback address: set control.token_file or BULWARK_CONTROL_TOKEN to expose the API`}},
-		{"empty host without token", "control: {addr: \":9091\"}\n", env(),
-			[]string{p + `:9: control.addr: ":9091" is not a loopback address: set control.token_file or BULWARK_CONTROL_TOKEN to expose the API`}},
+		{"non-loopback without token", "control: {addr: \"0.0.0.0:7922\"}\n", env(),
+			[]string{p + `:9: control.addr: "0.0.0.0:7922" is not a loopback address: set control.token_file or BULWARK_CONTROL_TOKEN to expose the API`}},
+		{"empty host without token", "control: {addr: \":7922\"}\n", env(),
+			[]string{p + `:9: control.addr: ":7922" is not a loopback address: set control.token_file or BULWARK_CONTROL_TOKEN to expose the API`}},
 		{"both token sources", "control: {token_file: token}\n", env(EnvControlToken, testToken),
 			[]string{p + `:9: control.token_file: both BULWARK_CONTROL_TOKEN and control.token_file are set; use one`}},
 		{"short token in env", "", env(EnvControlToken, "short"),
@@ -265,7 +265,7 @@ func TestControlConfig(t *testing.T) {
 		})
 	}
 	// With a token, any address; the file is relative to the config.
-	cfg, err := load("control: {addr: \"0.0.0.0:9091\", token_file: token}\n", env())
+	cfg, err := load("control: {addr: \"0.0.0.0:7922\", token_file: token}\n", env())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestControlConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.OverrideControl("0.0.0.0:9091"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+	if err := cfg.OverrideControl("0.0.0.0:7922"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("override to a public address without a token: %v", err)
 	}
 	if err := cfg.OverrideControl("127.0.0.1:0"); err != nil || cfg.Control.Addr != "127.0.0.1:0" {

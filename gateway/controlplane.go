@@ -19,7 +19,7 @@ import (
 // The control plane
 //
 // control.enabled (default true) serves the control API (package control)
-// on its own listener, control.addr (default 127.0.0.1:9091), through its
+// on its own listener, control.addr (default 127.0.0.1:7922), through its
 // own host: probes, hard bounds (4 KiB bodies, 32 requests in flight, 30 s
 // per request) and a drain. It starts with the client listener, before
 // the readiness checks (so GET /v1/status can show a gateway that is still

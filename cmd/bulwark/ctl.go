@@ -37,7 +37,7 @@ Commands:
                                                    change it; F is a comma-separated
                                                    list of flag names or a flag word
 
-The address defaults to $BULWARK_CONTROL_ADDR, else http://127.0.0.1:9091.
+The address defaults to $BULWARK_CONTROL_ADDR, else http://127.0.0.1:7922.
 The token is --token, else --token-file, else $BULWARK_CONTROL_TOKEN, else
 the token the gateway on that address generated and stored in its state
 directory ($BULWARK_STATE_DIR, /var/lib/bulwark as root, else
