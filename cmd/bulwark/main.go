@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,8 +40,16 @@ import (
 	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = ""
+// Build stamps, set by scripts/build (and so by the Dockerfile) with
+//
+//	-ldflags "-X main.version=v1.2.3 -X main.commit=SHA -X main.date=2006-01-02T15:04:05Z"
+//
+// A binary built another way leaves them empty; see [readBuildInfo].
+var (
+	version = ""
+	commit  = ""
+	date    = ""
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -74,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "migrate":
 		return runMigrate(args[1:])
 	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "bulwark %s (%s, %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintln(stdout, readBuildInfo().String())
 		return 0
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
@@ -84,14 +93,64 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
+// buildInfo is what `bulwark version` prints and the gateway reports
+// (bulwark_build_info, /v1/status).
+type buildInfo struct {
+	Version string // a module version (v1.2.3, a pseudo-version) or "dev"
+	Commit  string // the VCS revision, or ""
+	Date    string // when the binary was built, or the commit's time; or ""
+}
+
+// readBuildInfo returns the build stamps when scripts/build set them;
+// otherwise what the go command recorded in the binary: the module version
+// for `go install github.com/bulwarkhq/bulwark/cmd/bulwark@v1.2.3`, and
+// the revision and commit time for a build in a checkout (unless
+// -buildvcs=false). What nobody recorded stays empty; the version is then
+// "dev".
+func readBuildInfo() buildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return buildInfoFrom(version, commit, date, bi)
+}
+
+// buildInfoFrom is readBuildInfo with its inputs explicit (for tests).
+func buildInfoFrom(version, commit, date string, bi *debug.BuildInfo) buildInfo {
+	b := buildInfo{Version: version, Commit: commit, Date: date}
+	if bi != nil {
+		if b.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			b.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && b.Commit == "":
+				b.Commit = s.Value
+			case s.Key == "vcs.time" && b.Date == "":
+				b.Date = s.Value
+			}
+		}
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	if b.Version == "" {
+		b.Version = "dev"
 	}
-	return "dev"
+	return b
+}
+
+// String is the line `bulwark version` prints:
+//
+//	bulwark v1.2.3 (commit 0123456789ab, built 2026-12-01T10:00:00Z, go1.26.8, linux/amd64)
+func (b buildInfo) String() string {
+	var parts []string
+	if b.Commit != "" {
+		c := b.Commit
+		if len(c) > 12 {
+			c = c[:12]
+		}
+		parts = append(parts, "commit "+c)
+	}
+	if b.Date != "" {
+		parts = append(parts, "built "+b.Date)
+	}
+	parts = append(parts, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	return "bulwark " + b.Version + " (" + strings.Join(parts, ", ") + ")"
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
@@ -229,7 +288,7 @@ func serve(args []string, stderr io.Writer) int {
 		Logger:     log,
 		Registerer: reg,
 		Gatherer:   reg,
-		Version:    buildVersion(),
+		Version:    readBuildInfo().Version,
 		Source:     source,
 	})
 	if err != nil {

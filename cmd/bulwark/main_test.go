@@ -18,17 +18,31 @@ import (
 	"time"
 )
 
-// bulwarkBin builds the real binary once per test run.
+// bulwarkBin builds the real binary the way a release is built
+// (scripts/build: static, trimmed, stamped with the test* stamps), once
+// per test run.
 func bulwarkBin(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bulwark")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
+	binOnce.Do(func() {
+		bin := filepath.Join(testStateDir, "bin", "bulwark")
+		cmd := exec.Command("../../scripts/build", "-o", bin)
+		cmd.Env = append(withoutEnv("VERSION", "COMMIT", "DATE"), "VERSION="+testVersion, "COMMIT="+testCommit, "DATE="+testDate)
+		cmd.Stderr = os.Stderr
+		if binErr = cmd.Run(); binErr == nil {
+			binPath = bin
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("scripts/build: %v", binErr)
 	}
-	return bin
+	return binPath
 }
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
 
 // cleanEnv is the environment the binary runs with: no BULWARK_* from
 // the developer's shell.
@@ -40,6 +54,12 @@ func cleanEnv(extra ...string) []string {
 		}
 	}
 	return append(env, append([]string{"BULWARK_STATE_DIR=" + testStateDir}, extra...)...)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	os.RemoveAll(testStateDir) // the state and the built binary
+	os.Exit(code)
 }
 
 // testStateDir is the state directory of every gateway and ctl the tests
@@ -287,7 +307,7 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *served 
 }
 
 // quickstart runs `bulwark serve` without a config (ports overridden so
-// the test never collides with anything on 8080/9090/9091).
+// the test never collides with anything on the default ports).
 func quickstart(t *testing.T, bin string) {
 	s := startServe(t, bin, cleanEnv(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0")
 	base, metricsURL := s.base, s.metrics
@@ -311,7 +331,7 @@ func quickstart(t *testing.T, bin string) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if !strings.Contains(string(body), `bulwark_rejections_total{layer="rate_limit",reason="over_limit"}`) {
+	if !strings.Contains(string(body), `bulwark_rejections_total{layer="rate_limit",reason="over_limit",route="demo"}`) {
 		t.Errorf("metrics do not show the rejections")
 	}
 
