@@ -487,3 +487,148 @@ func slicesReplaceEnv(env []string, name, value string) []string {
 	}
 	return append(out, name+"="+value)
 }
+
+// unitFile is a systemd unit: section → key → values, in order.
+type unitFile map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unitFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unitFile{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+			if u[section] == nil {
+				u[section] = map[string][]string{}
+			}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s: bad line %q", path, line)
+			}
+			u[section][k] = append(u[section][k], v)
+		}
+	}
+	return u
+}
+
+// TestSystemdUnit: the unit runs the gateway as a transient user with a
+// state directory, a read-only system, no privilege but binding low
+// ports, a system call filter; reload is SIGHUP; stop is SIGTERM with a
+// stop timeout above the default drain timeout. The XDP drop-in adds
+// exactly what the XDP layer needs. systemd-analyze, when installed,
+// verifies both and rates the unit's exposure.
+func TestSystemdUnit(t *testing.T) {
+	const dir = "../../deploy/systemd/"
+	u := parseUnit(t, dir+"bulwark.service")
+	svc := u["Service"]
+	for k, want := range map[string]string{
+		"Type":                    "exec",
+		"ExecStart":               "/usr/local/bin/bulwark serve --config /etc/bulwark/bulwark.yaml",
+		"ExecStartPre":            "/usr/local/bin/bulwark check --config /etc/bulwark/bulwark.yaml",
+		"ExecReload":              "/bin/kill -HUP $MAINPID",
+		"KillSignal":              "SIGTERM",
+		"DynamicUser":             "yes",
+		"StateDirectory":          "bulwark",
+		"ProtectSystem":           "strict",
+		"ProtectHome":             "yes",
+		"PrivateTmp":              "yes",
+		"NoNewPrivileges":         "yes",
+		"CapabilityBoundingSet":   "CAP_NET_BIND_SERVICE",
+		"AmbientCapabilities":     "CAP_NET_BIND_SERVICE",
+		"RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+		"SystemCallArchitectures": "native",
+		"MemoryDenyWriteExecute":  "yes",
+	} {
+		if got := svc[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("[Service] %s=%q, want %q", k, got, want)
+		}
+	}
+	if f := svc["SystemCallFilter"]; len(f) != 2 || f[0] != "@system-service" || f[1] != "~@privileged" {
+		t.Errorf("SystemCallFilter=%q, want @system-service then ~@privileged", f)
+	}
+	stop, err := time.ParseDuration(strings.Join(svc["TimeoutStopSec"], ""))
+	if drain := gateway.DefaultConfig().Limits.DrainTimeout; err != nil || stop < drain+10*time.Second {
+		t.Errorf("TimeoutStopSec=%q: want at least the default drain timeout %v plus 10s (%v)", svc["TimeoutStopSec"], drain, err)
+	}
+	if u["Install"]["WantedBy"] == nil {
+		t.Error("no [Install] WantedBy")
+	}
+
+	x := parseUnit(t, dir+"bulwark-xdp.conf")["Service"]
+	for k, want := range map[string]string{
+		"CapabilityBoundingSet":   "CAP_NET_BIND_SERVICE CAP_BPF CAP_NET_ADMIN",
+		"AmbientCapabilities":     "CAP_NET_BIND_SERVICE CAP_BPF CAP_NET_ADMIN",
+		"SystemCallFilter":        "bpf",
+		"RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX AF_NETLINK",
+		"ReadWritePaths":          "/sys/fs/bpf",
+	} {
+		if got := x[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("bulwark-xdp.conf %s=%q, want %q", k, got, want)
+		}
+	}
+
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not installed: the unit is not verified")
+		return
+	}
+	if testing.Short() {
+		return
+	}
+	bin := bulwarkBin(t)
+	unit, err := os.ReadFile(dir + "bulwark.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xdpConf, err := os.ReadFile(dir + "bulwark-xdp.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// verify needs the binary the unit names to exist: point it at the
+	// one just built. The drop-in is checked appended to the unit (a
+	// second [Service] section reads the same as a drop-in's).
+	for _, c := range []struct {
+		name        string
+		text        string
+		maxExposure float64
+	}{
+		{"bulwark.service", string(unit), 2.0},
+		{"bulwark.service+xdp", string(unit) + "\n" + string(xdpConf), 2.5},
+	} {
+		tmp := t.TempDir()
+		text := strings.ReplaceAll(c.text, "/usr/local/bin/bulwark", bin)
+		if err := os.WriteFile(filepath.Join(tmp, "bulwark.service"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		verify := exec.Command(analyze, "verify", "./bulwark.service")
+		verify.Dir = tmp
+		if out, err := verify.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) != 0 {
+			t.Errorf("%s: systemd-analyze verify: %v\n%s", c.name, err, out)
+		}
+		sec := exec.Command(analyze, "security", "--offline=true", "--no-pager", "./bulwark.service")
+		sec.Dir = tmp
+		out, err := sec.CombinedOutput()
+		m := regexp.MustCompile(`Overall exposure level for bulwark\.service: (\d+\.\d+)`).FindSubmatch(out)
+		if err != nil && m == nil {
+			t.Logf("%s: systemd-analyze security --offline is not available here (%v)", c.name, err)
+			continue
+		}
+		if m == nil {
+			t.Errorf("%s: no exposure level in:\n%s", c.name, out)
+			continue
+		}
+		level, _ := strconv.ParseFloat(string(m[1]), 64)
+		t.Logf("%s: systemd-analyze security exposure %.1f", c.name, level)
+		if level > c.maxExposure {
+			t.Errorf("%s: exposure %.1f, want at most %.1f:\n%s", c.name, level, c.maxExposure, out)
+		}
+	}
+}
