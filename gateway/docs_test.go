@@ -138,17 +138,17 @@ func docTableRows(text string) (map[string]docRow, []string) {
 			continue
 		}
 		var cells []string
-		cur := ""
+		var cur []byte
 		for i := 1; i < len(line); i++ {
 			switch {
 			case line[i] == '\\' && i+1 < len(line) && line[i+1] == '|':
-				cur += "|"
+				cur = append(cur, '|')
 				i++
 			case line[i] == '|':
-				cells = append(cells, strings.TrimSpace(cur))
-				cur = ""
+				cells = append(cells, strings.TrimSpace(string(cur)))
+				cur = cur[:0]
 			default:
-				cur += string(line[i])
+				cur = append(cur, line[i])
 			}
 		}
 		key := strings.Trim(cells[0], "`")
