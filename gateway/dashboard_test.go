@@ -211,6 +211,33 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	sort.Strings(unused)
 	t.Logf("exported and not on the dashboard: %v", unused)
+
+	// docs/observability.md lists every metric the gateway exports, and
+	// no other (but those that appear only after their first event).
+	doc, err := os.ReadFile(metricsDocPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := docTableRows(string(doc))
+	for name := range exported {
+		if _, ok := rows[name]; strings.HasPrefix(name, "bulwark_") && !ok {
+			t.Errorf("%s does not document %s (%s)", metricsDocPath, name, exported[name].typ)
+		}
+	}
+	for name := range rows {
+		if _, ok := exported[name]; strings.HasPrefix(name, "bulwark_") && !ok && !eventOnlyMetrics[name] {
+			t.Errorf("%s documents %s, which the gateway does not export", metricsDocPath, name)
+		}
+	}
+}
+
+const metricsDocPath = "../docs/observability.md"
+
+// eventOnlyMetrics are counter vectors whose first series appears with
+// their first event, which the test's traffic does not cause.
+var eventOnlyMetrics = map[string]bool{
+	"bulwark_global_breaker_transitions_total": true,
+	"bulwark_xdp_events_total":                 true,
 }
 
 // TestDashboardCheckFails: the check catches a misspelled metric, a label

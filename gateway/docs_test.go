@@ -2,12 +2,17 @@ package gateway
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // The configuration reference (docs/configuration.md) is checked against
@@ -228,4 +233,84 @@ func isTopLevelSection(key string) bool {
 		}
 	}
 	return true
+}
+
+// TestDocsLinks: every relative link of the documentation names a file
+// that exists, and every #anchor a heading of that file.
+func TestDocsLinks(t *testing.T) {
+	var pages []string
+	err := filepath.WalkDir("../docs", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			pages = append(pages, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "../README.md", "../CHANGELOG.md")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, page := range pages {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(stripCode(string(data)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			text, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s: link %q: %v", page, target, err)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingSlugs(string(text)), anchor) {
+				t.Errorf("%s: link %q: no heading #%s in %s", page, target, anchor, path)
+			}
+		}
+	}
+}
+
+// stripCode removes fenced code blocks (links there are not links).
+func stripCode(s string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// headingSlugs returns the GitHub anchors of a Markdown file's headings.
+func headingSlugs(s string) []string {
+	var out []string
+	for _, line := range strings.Split(stripCode(s), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
