@@ -46,15 +46,16 @@ type ConnConfig struct {
 	// MaxIncompletePerAddr (conns.max_incomplete_per_addr) bounds the
 	// connections of one address that were accepted but have not yet
 	// delivered a complete request head (TLS handshake included): the
-	// Slowloris resource. Default 32, range [1, 1048576] and at most
-	// max_per_addr.
+	// Slowloris resource. Default 128 (a client opening many connections
+	// at once: load tools, HTTP/2 clients dialing in parallel), range
+	// [1, 1048576] and at most max_per_addr.
 	MaxIncompletePerAddr int
 	// AcceptRatePerAddr (conns.accept_rate_per_addr) is the sustained rate
 	// of new connections one address may open, per second (a GCRA with
-	// AcceptBurstPerAddr). Default 64, range [0.1, 1e6].
+	// AcceptBurstPerAddr). Default 100, range [0.1, 1e6].
 	AcceptRatePerAddr float64
 	// AcceptBurstPerAddr (conns.accept_burst_per_addr) is the burst of new
-	// connections one address may open at once. Default 128, range
+	// connections one address may open at once. Default 200, range
 	// [1, 1e6].
 	AcceptBurstPerAddr int
 	// AddrTableCapacity (conns.addr_table_capacity) is the number of
@@ -101,7 +102,7 @@ type TLSConfig struct {
 	// MaxHandshakesPerAddr (tls.max_handshakes_per_addr_per_sec; the
 	// seed's max_handshakes_per_ip_per_sec) bounds the TLS connections one
 	// address may start per second, checked at accept, before any
-	// handshake work. Default 64, range [1, 1e6].
+	// handshake work. Default 128, range [1, 1e6].
 	MaxHandshakesPerAddr int
 	// MaxConcurrent (tls.max_concurrent_handshakes) bounds the handshakes
 	// in progress in the whole Guard; a connection that would exceed it is
@@ -206,9 +207,9 @@ type OverloadConfig struct {
 // Defaults.
 const (
 	DefaultMaxPerAddr           = 256
-	DefaultMaxIncompletePerAddr = 32
-	DefaultAcceptRatePerAddr    = 64
-	DefaultAcceptBurstPerAddr   = 128
+	DefaultMaxIncompletePerAddr = 128
+	DefaultAcceptRatePerAddr    = 100
+	DefaultAcceptBurstPerAddr   = 200
 	DefaultAddrTableCapacity    = 65536
 	DefaultIPv6Prefix           = 64
 
@@ -217,7 +218,7 @@ const (
 	DefaultRecvGrace     = 5 * time.Second
 	DefaultRecvWindow    = 10 * time.Second
 
-	DefaultMaxHandshakesPerAddr = 64
+	DefaultMaxHandshakesPerAddr = 128
 	DefaultMaxConcurrentHS      = 1024
 	DefaultHandshakeTimeout     = 5 * time.Second
 	DefaultRateSlots            = 65536

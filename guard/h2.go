@@ -31,13 +31,30 @@ const (
 	lingerBytes = 256 << 10
 	// initialStreamSlots is the stream table's initial capacity.
 	initialStreamSlots = 8
+	// readAhead is the size of the buffer client bytes are read into. The
+	// frames are inspected as they arrive from the socket, not as the
+	// HTTP/2 server consumes them (x/net reads one frame at a time and
+	// only after processing the previous one), so that rates measure
+	// what the client sends and a reset that arrives before the server
+	// even looked at its stream is seen as such.
+	readAhead = 8 << 10
+	// prematureLifetime is Envoy's premature_reset_min_stream_lifetime.
+	prematureLifetime = int64(time.Second)
 )
 
-// Stream flags, kept above the 31-bit stream id.
+// Stream flags.
 const (
-	streamClientEnded uint64 = 1 << 32
-	streamServerEnded uint64 = 1 << 33
+	streamClientEnded uint32 = 1 << iota
+	streamServerEnded
+	streamServerHeaders // the response headers were sent
 )
+
+// stream is one open client stream.
+type stream struct {
+	id    uint32
+	flags uint32
+	born  int64 // mono time its HEADERS arrived
+}
 
 // WrapH2 returns c, the server side of an HTTP/2 connection (a *tls.Conn
 // after ALPN "h2", or a cleartext connection), seen through the frame
@@ -62,7 +79,7 @@ func (g *Guard) WrapH2(c net.Conn, prefaceRead bool) net.Conn {
 	}
 	lim := g.lim.Load()
 	h.maxStreams = lim.h2.MaxConcurrentStreams
-	h.streams = make([]uint64, 0, min(initialStreamSlots, h.maxStreams+1))
+	h.streams = make([]stream, 0, min(initialStreamSlots, h.maxStreams+1))
 	if h.gc != nil {
 		if h.gc.flags.Or(flagH2)&flagH2 == 0 {
 			g.h2conns.Add(1)
@@ -86,7 +103,11 @@ type h2Conn struct {
 	gc        *Conn
 	countedH2 bool // counted in Guard.h2conns here (no Conn below)
 
-	rs scanner // client -> server, touched only by Read
+	rs   scanner // client -> server, touched only by Read
+	rbuf []byte  // read-ahead buffer; rbuf[rpos:rend] not yet returned
+	rpos int
+	rend int
+	rerr error // error of the socket read that filled rbuf
 
 	wmu      sync.Mutex
 	ws       scanner // server -> client, under wmu
@@ -98,15 +119,15 @@ type h2Conn struct {
 
 	mu         sync.Mutex
 	maxStreams int
-	streams    []uint64 // open client streams: id | flags
+	streams    []stream // open client streams
 	maxID      uint32   // highest client stream id seen
-	delivered  uint32   // highest client stream id passed to the server
+	delivered  uint32   // highest client stream id the server may have seen
 	firstHead  bool     // the first header block is complete
 	inBlock    bool     // a header block awaits CONTINUATION
 	blockN     int      // CONTINUATION frames of the current block
 	blockBytes int      // encoded bytes of the current block
 	closedN    uint64   // streams closed (lifetime)
-	premature  uint64   // of which reset before the response completed
+	premature  uint64   // of which reset early (see prematureCheck)
 	win        int64    // start of the current one-second window (mono)
 	cStreams   int      // per-window counters
 	cResets    int
@@ -127,20 +148,41 @@ type h2TLSConn struct {
 // ConnectionState returns the TLS state of the connection.
 func (c *h2TLSConn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
 
-// Read reads client bytes and inspects their frame headers before the
-// server sees them.
+// Read returns client bytes, reading them ahead from the socket in
+// chunks and inspecting each chunk's frame headers before the server sees
+// any of it.
 func (c *h2Conn) Read(p []byte) (int, error) {
 	if e := c.closeErr.Load(); e != nil {
 		return 0, e
 	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		if reason := c.scanRead(p[:n]); reason != "" {
-			c.abuse(reason)
-			return 0, c.closeErr.Load()
+	if c.rpos == c.rend {
+		if err := c.rerr; err != nil {
+			c.rerr = nil
+			return 0, err
 		}
+		buf := c.rbuf
+		direct := len(p) >= readAhead
+		if direct {
+			buf = p // a large read (a DATA payload) needs no copy
+		} else if buf == nil {
+			c.rbuf = make([]byte, readAhead)
+			buf = c.rbuf
+		}
+		n, err := c.Conn.Read(buf)
+		if n > 0 {
+			if reason := c.scanRead(buf[:n]); reason != "" {
+				c.abuse(reason)
+				return 0, c.closeErr.Load()
+			}
+		}
+		if direct || n == 0 {
+			return n, err
+		}
+		c.rpos, c.rend, c.rerr = 0, n, err
 	}
-	return n, err
+	n := copy(p, c.rbuf[c.rpos:c.rend])
+	c.rpos += n
+	return n, nil
 }
 
 // scanRead inspects the client's frames in p and returns the reason to
@@ -154,6 +196,9 @@ func (c *h2Conn) scanRead(p []byte) string {
 		c.cStreams, c.cResets, c.cPings, c.cSettings = 0, 0, 0, 0
 		c.cWindowUpd, c.cEmpty, c.cPriority, c.cDataSent = 0, 0, 0, 0
 	}
+	// Every earlier chunk was returned to the server before this one was
+	// read: the server may have seen streams up to here.
+	c.delivered = c.maxID
 	reason := ""
 	first := c.firstHead
 	for reason == "" {
@@ -164,7 +209,7 @@ func (c *h2Conn) scanRead(p []byte) string {
 		}
 		switch ev {
 		case evHeader:
-			reason = c.clientFrame(&c.rs.fh, lim)
+			reason = c.clientFrame(&c.rs.fh, lim, now)
 		case evCapture:
 			// The pad length of a padded DATA frame without END_STREAM.
 			if b := c.rs.captured(); len(b) == 1 && uint32(b[0])+1 >= c.rs.fh.length {
@@ -174,9 +219,6 @@ func (c *h2Conn) scanRead(p []byte) string {
 	}
 	inHead := c.inBlock || c.rs.inHeaderFrame()
 	firstHead := c.firstHead
-	if reason == "" {
-		c.delivered = c.maxID
-	}
 	c.mu.Unlock()
 	if gc := c.gc; gc != nil && reason == "" {
 		if !first && firstHead {
@@ -190,7 +232,7 @@ func (c *h2Conn) scanRead(p []byte) string {
 }
 
 // clientFrame accounts one client frame header; c.mu is held.
-func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config) string {
+func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 	if c.inBlock && fh.typ != frameContinuation {
 		c.inBlock = false // a protocol error the server will report
 	}
@@ -217,7 +259,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config) string {
 			if len(c.streams) >= min(c.maxStreams, lim.MaxConcurrentStreams) {
 				return H2ConcurrentStreams
 			}
-			c.streams = append(c.streams, uint64(fh.stream))
+			c.streams = append(c.streams, stream{id: fh.stream, born: now})
 		}
 		if fh.flags&flagEndStream != 0 {
 			c.endStream(fh.stream, streamClientEnded)
@@ -245,7 +287,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config) string {
 		}
 	case frameRSTStream:
 		c.cResets++
-		c.resetStream(fh.stream)
+		c.resetStream(fh.stream, now)
 		if c.cResets > lim.MaxResetsPerSec {
 			return H2ResetRate
 		}
@@ -285,10 +327,12 @@ func (c *h2Conn) emptyData(lim *H2Config) string {
 	return ""
 }
 
-// prematureCheck applies Envoy's rule: with N = PrematureResetStreams,
-// the connection is abusive once half of N streams were reset before
-// their response completed while fewer than N streams have closed, or
-// once such resets are half of all closed streams.
+// prematureCheck applies Envoy's rule. A stream is reset prematurely when
+// the reset comes before the server sent its response headers and within
+// a second of the stream's creation. With N = PrematureResetStreams, the
+// connection is abusive once N/2 streams were reset prematurely while
+// fewer than N streams have closed, or once such resets are half of all
+// closed streams.
 func (c *h2Conn) prematureCheck(lim *H2Config) string {
 	n := uint64(lim.PrematureResetStreams)
 	if c.closedN < n {
@@ -306,7 +350,7 @@ func (c *h2Conn) prematureCheck(lim *H2Config) string {
 // find returns the table index of stream id, or -1; c.mu is held.
 func (c *h2Conn) find(id uint32) int {
 	for i := len(c.streams) - 1; i >= 0; i-- {
-		if uint32(c.streams[i]) == id {
+		if c.streams[i].id == id {
 			return i
 		}
 	}
@@ -322,27 +366,25 @@ func (c *h2Conn) removeAt(i int) {
 
 // endStream records END_STREAM from one side; a stream ended by both is
 // closed.
-func (c *h2Conn) endStream(id uint32, side uint64) {
+func (c *h2Conn) endStream(id uint32, side uint32) {
 	i := c.find(id)
 	if i < 0 {
 		return
 	}
-	s := c.streams[i] | side
-	if s&(streamClientEnded|streamServerEnded) == streamClientEnded|streamServerEnded {
+	st := &c.streams[i]
+	st.flags |= side
+	if st.flags&(streamClientEnded|streamServerEnded) == streamClientEnded|streamServerEnded {
 		c.removeAt(i)
-		return
 	}
-	c.streams[i] = s
 }
 
-// resetStream closes a stream reset before both sides ended it; a reset
-// before the server ended its response is premature.
-func (c *h2Conn) resetStream(id uint32) {
+// resetStream closes a reset stream, counting a premature reset.
+func (c *h2Conn) resetStream(id uint32, now int64) {
 	i := c.find(id)
 	if i < 0 {
 		return
 	}
-	if c.streams[i]&streamServerEnded == 0 {
+	if st := c.streams[i]; st.flags&streamServerHeaders == 0 && now-st.born <= prematureLifetime {
 		c.premature++
 	}
 	c.removeAt(i)
@@ -393,6 +435,9 @@ func (c *h2Conn) scanWrite(p []byte) {
 					c.endStream(fh.stream, streamServerEnded)
 				}
 			case frameHeaders:
+				if i := c.find(fh.stream); i >= 0 {
+					c.streams[i].flags |= streamServerHeaders
+				}
 				if fh.flags&flagEndStream != 0 {
 					c.endStream(fh.stream, streamServerEnded)
 				}
@@ -401,7 +446,7 @@ func (c *h2Conn) scanWrite(p []byte) {
 			}
 		case evCapture:
 			if b := c.ws.captured(); len(b) == 4 {
-				c.serverReset(c.ws.fh.stream, binary.BigEndian.Uint32(b))
+				c.serverReset(c.ws.fh.stream, binary.BigEndian.Uint32(b), c.g.mono())
 			}
 		}
 	}
@@ -410,11 +455,11 @@ func (c *h2Conn) scanWrite(p []byte) {
 // serverReset accounts a RST_STREAM the server sent. Resets for client
 // protocol errors count toward the reset rate (the "MadeYouReset"
 // pattern); the check happens on the client's next frame.
-func (c *h2Conn) serverReset(id, code uint32) {
+func (c *h2Conn) serverReset(id, code uint32, now int64) {
 	switch code {
 	case errCodeProtocol, errCodeFlowControl, errCodeStreamClosed, errCodeFrameSize:
 		c.cResets++
-		c.resetStream(id)
+		c.resetStream(id, now)
 	default:
 		if i := c.find(id); i >= 0 {
 			c.removeAt(i)

@@ -303,3 +303,27 @@ func get(c *http.Client, url string) (int, error) {
 var _ = atomic.Int64{}
 
 type hostConfig = host.Config
+
+// startPlainHost starts the same host without any guard hook: net/http's
+// own HTTP/1.1 and HTTP/2 servers.
+func startPlainHost(t *testing.T, m mode, handler http.Handler) *server {
+	t.Helper()
+	hc := host.Config{Addr: "127.0.0.1:0", H2C: m.h2c, Limits: host.Limits{MaxInFlight: 100000}}
+	if m.tls {
+		hc.TLSConfig = serverTLSConfig()
+	}
+	h, err := host.New(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.Activate(handler)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	return &server{t: t, h: h, m: m, addr: h.Addr().String(), c: &counts{}}
+}
