@@ -72,8 +72,9 @@ type Conn struct {
 	g   *Guard
 	key keyed.Key128
 
-	phase atomic.Uint32
-	flags atomic.Uint32
+	phase  atomic.Uint32
+	flags  atomic.Uint32
+	noWait atomic.Bool // Read returns at once with what is available (see readNoWait)
 
 	// mu guards the deadline state below. Times are Guard.mono offsets;
 	// 0 means none.
@@ -137,6 +138,9 @@ func guarded(ph uint32) bool { return ph == phaseHandshake || ph == phaseHead ||
 // handshake deadlines and the receive-rate credit; once the connection is
 // too slow it returns a *SlowError (ErrSlowClient) from then on.
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.noWait.Load() {
+		return c.readNoWait(p)
+	}
 	for {
 		if c.flags.Load()&flagKilled != 0 {
 			return 0, c.killErr
@@ -159,6 +163,27 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return n, err
 	}
 }
+
+// readNoWait reads what the socket has now: a past deadline makes the read
+// return at once (with a timeout error when nothing is there); the armed
+// deadline is restored afterwards. The HTTP/2 guard uses it to look ahead
+// over TLS without blocking.
+func (c *Conn) readNoWait(p []byte) (int, error) {
+	if c.flags.Load()&flagKilled != 0 {
+		return 0, c.killErr
+	}
+	c.mu.Lock()
+	_ = c.Conn.SetReadDeadline(aLongTimeAgo)
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.setRawRDLocked(c.armedRD)
+	c.mu.Unlock()
+	return n, err
+}
+
+// aLongTimeAgo is a deadline that has always passed.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // guardedRead is one socket read under the guard's deadline. retry is true
 // when the socket deadline that fired was the guard's and the caller must

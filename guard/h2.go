@@ -89,6 +89,7 @@ func (g *Guard) WrapH2(c net.Conn, prefaceRead bool) net.Conn {
 		g.h2conns.Add(1)
 	}
 	if tc, ok := c.(*tls.Conn); ok {
+		h.tc = tc
 		return &h2TLSConn{h2Conn: h, tc: tc}
 	}
 	return h
@@ -101,7 +102,8 @@ type h2Conn struct {
 	net.Conn
 	g         *Guard
 	gc        *Conn
-	countedH2 bool // counted in Guard.h2conns here (no Conn below)
+	tc        *tls.Conn // c.Conn when served over TLS
+	countedH2 bool      // counted in Guard.h2conns here (no Conn below)
 
 	rs   scanner // client -> server, touched only by Read
 	rbuf []byte  // read-ahead buffer; rbuf[rpos:rend] not yet returned
@@ -127,6 +129,7 @@ type h2Conn struct {
 	blockN     int      // CONTINUATION frames of the current block
 	blockBytes int      // encoded bytes of the current block
 	closedN    uint64   // streams closed (lifetime)
+	ctrl       int      // control frames seen (resets, pings, ...)
 	premature  uint64   // of which reset early (see prematureCheck)
 	win        int64    // start of the current one-second window (mono)
 	cStreams   int      // per-window counters
@@ -160,6 +163,10 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 			c.rerr = nil
 			return 0, err
 		}
+		// Everything read so far was returned to the server.
+		c.mu.Lock()
+		c.delivered = c.maxID
+		c.mu.Unlock()
 		buf := c.rbuf
 		direct := len(p) >= readAhead
 		if direct {
@@ -170,7 +177,11 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 		}
 		n, err := c.Conn.Read(buf)
 		if n > 0 {
-			if reason := c.scanRead(buf[:n]); reason != "" {
+			reason, control := c.scanRead(buf[:n])
+			if reason == "" && control > 0 && !direct && err == nil {
+				n, err, reason = c.readMore(n)
+			}
+			if reason != "" {
 				c.abuse(reason)
 				return 0, c.closeErr.Load()
 			}
@@ -185,9 +196,45 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readMore fills the rest of the read-ahead buffer with bytes that are
+// already available, without waiting, after a chunk that held control
+// frames (resets, pings, settings, priorities, continuations, empty
+// data). Over TLS a read returns one record at a time, so a client that
+// sends one record per burst would otherwise be inspected only as fast as
+// the server consumes frames. It returns the new fill, the read error to
+// keep, and a reason to close.
+func (c *h2Conn) readMore(n int) (int, error, string) {
+	gc := c.gc
+	if c.tc == nil || gc == nil {
+		return n, nil, "" // cleartext: one socket read takes all there is
+	}
+	gc.noWait.Store(true)
+	defer gc.noWait.Store(false)
+	for n < len(c.rbuf) {
+		m, err := c.Conn.Read(c.rbuf[n:])
+		if m > 0 {
+			reason, _ := c.scanRead(c.rbuf[n : n+m])
+			n += m
+			if reason != "" {
+				return n, nil, reason
+			}
+		}
+		if err != nil {
+			if isTimeout(err) {
+				err = nil // nothing more available now
+			}
+			return n, err, ""
+		}
+		if m == 0 {
+			break
+		}
+	}
+	return n, nil, ""
+}
+
 // scanRead inspects the client's frames in p and returns the reason to
 // close the connection, if any.
-func (c *h2Conn) scanRead(p []byte) string {
+func (c *h2Conn) scanRead(p []byte) (reason string, control int) {
 	lim := &c.g.lim.Load().h2
 	now := c.g.mono()
 	c.mu.Lock()
@@ -196,11 +243,8 @@ func (c *h2Conn) scanRead(p []byte) string {
 		c.cStreams, c.cResets, c.cPings, c.cSettings = 0, 0, 0, 0
 		c.cWindowUpd, c.cEmpty, c.cPriority, c.cDataSent = 0, 0, 0, 0
 	}
-	// Every earlier chunk was returned to the server before this one was
-	// read: the server may have seen streams up to here.
-	c.delivered = c.maxID
-	reason := ""
 	first := c.firstHead
+	ctrl0 := c.ctrl
 	for reason == "" {
 		var ev int
 		p, ev = c.rs.next(p)
@@ -219,6 +263,7 @@ func (c *h2Conn) scanRead(p []byte) string {
 	}
 	inHead := c.inBlock || c.rs.inHeaderFrame()
 	firstHead := c.firstHead
+	control = c.ctrl - ctrl0
 	c.mu.Unlock()
 	if gc := c.gc; gc != nil && reason == "" {
 		if !first && firstHead {
@@ -228,7 +273,7 @@ func (c *h2Conn) scanRead(p []byte) string {
 			gc.h2Head(inHead)
 		}
 	}
-	return reason
+	return reason, control
 }
 
 // clientFrame accounts one client frame header; c.mu is held.
@@ -273,6 +318,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 			return H2HeaderBlock
 		}
 	case frameContinuation:
+		c.ctrl++
 		c.blockN++
 		c.blockBytes += int(fh.length)
 		if c.blockN > lim.MaxContinuationFrames {
@@ -286,6 +332,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 			c.firstHead = true
 		}
 	case frameRSTStream:
+		c.ctrl++
 		c.cResets++
 		c.resetStream(fh.stream, now)
 		if c.cResets > lim.MaxResetsPerSec {
@@ -293,12 +340,14 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 		}
 		return c.prematureCheck(lim)
 	case framePing:
+		c.ctrl++
 		c.cPings++
 		if c.cPings > lim.MaxPingsPerSec {
 			return H2PingFlood
 		}
 	case frameSettings:
 		if fh.flags&flagAck == 0 {
+			c.ctrl++
 			c.cSettings++
 			if c.cSettings > lim.MaxSettingsPerSec {
 				return H2SettingsFlood
@@ -311,6 +360,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 		}
 	case frameGoAway, framePushPromise:
 	default: // PRIORITY, PRIORITY_UPDATE, extension and unknown types
+		c.ctrl++
 		c.cPriority++
 		if c.cPriority > lim.MaxPriorityPerSec {
 			return H2PriorityFlood
@@ -320,6 +370,7 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 }
 
 func (c *h2Conn) emptyData(lim *H2Config) string {
+	c.ctrl++
 	c.cEmpty++
 	if c.cEmpty > lim.MaxEmptyDataPerSec {
 		return H2EmptyDataFlood
@@ -378,10 +429,17 @@ func (c *h2Conn) endStream(id uint32, side uint32) {
 	}
 }
 
-// resetStream closes a reset stream, counting a premature reset.
+// resetStream closes a reset stream, counting a premature reset. A reset
+// of a client stream that is already closed also counts: the client sent
+// it before it could have seen the response end, and a server that reads
+// slower than the client writes would otherwise hide rapid resets behind
+// fast handlers.
 func (c *h2Conn) resetStream(id uint32, now int64) {
 	i := c.find(id)
 	if i < 0 {
+		if id&1 == 1 && id <= c.maxID {
+			c.premature++
+		}
 		return
 	}
 	if st := c.streams[i]; st.flags&streamServerHeaders == 0 && now-st.born <= prematureLifetime {

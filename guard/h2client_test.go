@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,7 +128,10 @@ func encode(n int, next func(fr *http2.Framer, i int) error) []byte {
 // blast writes pre-encoded frames in 16 KiB chunks until they are all
 // written, a write fails or a GOAWAY arrived, and returns the bytes
 // written.
-func (h *h2client) blast(b []byte) int {
+func (h *h2client) blast(b []byte) int { return h.paced(b, 16<<10, 0) }
+
+// paced is blast with chunks of size bytes and a pause between them.
+func (h *h2client) paced(b []byte, size int, gap time.Duration) int {
 	h.wmu.Lock()
 	h.first = time.Now()
 	h.wmu.Unlock()
@@ -139,7 +143,10 @@ func (h *h2client) blast(b []byte) int {
 			return written
 		default:
 		}
-		n := min(len(b), 16<<10)
+		if written > 0 && gap > 0 {
+			time.Sleep(gap)
+		}
+		n := min(len(b), size)
 		h.wmu.Lock()
 		m, err := h.bw.Write(b[:n])
 		if err == nil {
@@ -155,29 +162,19 @@ func (h *h2client) blast(b []byte) int {
 	return written
 }
 
-// send writes frames under the write lock and flushes them.
-func (h *h2client) send(write func() error) error {
-	h.wmu.Lock()
-	defer h.wmu.Unlock()
-	if err := write(); err != nil {
-		return err
-	}
-	return h.bw.Flush()
-}
-
-// expectGoAway waits for a GOAWAY ENHANCE_YOUR_CALM with reason as debug
-// data and for the connection to end; it returns the time from the first
-// flood frame to the GOAWAY.
-func (h *h2client) expectGoAway(reason string) time.Duration {
+// expectGoAway waits for a GOAWAY ENHANCE_YOUR_CALM with one of reasons
+// as debug data and for the connection to end; it returns the time from
+// the first flood frame to the GOAWAY.
+func (h *h2client) expectGoAway(reasons ...string) time.Duration {
 	h.t.Helper()
 	var g goAwayInfo
 	select {
 	case g = <-h.goAway:
 	case <-time.After(10 * time.Second):
-		h.t.Fatalf("no GOAWAY within 10 s (want %s)", reason)
+		h.t.Fatalf("no GOAWAY within 10 s (want %v)", reasons)
 	}
-	if g.code != http2.ErrCodeEnhanceYourCalm || g.debug != reason {
-		h.t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM %q", g.code, g.debug, reason)
+	if g.code != http2.ErrCodeEnhanceYourCalm || !slices.Contains(reasons, g.debug) {
+		h.t.Fatalf("GOAWAY %v %q, want ENHANCE_YOUR_CALM %q", g.code, g.debug, reasons)
 	}
 	select {
 	case <-h.ended:

@@ -64,6 +64,12 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Accept may have been waiting since before the overload began:
+		// hold the connection as the backlog would.
+		if err := l.waitAccepting(); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
 		gc, reason := l.g.admit(c, l.tls != nil)
 		if reason != "" {
 			l.g.refused(reason)

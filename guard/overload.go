@@ -194,17 +194,17 @@ func (o *overload) connClosed(n int64) {
 }
 
 // requestStarted counts one request in flight and returns the state it
-// must be served under.
+// must be served under: the state at its arrival. The pressure it adds
+// applies to the requests after it.
 func (o *overload) requestStarted() OverloadState {
+	s := o.State()
 	n := o.inflight.Add(1)
 	t := o.th.Load()
 	if t.heap.limit != 0 {
 		o.maybeSample(o.g.mono())
 	}
-	s := o.State()
-	if t.inflight.mayChange(s, n) {
+	if t.inflight.mayChange(o.State(), n) {
 		o.evaluate(0)
-		s = o.State()
 	}
 	return s
 }
