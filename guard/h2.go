@@ -179,7 +179,7 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 		if n > 0 {
 			reason, control := c.scanRead(buf[:n])
 			if reason == "" && control > 0 && !direct && err == nil {
-				n, err, reason = c.readMore(n)
+				n, reason, err = c.readMore(n)
 			}
 			if reason != "" {
 				c.abuse(reason)
@@ -201,12 +201,12 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 // frames (resets, pings, settings, priorities, continuations, empty
 // data). Over TLS a read returns one record at a time, so a client that
 // sends one record per burst would otherwise be inspected only as fast as
-// the server consumes frames. It returns the new fill, the read error to
-// keep, and a reason to close.
-func (c *h2Conn) readMore(n int) (int, error, string) {
+// the server consumes frames. It returns the new fill, a reason to close,
+// and the read error to keep.
+func (c *h2Conn) readMore(n int) (int, string, error) {
 	gc := c.gc
 	if c.tc == nil || gc == nil {
-		return n, nil, "" // cleartext: one socket read takes all there is
+		return n, "", nil // cleartext: one socket read takes all there is
 	}
 	gc.noWait.Store(true)
 	defer gc.noWait.Store(false)
@@ -216,20 +216,20 @@ func (c *h2Conn) readMore(n int) (int, error, string) {
 			reason, _ := c.scanRead(c.rbuf[n : n+m])
 			n += m
 			if reason != "" {
-				return n, nil, reason
+				return n, reason, nil
 			}
 		}
 		if err != nil {
 			if isTimeout(err) {
 				err = nil // nothing more available now
 			}
-			return n, err, ""
+			return n, "", err
 		}
 		if m == 0 {
 			break
 		}
 	}
-	return n, nil, ""
+	return n, "", nil
 }
 
 // scanRead inspects the client's frames in p and returns the reason to

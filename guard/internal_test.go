@@ -139,7 +139,7 @@ func TestAddrKeys(t *testing.T) {
 	if key("192.0.2.7") == key("192.0.2.8") {
 		t.Fatal("IPv4 addresses share a key")
 	}
-	if k.key(netip.Addr{}, false) != k.key(netip.Addr{}, false) {
+	if k.key(netip.Addr{}, false) != k.key(netip.MustParseAddr("::1%eth0").WithZone(""), false) {
 		t.Fatal("unknown peers do not share a key")
 	}
 	if k.key(netip.Addr{}, false) == key("0.0.0.0") {
