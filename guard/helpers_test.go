@@ -148,7 +148,7 @@ func (c *counts) hooks() guard.Hooks {
 
 // server is a host with every guard hook wired, as the gateway does it.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	g    *guard.Guard
 	h    *host.Host
 	m    mode
@@ -160,7 +160,7 @@ type serverOption func(*host.Config, *guard.Options)
 
 // startServer starts a host on a random loopback port guarded by a Guard
 // built from cfg, serving handler in mode m.
-func startServer(t *testing.T, m mode, cfg guard.Config, handler http.Handler, opts ...serverOption) *server {
+func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, opts ...serverOption) *server {
 	t.Helper()
 	s := &server{t: t, m: m, c: &counts{}}
 	gopts := guard.Options{Hooks: s.c.hooks()}
@@ -306,11 +306,14 @@ type hostConfig = host.Config
 
 // startPlainHost starts the same host without any guard hook: net/http's
 // own HTTP/1.1 and HTTP/2 servers.
-func startPlainHost(t *testing.T, m mode, handler http.Handler) *server {
+func startPlainHost(t testing.TB, m mode, handler http.Handler, opts ...func(*host.Config)) *server {
 	t.Helper()
 	hc := host.Config{Addr: "127.0.0.1:0", H2C: m.h2c, Limits: host.Limits{MaxInFlight: 100000}}
 	if m.tls {
 		hc.TLSConfig = serverTLSConfig()
+	}
+	for _, o := range opts {
+		o(&hc)
 	}
 	h, err := host.New(hc)
 	if err != nil {
@@ -326,4 +329,12 @@ func startPlainHost(t *testing.T, m mode, handler http.Handler) *server {
 		_ = h.Shutdown(ctx)
 	})
 	return &server{t: t, h: h, m: m, addr: h.Addr().String(), c: &counts{}}
+}
+
+// raceEnabled: see race_test.go.
+const raceEnabled = guard.RaceEnabled
+
+// withXNet serves HTTP/2 with x/net's server over unwrapped connections.
+func withXNet(hc *host.Config) {
+	hc.WrapH2Conn = func(c net.Conn, _ bool) net.Conn { return c }
 }

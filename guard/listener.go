@@ -106,7 +106,7 @@ func (l *listener) waitAccepting() error {
 		select {
 		case <-ch:
 		case <-t.C:
-			ov.poll(l.g.clock.Now())
+			ov.poll()
 		case <-l.done:
 			return net.ErrClosed
 		}
@@ -158,7 +158,7 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 	}
 	g.incomplete.Add(1)
 	gc := newConn(g, c, key, lim, isTLS)
-	g.ov.connOpened(g.conns.Load(), now)
+	g.ov.connOpened(g.conns.Load())
 	return gc, ""
 }
 

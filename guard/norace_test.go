@@ -1,5 +1,5 @@
 //go:build !race
 
-package guard_test
+package guard
 
 const raceEnabled = false

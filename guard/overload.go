@@ -5,7 +5,6 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // OverloadState is the overload manager's state. Each state includes the
@@ -125,7 +124,7 @@ func (o *overload) init(g *Guard, c OverloadConfig, readHeap func() uint64) {
 func (o *overload) reload(c OverloadConfig) {
 	o.th.Store(newThresholds(c))
 	o.sampled.Store(0)
-	o.evaluate(o.g.mono())
+	o.evaluate()
 }
 
 // State returns the current state.
@@ -164,32 +163,30 @@ func (o *overload) maybeSample(now int64) {
 	h := o.readHeap()
 	o.heap.Store(h)
 	if t.heap.mayChange(o.State(), int64(h)) {
-		o.evaluate(now)
+		o.evaluate()
 	}
 }
 
 // poll is called by a paused listener: resample and re-evaluate.
-func (o *overload) poll(time.Time) {
+func (o *overload) poll() {
 	now := o.g.mono()
 	o.maybeSample(now)
-	o.evaluate(now)
+	o.evaluate()
 }
 
-func (o *overload) connOpened(n int64, _ time.Time) {
+func (o *overload) connOpened(n int64) {
 	t := o.th.Load()
-	now := int64(0)
 	if t.heap.limit != 0 {
-		now = o.g.mono()
-		o.maybeSample(now)
+		o.maybeSample(o.g.mono())
 	}
 	if t.conns.mayChange(o.State(), n) {
-		o.evaluate(now)
+		o.evaluate()
 	}
 }
 
 func (o *overload) connClosed(n int64) {
 	if t := o.th.Load(); t.conns.mayChange(o.State(), n) {
-		o.evaluate(0)
+		o.evaluate()
 	}
 }
 
@@ -204,7 +201,7 @@ func (o *overload) requestStarted() OverloadState {
 		o.maybeSample(o.g.mono())
 	}
 	if t.inflight.mayChange(o.State(), n) {
-		o.evaluate(0)
+		o.evaluate()
 	}
 	return s
 }
@@ -212,7 +209,7 @@ func (o *overload) requestStarted() OverloadState {
 func (o *overload) requestEnded() {
 	n := o.inflight.Add(-1)
 	if t := o.th.Load(); t.inflight.mayChange(o.State(), n) {
-		o.evaluate(0)
+		o.evaluate()
 	}
 }
 
@@ -231,7 +228,7 @@ func (o *overload) pressure(t *thresholds) (p float64, conns, inflight int64, he
 
 // evaluate recomputes the state from the current readings, with
 // hysteresis on the way down, and reports a change.
-func (o *overload) evaluate(int64) {
+func (o *overload) evaluate() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t := o.th.Load()

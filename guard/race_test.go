@@ -1,6 +1,6 @@
 //go:build race
 
-package guard_test
+package guard
 
 // raceEnabled: the race detector slows everything about tenfold, so
 // wall-clock bounds are reported but not asserted, and allocation tests
