@@ -40,9 +40,9 @@ func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
 type nopWriter struct{ h http.Header }
 
-func (w *nopWriter) Header() http.Header       { return w.h }
+func (w *nopWriter) Header() http.Header         { return w.h }
 func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *nopWriter) WriteHeader(int)           {}
+func (w *nopWriter) WriteHeader(int)             {}
 
 const requestHead = "GET /api/items?id=42 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n"
 
