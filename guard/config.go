@@ -131,9 +131,13 @@ type H2Config struct {
 	// MaxStreamsPerSec (h2.max_streams_per_sec): new streams per second.
 	// Default 5000, range [1, 1e6].
 	MaxStreamsPerSec int
-	// MaxResetsPerSec (h2.max_rst_per_sec): RST_STREAM frames per second,
-	// counting the client's and those the server sends because the client
-	// broke the protocol. Default 100, range [1, 1e6].
+	// MaxResetsPerSec (h2.max_rst_per_sec): stream resets per second that
+	// cost the server work: the client's RST_STREAM frames that cancel a
+	// stream before its response headers were sent, and the RST_STREAM
+	// frames the server sends because the client broke the protocol. A
+	// client closing a response body it no longer wants resets a stream
+	// that already has its answer and is not counted. Default 100, range
+	// [1, 1e6].
 	MaxResetsPerSec int
 	// PrematureResetStreams (h2.premature_reset_streams) is Envoy's
 	// premature_reset_total_stream_count: once half of this many streams
@@ -157,8 +161,10 @@ type H2Config struct {
 	// acknowledgements) per second. Default 20, range [1, 1e6].
 	MaxSettingsPerSec int
 	// MaxWindowUpdatesPerSec (h2.max_window_updates_per_sec):
-	// WINDOW_UPDATE frames per second, plus 10 for every DATA frame the
-	// server sent in the same second (Envoy's ratio). Default 100, range
+	// WINDOW_UPDATE frames per second beyond which a connection is
+	// abusive, unless over its lifetime it received at most this many
+	// plus 10 for every DATA frame the server sent (Envoy's ratio): a
+	// client acknowledging a download is never cut. Default 100, range
 	// [1, 1e6].
 	MaxWindowUpdatesPerSec int
 	// MaxEmptyDataPerSec (h2.max_empty_data_per_sec): DATA frames with no

@@ -139,7 +139,8 @@ type h2Conn struct {
 	cWindowUpd int
 	cEmpty     int
 	cPriority  int
-	cDataSent  int
+	wuTotal    uint64 // WINDOW_UPDATE frames received (lifetime)
+	dataTotal  uint64 // DATA frames sent (lifetime)
 }
 
 // h2TLSConn adds ConnectionState for HTTP/2 over TLS.
@@ -241,7 +242,7 @@ func (c *h2Conn) scanRead(p []byte) (reason string, control int) {
 	if now-c.win >= int64(time.Second) {
 		c.win = now
 		c.cStreams, c.cResets, c.cPings, c.cSettings = 0, 0, 0, 0
-		c.cWindowUpd, c.cEmpty, c.cPriority, c.cDataSent = 0, 0, 0, 0
+		c.cWindowUpd, c.cEmpty, c.cPriority = 0, 0, 0
 	}
 	first := c.firstHead
 	ctrl0 := c.ctrl
@@ -333,10 +334,11 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 		}
 	case frameRSTStream:
 		c.ctrl++
-		c.cResets++
-		c.resetStream(fh.stream, now)
-		if c.cResets > lim.MaxResetsPerSec {
-			return H2ResetRate
+		if c.resetStream(fh.stream, now) {
+			c.cResets++
+			if c.cResets > lim.MaxResetsPerSec {
+				return H2ResetRate
+			}
 		}
 		return c.prematureCheck(lim)
 	case framePing:
@@ -355,7 +357,9 @@ func (c *h2Conn) clientFrame(fh *frameHeader, lim *H2Config, now int64) string {
 		}
 	case frameWindowUpdate:
 		c.cWindowUpd++
-		if c.cWindowUpd > lim.MaxWindowUpdatesPerSec+windowUpdatesPerData*c.cDataSent {
+		c.wuTotal++
+		if c.cWindowUpd > lim.MaxWindowUpdatesPerSec &&
+			c.wuTotal > windowUpdatesPerData*c.dataTotal+uint64(lim.MaxWindowUpdatesPerSec) {
 			return H2WindowUpdateFlood
 		}
 	case frameGoAway, framePushPromise:
@@ -429,23 +433,26 @@ func (c *h2Conn) endStream(id uint32, side uint32) {
 	}
 }
 
-// resetStream closes a reset stream, counting a premature reset. A reset
-// of a client stream that is already closed also counts: the client sent
-// it before it could have seen the response end, and a server that reads
-// slower than the client writes would otherwise hide rapid resets behind
-// fast handlers.
-func (c *h2Conn) resetStream(id uint32, now int64) {
+// resetStream closes a reset stream and reports whether the reset came
+// before the server sent the stream's response headers; such a reset
+// within a second of the stream's creation is premature (Envoy). A reset
+// of a stream that is not open (already complete, or never opened) is
+// neither: a client that closes a response body early resets streams whose
+// answer it already has, which costs the server nothing.
+func (c *h2Conn) resetStream(id uint32, now int64) (early bool) {
 	i := c.find(id)
 	if i < 0 {
-		if id&1 == 1 && id <= c.maxID {
-			c.premature++
-		}
-		return
+		return false
 	}
-	if st := c.streams[i]; st.flags&streamServerHeaders == 0 && now-st.born <= prematureLifetime {
+	st := c.streams[i]
+	c.removeAt(i)
+	if st.flags&streamServerHeaders != 0 {
+		return false
+	}
+	if now-st.born <= prematureLifetime {
 		c.premature++
 	}
-	c.removeAt(i)
+	return true
 }
 
 // Write inspects the server's frames (to learn when responses complete)
@@ -488,7 +495,7 @@ func (c *h2Conn) scanWrite(p []byte) {
 			fh := &c.ws.fh
 			switch fh.typ {
 			case frameData:
-				c.cDataSent++
+				c.dataTotal++
 				if fh.flags&flagEndStream != 0 {
 					c.endStream(fh.stream, streamServerEnded)
 				}
@@ -517,7 +524,7 @@ func (c *h2Conn) serverReset(id, code uint32, now int64) {
 	switch code {
 	case errCodeProtocol, errCodeFlowControl, errCodeStreamClosed, errCodeFrameSize:
 		c.cResets++
-		c.resetStream(id, now)
+		_ = c.resetStream(id, now)
 	default:
 		if i := c.find(id); i >= 0 {
 			c.removeAt(i)

@@ -231,8 +231,8 @@ func TestFrameFloods(t *testing.T) {
 }
 
 // Ordinary HTTP/2 use (concurrent requests, uploads, large downloads that
-// make the client send WINDOW_UPDATEs, cancelled requests) is not mistaken
-// for abuse.
+// make the client send WINDOW_UPDATEs, cancelled requests, bodies closed
+// unread, which reset their streams) is not mistaken for abuse.
 func TestH2OrdinaryUseNotAbuse(t *testing.T) {
 	big := strings.Repeat("z", 1<<20)
 	for _, m := range []mode{modeTLS, modeH2C} {
@@ -280,6 +280,14 @@ func TestH2OrdinaryUseNotAbuse(t *testing.T) {
 						case i%3 == 0:
 							var resp *http.Response
 							resp, err = c.Post(s.url("/"), "text/plain", strings.NewReader(strings.Repeat("u", 50000)))
+							if err == nil {
+								resp.Body.Close()
+							}
+						case i%3 == 1:
+							// Closing a body unread resets a stream whose answer
+							// has arrived (or is arriving).
+							var resp *http.Response
+							resp, err = c.Get(s.url("/big"))
 							if err == nil {
 								resp.Body.Close()
 							}
