@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/http2"
+
+	"github.com/bulwarkhq/bulwark/clock"
 )
 
 // memConn is an in-memory connection whose reads return a fixed payload
@@ -245,14 +247,18 @@ func BenchmarkGuardHTTP2Request(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmitAndClose: the accept checks and the close accounting of
+// one connection (one Conn allocated per connection).
 func BenchmarkAdmitAndClose(b *testing.B) {
-	g, err := New(Config{Conns: ConnConfig{AcceptRatePerAddr: 1e6, AcceptBurstPerAddr: 1e6}}, Options{})
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	g, err := New(Config{}, Options{Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}
 	mc := &memConn{payload: []byte("x")}
 	b.ReportAllocs()
 	for b.Loop() {
+		clk.Advance(time.Second) // stay within the accept rate
 		gc, reason := g.admit(mc, false)
 		if reason != "" {
 			b.Fatal(reason)
