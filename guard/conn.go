@@ -203,7 +203,10 @@ func (c *Conn) guardedRead(p []byte, ph uint32) (n int, err error, retry bool) {
 	if c.userRD != 0 && c.userRD < want {
 		want = c.userRD
 	}
-	if c.armedRD == 0 || c.armedRD > want {
+	// The socket deadline is armed lazily: left alone while it fires no
+	// later than needed and is still ahead (firing early costs one retry),
+	// moved when it would fire too late or has already passed.
+	if c.armedRD == 0 || c.armedRD > want || c.armedRD <= now {
 		c.setRawRDLocked(want)
 	}
 	c.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -264,5 +265,65 @@ func BenchmarkAdmitAndClose(b *testing.B) {
 			b.Fatal(reason)
 		}
 		_ = gc.Close()
+	}
+}
+
+// countingConn counts the socket reads under a Conn.
+type countingConn struct {
+	net.Conn
+	reads atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.Conn.Read(p)
+}
+
+// A client that keeps just above the minimum rate costs the server a
+// bounded number of socket reads: the lazily armed deadline is re-armed
+// when the credit has grown past it, instead of firing again and again
+// (a busy loop).
+func TestGuardedReadDoesNotSpin(t *testing.T) {
+	g, err := New(Config{Slow: SlowConfig{MinRecvRate: 20, RecvGrace: 200 * time.Millisecond, RecvWindow: time.Second, HeaderTimeout: time.Minute}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	raw, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingConn{Conn: raw}
+	gc, reason := g.admit(cc, false)
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	defer gc.Close()
+	// 10 bytes, one every 40 ms: 25 B/s against a minimum of 20 B/s.
+	go func() {
+		for range 10 {
+			time.Sleep(40 * time.Millisecond)
+			if _, err := client.Write([]byte{'a'}); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 1)
+	for i := range 10 {
+		if _, err := gc.Read(buf); err != nil {
+			t.Fatalf("byte %d: %v", i, err)
+		}
+	}
+	if n := cc.reads.Load(); n > 40 {
+		t.Fatalf("%d socket reads for 10 bytes: the guarded read spins", n)
 	}
 }

@@ -27,6 +27,8 @@ func runHelper() int {
 	switch os.Getenv(helperEnv) {
 	case "tlsflood":
 		return tlsFloodClient(os.Getenv("ADDR"), os.Getenv("SRC"), atoi(os.Getenv("N")), atoi(os.Getenv("CONC")))
+	case "dribble":
+		return dribbleProcess(os.Getenv("ADDR"), atoi(os.Getenv("N")))
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper")
 	return 2
