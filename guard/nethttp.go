@@ -73,7 +73,13 @@ func (g *Guard) ConnState(c net.Conn, s http.ConnState) {
 // shed (Shedding): the caller then answers ProblemOverloaded without
 // serving it. It does not allocate.
 func (g *Guard) BeginRequest(w http.ResponseWriter, r *http.Request) (shed bool) {
-	s := g.ov.requestStarted()
+	s := g.RequestStart()
+	if s >= NoKeepAlive {
+		w.Header().Set("Connection", "close")
+	}
+	if s >= Shedding {
+		return true
+	}
 	if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if gc := ConnFromContext(r.Context()); gc != nil && gc.phase.Load() == phaseBusy {
 			gc.body.rc = r.Body
@@ -81,18 +87,28 @@ func (g *Guard) BeginRequest(w http.ResponseWriter, r *http.Request) (shed bool)
 			gc.BodyStart()
 		}
 	}
-	if s >= NoKeepAlive {
-		w.Header().Set("Connection", "close")
-	}
-	if s >= Shedding {
-		g.shed()
-		return true
-	}
 	return false
 }
 
 // EndRequest ends a request started with BeginRequest.
-func (g *Guard) EndRequest(*http.Request) { g.ov.requestEnded() }
+func (g *Guard) EndRequest(*http.Request) { g.RequestEnd() }
+
+// RequestStart is the engine-neutral form of BeginRequest's overload
+// part: it counts one request in flight and returns the overload state the
+// request arrived in. At Shedding the engine answers ProblemOverloaded
+// without serving it; at NoKeepAlive or above it closes the connection
+// after the answer. Pair every call with RequestEnd. It does not
+// allocate.
+func (g *Guard) RequestStart() OverloadState {
+	s := g.ov.requestStarted()
+	if s >= Shedding {
+		g.shed()
+	}
+	return s
+}
+
+// RequestEnd ends a request counted by RequestStart.
+func (g *Guard) RequestEnd() { g.ov.requestEnded() }
 
 // Middleware serves next behind BeginRequest/EndRequest, answering shed
 // requests with ProblemOverloaded (closing HTTP/1.1 connections).
