@@ -17,12 +17,18 @@ import (
 
 // Problems the net/http adapters answer with.
 var (
-	// ProblemOverloaded is the answer to a shed request.
-	ProblemOverloaded = wire.Problem{Status: http.StatusServiceUnavailable, Code: wire.CodeOverloaded, Title: "Service is at capacity", RetryAfter: 1}
+	// ProblemOverloaded is the answer to a shed request (503 overloaded,
+	// Retry-After 1).
+	ProblemOverloaded = retryAfter1(wire.New(wire.CodeOverloaded))
 	// ProblemRequestTimeout is the answer to a plaintext HTTP/1.1 client
-	// that did not send its request head in time.
-	ProblemRequestTimeout = wire.Problem{Status: http.StatusRequestTimeout, Code: wire.CodeRequestTimeout, Title: "Request not received in time"}
+	// that did not send its request head in time (408 request_timeout).
+	ProblemRequestTimeout = wire.New(wire.CodeRequestTimeout)
 )
+
+func retryAfter1(p wire.Problem) wire.Problem {
+	p.RetryAfter = 1
+	return p
+}
 
 // response408 is the raw HTTP/1.1 answer a Conn writes when it cuts a
 // slow head: ProblemRequestTimeout rendered by package wire.
@@ -117,11 +123,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 		shed := g.BeginRequest(w, r)
 		defer g.EndRequest(r)
 		if shed {
-			if r.ProtoMajor == 1 {
-				wire.WriteClose(w, ProblemOverloaded)
-			} else {
-				wire.Write(w, ProblemOverloaded)
-			}
+			wire.WriteClose(w, r, ProblemOverloaded) // closes HTTP/1.x only
 			return
 		}
 		next.ServeHTTP(w, r)
