@@ -15,6 +15,23 @@ import (
 // allowed range.
 var ErrInvalidConfig = errors.New("guard: invalid config")
 
+// ConfigError is the error [Config.Validate], [New] and [Guard.Reload]
+// return for a bad setting: Key is the setting's configuration key under
+// "guards:" (for example "h2.max_rst_per_sec") and Msg says what is wrong
+// and the allowed range. It wraps [ErrInvalidConfig].
+type ConfigError struct {
+	Key, Msg string
+}
+
+func (e *ConfigError) Error() string { return "guard: invalid config: " + e.Key + " " + e.Msg }
+
+// Unwrap returns [ErrInvalidConfig].
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+func configErr(key, format string, args ...any) error {
+	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
 // Config holds every limit of a [Guard]. A zero field takes its default
 // (see [DefaultConfig] and the constants below); [Config.Validate] checks the
 // ranges. The snake_case name in each field comment is its configuration key
@@ -350,7 +367,7 @@ func (c Config) Validate() error {
 		checkInt("conns.ipv6_prefix", n.IPv6Prefix, 16, 128),
 	}
 	if n.MaxIncompletePerAddr > n.MaxPerAddr && n.MaxPerAddr >= 1 {
-		checks = append(checks, fmt.Errorf("%w: conns.max_incomplete_per_addr %d must not exceed conns.max_per_addr %d", ErrInvalidConfig, n.MaxIncompletePerAddr, n.MaxPerAddr))
+		checks = append(checks, configErr("conns.max_incomplete_per_addr", "%d must not exceed conns.max_per_addr %d", n.MaxIncompletePerAddr, n.MaxPerAddr))
 	}
 	s := c.Slow
 	checks = append(checks,
@@ -360,7 +377,7 @@ func (c Config) Validate() error {
 		checkDur("slowloris.recv_window", s.RecvWindow, 10*time.Millisecond, 10*time.Minute),
 	)
 	if s.RecvGrace > s.RecvWindow && s.RecvWindow > 0 {
-		checks = append(checks, fmt.Errorf("%w: slowloris.recv_grace %s must not exceed slowloris.recv_window %s", ErrInvalidConfig, s.RecvGrace, s.RecvWindow))
+		checks = append(checks, configErr("slowloris.recv_grace", "%s must not exceed slowloris.recv_window %s", s.RecvGrace, s.RecvWindow))
 	}
 	t := c.TLS
 	checks = append(checks,
@@ -370,7 +387,7 @@ func (c Config) Validate() error {
 		checkInt("tls.rate_slots", t.RateSlots, 64, 1<<24),
 	)
 	if t.RateSlots > 0 && bits.OnesCount(uint(t.RateSlots)) != 1 {
-		checks = append(checks, fmt.Errorf("%w: tls.rate_slots %d must be a power of two", ErrInvalidConfig, t.RateSlots))
+		checks = append(checks, configErr("tls.rate_slots", "%d must be a power of two", t.RateSlots))
 	}
 	h := c.H2
 	checks = append(checks,
@@ -400,17 +417,14 @@ func (c Config) Validate() error {
 		checkDur("overload.sample_interval", o.SampleInterval, 10*time.Millisecond, 10*time.Second),
 	)
 	if o.DisableKeepAliveAt < o.StopAcceptAt || o.ShedAt < o.DisableKeepAliveAt {
-		checks = append(checks, fmt.Errorf("%w: overload thresholds must satisfy stop_accept_at (%g) <= disable_keepalive_at (%g) <= shed_at (%g)", ErrInvalidConfig, o.StopAcceptAt, o.DisableKeepAliveAt, o.ShedAt))
+		checks = append(checks, configErr("overload.disable_keepalive_at", "thresholds must satisfy stop_accept_at (%g) <= disable_keepalive_at (%g) <= shed_at (%g)", o.StopAcceptAt, o.DisableKeepAliveAt, o.ShedAt))
 	}
 	if o.Hysteresis >= o.StopAcceptAt {
-		checks = append(checks, fmt.Errorf("%w: overload.hysteresis %g must be below overload.stop_accept_at %g", ErrInvalidConfig, o.Hysteresis, o.StopAcceptAt))
+		checks = append(checks, configErr("overload.hysteresis", "%g must be below overload.stop_accept_at %g", o.Hysteresis, o.StopAcceptAt))
 	}
-	for _, err := range checks {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	// Every problem at once (errors.Join drops the nils): an operator
+	// fixes a file in one pass, not one setting per start.
+	return errors.Join(checks...)
 }
 
 // checkReload reports the first setting that differs between old and new
@@ -418,39 +432,39 @@ func (c Config) Validate() error {
 func checkReload(old, c Config) error {
 	switch {
 	case old.Conns.AddrTableCapacity != c.Conns.AddrTableCapacity:
-		return fmt.Errorf("%w: conns.addr_table_capacity cannot change on reload (%d -> %d)", ErrInvalidConfig, old.Conns.AddrTableCapacity, c.Conns.AddrTableCapacity)
+		return configErr("conns.addr_table_capacity", "cannot change on reload (%d -> %d)", old.Conns.AddrTableCapacity, c.Conns.AddrTableCapacity)
 	case old.Conns.IPv6Prefix != c.Conns.IPv6Prefix:
-		return fmt.Errorf("%w: conns.ipv6_prefix cannot change on reload (%d -> %d)", ErrInvalidConfig, old.Conns.IPv6Prefix, c.Conns.IPv6Prefix)
+		return configErr("conns.ipv6_prefix", "cannot change on reload (%d -> %d)", old.Conns.IPv6Prefix, c.Conns.IPv6Prefix)
 	case old.TLS.RateSlots != c.TLS.RateSlots:
-		return fmt.Errorf("%w: tls.rate_slots cannot change on reload (%d -> %d)", ErrInvalidConfig, old.TLS.RateSlots, c.TLS.RateSlots)
+		return configErr("tls.rate_slots", "cannot change on reload (%d -> %d)", old.TLS.RateSlots, c.TLS.RateSlots)
 	}
 	return nil
 }
 
 func checkInt(key string, v, lo, hi int) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("%w: %s %d out of range [%d, %d]", ErrInvalidConfig, key, v, lo, hi)
+		return configErr(key, "%d out of range [%d, %d]", v, lo, hi)
 	}
 	return nil
 }
 
 func checkInt64(key string, v, lo, hi int64) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("%w: %s %d out of range [%d, %d]", ErrInvalidConfig, key, v, lo, hi)
+		return configErr(key, "%d out of range [%d, %d]", v, lo, hi)
 	}
 	return nil
 }
 
 func checkFloat(key string, v, lo, hi float64) error {
 	if !(v >= lo && v <= hi) { // also rejects NaN
-		return fmt.Errorf("%w: %s %g out of range [%g, %g]", ErrInvalidConfig, key, v, lo, hi)
+		return configErr(key, "%g out of range [%g, %g]", v, lo, hi)
 	}
 	return nil
 }
 
 func checkDur(key string, v, lo, hi time.Duration) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("%w: %s %s out of range [%s, %s]", ErrInvalidConfig, key, v, lo, hi)
+		return configErr(key, "%s out of range [%s, %s]", v, lo, hi)
 	}
 	return nil
 }

@@ -62,6 +62,12 @@ func TestValidateNamesFieldAndRange(t *testing.T) {
 			t.Errorf("got %v, want an ErrInvalidConfig containing %q", err, c.want)
 			continue
 		}
+		// The key is given apart, for callers that report it at their
+		// own path (the gateway: "guards." + Key).
+		var ce *guard.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(c.want, strings.TrimPrefix(ce.Key, "overload.")) {
+			t.Errorf("%v: key %+v does not name the setting of %q", err, ce, c.want)
+		}
 		if _, err := guard.New(cfg, guard.Options{}); err == nil {
 			t.Errorf("New accepted %q", c.want)
 		}
