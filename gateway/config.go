@@ -96,6 +96,7 @@ type Config struct {
 	Profile        Profile        `yaml:"profile"`
 	Listen         Listen         `yaml:"listen"`
 	Limits         Limits         `yaml:"limits"`
+	Guards         Guards         `yaml:"guards"`
 	ClientIP       ClientIP       `yaml:"client_ip"`
 	RequestHeaders RequestHeaders `yaml:"request_headers"`
 	Shield         Shield         `yaml:"shield"`
@@ -585,6 +586,7 @@ func DefaultConfig() *Config {
 			ReadHeaderTimeout:  host.DefaultReadHeaderTimeout,
 			IdleTimeout:        host.DefaultIdleTimeout,
 		},
+		Guards: defaultGuards(),
 		ClientIP: ClientIP{
 			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
 			IPv6Prefix:     peer.DefaultIPv6Prefix,

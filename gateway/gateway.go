@@ -45,6 +45,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
+	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/peer"
@@ -120,6 +121,7 @@ type Gateway struct {
 	tally   *tally
 	ctl     *controlPlane // nil when control.enabled is false
 	xdp     *xdp.Manager  // nil when xdp.mode is off
+	guard   *guard.Guard  // nil when guards.enabled is false
 	started time.Time     // by the injected clock
 	sweeper chan struct{} // closed to stop the list sweeper
 
@@ -168,8 +170,11 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cfg.tlsCert}, MinVersion: tls.VersionTLS12}
 	}
+	if g.guard, err = g.newGuard(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: guards: %w", err)
+	}
 	var onReject func(string)
-	h, err := host.New(host.Config{
+	hc := host.Config{
 		Addr:         cfg.Listen.Addr,
 		Listener:     deps.Listener,
 		WrapListener: g.wrapListener,
@@ -179,7 +184,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		Logger:       log,
 		OnReject:     func(reason string) { onReject(reason) },
 		ReadyDetail:  g.readyDetail,
-	})
+	}
+	hostGuardHooks(&hc, g.guard)
+	h, err := host.New(hc)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -201,6 +208,12 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	if err := m.register(newStateCollector(g)); err != nil {
 		m.unregister()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if g.guard != nil {
+		if err := m.register(newGuardCollector(g.guard)); err != nil {
+			m.unregister()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
 	}
 	if g.xdp != nil {
 		if err := m.register(newXDPCollector(g.xdp)); err != nil {

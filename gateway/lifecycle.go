@@ -141,6 +141,9 @@ func (g *Gateway) stopMetrics(ctx context.Context) error {
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.tally.draining.Store(true)
 	err := g.host.Shutdown(ctx)
+	if g.guard != nil {
+		g.guard.Close()
+	}
 	if err != nil {
 		g.log.Error("gateway stopped uncleanly", "error", err.Error())
 	} else {

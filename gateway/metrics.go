@@ -61,6 +61,9 @@ type metrics struct {
 	globalLeases      prometheus.Histogram
 	dependencyUp      *prometheus.GaugeVec
 
+	guardRefused, guardSlow, guardH2 *prometheus.CounterVec
+	guardShed                        prometheus.Counter
+
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
 }
@@ -143,6 +146,22 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_dependency_up",
 			Help: "1 when a dependency (postgres, redis) answered its last check, else 0. A dependency that is down does not take plain routes out of rotation.",
 		}, []string{"dependency"}),
+		guardRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_connections_refused_total",
+			Help: "Client connections refused at accept by the guards, by reason (conns, addr_conns, addr_incomplete, addr_rate, handshake_rate, handshakes, table_full, closed).",
+		}, []string{"reason"}),
+		guardSlow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_slow_closed_total",
+			Help: "Client connections cut for slowness (Slowloris), by reason (handshake_timeout, header_timeout, head_rate, body_rate).",
+		}, []string{"reason"}),
+		guardH2: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_h2_abuse_total",
+			Help: "HTTP/2 connections closed with GOAWAY for abuse, by reason (rst_rate, premature_resets, continuation_frames, ping_flood, ...).",
+		}, []string{"reason"}),
+		guardShed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulwark_guard_requests_shed_total",
+			Help: "Requests answered 503 overloaded because the overload manager was shedding.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulwark_build_info",
@@ -153,6 +172,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs := []prometheus.Collector{
 		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents,
 		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp,
+		m.guardRefused, m.guardSlow, m.guardH2, m.guardShed,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bulwark_in_flight",
@@ -244,6 +264,23 @@ func (m *metrics) dependency(name string, up bool) {
 		v = 1
 	}
 	m.dependencyUp.WithLabelValues(name).Set(v)
+}
+
+// guardEvent counts one event of the guards.
+func (m *metrics) guardEvent(kind, reason string) {
+	if !m.on() {
+		return
+	}
+	switch kind {
+	case "refused":
+		m.guardRefused.WithLabelValues(reason).Inc()
+	case "slow":
+		m.guardSlow.WithLabelValues(reason).Inc()
+	case "h2_abuse":
+		m.guardH2.WithLabelValues(reason).Inc()
+	case "shed":
+		m.guardShed.Inc()
+	}
 }
 
 // xdpEvent counts one XDP event by kind.

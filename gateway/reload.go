@@ -29,6 +29,10 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
 	need("listen", reflect.DeepEqual(cfg.Listen, old.Listen), "the listener")
 	need("limits", cfg.Limits == old.Limits, "the limits")
+	need("guards.enabled", cfg.Guards.Enabled == old.Guards.Enabled, "turning the guards on or off")
+	need("guards.conns.addr_table_capacity", cfg.Guards.Conns.AddrTableCapacity == old.Guards.Conns.AddrTableCapacity, "the guards' address table capacity")
+	need("guards.conns.ipv6_prefix", cfg.Guards.Conns.IPv6Prefix == old.Guards.Conns.IPv6Prefix, "the guards' IPv6 grouping")
+	need("guards.tls.rate_slots", cfg.Guards.TLS.RateSlots == old.Guards.TLS.RateSlots, "the guards' handshake rate slots")
 	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
 	need("log", cfg.Log == old.Log, "the log settings")
 	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
@@ -70,6 +74,13 @@ func (g *Gateway) Reload(cfg *Config) error {
 		p.discard()
 		g.metrics.reloaded(false)
 		return err
+	}
+	if g.guard != nil {
+		// Validated with the configuration and the fixed sizes checked
+		// above: nothing left to refuse.
+		if err := g.guard.Reload(cfg.guardConfig()); err != nil {
+			g.log.Error("guards: new limits not applied", "error", err.Error())
+		}
 	}
 	if err := g.reloadXDP(cfg.XDP); err != nil {
 		// The kernel refused new flags: the rest of the reload stands.

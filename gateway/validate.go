@@ -248,6 +248,7 @@ func (c *Config) fieldErrors() FieldErrors {
 	}
 	f.sub("listen", c.Listen.Validate())
 	f.sub("limits", c.Limits.Validate())
+	c.validateGuards(&f)
 	f.sub("client_ip", c.ClientIP.Validate())
 	f.sub("request_headers", c.RequestHeaders.Validate())
 	f.sub("shield", c.Shield.Validate())

@@ -38,14 +38,20 @@
 // The admitted handler is any http.Handler: the body bound is applied
 // while it streams the body, its context is cancelled at the request
 // timeout with cause ErrRequestTimeout and it writes its own answer — the
-// host answers 413, 504, 503 or 500 only when the handler wrote nothing.
-// Work that outlives the handler's return (an answer sent early while a
-// goroutine finishes) keeps its slot with Hold.
+// host answers 413, 408 (the body did not arrive in time), 504, 503 or 500
+// only when the handler wrote nothing. Work that outlives the handler's
+// return (an answer sent early while a goroutine finishes) keeps its slot
+// with Hold.
 //
 // Timeouts use the real clock. Admitted requests are kept in a sharded
 // registry in admission order, which is also deadline order, so one timer
 // per shard enforces every request timeout: there is no timer or goroutine
 // per request.
+//
+// A connection guard plugs in through Config.ConnContext, ConnState,
+// WrapTLSListener, WrapH2Conn and Requests (package guard provides all
+// five); when Requests sheds a request, the host answers 503 overloaded
+// right after the readiness check.
 //
 // HTTP/1.1 and HTTP/2 over TLS are served when Config.TLSConfig is set;
 // cleartext HTTP/2 with prior knowledge when Config.H2C is set. The h2c
@@ -64,6 +70,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // Errors reported by the host. Use errors.Is.
@@ -119,6 +127,8 @@ const (
 	RejectProbeMethod    = "probe_method"
 	RejectTimeout        = "timeout"
 	RejectPanic          = "panic"
+	RejectShed           = "shed"
+	RejectBodyTimeout    = "body_timeout"
 )
 
 // Check is one readiness check run by Ready. Name appears in the error.
@@ -160,6 +170,50 @@ type Config struct {
 	// a degraded dependency must not take the whole service out of
 	// rotation. It must be fast (no I/O) and carry no address or secret.
 	ReadyDetail func() map[string]string
+
+	// The fields below let a connection guard (package guard) see the
+	// connections and requests; all are optional.
+
+	// ConnContext, when set, derives each connection's base context after
+	// the host's own bookkeeping (http.Server.ConnContext).
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
+	// ConnState, when set, is told of every connection state change
+	// (http.Server.ConnState).
+	ConnState func(c net.Conn, state http.ConnState)
+	// WrapTLSListener, when set together with TLSConfig, replaces
+	// tls.NewListener: the host serves TLS through the listener it
+	// returns, whose Accept must return *tls.Conn values built with cfg
+	// (a copy of TLSConfig with the ALPN protocols set). It wraps the
+	// listener after WrapListener.
+	WrapTLSListener func(ln net.Listener, cfg *tls.Config) net.Listener
+	// WrapH2Conn, when set, makes the host serve HTTP/2 (over TLS, and
+	// cleartext with H2C) with golang.org/x/net/http2 over the connection
+	// it returns instead of with net/http's built-in server. prefaceRead
+	// is true for cleartext connections, whose client preface net/http
+	// has already consumed. A nil result closes the connection.
+	WrapH2Conn func(c net.Conn, prefaceRead bool) net.Conn
+	// HTTP2 configures HTTP/2 (http.Server.HTTP2): advertised concurrent
+	// streams, frame and window sizes. Nil keeps net/http's defaults.
+	HTTP2 *http.HTTP2Config
+	// Requests, when set, sees every request; see RequestHook.
+	Requests RequestHook
+}
+
+// RequestHook is told of every request the host receives (a connection
+// guard's overload manager and slow-body guard). Its methods must be
+// safe for concurrent use.
+type RequestHook interface {
+	// BeginRequest runs first for every request, probes included, before
+	// the host reads anything. It may set response headers and replace
+	// r.Body in place. shed reports that the request must be refused as
+	// overloaded: unless it is a probe, the host then answers 503
+	// overloaded (reason RejectShed) after the readiness check, without
+	// admitting it.
+	BeginRequest(w http.ResponseWriter, r *http.Request) (shed bool)
+	// EndRequest runs once the host is done with a request BeginRequest
+	// saw: after the handler returned and any fallback answer was
+	// written, or after the rejection.
+	EndRequest(r *http.Request)
 }
 
 // A Host is an HTTP server with probes, readiness-gated admission, hard
@@ -270,15 +324,80 @@ func New(cfg Config) (*Host, error) {
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		Protocols:         protos,
 		ErrorLog:          newErrorLog(log),
-		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ci := &connInfo{shard: h.connSeq.Add(1) % numShards}
-			return context.WithValue(ctx, connKey{}, ci)
+			ctx = context.WithValue(ctx, connKey{}, ci)
+			if cfg.ConnContext != nil {
+				ctx = cfg.ConnContext(ctx, c)
+			}
+			return ctx
 		},
+		ConnState: cfg.ConnState,
+		HTTP2:     cfg.HTTP2,
 	}
 	if cfg.TLSConfig != nil {
 		h.srv.TLSConfig = cfg.TLSConfig.Clone()
+		if cfg.WrapTLSListener != nil {
+			// Serve (not ServeTLS) sets up HTTP/2 only when the
+			// configuration offers it.
+			h.srv.TLSConfig.NextProtos = alpnProtos(h.srv.TLSConfig.NextProtos)
+		}
+	}
+	if cfg.WrapH2Conn != nil && (cfg.TLSConfig != nil || cfg.H2C) {
+		if err := serveHTTP2(h.srv, cfg.WrapH2Conn); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
+}
+
+// serveHTTP2 makes srv serve HTTP/2 with golang.org/x/net/http2 over the
+// connections wrap returns (see Config.WrapH2Conn).
+func serveHTTP2(srv *http.Server, wrap func(net.Conn, bool) net.Conn) error {
+	//lint:ignore SA1019 see the note on serveH2Conn
+	h2s := &http2.Server{}
+	//lint:ignore SA1019 see the note on serveH2Conn
+	if err := http2.ConfigureServer(srv, h2s); err != nil {
+		return fmt.Errorf("host: configure http2: %w", err)
+	}
+	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		serveH2Conn(h2s, hs, c, wrap(c, false), h, false)
+	}
+	srv.TLSNextProto[unencryptedHTTP2] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		u, ok := c.NetConn().(interface{ UnencryptedNetConn() net.Conn })
+		if !ok {
+			return
+		}
+		nc := u.UnencryptedNetConn()
+		serveH2Conn(h2s, hs, nc, wrap(nc, true), h, true)
+	}
+	return nil
+}
+
+// unencryptedHTTP2 is net/http's TLSNextProto key for cleartext HTTP/2
+// with prior knowledge.
+const unencryptedHTTP2 = "unencrypted_http2"
+
+// serveH2Conn serves one HTTP/2 connection with x/net's server.
+// http2.Server is marked deprecated in favour of net/http's built-in
+// server, but that one takes only a *tls.Conn for HTTP/2 over TLS and
+// cannot read through a wrapper; ServeConn is the supported way to serve
+// HTTP/2 on a given net.Conn (x/net keeps it working on Go 1.27 and later
+// through net/http's own connection hook).
+//
+//lint:ignore SA1019 see above
+func serveH2Conn(s *http2.Server, hs *http.Server, orig, c net.Conn, h http.Handler, sawPreface bool) {
+	if c == nil {
+		_ = orig.Close()
+		return
+	}
+	// net/http passes the connection's base context through the handler.
+	var ctx context.Context
+	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
+		ctx = bc.BaseContext()
+	}
+	//lint:ignore SA1019 see the note on serveH2Conn
+	s.ServeConn(c, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs, SawClientPreface: sawPreface})
 }
 
 // Limits returns the effective limits (defaults applied).
@@ -331,9 +450,19 @@ func (h *Host) Start() error {
 func (h *Host) serveLoop(ln net.Listener) {
 	defer close(h.serveDone)
 	var err error
-	if h.srv.TLSConfig != nil {
+	// (h.srv.TLSConfig is also set by the x/net HTTP/2 setup for h2c.)
+	switch {
+	case h.cfg.TLSConfig != nil && h.cfg.WrapTLSListener != nil:
+		tln := h.cfg.WrapTLSListener(ln, h.tlsListenerConfig())
+		if tln == nil {
+			h.log.Error("host: config.wrap_tls_listener returned nil")
+			break
+		}
+		ln = tln
+		err = h.srv.Serve(ln)
+	case h.cfg.TLSConfig != nil:
 		err = h.srv.ServeTLS(ln, "", "")
-	} else {
+	default:
 		err = h.srv.Serve(ln)
 	}
 	// Serve does not close a listener it never tracked (a stop racing
@@ -342,6 +471,26 @@ func (h *Host) serveLoop(ln net.Listener) {
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		h.log.Error("host: serve stopped", "err", err)
 	}
+}
+
+// tlsListenerConfig is the TLS configuration handed to WrapTLSListener:
+// what ServeTLS would use, with HTTP/2 and HTTP/1.1 offered over ALPN.
+func (h *Host) tlsListenerConfig() *tls.Config {
+	cfg := h.srv.TLSConfig.Clone()
+	cfg.NextProtos = alpnProtos(cfg.NextProtos)
+	return cfg
+}
+
+// alpnProtos returns "h2" and "http/1.1" followed by the other protocols
+// of list.
+func alpnProtos(list []string) []string {
+	protos := []string{"h2", "http/1.1"}
+	for _, p := range list {
+		if p != "h2" && p != "http/1.1" {
+			protos = append(protos, p)
+		}
+	}
+	return protos
 }
 
 // Addr returns the bound address, or nil before Start.

@@ -37,6 +37,8 @@ var (
 	probMethod   = wire.New(wire.CodeMethodNotAllowed)
 	probTimeout  = wire.New(wire.CodeTimeout)
 	probInternal = wire.New(wire.CodeInternal)
+	// probBodyTimeout answers a request whose body did not arrive in time.
+	probBodyTimeout = wire.New(wire.CodeRequestTimeout)
 )
 
 var (
@@ -49,6 +51,11 @@ var (
 // serve is the server's root handler: probes, pre-admission bounds,
 // admission, then the activated handler.
 func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
+	shed := false
+	if rh := h.cfg.Requests; rh != nil {
+		shed = rh.BeginRequest(w, r)
+		defer rh.EndRequest(r)
+	}
 	var shard uint32
 	if ci, ok := r.Context().Value(connKey{}).(*connInfo); ok {
 		if ci.requests.Add(1) >= int64(h.lim.MaxRequestsPerConn) {
@@ -72,6 +79,10 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		h.reject(w, r, RejectDraining, probDraining)
+		return
+	}
+	if shed {
+		h.reject(w, r, RejectShed, probOverload)
 		return
 	}
 	if len(r.RequestURI) > h.lim.MaxURLBytes {
@@ -418,6 +429,9 @@ func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard) {
 			case rq.body.tooLarge.Load():
 				h.report(RejectBodyTooLarge)
 				writeProblem(w, r, probBody)
+			case rq.body.timedOut.Load():
+				h.report(RejectBodyTimeout)
+				writeProblem(w, r, probBodyTimeout)
 			case cause == ErrRequestTimeout:
 				h.report(RejectTimeout)
 				writeProblem(w, r, probTimeout)
@@ -449,7 +463,7 @@ func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard) {
 }
 
 // responseWriter records whether the handler committed an answer, so the
-// host can send a fallback (413, 504, 503, 500) only when nothing was
+// host can send a fallback (413, 408, 504, 503, 500) only when nothing was
 // written. It keeps http.ResponseController working through Unwrap.
 type responseWriter struct {
 	w     http.ResponseWriter
@@ -495,19 +509,25 @@ func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
 
 // bodyReader is the admitted request's body: http.MaxBytesReader bound to
-// Limits.MaxBodyBytes, recording whether the bound was hit. It may be read
+// Limits.MaxBodyBytes, recording whether the bound was hit or a read timed
+// out (the client was too slow: 408 request_timeout). It may be read
 // from another goroutine (a proxy's transport), hence the atomic.
 type bodyReader struct {
 	rc       io.ReadCloser
 	tooLarge atomic.Bool
+	timedOut atomic.Bool // the client did not send the body in time
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			b.tooLarge.Store(true)
+		case errors.As(err, &ne) && ne.Timeout():
+			b.timedOut.Store(true)
 		}
 	}
 	return n, err

@@ -643,6 +643,12 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		lastErr = err
 	}
+	// The exchange's total budget ran out (perhaps while a try's own
+	// timer fired too, or before another try could start): that is the
+	// bound the request met, whatever the last try reported.
+	if errors.Is(context.Cause(req.Context()), errTotalTimeout) {
+		return nil, errTotalTimeout
+	}
 	return nil, lastErr
 }
 

@@ -1,0 +1,4 @@
+package guard
+
+// RaceEnabled tells the external tests whether the race detector is on.
+const RaceEnabled = raceEnabled

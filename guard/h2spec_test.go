@@ -1,0 +1,161 @@
+package guard_test
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/guard"
+)
+
+// h2specModule is the pinned conformance tool (scripts/install-test-deps
+// installs it into the cache directory h2specPath looks in).
+const h2specModule = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+
+// h2specPath finds h2spec: $BULWARK_H2SPEC, then PATH, then
+// $XDG_CACHE_HOME/bulwark/bin (default ~/.cache/bulwark/bin), where it is
+// installed with "go install" if missing. It returns "" and why when the
+// tool cannot be had.
+func h2specPath() (string, string) {
+	if p := os.Getenv("BULWARK_H2SPEC"); p != "" {
+		return p, ""
+	}
+	if p, err := exec.LookPath("h2spec"); err == nil {
+		return p, ""
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", "no cache directory: " + err.Error()
+	}
+	dir := filepath.Join(cache, "bulwark", "bin")
+	p := filepath.Join(dir, "h2spec")
+	if _, err := os.Stat(p); err == nil {
+		return p, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", h2specModule)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "go install " + h2specModule + " failed (run scripts/install-test-deps, or set BULWARK_H2SPEC): " + err.Error() + ": " + strings.TrimSpace(string(out))
+	}
+	return p, ""
+}
+
+// h2specResult is the outcome of one h2spec run.
+type h2specResult struct {
+	total, passed int
+	failed        []string // case names
+}
+
+type junitSuites struct {
+	Suites []struct {
+		Cases []struct {
+			Package string    `xml:"package,attr"`
+			Name    string    `xml:"classname,attr"`
+			Failure *struct{} `xml:"failure"`
+			Error   *struct{} `xml:"error"`
+			Skipped *struct{} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// runH2spec runs every h2spec case against addr and returns the result.
+func runH2spec(t *testing.T, bin, addr string, tlsOn bool) h2specResult {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	report := filepath.Join(t.TempDir(), "h2spec.xml")
+	args := []string{"-h", host, "-p", port, "-o", "3", "-j", report}
+	if tlsOn {
+		args = append(args, "-t", "-k")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) { // a non-zero exit only means failed cases
+		t.Fatalf("h2spec: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatalf("h2spec report: %v: %s", err, out)
+	}
+	var js junitSuites
+	if err := xml.Unmarshal(b, &js); err != nil {
+		t.Fatalf("h2spec report: %v", err)
+	}
+	var r h2specResult
+	for _, s := range js.Suites {
+		for _, c := range s.Cases {
+			if c.Skipped != nil {
+				continue
+			}
+			r.total++
+			if c.Failure == nil && c.Error == nil {
+				r.passed++
+			} else {
+				r.failed = append(r.failed, c.Package+" "+c.Name)
+			}
+		}
+	}
+	if r.total == 0 {
+		t.Fatalf("h2spec ran no case: %s", out)
+	}
+	return r
+}
+
+// h2specHandler answers every request with a small body after reading the
+// request's.
+func h2specHandler(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(w, strings.Repeat("h2spec ", 32))
+}
+
+// h2spec passes at least as many cases through the guard (x/net's HTTP/2
+// server behind WrapH2) as through plain net/http, over TLS and h2c.
+func TestH2spec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the h2spec conformance suite")
+	}
+	bin, why := h2specPath()
+	if bin == "" {
+		t.Skip("h2spec unavailable: " + why)
+	}
+	for _, m := range []mode{modeTLS, modeH2C} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			plain := startPlainHost(t, m, http.HandlerFunc(h2specHandler))
+			guarded := startServer(t, m, guard.Config{}, http.HandlerFunc(h2specHandler))
+			var pr, gr h2specResult
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); pr = runH2spec(t, bin, plain.addr, m.tls) }()
+			go func() { defer wg.Done(); gr = runH2spec(t, bin, guarded.addr, m.tls) }()
+			wg.Wait()
+			t.Logf("plain net/http: %d of %d passed; failed: %s", pr.passed, pr.total, strings.Join(pr.failed, "; "))
+			t.Logf("through the guard: %d of %d passed; failed: %s; guard events: %s", gr.passed, gr.total, strings.Join(gr.failed, "; "), guarded.c)
+			if gr.passed < pr.passed {
+				var worse []string
+				for _, f := range gr.failed {
+					if !slices.Contains(pr.failed, f) {
+						worse = append(worse, f)
+					}
+				}
+				t.Fatalf("the guard passes %d cases, plain net/http %d; failing only through the guard: %s",
+					gr.passed, pr.passed, strings.Join(worse, "; "))
+			}
+		})
+	}
+}

@@ -1,0 +1,231 @@
+package guard
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/keyed"
+)
+
+// Listener wraps ln so that every accepted connection passes the Guard's
+// accept checks and is returned as a *Conn (tlsConfig nil) or as a
+// *tls.Conn over a *Conn (tlsConfig set; the handshake is left to the
+// server, as with tls.NewListener).
+//
+// Accept checks, in order, and refuses (closes the socket with a reset,
+// reports Hooks.Refused and moves on to the next connection, never
+// returning an error for it):
+//
+//  1. TLS only: the address's handshakes this second
+//     (tls.max_handshakes_per_addr_per_sec), before any TLS byte is read;
+//  2. the open connections of the Guard (conns.max_conns);
+//  3. TLS only: the handshakes in progress (tls.max_concurrent_handshakes);
+//  4. the address's open connections, incomplete connections and accept
+//     rate (conns.max_per_addr, conns.max_incomplete_per_addr,
+//     conns.accept_rate_per_addr), and room in the address table.
+//
+// While the overload manager is at StopAccepting or above, Accept does
+// not accept: connections wait in the kernel's backlog until the pressure
+// falls.
+//
+// The TLS configuration is cloned. Its GetConfigForClient and
+// VerifyConnection callbacks keep working; the Guard chains its own to end
+// the handshake phase.
+//
+// The server must report request heads to the returned connections (see
+// Conn): with net/http use Guard.ConfigureServer or the ConnContext,
+// ConnState and BeginRequest/EndRequest adapters. Otherwise every
+// connection is cut at slowloris.header_timeout.
+func (g *Guard) Listener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
+	l := &listener{Listener: ln, g: g, done: make(chan struct{})}
+	if tlsConfig != nil {
+		l.tls = g.serverTLSConfig(tlsConfig)
+	}
+	return l
+}
+
+type listener struct {
+	net.Listener
+	g         *Guard
+	tls       *tls.Config
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		if err := l.waitAccepting(); err != nil {
+			return nil, err
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		// Accept may have been waiting since before the overload began:
+		// hold the connection as the backlog would.
+		if err := l.waitAccepting(); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		gc, reason := l.g.admit(c, l.tls != nil)
+		if reason != "" {
+			l.g.refused(reason)
+			closeNow(c)
+			continue
+		}
+		if l.tls != nil {
+			return tls.Server(gc, l.tls), nil
+		}
+		return gc, nil
+	}
+}
+
+// waitAccepting blocks while the overload manager says not to accept.
+func (l *listener) waitAccepting() error {
+	ov := &l.g.ov
+	if ov.State() < StopAccepting {
+		return nil
+	}
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for ov.State() >= StopAccepting {
+		ch := ov.changedCh()
+		d := time.Duration(ov.th.Load().interval)
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			ov.poll()
+		case <-l.done:
+			return net.ErrClosed
+		}
+	}
+	return nil
+}
+
+func (l *listener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// closeNow closes a refused socket with a reset: no FIN exchange, no
+// TIME_WAIT state kept for the attacker.
+func closeNow(c net.Conn) {
+	if tc, ok := c.(interface{ SetLinger(int) error }); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// admit runs the accept checks for c and returns its Conn, or the reason
+// to refuse it.
+func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
+	if g.closed.Load() {
+		return nil, RefuseClosed
+	}
+	lim := g.lim.Load()
+	now := g.clock.Now()
+	ip, ok := remoteIP(c)
+	key := g.keyer.key(ip, ok)
+	if isTLS && !g.hs.allow(key, now, lim.maxHS) {
+		return nil, RefuseHandshakeRate
+	}
+	if !reserve(&g.conns, int64(lim.maxConns)) {
+		return nil, RefuseConns
+	}
+	if isTLS && !reserve(&g.handshakes, int64(lim.maxConcHS)) {
+		g.conns.Add(-1)
+		return nil, RefuseHandshakes
+	}
+	reason := g.admitAddr(key, now, lim)
+	if reason != "" {
+		g.conns.Add(-1)
+		if isTLS {
+			g.handshakes.Add(-1)
+		}
+		return nil, reason
+	}
+	g.incomplete.Add(1)
+	gc := newConn(g, c, key, lim, isTLS)
+	g.ov.connOpened(g.conns.Load())
+	return gc, ""
+}
+
+// admitAddr applies the per-address checks and, if they pass, counts one
+// more open and incomplete connection for the address.
+func (g *Guard) admitAddr(key keyed.Key128, now time.Time, lim *limits) string {
+	reason := ""
+	err := g.addrs.Do(key, now, func(s *addrState, _ bool) bool {
+		switch {
+		case s.conns >= lim.maxPerAddr:
+			reason = RefuseAddrConns
+		case s.incomplete >= lim.maxIncomplete:
+			reason = RefuseAddrIncomplete
+		case !lim.accept.AllowN(&s.rate, now, 1).Allowed:
+			reason = RefuseAddrRate
+		default:
+			s.conns++
+			s.incomplete++
+		}
+		return true
+	})
+	switch {
+	case errors.Is(err, keyed.ErrFull):
+		return RefuseTableFull
+	case err != nil:
+		return RefuseClosed
+	}
+	return reason
+}
+
+// serverTLSConfig returns a clone of base whose handshakes report their
+// completion to the Conn under them.
+func (g *Guard) serverTLSConfig(base *tls.Config) *tls.Config {
+	cfg := base.Clone()
+	plain := base.Clone()
+	plain.GetConfigForClient = nil
+	userGCC := base.GetConfigForClient
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		chosen := plain
+		if userGCC != nil {
+			c, err := userGCC(hello)
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				chosen = c
+			}
+		}
+		gc, _ := hello.Conn.(*Conn)
+		if gc == nil {
+			if chosen == plain {
+				return nil, nil
+			}
+			return chosen, nil
+		}
+		per := chosen.Clone()
+		vc := per.VerifyConnection
+		per.VerifyConnection = func(cs tls.ConnectionState) error {
+			if vc != nil {
+				if err := vc(cs); err != nil {
+					return err
+				}
+			}
+			gc.handshakeDone()
+			return nil
+		}
+		return per, nil
+	}
+	return cfg
+}
