@@ -57,6 +57,7 @@ type controlPlane struct {
 	host    *host.Host
 	handler atomic.Pointer[http.Handler]
 	token   string // guarded by Gateway.mu
+	console bool   // control.console as served; guarded by Gateway.mu
 	// generated is the token made at start when the configuration has
 	// none (and Deps.StateDir is set); it serves whenever the
 	// configuration has no token of its own.
@@ -94,7 +95,7 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 		return nil, err
 	}
 	cp.handler.Store(&h)
-	cp.token = token
+	cp.token, cp.console = token, cfg.Control.Console
 	return cp, nil
 }
 
@@ -140,14 +141,19 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("gateway: control: %w", err)
 	}
-	return h, nil
+	ui, err := g.consoleHandler(cfg, token, reload)
+	if err != nil {
+		return nil, err
+	}
+	return controlMux{api: h, console: ui}, nil
 }
 
-// setToken swaps in a handler with a new token (a reload rotated it).
-// Called with Gateway.mu held.
+// setToken swaps in a handler with a new token (a reload rotated it) or
+// with the console turned on or off (control.console). Called with
+// Gateway.mu held.
 func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 	token := cp.effective(cfg.controlToken())
-	if token == cp.token {
+	if token == cp.token && cfg.Control.Console == cp.console {
 		return
 	}
 	h, err := g.controlHandler(cfg, token)
@@ -156,8 +162,10 @@ func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 		return
 	}
 	cp.handler.Store(&h)
-	cp.token = token
-	g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
+	if token != cp.token {
+		g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
+	}
+	cp.token, cp.console = token, cfg.Control.Console
 }
 
 func (cp *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +182,7 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	ch := g.ctl.host
 	g.mu.Lock()
 	auth := g.ctl.token != ""
+	ui := auth && g.ctl.console
 	g.mu.Unlock()
 	if err := ch.Start(); err != nil {
 		return err
@@ -192,6 +201,9 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	}
 	ch.Activate(g.ctl)
 	g.log.Info("control API listening", "addr", ch.Addr().String(), "auth", auth)
+	if ui {
+		g.log.Info("operator console listening", "url", "http://"+ch.Addr().String()+"/ui/")
+	}
 	return nil
 }
 
