@@ -93,10 +93,12 @@ func (g *Gateway) consoleStatus() console.Status {
 		Requests: st.Counters.Requests,
 		Layers:   layersOn(cfg, st),
 	}
-	for layer, reasons := range st.Counters.Rejections {
-		for reason, n := range reasons {
-			out.Rejections = append(out.Rejections, console.Rejection{Layer: layer, Reason: reason, Count: n})
+	for _, r := range g.tally.rejections() {
+		route := r.route
+		if route == unmatchedRoute {
+			route = "" // before routing: no route to rank
 		}
+		out.Rejections = append(out.Rejections, console.Rejection{Layer: r.layer, Reason: r.reason, Route: route, Count: r.n})
 	}
 	return out
 }
@@ -143,50 +145,23 @@ func shieldDetail(s Shield) string {
 	return fmt.Sprintf("%d per client, %d in all per %v", s.PerPeer, s.Global, s.Window)
 }
 
-// consoleTables returns the occupancy of the gateway's bounded tables:
-// the lists, the shield's peers, each local route limit's keys and each
-// login route's attempt and lockout logs (memory stores only; Redis
-// holds its own).
+// consoleTables returns the occupancy of the gateway's bounded tables,
+// from the same list as the bulwark_table_entries and _capacity gauges:
+// a process-wide table by its name ("shield_peers", "ipset_deny"), a
+// route's as name/route ("rate_limit/api", "login_lockout/login").
+// Memory stores only; Redis holds its own.
 func (g *Gateway) consoleTables() map[string]console.Table {
-	out := map[string]console.Table{
-		"ipset/allow": {Len: g.lists.allow.Len(), Capacity: g.lists.allow.Capacity()},
-		"ipset/deny":  {Len: g.lists.deny.Len(), Capacity: g.lists.deny.Capacity()},
-	}
-	// The configuration and the pipeline built from it, read together.
-	g.mu.Lock()
-	cfg, p := g.cfg, g.cur.Load()
-	g.mu.Unlock()
+	out := map[string]console.Table{}
+	p := g.cur.Load()
 	if p == nil {
 		return out
 	}
-	if p.shield != nil {
-		out["shield"] = console.Table{Len: p.shield.Len(), Capacity: cfg.Shield.MaxPeers}
-	}
-	for _, rt := range p.routes {
-		if rt.limit == nil {
-			continue
+	for _, o := range g.occupancy(p) {
+		name := o.table
+		if o.route != unmatchedRoute {
+			name += "/" + o.route
 		}
-		if b, ok := rt.limit.keyed.(localBucket); ok {
-			out["rate_limit/"+rt.name] = console.Table{Len: b.l.Len(), Capacity: b.l.Capacity()}
-		}
-		if b, ok := rt.limit.perClient.(localBucket); ok {
-			out["rate_limit/"+rt.name+"/per_client"] = console.Table{Len: b.l.Len(), Capacity: b.l.Capacity()}
-		}
-	}
-	for _, rc := range cfg.Routes {
-		if rc.Login == nil {
-			continue
-		}
-		st, _ := p.reuse.items[loginKey(rc.Name, *rc.Login)].(*loginState)
-		if st == nil {
-			continue
-		}
-		if st.rate != nil {
-			out["login/"+rc.Name] = console.Table{Len: st.rate.Len(), Capacity: rc.Login.MaxKeys}
-		}
-		if st.locks != nil {
-			out["login/"+rc.Name+"/lockout"] = console.Table{Len: st.locks.Len(), Capacity: rc.Login.Lockout.MaxKeys}
-		}
+		out[name] = console.Table{Len: o.len, Capacity: o.capacity}
 	}
 	return out
 }

@@ -153,13 +153,13 @@ routes:
 
 	got := tg.g.consoleTables()
 	want := map[string]console.Table{
-		"ipset/allow":               {Len: 0, Capacity: 100},
-		"ipset/deny":                {Len: 1, Capacity: 1_000_000},
-		"shield":                    {Len: 1, Capacity: 512},
+		"ipset_allow":               {Len: 0, Capacity: 100},
+		"ipset_deny":                {Len: 1, Capacity: 1_000_000},
+		"shield_peers":              {Len: 1, Capacity: 512},
 		"rate_limit/api":            {Len: 2, Capacity: 1000},
-		"rate_limit/api/per_client": {Len: 1, Capacity: 1000},
+		"rate_limit_per_client/api": {Len: 1, Capacity: 1000},
 		"login/login":               {Len: 2, Capacity: 2000}, // per (client, user) and per client
-		"login/login/lockout":       {Len: 0, Capacity: 3000},
+		"login_lockout/login":       {Len: 0, Capacity: 3000},
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -180,5 +180,21 @@ routes:
 	}
 	if st.Requests != 3 || st.Version != "test" || st.State != "ready" || st.Config.Routes != 3 {
 		t.Errorf("status %+v", st)
+	}
+
+	// Rejections carry their route, for the console's top routes: 11
+	// more requests from this client on /api/ make 13 against its
+	// per-client burst of 10, and a POST to /login without a username is
+	// refused.
+	for range 11 {
+		do(t, "GET", tg.url+"/api/b", nil, "X-Key", "k3")
+	}
+	do(t, "POST", tg.url+"/login", strings.NewReader(`{}`), "Content-Type", "application/json")
+	byRoute := map[string]uint64{}
+	for _, r := range tg.g.consoleStatus().Rejections {
+		byRoute[r.Layer+"/"+r.Route] += r.Count
+	}
+	if byRoute["rate_limit/api"] != 3 || byRoute["login/login"] != 1 {
+		t.Errorf("rejections by route %v, want rate_limit/api 3 and login/login 1", byRoute)
 	}
 }

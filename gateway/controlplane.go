@@ -359,9 +359,11 @@ func (g *Gateway) Status() Status {
 	return s
 }
 
-// maxTallyKeys bounds the distinct (layer, reason) pairs counted; the
-// pairs are fixed words, so the bound is never reached in practice.
-const maxTallyKeys = 256
+// maxTallyKeys bounds the distinct (layer, reason, route) triples
+// counted. Layers and reasons are fixed words and routes come from the
+// configuration (at most maxRoutes, reloads included), so the bound is a
+// backstop: past it, new triples count under route "(other)".
+const maxTallyKeys = 8192
 
 // tally keeps the status document's counters, independent of Prometheus.
 type tally struct {
@@ -374,13 +376,15 @@ type tally struct {
 	lastReload atomic.Pointer[time.Time]
 
 	mu sync.RWMutex
-	m  map[[2]string]*atomic.Uint64
+	m  map[tallyKey]*atomic.Uint64
 }
 
-func newTally() *tally { return &tally{m: map[[2]string]*atomic.Uint64{}} }
+type tallyKey struct{ layer, reason, route string }
 
-func (t *tally) add(layer, reason string) {
-	k := [2]string{layer, reason}
+func newTally() *tally { return &tally{m: map[tallyKey]*atomic.Uint64{}} }
+
+func (t *tally) add(layer, reason, route string) {
+	k := tallyKey{layer, reason, route}
 	t.mu.RLock()
 	c := t.m[k]
 	t.mu.RUnlock()
@@ -388,7 +392,7 @@ func (t *tally) add(layer, reason string) {
 		t.mu.Lock()
 		if c = t.m[k]; c == nil {
 			if len(t.m) >= maxTallyKeys {
-				k = [2]string{layer, "other"}
+				k = tallyKey{layer, reason, "(other)"}
 				c = t.m[k]
 			}
 			if c == nil {
@@ -401,6 +405,26 @@ func (t *tally) add(layer, reason string) {
 	c.Add(1)
 }
 
+// rejection is one (layer, reason, route) count.
+type rejection struct {
+	tallyKey
+	n uint64
+}
+
+// rejections lists every count by route (the console's top routes).
+func (t *tally) rejections() []rejection {
+	t.mu.RLock()
+	out := make([]rejection, 0, len(t.m)+1)
+	for k, c := range t.m {
+		out = append(out, rejection{k, c.Load()})
+	}
+	t.mu.RUnlock()
+	if n := t.denied.Load(); n > 0 {
+		out = append(out, rejection{tallyKey{layerIPSet, "deny", unmatchedRoute}, n})
+	}
+	return out
+}
+
 func (t *tally) reload(ok bool) {
 	if ok {
 		t.reloadOK.Add(1)
@@ -411,21 +435,15 @@ func (t *tally) reload(ok bool) {
 
 func (t *tally) reloaded(at time.Time) { t.lastReload.Store(&at) }
 
+// snapshot sums the counts over routes: layer → reason → count (the
+// status document's shape).
 func (t *tally) snapshot() map[string]map[string]uint64 {
 	out := map[string]map[string]uint64{}
-	put := func(layer, reason string, n uint64) {
-		if out[layer] == nil {
-			out[layer] = map[string]uint64{}
+	for _, r := range t.rejections() {
+		if out[r.layer] == nil {
+			out[r.layer] = map[string]uint64{}
 		}
-		out[layer][reason] += n
-	}
-	t.mu.RLock()
-	for k, c := range t.m {
-		put(k[0], k[1], c.Load())
-	}
-	t.mu.RUnlock()
-	if n := t.denied.Load(); n > 0 {
-		put(layerIPSet, "deny", n)
+		out[r.layer][r.reason] += r.n
 	}
 	return out
 }
