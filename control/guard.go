@@ -76,6 +76,22 @@ func newGuard(addr string, allowed []string, haveToken bool) (*guard, error) {
 	return g, nil
 }
 
+// HostCheck returns the Host-header check New applies before anything
+// else (see "Not for browsers"), for another handler served on the same
+// listener, such as the operator console (package console): it reports
+// whether r's Host names the listener — a loopback name or the address
+// (with no port or the listen port), the local address the connection
+// arrived on, or an allowed host. addr and allowed are Config.Addr and
+// Config.AllowedHosts, haveToken whether Config.Token is set; they are
+// validated as New validates them.
+func HostCheck(addr string, allowed []string, haveToken bool) (func(r *http.Request) bool, error) {
+	g, err := newGuard(addr, allowed, haveToken)
+	if err != nil {
+		return nil, err
+	}
+	return g.hostAllowed, nil
+}
+
 // admit runs the checks in order: Host, browser headers, content type.
 // ok is false with the problem to answer and the reason to log.
 func (g *guard) admit(r *http.Request) (p wire.Problem, reason string, ok bool) {

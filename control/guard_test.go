@@ -473,3 +473,32 @@ func FuzzHost(f *testing.F) {
 		}
 	})
 }
+
+// TestHostCheck: the exported check is the API's own: loopback names and
+// the listen address pass, a rebound name does not, and a bad address or
+// allowed host is refused at construction.
+func TestHostCheck(t *testing.T) {
+	ok, err := control.HostCheck("127.0.0.1:9091", []string{"ops.example"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"127.0.0.1:9091": true, "localhost:9091": true, "[::1]": true, "ops.example": true, "ops.example:9091": true,
+		"evil.example:9091": false, "127.0.0.1:9092": false, "": false, "127.0.0.1:9091:1": false,
+	} {
+		r := httptest.NewRequest("GET", "/ui/", nil)
+		r.Host = host
+		if got := ok(r); got != want {
+			t.Errorf("Host %q: %v, want %v", host, got, want)
+		}
+	}
+	if _, err := control.HostCheck("nonsense", nil, true); err == nil {
+		t.Error("a bad addr was accepted")
+	}
+	if _, err := control.HostCheck("127.0.0.1:9091", []string{"http://x"}, true); err == nil {
+		t.Error("a bad allowed host was accepted")
+	}
+	if _, err := control.HostCheck("127.0.0.1:9091", []string{"ops.example"}, false); err == nil {
+		t.Error("allowed hosts without a token were accepted")
+	}
+}

@@ -563,6 +563,10 @@ type Control struct {
 	// TokenFile holds the bearer token (relative to the configuration
 	// file). BULWARK_CONTROL_TOKEN is the alternative; not both.
 	TokenFile string `yaml:"token_file"`
+	// Console serves the operator console under /ui/ on this listener
+	// (package console); default true. It needs a token (configured or
+	// generated) and logs in with it.
+	Console bool `yaml:"console"`
 }
 
 // DefaultConfig returns the configuration every file starts from: each
@@ -635,7 +639,7 @@ func DefaultConfig() *Config {
 			ScoreEntries:     500_000,
 			ConntrackEntries: 2_000_000,
 		},
-		Control: Control{Enabled: true, Addr: control.DefaultAddr},
+		Control: Control{Enabled: true, Addr: control.DefaultAddr, Console: true},
 	}
 }
 

@@ -57,6 +57,7 @@ type controlPlane struct {
 	host    *host.Host
 	handler atomic.Pointer[http.Handler]
 	token   string // guarded by Gateway.mu
+	console bool   // control.console as served; guarded by Gateway.mu
 	// generated is the token made at start when the configuration has
 	// none (and Deps.StateDir is set); it serves whenever the
 	// configuration has no token of its own.
@@ -94,7 +95,7 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 		return nil, err
 	}
 	cp.handler.Store(&h)
-	cp.token = token
+	cp.token, cp.console = token, cfg.Control.Console
 	return cp, nil
 }
 
@@ -140,14 +141,19 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("gateway: control: %w", err)
 	}
-	return h, nil
+	ui, err := g.consoleHandler(cfg, token, reload)
+	if err != nil {
+		return nil, err
+	}
+	return controlMux{api: h, console: ui}, nil
 }
 
-// setToken swaps in a handler with a new token (a reload rotated it).
-// Called with Gateway.mu held.
+// setToken swaps in a handler with a new token (a reload rotated it) or
+// with the console turned on or off (control.console). Called with
+// Gateway.mu held.
 func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 	token := cp.effective(cfg.controlToken())
-	if token == cp.token {
+	if token == cp.token && cfg.Control.Console == cp.console {
 		return
 	}
 	h, err := g.controlHandler(cfg, token)
@@ -156,8 +162,10 @@ func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 		return
 	}
 	cp.handler.Store(&h)
-	cp.token = token
-	g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
+	if token != cp.token {
+		g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
+	}
+	cp.token, cp.console = token, cfg.Control.Console
 }
 
 func (cp *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +182,7 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	ch := g.ctl.host
 	g.mu.Lock()
 	auth := g.ctl.token != ""
+	ui := auth && g.ctl.console
 	g.mu.Unlock()
 	if err := ch.Start(); err != nil {
 		return err
@@ -192,6 +201,9 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	}
 	ch.Activate(g.ctl)
 	g.log.Info("control API listening", "addr", ch.Addr().String(), "auth", auth)
+	if ui {
+		g.log.Info("operator console listening", "url", "http://"+ch.Addr().String()+"/ui/")
+	}
 	return nil
 }
 
@@ -347,9 +359,11 @@ func (g *Gateway) Status() Status {
 	return s
 }
 
-// maxTallyKeys bounds the distinct (layer, reason) pairs counted; the
-// pairs are fixed words, so the bound is never reached in practice.
-const maxTallyKeys = 256
+// maxTallyKeys bounds the distinct (layer, reason, route) triples
+// counted. Layers and reasons are fixed words and routes come from the
+// configuration (at most maxRoutes, reloads included), so the bound is a
+// backstop: past it, new triples count under route "(other)".
+const maxTallyKeys = 8192
 
 // tally keeps the status document's counters, independent of Prometheus.
 type tally struct {
@@ -362,13 +376,15 @@ type tally struct {
 	lastReload atomic.Pointer[time.Time]
 
 	mu sync.RWMutex
-	m  map[[2]string]*atomic.Uint64
+	m  map[tallyKey]*atomic.Uint64
 }
 
-func newTally() *tally { return &tally{m: map[[2]string]*atomic.Uint64{}} }
+type tallyKey struct{ layer, reason, route string }
 
-func (t *tally) add(layer, reason string) {
-	k := [2]string{layer, reason}
+func newTally() *tally { return &tally{m: map[tallyKey]*atomic.Uint64{}} }
+
+func (t *tally) add(layer, reason, route string) {
+	k := tallyKey{layer, reason, route}
 	t.mu.RLock()
 	c := t.m[k]
 	t.mu.RUnlock()
@@ -376,7 +392,7 @@ func (t *tally) add(layer, reason string) {
 		t.mu.Lock()
 		if c = t.m[k]; c == nil {
 			if len(t.m) >= maxTallyKeys {
-				k = [2]string{layer, "other"}
+				k = tallyKey{layer, reason, "(other)"}
 				c = t.m[k]
 			}
 			if c == nil {
@@ -389,6 +405,26 @@ func (t *tally) add(layer, reason string) {
 	c.Add(1)
 }
 
+// rejection is one (layer, reason, route) count.
+type rejection struct {
+	tallyKey
+	n uint64
+}
+
+// rejections lists every count by route (the console's top routes).
+func (t *tally) rejections() []rejection {
+	t.mu.RLock()
+	out := make([]rejection, 0, len(t.m)+1)
+	for k, c := range t.m {
+		out = append(out, rejection{k, c.Load()})
+	}
+	t.mu.RUnlock()
+	if n := t.denied.Load(); n > 0 {
+		out = append(out, rejection{tallyKey{layerIPSet, "deny", unmatchedRoute}, n})
+	}
+	return out
+}
+
 func (t *tally) reload(ok bool) {
 	if ok {
 		t.reloadOK.Add(1)
@@ -399,21 +435,15 @@ func (t *tally) reload(ok bool) {
 
 func (t *tally) reloaded(at time.Time) { t.lastReload.Store(&at) }
 
+// snapshot sums the counts over routes: layer → reason → count (the
+// status document's shape).
 func (t *tally) snapshot() map[string]map[string]uint64 {
 	out := map[string]map[string]uint64{}
-	put := func(layer, reason string, n uint64) {
-		if out[layer] == nil {
-			out[layer] = map[string]uint64{}
+	for _, r := range t.rejections() {
+		if out[r.layer] == nil {
+			out[r.layer] = map[string]uint64{}
 		}
-		out[layer][reason] += n
-	}
-	t.mu.RLock()
-	for k, c := range t.m {
-		put(k[0], k[1], c.Load())
-	}
-	t.mu.RUnlock()
-	if n := t.denied.Load(); n > 0 {
-		put(layerIPSet, "deny", n)
+		out[r.layer][r.reason] += r.n
 	}
 	return out
 }

@@ -283,6 +283,36 @@ func (m *metrics) guardEvent(kind, reason string) {
 	}
 }
 
+// tableOccupancy is one bounded table's fill: the bulwark_table_*
+// gauges and the console's table panel are both made from occupancy.
+type tableOccupancy struct {
+	table, route  string // route is unmatchedRoute for process-wide tables
+	len, capacity int
+}
+
+// occupancy lists the bounded tables of p and the process: the shield,
+// the lists, and each route's local rate-limit and login tables.
+func (g *Gateway) occupancy(p *pipeline) []tableOccupancy {
+	var out []tableOccupancy
+	add := func(name, route string, t interface {
+		Len() int
+		Capacity() int
+	}) {
+		out = append(out, tableOccupancy{name, route, t.Len(), t.Capacity()})
+	}
+	if p.shield != nil {
+		add("shield_peers", unmatchedRoute, p.shield)
+	}
+	add("ipset_allow", unmatchedRoute, g.lists.allow)
+	add("ipset_deny", unmatchedRoute, g.lists.deny)
+	for _, rt := range p.routes {
+		for _, t := range rt.tables {
+			add(t.name, rt.name, t.t)
+		}
+	}
+	return out
+}
+
 // xdpEvent counts one XDP event by kind.
 func (m *metrics) xdpEvent(kind string) {
 	if m.on() {
@@ -321,11 +351,11 @@ func (m *metrics) reloaded(ok bool) {
 // reject counts a refusal by layer and reason, for route ("" before
 // routing).
 func (m *metrics) reject(layer, reason, route string) {
-	m.tally.add(layer, reason)
+	if route == "" {
+		route = unmatchedRoute
+	}
+	m.tally.add(layer, reason, route)
 	if m.on() {
-		if route == "" {
-			route = unmatchedRoute
-		}
 		m.rejections.WithLabelValues(layer, reason, route).Inc()
 	}
 }
@@ -373,7 +403,7 @@ func (m *metrics) connDenied() {
 }
 
 func (m *metrics) shieldEvent(outcome, reason string) {
-	m.tally.add(layerShield, reason)
+	m.tally.add(layerShield, reason, unmatchedRoute)
 	if m.on() {
 		m.shield.WithLabelValues(outcome, reason).Inc()
 		m.rejections.WithLabelValues(layerShield, reason, unmatchedRoute).Inc()
@@ -478,22 +508,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if p == nil {
 		return
 	}
-	emit := func(name, route string, t interface {
-		Len() int
-		Capacity() int
-	}) {
-		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(t.Len()), name, route)
-		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(t.Capacity()), name, route)
-	}
-	if p.shield != nil {
-		emit("shield_peers", unmatchedRoute, p.shield)
-	}
-	emit("ipset_allow", unmatchedRoute, c.g.lists.allow)
-	emit("ipset_deny", unmatchedRoute, c.g.lists.deny)
-	for _, rt := range p.routes {
-		for _, t := range rt.tables {
-			emit(t.name, rt.name, t.t)
-		}
+	for _, o := range c.g.occupancy(p) {
+		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(o.len), o.table, o.route)
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(o.capacity), o.table, o.route)
 	}
 	for name, px := range p.proxies {
 		st := px.Stats()

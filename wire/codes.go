@@ -159,6 +159,23 @@ const (
 	CodeXDPUnavailable = "xdp_unavailable"
 )
 
+// Operator console (package console).
+const (
+	// CodeSessionRequired: the console's API needs a session; log in
+	// first (401).
+	CodeSessionRequired = "session_required"
+	// CodeInvalidToken: the token given at the console's login is not
+	// the control token (401).
+	CodeInvalidToken = "invalid_token"
+	// CodeCrossOrigin: a console request that changes something did not
+	// come from the console's own pages (no same-origin Sec-Fetch-Site
+	// or Origin), or a console API request came from another site (403).
+	CodeCrossOrigin = "cross_origin"
+	// CodeUnknownHost: the Host header does not name the console's
+	// listener (DNS rebinding) (403).
+	CodeUnknownHost = "unknown_host"
+)
+
 // codeInfo is what the registry knows about a code.
 type codeInfo struct {
 	status int
@@ -212,6 +229,10 @@ var registry = map[string]codeInfo{
 	CodeReloadUnsupported:               {501, "This server cannot reload its configuration."},
 	CodeReloadFailed:                    {500, "The reload failed; the previous configuration keeps serving."},
 	CodeXDPUnavailable:                  {503, "The XDP program could not be updated."},
+	CodeSessionRequired:                 {401, "Log in to the console first."},
+	CodeInvalidToken:                    {401, "The token is not valid."},
+	CodeCrossOrigin:                     {403, "The request did not come from the console's own pages."},
+	CodeUnknownHost:                     {403, "This server does not answer under that host name."},
 }
 
 // Lookup returns the status a code is normally sent with and its fixed
