@@ -567,6 +567,12 @@ type Control struct {
 	// (package console); default true. It needs a token (configured or
 	// generated) and logs in with it.
 	Console bool `yaml:"console"`
+	// AllowedHosts are further names accepted in the Host header of the
+	// API and the console (the machine's DNS name, a tunnel's), besides
+	// loopback names and addr itself: "name" (no port, or addr's port) or
+	// "name:port". At most 64; they need a token (token_file or
+	// BULWARK_CONTROL_TOKEN). Reloadable.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // DefaultConfig returns the configuration every file starts from: each

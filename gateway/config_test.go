@@ -140,7 +140,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Shield.Enabled || cfg.Shield.PerPeer != 300 || cfg.Shield.Window != time.Minute || cfg.ClientIP.TrustedProxies.Header != "x-forwarded-for" || cfg.ClientIP.IPv6Prefix != 64 {
 		t.Errorf("shield defaults: %+v", cfg.Shield)
 	}
-	if cfg.IPSets.AllowCapacity != def.IPSets.AllowCapacity || cfg.Control != def.Control {
+	if cfg.IPSets.AllowCapacity != def.IPSets.AllowCapacity || !reflect.DeepEqual(cfg.Control, def.Control) {
 		t.Errorf("ipsets/control defaults: %+v %+v", cfg.IPSets, cfg.Control)
 	}
 	u := cfg.Upstreams[0]

@@ -38,6 +38,7 @@ func (g *Gateway) consoleHandler(cfg *Config, token string, reload func(context.
 	h, err := console.New(console.Config{
 		Token:          token,
 		Addr:           cfg.Control.Addr,
+		AllowedHosts:   cfg.Control.AllowedHosts,
 		Status:         g.consoleStatus,
 		Tables:         g.consoleTables,
 		Allow:          g.lists.allow,

@@ -689,3 +689,46 @@ func TestGeneratedControlToken(t *testing.T) {
 		t.Fatalf("without a token after the reloads: %v", err)
 	}
 }
+
+// control.allowed_hosts admits further Host names to the API and the
+// console, and a reload changes them: a name is 403 until allowed.
+func TestControlAllowedHosts(t *testing.T) {
+	up := echoUpstream(t, "app")
+	tg := startGateway(t, oneRoute+"control: {allowed_hosts: [bulwark-1.internal]}\n",
+		map[string]string{"APP": up.URL}, gwOpts{getenv: env(EnvControlToken, testToken).get})
+	status := func(host, path string) int {
+		req, _ := http.NewRequest("GET", tg.control+path, nil)
+		req.Host = host
+		if strings.HasPrefix(path, "/ui/") {
+			req.Header.Set("Sec-Fetch-Site", "none") // a page load
+		} else {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := status("bulwark-1.internal", "/v1/status"); st != 200 {
+		t.Fatalf("allowed host on the API: %d", st)
+	}
+	if st := status("bulwark-1.internal", "/ui/"); st != 200 {
+		t.Fatalf("allowed host on the console: %d", st)
+	}
+	if st := status("bulwark-2.internal", "/v1/status"); st != 403 {
+		t.Fatalf("another host: %d, want 403", st)
+	}
+	cfg := *tg.g.Config()
+	cfg.Control.AllowedHosts = []string{"bulwark-2.internal"}
+	if err := tg.g.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st := status("bulwark-2.internal", "/v1/status"); st != 200 {
+		t.Fatalf("after the reload the new name got %d", st)
+	}
+	if st := status("bulwark-1.internal", "/ui/"); st != 403 {
+		t.Fatalf("after the reload the old name got %d on the console", st)
+	}
+}

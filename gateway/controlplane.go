@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,9 @@ const (
 type controlPlane struct {
 	host    *host.Host
 	handler atomic.Pointer[http.Handler]
-	token   string // guarded by Gateway.mu
-	console bool   // control.console as served; guarded by Gateway.mu
+	token   string   // guarded by Gateway.mu
+	console bool     // control.console as served; guarded by Gateway.mu
+	hosts   []string // control.allowed_hosts as served; guarded by Gateway.mu
 	// generated is the token made at start when the configuration has
 	// none (and Deps.StateDir is set); it serves whenever the
 	// configuration has no token of its own.
@@ -95,7 +97,7 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 		return nil, err
 	}
 	cp.handler.Store(&h)
-	cp.token, cp.console = token, cfg.Control.Console
+	cp.token, cp.console, cp.hosts = token, cfg.Control.Console, cfg.Control.AllowedHosts
 	return cp, nil
 }
 
@@ -129,14 +131,15 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		routes = xdp.NewHandler(g.xdp, xdp.HandlerConfig{Audit: g.log, Who: control.TokenID(token)}).Routes()
 	}
 	h, err := control.New(control.Config{
-		Allow:  g.lists.allow,
-		Deny:   g.lists.deny,
-		Token:  token,
-		Addr:   cfg.Control.Addr,
-		Status: func() any { return g.Status() },
-		Reload: reload,
-		Routes: routes,
-		Audit:  g.log,
+		Allow:        g.lists.allow,
+		Deny:         g.lists.deny,
+		Token:        token,
+		Addr:         cfg.Control.Addr,
+		AllowedHosts: cfg.Control.AllowedHosts,
+		Status:       func() any { return g.Status() },
+		Reload:       reload,
+		Routes:       routes,
+		Audit:        g.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: control: %w", err)
@@ -153,7 +156,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 // Gateway.mu held.
 func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 	token := cp.effective(cfg.controlToken())
-	if token == cp.token && cfg.Control.Console == cp.console {
+	if token == cp.token && cfg.Control.Console == cp.console && slices.Equal(cfg.Control.AllowedHosts, cp.hosts) {
 		return
 	}
 	h, err := g.controlHandler(cfg, token)
@@ -165,7 +168,7 @@ func (cp *controlPlane) setToken(g *Gateway, cfg *Config) {
 	if token != cp.token {
 		g.log.Info("control audit", "who", "config", "action", "rotate_token", "token_id", control.TokenID(token), "result", "ok")
 	}
-	cp.token, cp.console = token, cfg.Control.Console
+	cp.token, cp.console, cp.hosts = token, cfg.Control.Console, cfg.Control.AllowedHosts
 }
 
 func (cp *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {

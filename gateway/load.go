@@ -247,6 +247,8 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 			}
 		case validHostPort(ct.Addr) == nil && control.CheckAddr(ct.Addr, tok != "") != nil:
 			at("control.addr", "%q is not a loopback address: set control.token_file or %s to expose the API", ct.Addr, EnvControlToken)
+		case len(ct.AllowedHosts) > 0 && tok == "":
+			at("control.allowed_hosts", "names beyond loopback need a token: set control.token_file or %s", EnvControlToken)
 		default:
 			ct.TokenFile = file
 			c.token = &controlToken{v: tok}

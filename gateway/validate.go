@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
@@ -1081,6 +1082,10 @@ func (c Control) Validate() error {
 	if c.Enabled {
 		if err := validHostPort(c.Addr); err != nil {
 			f.add("addr", "%q: %v", c.Addr, err)
+		} else if _, err := control.HostCheck(c.Addr, c.AllowedHosts, true); err != nil {
+			// The control package's own rules (the token is checked
+			// with the token file, at provisioning).
+			f.add("allowed_hosts", "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "control: "), "allowed_hosts"))
 		}
 	}
 	return f.err()
