@@ -234,8 +234,17 @@ descriptors:
 		}
 		codes = append(codes, resp.OverallCode)
 	}
-	if codes[0] != pb.RateLimitResponse_OK || codes[1] != pb.RateLimitResponse_OK || codes[2] != pb.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("codes %v, want OK OK OVER_LIMIT", codes)
+	// Exactly the limit is admitted. Which of the three is refused is
+	// not fixed: while a lease from Redis is in flight, the limiter may
+	// refuse a request it admits a moment later (it never admits more).
+	ok := 0
+	for _, c := range codes {
+		if c == pb.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	if ok != 2 {
+		t.Fatalf("codes %v, want two OK and one OVER_LIMIT", codes)
 	}
 	if v := tg.counter(t, "bulwark_rls_requests_total", "result", "over_limit"); v != 1 {
 		t.Errorf("bulwark_rls_requests_total{over_limit} = %v", v)
