@@ -1,0 +1,95 @@
+package limit
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// FullTAT is a theoretical arrival time that is a full bucket at every
+// instant: the state of a key GCRA has never seen. Pass it to
+// [GCRA.Advance] for a new key.
+const FullTAT = math.MinInt64
+
+// Advance is GCRA on a bare theoretical arrival time (TAT), for callers
+// that keep the state in one atomic int64 and advance it with
+// compare-and-swap, such as a [github.com/bulwarkhq/bulwark/keyed.Cells]
+// table or an [AtomicGCRAState].
+//
+// tat and now are nanoseconds on one monotonic timeline of the caller's
+// choosing (normally [github.com/bulwarkhq/bulwark/clock.Mono]); any tat
+// at or before now, [FullTAT] included, is a full bucket. Both must lie
+// within ±2^62 ns of the timeline's origin (about 146 years), FullTAT
+// excepted. Advance returns the decision for n units at now and the TAT
+// to store: next > tat when the request was admitted with n > 0, and
+// next == tat otherwise (nothing to write). The arithmetic and the
+// decision are exactly those of [GCRA.AllowN], except for time going
+// backwards: Advance keeps no record of earlier instants, so a now earlier
+// than the one a concurrent caller stored is simply used as is. That
+// makes the decision stricter (the bucket looks emptier), never looser,
+// and ClockRegressed is never set.
+//
+// With invalid parameters every request is rejected with RetryAfter ==
+// [InfDuration] and next == tat.
+func (g GCRA) Advance(tat, now, n int64) (next int64, d Decision) {
+	t := g.interval()
+	if t == 0 {
+		return tat, reject(g.Burst)
+	}
+	tau := time.Duration(g.Burst) * t
+	var ahead time.Duration // how far the TAT is ahead of now
+	if tat > now {
+		ahead = time.Duration(tat - now)
+	}
+	if n <= 0 {
+		return tat, Decision{Allowed: true, Limit: g.Burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead}
+	}
+	if n > g.Burst {
+		return tat, Decision{Limit: g.Burst, RetryAfter: InfDuration, ResetAfter: ahead}
+	}
+	// ahead < 2^63 and n*T <= tau <= MaxRefill: no overflow for tat and now
+	// within the documented range.
+	nxt := ahead + time.Duration(n)*t
+	if nxt > tau {
+		return tat, Decision{Limit: g.Burst, RetryAfter: nxt - tau, ResetAfter: ahead}
+	}
+	return now + int64(nxt), Decision{Allowed: true, Limit: g.Burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
+}
+
+// ExpiredAt reports whether a bucket with the given TAT is full again at
+// now (tat <= now), so that a table may reclaim its entry.
+func (GCRA) ExpiredAt(tat, now int64) bool { return tat <= now }
+
+// AtomicGCRAState is a GCRA state that many goroutines may use at once
+// without a lock: the TAT in one atomic int64, advanced by
+// compare-and-swap. Its zero value is a full bucket. It is 8 bytes.
+//
+// Use it for a single bucket shared by many goroutines (one per process,
+// per worker, per route); for one bucket per key, keep TATs in a
+// [github.com/bulwarkhq/bulwark/keyed.Cells] table instead.
+type AtomicGCRAState struct {
+	// w is tat ^ FullTAT, so that the zero value is FullTAT.
+	w atomic.Int64
+}
+
+// TAT returns the state's theoretical arrival time (FullTAT for a zero
+// state).
+func (s *AtomicGCRAState) TAT() int64 { return s.w.Load() ^ FullTAT }
+
+// Reset refills the bucket.
+func (s *AtomicGCRAState) Reset() { s.w.Store(0) }
+
+// AllowAtomic admits n units at now (Mono nanoseconds, see
+// [GCRA.Advance]) if the bucket holds them. It is exact under contention:
+// concurrent calls are linearizable, each deciding on the state left by
+// those before it, and a rejection writes nothing. It does not allocate.
+func (g GCRA) AllowAtomic(s *AtomicGCRAState, now, n int64) Decision {
+	for {
+		w := s.w.Load()
+		tat := w ^ FullTAT
+		next, d := g.Advance(tat, now, n)
+		if next == tat || s.w.CompareAndSwap(w, next^FullTAT) {
+			return d
+		}
+	}
+}
