@@ -38,6 +38,20 @@
 // a fixed size of about Capacity/Shards plus a statistical margin (see
 // [Config]); a new key whose shard slab is full is treated like a full
 // table. With Shards == 1 the slab holds exactly Capacity entries.
+//
+// # Two tables
+//
+// A [Table] holds any value type V and runs the caller's function on it
+// under the key's shard lock ([Table.Do]): the general tool, used by the
+// shield's fixed windows and the login stores.
+//
+// A [Cells] table holds one int64 state per key that only moves forward,
+// such as a GCRA theoretical arrival time, and updates an existing key
+// without any lock: a lock-free probe of the index and one
+// compare-and-swap ([Cells.Update]). It keeps every guarantee above;
+// only new keys, removal and reclaim take the shard lock. Keyed GCRA
+// limiters use it with [github.com/bulwarkhq/bulwark/limit.CompiledGCRA]
+// (see ExampleCells).
 package keyed
 
 import (
