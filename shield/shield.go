@@ -29,11 +29,22 @@
 // (requests that are not admitted by the host never reach it and consume
 // no budget) and before routing, authentication and any body read. See
 // [Middleware].
+//
+// # Cost
+//
+// The fingerprint (an HMAC-SHA-256, two SHA-256 blocks) is most of the
+// price of a decision. [Shield.ConnContext] (or [Shield.NewConn] for hosts
+// that keep their own per-connection state) computes it once per
+// connection, at accept, so keep-alive traffic pays it once; a request on
+// a known connection then costs one peer-table lookup under its shard
+// lock and one compare-and-swap on the lock-free global window. With a
+// started [clock.Coarse] as Config.Clock, no decision reads the system
+// clock.
 package shield
 
 import (
 	"net/netip"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
@@ -94,11 +105,11 @@ type Admission struct {
 	// the window length). It is 0 otherwise.
 	RetryAfter time.Duration
 
-	s           *Shield
-	key         keyed.Digest
-	peerStart   time.Time
-	globalStart time.Time
-	refunded    bool
+	s         *Shield
+	key       keyed.Digest
+	peerStart time.Time
+	globalGen uint32 // the global window that admitted the request
+	refunded  bool
 }
 
 // RetryAfterSeconds returns RetryAfter rounded up to whole seconds, at
@@ -110,26 +121,30 @@ type peerEntry struct {
 	w limit.FixedWindowState
 }
 
+const cacheLine = 128
+
 // Shield is the pre-authentication overload shield. Create it with New;
 // it is safe for concurrent use.
 type Shield struct {
-	clock    clock.Clock
-	hook     func(Event)
-	keyer    *peer.Keyer
-	table    *keyed.Table[keyed.Digest, peerEntry]
-	peerFW   limit.FixedWindow
-	globalFW limit.FixedWindow
-	window   time.Duration
+	nanos  func() int64 // Config.Clock on the clock.Mono timeline
+	hook   func(Event)
+	keyer  *peer.Keyer
+	table  *keyed.Table[keyed.Digest, peerEntry]
+	peerFW limit.FixedWindow
+	window time.Duration
+	conns  connSeeds
+	// fingerprints counts HMAC computations (tests check that a known
+	// connection does not recompute its peer's).
+	fingerprints atomic.Int64
 
-	_ [64]byte // keep the hot lock off the read-only fields' cache line
+	_      [cacheLine]byte
+	closed atomic.Bool
+	// last is the latest instant (Mono ns) any decision used; a reading
+	// before it is a clock anomaly. See AdmitKey.
+	last atomic.Int64
+	_    [cacheLine - 16]byte
 
-	// mu guards the fields below. It is taken inside a table shard lock,
-	// never the other way round. See decideLocked for how it orders clock
-	// readings.
-	mu     sync.Mutex
-	closed bool
-	last   time.Time // latest instant observed; a reading before it is a clock anomaly
-	global limit.FixedWindowState
+	global globalWindow
 }
 
 // New validates cfg, applies its defaults and returns a shield with a
@@ -140,12 +155,14 @@ func New(cfg Config) (*Shield, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Shield{
-		clock:    cfg.Clock,
-		hook:     cfg.Hook,
-		peerFW:   limit.FixedWindow{Limit: int64(cfg.PerPeer), Window: cfg.Window},
-		globalFW: limit.FixedWindow{Limit: int64(cfg.Global), Window: cfg.Window},
-		window:   cfg.Window,
+		nanos:  clock.NanoFunc(cfg.Clock),
+		hook:   cfg.Hook,
+		peerFW: limit.FixedWindow{Limit: int64(cfg.PerPeer), Window: cfg.Window},
+		window: cfg.Window,
+		conns:  newConnSeeds(),
 	}
+	s.global.init(uint32(cfg.Global), cfg.Window)
+	s.last.Store(noInstant)
 	fw := s.peerFW
 	t, err := keyed.New[keyed.Digest](keyed.Config{Capacity: cfg.MaxPeers, ScanLimit: cfg.ScanLimit},
 		func(e *peerEntry, now time.Time) bool { return fw.Expired(&e.w, now) })
@@ -157,19 +174,77 @@ func New(cfg Config) (*Shield, error) {
 	return s, nil
 }
 
+// noInstant is the value of Shield.last before the first decision: below
+// every reading.
+const noInstant = -1 << 63
+
+// Fingerprint returns the key Admit uses for the peer addr (known ==
+// false: the shared unknown peer): an HMAC-SHA-256 under the shield's
+// random key, so it carries no address. After Close it is the zero
+// Digest. It does not allocate.
+func (s *Shield) Fingerprint(addr netip.Addr, known bool) keyed.Digest {
+	s.fingerprints.Add(1)
+	return s.keyer.Sum(fingerprintDomain, addr, known)
+}
+
 // Admit decides one request from the peer addr (known == false: the
-// shared unknown peer, see [peer.Normalize]). An allowed request has
-// consumed one unit of its peer's window and one of the global window. A
-// rejected one consumed nothing, and the hook has been told (except for
-// ReasonClosed). Admit does not allocate.
+// shared unknown peer, see [peer.Normalize]): AdmitKey of its
+// Fingerprint. An allowed request has consumed one unit of its peer's
+// window and one of the global window. A rejected one consumed nothing,
+// and the hook has been told (except for ReasonClosed). Admit does not
+// allocate.
 func (s *Shield) Admit(addr netip.Addr, known bool) Admission {
-	key := s.keyer.Sum(fingerprintDomain, addr, known)
+	return s.AdmitKey(s.Fingerprint(addr, known))
+}
+
+// AdmitKey is Admit for a peer whose fingerprint the caller already has
+// (from [Shield.Fingerprint], computed once per connection): the whole
+// per-request cost of a known connection. It does not allocate.
+//
+// Clock anomalies: s.last is the latest instant any decision used, and
+// every value stored there was read before it was stored. A reading
+// earlier than s.last is therefore either a real regression or just a
+// reading that lost a race with a later one. The clock is read again
+// after s.last was loaded: that reading was taken after every stored one,
+// so with a monotonic clock it cannot be earlier than s.last. Only if it
+// still is does the shield fail closed. The common case costs one clock
+// reading, and a monotonic clock never yields a spurious 503.
+func (s *Shield) AdmitKey(key keyed.Digest) Admission {
+	if s.closed.Load() {
+		return Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
+	}
+	n := s.nanos()
+	if last := s.last.Load(); n < last {
+		if n = s.nanos(); n < last {
+			s.emit(OutcomeUnavailable, ReasonClock)
+			return Admission{Outcome: OutcomeUnavailable, Reason: ReasonClock}
+		}
+	}
+	for {
+		last := s.last.Load()
+		if n <= last || s.last.CompareAndSwap(last, n) {
+			break
+		}
+	}
+	now := clock.MonoTime(n)
 	var a Admission
-	now := s.clock.Now()
 	err := s.table.Do(key, now, func(e *peerEntry, created bool) bool {
-		s.decideLocked(e, now, &a)
-		// A new peer that was not admitted leaves no trace.
-		return a.Allowed || !created
+		// Both or neither: the peer's unit is taken first, under the
+		// shard lock, and put back if the global window has no room.
+		saved := e.w
+		d := s.peerFW.AllowN(&e.w, now, 1)
+		if !d.Allowed {
+			a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonPeer, RetryAfter: d.RetryAfter}
+			return !created // a new peer that was not admitted leaves no trace
+		}
+		gen, retry, ok := s.global.allow(n)
+		if !ok {
+			e.w = saved
+			a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonGlobal, RetryAfter: retry}
+			return !created
+		}
+		a = Admission{Allowed: true, peerStart: e.w.WindowStart(), globalGen: gen}
+		return true
 	})
 	switch err {
 	case nil:
@@ -184,45 +259,6 @@ func (s *Shield) Admit(addr netip.Addr, known bool) Admission {
 		s.emit(a.Outcome, a.Reason)
 	}
 	return a
-}
-
-// decideLocked runs under the peer's shard lock; it takes s.mu itself.
-// now was read before any lock was taken.
-//
-// Clock anomalies: s.last is the latest instant any decision used, and
-// every value stored there was read before the goroutine storing it took
-// s.mu. A now earlier than s.last is therefore either a real regression
-// or just a reading that lost the race for the lock. The clock is read
-// again under s.mu to tell them apart: that reading was taken after every
-// stored one, so with a monotonic clock it cannot be earlier than s.last.
-// Only if it still is does the shield fail closed. The common case costs
-// one clock reading, and a monotonic clock never yields a spurious 503.
-func (s *Shield) decideLocked(e *peerEntry, now time.Time, a *Admission) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
-		return
-	}
-	if now.Before(s.last) {
-		if now = s.clock.Now(); now.Before(s.last) {
-			*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClock}
-			return
-		}
-	}
-	s.last = now
-	saved := e.w
-	d := s.peerFW.AllowN(&e.w, now, 1)
-	if !d.Allowed {
-		*a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonPeer, RetryAfter: d.RetryAfter}
-		return
-	}
-	if g := s.globalFW.AllowN(&s.global, now, 1); !g.Allowed {
-		e.w = saved // both or neither
-		*a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonGlobal, RetryAfter: g.RetryAfter}
-		return
-	}
-	*a = Admission{Allowed: true, peerStart: e.w.WindowStart(), globalStart: s.global.WindowStart()}
 }
 
 // Refund gives back the units an allowed admission consumed, for example
@@ -240,9 +276,10 @@ func (a *Admission) Refund() bool {
 	}
 	a.refunded = true
 	s := a.s
-	s.mu.Lock()
-	given := !s.closed && s.global.Refund(a.globalStart, 1)
-	s.mu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	given := s.global.refund(a.globalGen)
 	// The peer's entry is looked up without a new reading of the clock: if
 	// it is gone (reclaimed, so its window rolled over) the placeholder Do
 	// inserts is dropped again at once.
@@ -278,10 +315,8 @@ func (s *Shield) Capacity() int { return s.table.Capacity() }
 // be refunded, the peer table is cleared and the fingerprint key zeroed.
 // Close is idempotent and safe to call concurrently with Admit.
 func (s *Shield) Close() {
-	s.mu.Lock()
-	s.closed = true
-	s.global = limit.FixedWindowState{}
-	s.mu.Unlock()
+	s.closed.Store(true)
+	s.global.clear()
 	s.table.Close()
 	s.keyer.Close()
 }
