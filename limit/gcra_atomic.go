@@ -31,30 +31,64 @@ const FullTAT = math.MinInt64
 //
 // With invalid parameters every request is rejected with RetryAfter ==
 // [InfDuration] and next == tat.
+//
+// Advance works out the emission interval on every call (a floating-point
+// division); hot paths call [GCRA.Compile] once and use
+// [CompiledGCRA.Advance].
 func (g GCRA) Advance(tat, now, n int64) (next int64, d Decision) {
+	return g.Compile().Advance(tat, now, n)
+}
+
+// CompiledGCRA is a GCRA with its emission interval and tolerance worked
+// out once, for hot paths that decide with the same parameters millions
+// of times. The zero value rejects everything, like invalid parameters.
+type CompiledGCRA struct {
+	t, tau time.Duration // 0, 0 for invalid parameters
+	burst  int64
+}
+
+// Compile returns g ready for [CompiledGCRA.Advance]. Parameters that fail
+// Validate compile to a value that rejects every request with RetryAfter
+// == InfDuration.
+func (g GCRA) Compile() CompiledGCRA {
 	t := g.interval()
 	if t == 0 {
-		return tat, reject(g.Burst)
+		return CompiledGCRA{burst: g.Burst}
 	}
-	tau := time.Duration(g.Burst) * t
+	return CompiledGCRA{t: t, tau: time.Duration(g.Burst) * t, burst: g.Burst}
+}
+
+// Advance is [GCRA.Advance] with the parameters compiled in.
+func (c CompiledGCRA) Advance(tat, now, n int64) (next int64, d Decision) {
+	t, tau := c.t, c.tau
+	if t == 0 {
+		return tat, reject(c.burst)
+	}
 	var ahead time.Duration // how far the TAT is ahead of now
 	if tat > now {
 		ahead = time.Duration(tat - now)
 	}
 	if n <= 0 {
-		return tat, Decision{Allowed: true, Limit: g.Burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead}
+		return tat, Decision{Allowed: true, Limit: c.burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead}
 	}
-	if n > g.Burst {
-		return tat, Decision{Limit: g.Burst, RetryAfter: InfDuration, ResetAfter: ahead}
+	if n > c.burst {
+		return tat, Decision{Limit: c.burst, RetryAfter: InfDuration, ResetAfter: ahead}
 	}
 	// ahead < 2^63 and n*T <= tau <= MaxRefill: no overflow for tat and now
 	// within the documented range.
 	nxt := ahead + time.Duration(n)*t
 	if nxt > tau {
-		return tat, Decision{Limit: g.Burst, RetryAfter: nxt - tau, ResetAfter: ahead}
+		return tat, Decision{Limit: c.burst, RetryAfter: nxt - tau, ResetAfter: ahead}
 	}
-	return now + int64(nxt), Decision{Allowed: true, Limit: g.Burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
+	return now + int64(nxt), Decision{Allowed: true, Limit: c.burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
 }
+
+// Burst returns the compiled GCRA's burst (Decision.Limit).
+func (c CompiledGCRA) Burst() int64 { return c.burst }
+
+// Interval returns the compiled emission interval, 0 for invalid
+// parameters.
+func (c CompiledGCRA) Interval() time.Duration { return c.t }
 
 // ExpiredAt reports whether a bucket with the given TAT is full again at
 // now (tat <= now), so that a table may reclaim its entry.
@@ -84,10 +118,11 @@ func (s *AtomicGCRAState) Reset() { s.w.Store(0) }
 // concurrent calls are linearizable, each deciding on the state left by
 // those before it, and a rejection writes nothing. It does not allocate.
 func (g GCRA) AllowAtomic(s *AtomicGCRAState, now, n int64) Decision {
+	c := g.Compile()
 	for {
 		w := s.w.Load()
 		tat := w ^ FullTAT
-		next, d := g.Advance(tat, now, n)
+		next, d := c.Advance(tat, now, n)
 		if next == tat || s.w.CompareAndSwap(w, next^FullTAT) {
 			return d
 		}

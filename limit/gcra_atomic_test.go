@@ -140,3 +140,30 @@ func TestAtomicGCRAExactUnderContention(t *testing.T) {
 		}
 	}
 }
+
+func TestCompiledGCRA(t *testing.T) {
+	var zero limit.CompiledGCRA
+	if next, d := zero.Advance(limit.FullTAT, 0, 1); d.Allowed || d.RetryAfter != limit.InfDuration || next != limit.FullTAT {
+		t.Fatalf("zero CompiledGCRA: %+v", d)
+	}
+	g := limit.GCRA{Rate: 3, Burst: 7}
+	c := g.Compile()
+	if c.Burst() != 7 || c.Interval() != g.Interval() || c.Interval() != 333333333 {
+		t.Fatalf("Compile: burst %d interval %v", c.Burst(), c.Interval())
+	}
+	if bad := (limit.GCRA{Rate: 0, Burst: 7}).Compile(); bad.Interval() != 0 || bad.Burst() != 7 {
+		t.Fatalf("invalid: %+v", bad)
+	}
+	// Compiled and uncompiled decide alike (the model tests use Advance,
+	// which compiles on every call).
+	tat := int64(limit.FullTAT)
+	for i := range 1000 {
+		now := int64(i) * 1e8
+		n1, d1 := c.Advance(tat, now, int64(i%3))
+		n2, d2 := g.Advance(tat, now, int64(i%3))
+		if n1 != n2 || d1 != d2 {
+			t.Fatalf("step %d: compiled %d %+v, plain %d %+v", i, n1, d1, n2, d2)
+		}
+		tat = n1
+	}
+}
