@@ -83,6 +83,23 @@ func (c CompiledGCRA) Advance(tat, now, n int64) (next int64, d Decision) {
 	return now + int64(nxt), Decision{Allowed: true, Limit: c.burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
 }
 
+// Next is the part of Advance a compare-and-swap loop needs: the TAT after
+// admitting n units at now, and whether they are admitted (next > tat
+// then; next == tat otherwise). It is small enough to inline. A caller
+// that needs the whole Decision calls Advance (or Next in its loop and
+// Advance once afterwards on the TAT its last attempt saw).
+func (c CompiledGCRA) Next(tat, now, n int64) (next int64, ok bool) {
+	if n <= 0 || n > c.burst || c.t == 0 {
+		return tat, n <= 0 && c.t != 0
+	}
+	base := max(tat, now)
+	// base-now < 2^62 and n*T <= tau: no overflow in the documented range.
+	if base-now+n*int64(c.t) > int64(c.tau) {
+		return tat, false
+	}
+	return base + n*int64(c.t), true
+}
+
 // Burst returns the compiled GCRA's burst (Decision.Limit).
 func (c CompiledGCRA) Burst() int64 { return c.burst }
 

@@ -146,6 +146,11 @@ func TestCompiledGCRA(t *testing.T) {
 	if next, d := zero.Advance(limit.FullTAT, 0, 1); d.Allowed || d.RetryAfter != limit.InfDuration || next != limit.FullTAT {
 		t.Fatalf("zero CompiledGCRA: %+v", d)
 	}
+	for _, n := range []int64{-1, 0, 1} {
+		if next, ok := zero.Next(5, 0, n); ok || next != 5 {
+			t.Fatalf("zero CompiledGCRA Next(n=%d): %d, %v", n, next, ok)
+		}
+	}
 	g := limit.GCRA{Rate: 3, Burst: 7}
 	c := g.Compile()
 	if c.Burst() != 7 || c.Interval() != g.Interval() || c.Interval() != 333333333 {
@@ -163,6 +168,9 @@ func TestCompiledGCRA(t *testing.T) {
 		n2, d2 := g.Advance(tat, now, int64(i%3))
 		if n1 != n2 || d1 != d2 {
 			t.Fatalf("step %d: compiled %d %+v, plain %d %+v", i, n1, d1, n2, d2)
+		}
+		if n3, ok := c.Next(tat, now, int64(i%3)); n3 != n1 || ok != d1.Allowed {
+			t.Fatalf("step %d: Next %d %v, Advance %d %+v", i, n3, ok, n1, d1)
 		}
 		tat = n1
 	}

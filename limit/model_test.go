@@ -518,6 +518,9 @@ func runGCRA(t *testing.T, g limit.GCRA, mono bool, ops []byte) {
 				t.Fatalf("%s: AllowN(n=%d)\n got %+v\nwant %+v", where(), n, got, want)
 			}
 			next, ad := g.Advance(tat, c.off, n)
+			if nn, ok := g.Compile().Next(tat, c.off, n); nn != next || ok != ad.Allowed {
+				t.Fatalf("%s: Next = %d, %v; Advance = %d, %+v", where(), nn, ok, next, ad)
+			}
 			if aa := g.AllowAtomic(&ast, c.off, n); aa != ad || ast.TAT() != next {
 				t.Fatalf("%s: AllowAtomic %+v (TAT %d), Advance %+v (next %d)", where(), aa, ast.TAT(), ad, next)
 			}
