@@ -234,7 +234,10 @@ func decode(w, base uint64) int64 { return int64(w-base) >> 1 }
 // encode returns the word that holds state under base.
 func encode(state int64, base uint64) uint64 { return base + uint64(state)<<1 }
 
-// hash returns the table's hash of key: its 8-byte words folded with a
+// hash returns the table's hash of key (mixWords under its salts).
+func (t *Cells[K]) hash(key *K) uint64 { return mixWords(&t.salt, key) }
+
+// mixWords hashes a plain-word key: its 8-byte words folded with a
 // multiply-mix (the 128-bit product of two words, each XORed with a
 // random per-table salt, high and low halves XORed together; the
 // wyhash/rapidhash construction), then mixed once more so that both the
@@ -242,23 +245,35 @@ func encode(state int64, base uint64) uint64 { return base + uint64(state)<<1 }
 // key bit. Clients do not know the salts, so they cannot aim keys at one
 // shard or one probe chain; for keys that are themselves secret-seeded
 // hashes (a [Hasher]'s Key128, an HMAC Digest) there is nothing to aim
-// with at all. It costs two multiplications for a Key128, a fraction of
-// maphash.
-func (t *Cells[K]) hash(key *K) uint64 {
+// with at all. It costs two multiplications for a Key128.
+func mixWords[K any](salt *[8]uint64, key *K) uint64 {
 	n := unsafe.Sizeof(*key) / 8
 	p := unsafe.Pointer(key)
-	h := t.salt[0]
+	h := salt[0]
 	for i := uintptr(0); i < n; i += 2 {
 		a := *(*uint64)(unsafe.Add(p, i*8))
 		var b uint64
 		if i+1 < n {
 			b = *(*uint64)(unsafe.Add(p, (i+1)*8))
 		}
-		hi, lo := bits.Mul64(a^t.salt[1+i%6], b^h)
+		hi, lo := bits.Mul64(a^salt[1+i%6], b^h)
 		h = hi ^ lo
 	}
-	hi, lo := bits.Mul64(h^t.salt[7], t.salt[1]^t.salt[2])
+	hi, lo := bits.Mul64(h^salt[7], salt[1]^salt[2])
 	return hi ^ lo
+}
+
+// wordsEqual compares two plain-word keys word by word (plain loads: for
+// the lock holder).
+func wordsEqual[K any](a, b *K) bool {
+	n := unsafe.Sizeof(*a) / 8
+	pa, pb := unsafe.Pointer(a), unsafe.Pointer(b)
+	for i := uintptr(0); i < n; i++ {
+		if *(*uint64)(unsafe.Add(pa, i*8)) != *(*uint64)(unsafe.Add(pb, i*8)) {
+			return false
+		}
+	}
+	return true
 }
 
 // keyEqual compares the key stored in a cell with k, reading the cell's
