@@ -82,12 +82,18 @@ func (s *Shield) NewConn(remoteAddr string, res *peer.Resolver) *Conn {
 // is the previous request's client. A nil c, or one made by another
 // shield, falls back to Admit of r's socket peer. AdmitConn does not
 // allocate.
-func (s *Shield) AdmitConn(c *Conn, r *http.Request) Admission {
+func (s *Shield) AdmitConn(c *Conn, r *http.Request) (a Admission) {
 	if c == nil || c.s != s {
 		addr, known := peer.Normalize(r.RemoteAddr)
 		return s.Admit(addr, known)
 	}
-	return s.AdmitKey(c.fingerprint(r))
+	if c.direct {
+		s.admit(&a, &c.key)
+		return a
+	}
+	key := c.fingerprint(r)
+	s.admit(&a, &key)
+	return a
 }
 
 // fingerprint returns the fingerprint of r's client.

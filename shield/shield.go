@@ -107,7 +107,7 @@ type Admission struct {
 
 	s         *Shield
 	key       keyed.Digest
-	peerStart time.Time
+	peerStart int64  // Mono ns: the peer window that admitted the request
 	globalGen uint32 // the global window that admitted the request
 	refunded  bool
 }
@@ -118,7 +118,7 @@ func (a *Admission) RetryAfterSeconds() int64 { return limit.CeilSeconds(a.Retry
 
 // peerEntry is the per-peer state kept in the table.
 type peerEntry struct {
-	w limit.FixedWindowState
+	w peerWindow
 }
 
 const cacheLine = 128
@@ -126,13 +126,14 @@ const cacheLine = 128
 // Shield is the pre-authentication overload shield. Create it with New;
 // it is safe for concurrent use.
 type Shield struct {
-	nanos  func() int64 // Config.Clock on the clock.Mono timeline
-	hook   func(Event)
-	keyer  *peer.Keyer
-	table  *keyed.Table[keyed.Digest, peerEntry]
-	peerFW limit.FixedWindow
-	window time.Duration
-	conns  connSeeds
+	nanos   func() int64 // Config.Clock on the clock.Mono timeline
+	hook    func(Event)
+	keyer   *peer.Keyer
+	table   *keyed.Table[keyed.Digest, peerEntry]
+	perPeer int64 // per-peer budget per window
+	windowN int64 // the window, in ns
+	window  time.Duration
+	conns   connSeeds
 	// fingerprints counts HMAC computations (tests check that a known
 	// connection does not recompute its peer's).
 	fingerprints atomic.Int64
@@ -155,17 +156,20 @@ func New(cfg Config) (*Shield, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Shield{
-		nanos:  clock.NanoFunc(cfg.Clock),
-		hook:   cfg.Hook,
-		peerFW: limit.FixedWindow{Limit: int64(cfg.PerPeer), Window: cfg.Window},
-		window: cfg.Window,
-		conns:  newConnSeeds(),
+		nanos:   clock.NanoFunc(cfg.Clock),
+		hook:    cfg.Hook,
+		perPeer: int64(cfg.PerPeer),
+		windowN: int64(cfg.Window),
+		window:  cfg.Window,
+		conns:   newConnSeeds(),
 	}
 	s.global.init(uint32(cfg.Global), cfg.Window)
 	s.last.Store(noInstant)
-	fw := s.peerFW
+	// Entries are judged at the latest instant any decision has used
+	// (s.last, a real reading, at least the inserting request's own), so
+	// a decision never builds a time.Time for the table.
 	t, err := keyed.New[keyed.Digest](keyed.Config{Capacity: cfg.MaxPeers, ScanLimit: cfg.ScanLimit},
-		func(e *peerEntry, now time.Time) bool { return fw.Expired(&e.w, now) })
+		func(e *peerEntry, _ time.Time) bool { return e.w.expired(s.last.Load(), s.windowN) })
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +197,10 @@ func (s *Shield) Fingerprint(addr netip.Addr, known bool) keyed.Digest {
 // window and one of the global window. A rejected one consumed nothing,
 // and the hook has been told (except for ReasonClosed). Admit does not
 // allocate.
-func (s *Shield) Admit(addr netip.Addr, known bool) Admission {
-	return s.AdmitKey(s.Fingerprint(addr, known))
+func (s *Shield) Admit(addr netip.Addr, known bool) (a Admission) {
+	key := s.Fingerprint(addr, known)
+	s.admit(&a, &key)
+	return a
 }
 
 // AdmitKey is Admit for a peer whose fingerprint the caller already has
@@ -209,15 +215,25 @@ func (s *Shield) Admit(addr netip.Addr, known bool) Admission {
 // so with a monotonic clock it cannot be earlier than s.last. Only if it
 // still is does the shield fail closed. The common case costs one clock
 // reading, and a monotonic clock never yields a spurious 503.
-func (s *Shield) AdmitKey(key keyed.Digest) Admission {
+func (s *Shield) AdmitKey(key keyed.Digest) (a Admission) {
+	s.admit(&a, &key)
+	return a
+}
+
+// admit is AdmitKey writing its answer into *a, the caller's zero
+// result, so that the large Admission is built in place rather than
+// copied through every layer.
+func (s *Shield) admit(a *Admission, key *keyed.Digest) {
 	if s.closed.Load() {
-		return Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
+		*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
+		return
 	}
 	n := s.nanos()
 	if last := s.last.Load(); n < last {
 		if n = s.nanos(); n < last {
 			s.emit(OutcomeUnavailable, ReasonClock)
-			return Admission{Outcome: OutcomeUnavailable, Reason: ReasonClock}
+			*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClock}
+			return
 		}
 	}
 	for {
@@ -226,39 +242,53 @@ func (s *Shield) AdmitKey(key keyed.Digest) Admission {
 			break
 		}
 	}
-	now := clock.MonoTime(n)
-	var a Admission
-	err := s.table.Do(key, now, func(e *peerEntry, created bool) bool {
+	// The closure records what happened in a few words; the Admission is
+	// built once, below.
+	var (
+		reason    Reason
+		retry     time.Duration
+		peerStart int64
+		gen       uint32
+	)
+	err := s.table.Do(*key, time.Time{}, func(e *peerEntry, created bool) bool {
 		// Both or neither: the peer's unit is taken first, under the
 		// shard lock, and put back if the global window has no room.
 		saved := e.w
-		d := s.peerFW.AllowN(&e.w, now, 1)
-		if !d.Allowed {
-			a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonPeer, RetryAfter: d.RetryAfter}
+		ok, r := e.w.allow(n, s.perPeer, s.windowN)
+		if !ok {
+			reason, retry = ReasonPeer, r
 			return !created // a new peer that was not admitted leaves no trace
 		}
-		gen, retry, ok := s.global.allow(n)
+		g, r, ok := s.global.allow(n)
 		if !ok {
 			e.w = saved
-			a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonGlobal, RetryAfter: retry}
+			reason, retry = ReasonGlobal, r
 			return !created
 		}
-		a = Admission{Allowed: true, peerStart: e.w.WindowStart(), globalGen: gen}
+		peerStart, gen = e.w.start, g
 		return true
 	})
-	switch err {
-	case nil:
-	case keyed.ErrFull:
-		a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonCapacity, RetryAfter: s.window}
-	default: // keyed.ErrClosed
-		a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
+	switch {
+	case err == keyed.ErrFull:
+		reason, retry = ReasonCapacity, s.window
+	case err != nil: // keyed.ErrClosed
+		reason, retry = ReasonClosed, 0
+	case reason == "":
+		// Field by field: *a is the caller's zero result, and assigning a
+		// whole composite literal through the pointer costs a typed copy.
+		a.Allowed = true
+		a.s = s
+		a.key = *key
+		a.peerStart = peerStart
+		a.globalGen = gen
+		return
 	}
-	if a.Allowed {
-		a.s, a.key = s, key
-	} else {
-		s.emit(a.Outcome, a.Reason)
+	outcome := OutcomeRateLimited
+	if reason == ReasonClosed {
+		outcome = OutcomeUnavailable
 	}
-	return a
+	s.emit(outcome, reason)
+	*a = Admission{Outcome: outcome, Reason: reason, RetryAfter: retry}
 }
 
 // Refund gives back the units an allowed admission consumed, for example
@@ -283,11 +313,11 @@ func (a *Admission) Refund() bool {
 	// The peer's entry is looked up without a new reading of the clock: if
 	// it is gone (reclaimed, so its window rolled over) the placeholder Do
 	// inserts is dropped again at once.
-	_ = s.table.Do(a.key, a.peerStart, func(e *peerEntry, created bool) bool {
+	_ = s.table.Do(a.key, time.Time{}, func(e *peerEntry, created bool) bool {
 		if created {
 			return false
 		}
-		if e.w.Refund(a.peerStart, 1) {
+		if e.w.refund(a.peerStart) {
 			given = true
 		}
 		return true
