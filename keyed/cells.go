@@ -73,8 +73,9 @@ const (
 // read without a lock one atomic word at a time; [Key128] and [Digest]
 // qualify. NewCells checks this. Cells hashes keys itself, with a
 // multiply-mix of their words under random per-table salts (cheaper than
-// a [Hashable]'s maphash; clients cannot aim keys without the salts). For string keys use a
-// [Hasher]: Update(h.Sum(s), ...) does not allocate.
+// a [Hashable]'s maphash; clients cannot aim keys without the salts).
+// For string keys use a [Hasher]: Update(h.Sum(s), ...) does not
+// allocate.
 //
 // A Cells is safe for concurrent use. The zero value is not usable
 // (Update returns ErrClosed); call NewCells.
