@@ -118,27 +118,48 @@ func BenchmarkCellsGCRA(b *testing.B) {
 			done()
 		})
 	}
-	b.Run("churn/parallel", func(b *testing.B) {
-		tab := newGCRACells(b, limit.GCRA{Rate: 100, Burst: 100}, 100_000)
-		var next atomic.Int64
-		done := measure(b)
-		b.RunParallel(func(pb *testing.PB) {
-			buf := make([]byte, 0, 32)
-			var i, end int64
-			for pb.Next() {
-				if i == end {
-					end = next.Add(1024)
-					i = end - 1024
+	// churn: every call a new key, time moving 1µs per call, so entries
+	// (TAT now+10ms) expire and are reclaimed as new keys arrive.
+	// flood-full: the same with time standing still, so the table fills
+	// with live keys and every new key fails closed after a full scan.
+	for _, moving := range []bool{true, false} {
+		name := "churn/parallel"
+		if !moving {
+			name = "flood-full/parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			tab := newGCRACells(b, limit.GCRA{Rate: 100, Burst: 100}, 100_000)
+			var next, clk atomic.Int64
+			clk.Store(1e12)
+			done := measure(b)
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 0, 32)
+				var i, end int64
+				for pb.Next() {
+					if i == end {
+						end = next.Add(1024)
+						i = end - 1024
+					}
+					buf = strconv.AppendInt(append(buf[:0], "k"...), i, 10)
+					now := clk.Load()
+					if moving {
+						now = clk.Add(1000)
+					}
+					k := h.Sum(string(buf))
+					_ = tab.Update(k, now, func(tat int64, created bool) (int64, bool) {
+						if created {
+							tat = limit.FullTAT
+						}
+						return peersGCRA.Next(tat, now, 1)
+					})
+					i++
 				}
-				buf = strconv.AppendInt(append(buf[:0], "k"...), i, 10)
-				cellsAllow(tab, h, peersGCRA, string(buf))
-				i++
-			}
+			})
+			done()
+			st := tab.Stats()
+			b.ReportMetric(float64(st.Full)/float64(b.N), "full/op")
 		})
-		done()
-		st := tab.Stats()
-		b.ReportMetric(float64(st.Full)/float64(b.N), "full/op")
-	})
+	}
 	b.Run("existing/admitted", func(b *testing.B) {
 		// Every call admitted: the compare-and-swap path.
 		g := limit.GCRA{Rate: 1e9, Burst: 1_000_000}
