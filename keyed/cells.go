@@ -12,8 +12,8 @@ import (
 )
 
 // ErrState is returned by [Cells.Update] when its function asks to write
-// a state that does not move forward (next <= the current state) or lies
-// outside [MinState, MaxState]. Nothing is written.
+// a state that moves backward (next < the current state) or lies outside
+// [MinState, MaxState]. Nothing is written.
 var ErrState = errors.New("keyed: cell state must increase and stay within [MinState, MaxState]")
 
 // Bounds of a cell's state.
@@ -308,9 +308,10 @@ func storeKey[K comparable](stored, k *K) {
 //
 //   - write == false leaves an existing state unchanged, and a new key
 //     out of the table (it leaves no trace, like keep == false in Do);
-//   - write == true must give next > state for an existing key (any
-//     value for a new one), within [MinState, MaxState]; otherwise
-//     nothing is written and Update returns ErrState.
+//   - write == true must give next >= state for an existing key (any
+//     value for a new one), within [MinState, MaxState]; next == state
+//     writes nothing, next < state or a value out of range writes
+//     nothing and makes Update return ErrState.
 //
 // For an existing key Update takes no lock: f may run several times, on
 // successive states, when other goroutines update the same key at the
@@ -359,7 +360,7 @@ func (t *Cells[K]) Update(key K, now int64, f func(state int64, created bool) (n
 				return nil
 			}
 			if next <= state || next > MaxState {
-				return ErrState
+				return stateError(next, state)
 			}
 			if e.word.CompareAndSwap(w, encode(next, b)) {
 				return nil
@@ -410,7 +411,7 @@ func updateCell[K comparable](e *cell[K], key *K, f func(int64, bool) (int64, bo
 			return true, nil
 		}
 		if next <= state || next > MaxState {
-			return true, ErrState
+			return true, stateError(next, state)
 		}
 		if e.word.CompareAndSwap(w, encode(next, b)) {
 			return true, nil
@@ -473,7 +474,7 @@ func (t *Cells[K]) updateLocked(sh *cellShard[K], key *K, h32 uint32, now int64,
 				return nil
 			}
 			if next <= state || next > MaxState {
-				return ErrState
+				return stateError(next, state)
 			}
 			if e.word.CompareAndSwap(w, encode(next, b)) {
 				return nil
@@ -503,6 +504,15 @@ func (t *Cells[K]) updateLocked(sh *cellShard[K], key *K, h32 uint32, now int64,
 	sh.index(i, h32)
 	sh.inserts++
 	return nil
+}
+
+// stateError is the answer to a write of next over state that is not
+// made: nil when next == state (nothing to write), ErrState otherwise.
+func stateError(next, state int64) error {
+	if next == state {
+		return nil
+	}
+	return ErrState
 }
 
 // find returns key's slab position, or -1. sh.mu must be held.

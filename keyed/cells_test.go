@@ -206,11 +206,15 @@ func TestCellsUpdate(t *testing.T) {
 	if s, _ := tab.Get(k); s != c0+101 {
 		t.Fatalf("state %d after write=false", s)
 	}
-	// The state must move forward: equal or smaller is refused.
-	for _, next := range []int64{c0 + 101, c0, MinState, MaxState + 1} {
+	// The state must not move back: smaller (or out of range) is refused,
+	// equal writes nothing.
+	for _, next := range []int64{c0, MinState, MaxState + 1} {
 		if err := tab.Update(k, c0, func(int64, bool) (int64, bool) { return next, true }); !errors.Is(err, ErrState) {
 			t.Errorf("next %d: err %v, want ErrState", next, err)
 		}
+	}
+	if err := tab.Update(k, c0, func(s int64, _ bool) (int64, bool) { return s, true }); err != nil {
+		t.Errorf("next == state: %v, want nil", err)
 	}
 	if s, _ := tab.Get(k); s != c0+101 {
 		t.Fatalf("state %d after refused writes", s)
@@ -768,9 +772,13 @@ func runCellsModel(t *testing.T, ops []byte) {
 				t.Fatalf("insert inspected %d > %d", after.Inspected-before.Inspected, scan)
 			}
 			switch {
-			case existed && exp <= old:
+			case existed && exp < old:
 				if !errors.Is(err, ErrState) {
 					t.Fatalf("backward write: err %v", err)
+				}
+			case existed && exp == old:
+				if err != nil {
+					t.Fatalf("write of the same state: err %v", err)
 				}
 			case existed:
 				if err != nil || sawCreated || after.Inspected != before.Inspected {
