@@ -75,6 +75,11 @@ func (s *Shield) NewConn(remoteAddr string, res *peer.Resolver) *Conn {
 	return c
 }
 
+// Shield returns the shield that made c. A host that keeps one Conn per
+// connection across shield reloads compares it with the current shield
+// and makes a new Conn (NewConn) when they differ.
+func (c *Conn) Shield() *Shield { return c.s }
+
 // AdmitConn decides request r, which arrived on connection c: AdmitKey
 // of the fingerprint of r's client. On a direct connection that costs no
 // fingerprint and does not look at r at all; on a trusted-proxy

@@ -163,7 +163,11 @@ func TestAdmitConnFallback(t *testing.T) {
 		t.Fatalf("nil conn: %+v", a)
 	}
 	// A Conn of another shield is ignored: same socket peer, same budget.
-	if a := s.AdmitConn(other.NewConn("192.0.2.10:1", nil), req); a.Allowed || a.Reason != ReasonPeer {
+	foreign := other.NewConn("192.0.2.10:1", nil)
+	if foreign.Shield() != other || foreign.Shield() == s {
+		t.Fatal("Conn.Shield")
+	}
+	if a := s.AdmitConn(foreign, req); a.Allowed || a.Reason != ReasonPeer {
 		t.Fatalf("foreign conn: %+v", a)
 	}
 	if c := s.ConnFromContext(context.Background()); c != nil {
