@@ -14,7 +14,7 @@ import (
 // ErrState is returned by [Cells.Update] when its function asks to write
 // a state that moves backward (next < the current state) or lies outside
 // [MinState, MaxState]. Nothing is written.
-var ErrState = errors.New("keyed: cell state must increase and stay within [MinState, MaxState]")
+var ErrState = errors.New("keyed: cell state must not move backward and must stay within [MinState, MaxState]")
 
 // Bounds of a cell's state.
 const (
@@ -54,8 +54,8 @@ const (
 // never moves another entry into it). Each entry holds its key, a base
 // and a 64-bit word equal to base + 2*state, or an odd value while the
 // entry is free or being given to another key. Every write to a word
-// makes it larger (modulo 2^64): updates must increase the state
-// (ErrState otherwise), and retiring an entry adds one (odd), then
+// makes it larger (modulo 2^64): an update writes only a larger state
+// (a smaller one is ErrState, an equal one is not written), and retiring an entry adds one (odd), then
 // assigning it to a key adds one more (even) and picks a fresh base for
 // the new key's state. A reader compares the key between two loads of an
 // even word, so the key it matched owned the entry at that word; its
