@@ -54,10 +54,10 @@ const (
 // never moves another entry into it). Each entry holds its key, a base
 // and a 64-bit word equal to base + 2*state, or an odd value while the
 // entry is free or being given to another key. Every write to a word
-// makes it larger (modulo 2^64): an update writes only a larger state
-// (a smaller one is ErrState, an equal one is not written), and retiring an entry adds one (odd), then
-// assigning it to a key adds one more (even) and picks a fresh base for
-// the new key's state. A reader compares the key between two loads of an
+// makes it larger (modulo 2^64): an update writes only a larger state (a
+// smaller one is ErrState, an equal one is not written), retiring an
+// entry adds one (odd), then assigning it to a key adds one more (even)
+// and picks a fresh base for the new key's state. A reader compares the key between two loads of an
 // even word, so the key it matched owned the entry at that word; its
 // compare-and-swap from that word succeeds only if no write at all has
 // happened since, so it never lands on an entry that changed owner. A
