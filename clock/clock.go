@@ -6,6 +6,11 @@
 // and subtractions between them (Before, After, Sub) are immune to wall
 // clock steps. A [Manual] clock returns exactly what the test set; it can
 // be moved backwards to exercise clock-anomaly handling.
+//
+// Hot paths that decide millions of times per second read time as int64
+// nanoseconds on the [Mono] timeline ([Nanos], [NanoFunc]), and may run
+// on a [Coarse] clock: an opt-in clock whose reading is one atomic load,
+// kept current by one ticker goroutine that its owner starts and stops.
 package clock
 
 import (

@@ -70,7 +70,7 @@ func allow[K Hashable](tab *Table[K, limit.GCRAState], g limit.GCRA, key K, now 
 }
 
 // shardIndex returns the shard k lives in.
-func (t *Table[K, V]) shardIndex(k K) uint64 { return k.Hash(t.seed) >> t.shardShift }
+func (t *Table[K, V]) shardIndex(k K) uint64 { return t.hashKey(&k) >> t.shardShift }
 
 // distinctShardKeys returns n keys (made by mk) that live in n different
 // shards when the table has at least n shards, so parallel hot-key

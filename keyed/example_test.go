@@ -90,3 +90,58 @@ func ExampleHasher() {
 	// attempts: 3
 	// len: 0
 }
+
+// A keyed GCRA limiter on the lock-free path: one TAT per key in a Cells
+// table, decided by limit.CompiledGCRA.Advance. This is the whole hot
+// path of a string-keyed limiter: hash the key (no allocation), read the
+// clock (with a started clock.Coarse, one atomic load), and advance the
+// key's TAT with one compare-and-swap; a rejection writes nothing.
+func ExampleCells() {
+	g := limit.GCRA{Rate: 1, Burst: 2} // 1 request/s, bursts of 2
+	tab, err := keyed.NewCells[keyed.Key128](keyed.Config{Capacity: 2}, g.ExpiredAt)
+	if err != nil {
+		panic(err)
+	}
+	defer tab.Close()
+	h := keyed.NewHasher()
+	c := g.Compile()
+
+	// now would be clock.Nanos of the limiter's clock; here it is given.
+	allow := func(key string, now int64) string {
+		var d limit.Decision
+		err := tab.Update(h.Sum(key), now, func(tat int64, created bool) (int64, bool) {
+			if created {
+				tat = limit.FullTAT
+			}
+			next, dd := c.Advance(tat, now, 1)
+			d = dd // f may run again on a newer TAT: keep only the last decision
+			return next, next != tat
+		})
+		switch {
+		case errors.Is(err, keyed.ErrFull):
+			return "table full: fail closed"
+		case err != nil:
+			return err.Error()
+		case d.Allowed:
+			return fmt.Sprintf("allowed, %d left", d.Remaining)
+		}
+		return fmt.Sprintf("rejected, retry in %ds", d.RetryAfterSeconds())
+	}
+
+	sec := int64(time.Second)
+	fmt.Println("alice:", allow("alice", 0))
+	fmt.Println("alice:", allow("alice", 0))
+	fmt.Println("alice:", allow("alice", sec/2))
+	fmt.Println("bob:  ", allow("bob", sec))
+	fmt.Println("carol:", allow("carol", sec)) // capacity 2, nobody's bucket is full again
+	fmt.Println("carol:", allow("carol", 3*sec))
+	fmt.Println("len:  ", tab.Len())
+	// Output:
+	// alice: allowed, 1 left
+	// alice: allowed, 0 left
+	// alice: rejected, retry in 1s
+	// bob:   allowed, 1 left
+	// carol: table full: fail closed
+	// carol: allowed, 1 left
+	// len:   2
+}

@@ -32,12 +32,29 @@
 //     passed to [Table.Do].
 //
 // The table is split into Config.Shards shards, each with its own mutex on
-// its own cache lines; the shard is chosen from K.Hash under a random seed
-// drawn per table, so clients cannot aim keys at one shard or one probe
-// chain. Because each key lives in exactly one shard, each shard's slab has
+// its own cache lines; the shard is chosen from a hash of the key under
+// randomness drawn per table, so clients cannot aim keys at one shard or
+// one probe chain. The hash is K.Hash, except for keys made only of
+// integers in whole 8-byte words ([Digest], [Key128]): those are hashed
+// with a salted multiply-mix of their words and compared word by word,
+// which costs a fraction of maphash and of a byte-wise comparison. Because each key lives in exactly one shard, each shard's slab has
 // a fixed size of about Capacity/Shards plus a statistical margin (see
 // [Config]); a new key whose shard slab is full is treated like a full
 // table. With Shards == 1 the slab holds exactly Capacity entries.
+//
+// # Two tables
+//
+// A [Table] holds any value type V and runs the caller's function on it
+// under the key's shard lock ([Table.Do]): the general tool, used by the
+// shield's fixed windows and the login stores.
+//
+// A [Cells] table holds one int64 state per key that only moves forward,
+// such as a GCRA theoretical arrival time, and updates an existing key
+// without any lock: a lock-free probe of the index and one
+// compare-and-swap ([Cells.Update]). It keeps every guarantee above;
+// only new keys, removal and reclaim take the shard lock. Keyed GCRA
+// limiters use it with [github.com/bulwarkhq/bulwark/limit.CompiledGCRA]
+// (see ExampleCells).
 package keyed
 
 import (
@@ -46,6 +63,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -197,6 +215,8 @@ type Table[K Hashable, V any] struct {
 	// Read-only after New.
 	expired    func(v *V, now time.Time) bool
 	seed       maphash.Seed
+	words      bool      // K is plain 8-byte words: mixWords and wordsEqual
+	salt       [8]uint64 // for mixWords
 	shards     []shard[K, V]
 	shardShift uint // 64 - log2(len(shards)); h>>64 == 0 for one shard
 	scanLimit  int
@@ -280,6 +300,10 @@ func New[K Hashable, V any](cfg Config, expired func(v *V, now time.Time) bool) 
 		scanLimit:  cfg.ScanLimit,
 		slabSize:   per,
 		capacity:   int64(cfg.Capacity),
+		words:      checkWordKey(reflect.TypeFor[K]()) == nil,
+	}
+	for i := range t.salt {
+		t.salt[i] = maphash.Comparable(t.seed, i) | 1
 	}
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -306,7 +330,7 @@ func (t *Table[K, V]) Do(key K, now time.Time, fn func(v *V, created bool) (keep
 	if len(t.shards) == 0 {
 		return ErrClosed // zero Table
 	}
-	h := key.Hash(t.seed)
+	h := t.hashKey(&key)
 	sh := &t.shards[h>>t.shardShift]
 	h32 := uint32(h)
 	sh.mu.Lock()
@@ -314,7 +338,7 @@ func (t *Table[K, V]) Do(key K, now time.Time, fn func(v *V, created bool) (keep
 	if sh.closed {
 		return ErrClosed
 	}
-	if i := sh.find(key, h32); i >= 0 {
+	if i := sh.find(key, h32, t.words); i >= 0 {
 		if !fn(&sh.slab[i].val, false) {
 			sh.removeAt(i)
 			t.count.Add(-1)
@@ -337,14 +361,14 @@ func (t *Table[K, V]) Delete(key K) bool {
 	if len(t.shards) == 0 {
 		return false
 	}
-	h := key.Hash(t.seed)
+	h := t.hashKey(&key)
 	sh := &t.shards[h>>t.shardShift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.closed {
 		return false
 	}
-	i := sh.find(key, uint32(h))
+	i := sh.find(key, uint32(h), t.words)
 	if i < 0 {
 		return false
 	}
@@ -444,8 +468,17 @@ func (t *Table[K, V]) scanLocked(sh *shard[K, V], inspected, limit int, now time
 	return inspected, -1
 }
 
-// find returns key's slab position, or -1.
-func (sh *shard[K, V]) find(key K, h32 uint32) int {
+// hashKey returns the table's hash of key (see the package doc).
+func (t *Table[K, V]) hashKey(key *K) uint64 {
+	if t.words {
+		return mixWords(&t.salt, key)
+	}
+	return (*key).Hash(t.seed)
+}
+
+// find returns key's slab position, or -1. words selects wordsEqual over
+// == (the same answer for plain word keys, without a call to memequal).
+func (sh *shard[K, V]) find(key K, h32 uint32, words bool) int {
 	idx, mask := sh.idx, sh.mask
 	for p := h32 & mask; ; p = (p + 1) & mask {
 		s := idx[p]
@@ -453,7 +486,8 @@ func (sh *shard[K, V]) find(key K, h32 uint32) int {
 			return -1
 		}
 		if uint32(s>>32) == h32 {
-			if i := int(uint32(s)) - 1; sh.slab[i].key == key {
+			i := int(uint32(s)) - 1
+			if words && wordsEqual(&sh.slab[i].key, &key) || !words && sh.slab[i].key == key {
 				return i
 			}
 		}

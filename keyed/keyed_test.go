@@ -92,11 +92,11 @@ func checkInvariants[K Hashable, V any](t testing.TB, tab *Table[K, V]) {
 		}
 		for i := 0; i < sh.n; i++ {
 			e := &sh.slab[i]
-			h := e.key.Hash(tab.seed)
+			h := tab.hashKey(&e.key)
 			if &tab.shards[h>>tab.shardShift] != sh {
 				t.Errorf("shard %d pos %d: wrong shard", si, i)
 			}
-			if got := sh.find(e.key, uint32(h)); got != i {
+			if got := sh.find(e.key, uint32(h), tab.words); got != i {
 				t.Errorf("shard %d pos %d: find returned %d", si, i, got)
 			}
 			if p := sh.pos[i]; p > sh.mask {
@@ -864,8 +864,12 @@ func TestHasher(t *testing.T) {
 	if k[0] == k[1] {
 		t.Error("the two words use the same seed")
 	}
+}
+
+func TestHasherDoesNotAllocate(t *testing.T) {
+	h := NewHasher()
 	long := strings.Repeat("x", 1000)
-	if n := testing.AllocsPerRun(100, func() { _ = h1.Sum(long) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = h.Sum(long) }); n != 0 {
 		t.Errorf("Sum allocates %v", n)
 	}
 }
@@ -937,4 +941,40 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("Key128 path: %v allocs", n)
 	}
 	_ = sink
+}
+
+// oddKey is not made of whole 8-byte words: the table hashes it with
+// its Hash method and compares it with ==.
+type oddKey [5]byte
+
+func (k oddKey) Hash(s maphash.Seed) uint64 { return maphash.Bytes(s, k[:]) }
+
+func TestKeyKinds(t *testing.T) {
+	if !mustNew[Digest, int](t, Config{Capacity: 4}, nil).words || !mustNew[Key128, int](t, Config{Capacity: 4}, nil).words {
+		t.Fatal("Digest and Key128 tables do not take the word path")
+	}
+	tab := mustNew[oddKey, int](t, Config{Capacity: 300, Shards: 4}, nil)
+	if tab.words {
+		t.Fatal("oddKey took the word path")
+	}
+	key := func(i int) oddKey { return oddKey{byte(i), byte(i >> 8), 7, 7, 7} }
+	for i := range 300 {
+		if err := tab.Do(key(i), t0, func(v *int, created bool) bool { *v = i; return created }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 300 {
+		if i%3 == 0 && !tab.Delete(key(i)) {
+			t.Fatalf("Delete %d", i)
+		}
+	}
+	for i := range 300 {
+		var got int
+		found := false
+		_ = tab.Do(key(i), t0, func(v *int, created bool) bool { got, found = *v, !created; return !created })
+		if found != (i%3 != 0) || found && got != i {
+			t.Fatalf("key %d: found %v value %d", i, found, got)
+		}
+	}
+	checkInvariants(t, tab)
 }

@@ -90,3 +90,24 @@ func ExampleGCRA_Validate() {
 	fmt.Println(err)
 	// Output: limit: GCRA.Burst 0 out of range [1, 1000000000]
 }
+
+// One bucket shared by many goroutines, without a lock: the TAT is one
+// atomic word advanced by compare-and-swap, and a rejection writes
+// nothing.
+func ExampleGCRA_AllowAtomic() {
+	g := limit.GCRA{Rate: 10, Burst: 3} // 10/s, bursts of 3
+	var s limit.AtomicGCRAState         // zero: a full bucket
+	now := int64(0)                     // Mono nanoseconds, e.g. clock.Nanos(c)
+	for range 4 {
+		d := g.AllowAtomic(&s, now, 1)
+		fmt.Println(d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	now += int64(100 * time.Millisecond) // one emission interval later
+	fmt.Println(g.AllowAtomic(&s, now, 1).Allowed)
+	// Output:
+	// true 2 0s
+	// true 1 0s
+	// true 0 0s
+	// false 0 100ms
+	// true
+}

@@ -9,6 +9,13 @@
 // caller serializes access to it (a keyed table does, per shard). The
 // algorithm values themselves are plain parameters and may be shared.
 //
+// GCRA also comes in a lock-free form: its whole state is one theoretical
+// arrival time, an int64 of nanoseconds that only moves forward, so
+// [CompiledGCRA.Next] and [CompiledGCRA.Advance] compute the next one for a
+// compare-and-swap loop, on an [AtomicGCRAState] (one bucket shared by
+// many goroutines) or in a [github.com/bulwarkhq/bulwark/keyed.Cells]
+// table (one bucket per key).
+//
 // Every state's zero value is valid and empty, each has a Reset method for
 // tables that recycle entries, and an Expired method tells such a table
 // when an entry holds nothing that still matters.

@@ -483,6 +483,15 @@ func TestAllocations(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("FixedWindow+GCRA: %v allocs per call", n)
 	}
+	var as limit.AtomicGCRAState
+	tat, mono := int64(limit.FullTAT), int64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		mono += int64(3 * time.Millisecond)
+		tat, _ = g.Advance(tat, mono, 1)
+		g.AllowAtomic(&as, mono, 1)
+	}); n != 0 {
+		t.Errorf("Advance+AllowAtomic: %v allocs per call", n)
+	}
 	// The rolling log allocates its ring once, at the first admission.
 	if n := testing.AllocsPerRun(100, func() {
 		var fresh limit.RollingLogState

@@ -492,6 +492,13 @@ func runGCRA(t *testing.T, g limit.GCRA, mono bool, ops []byte) {
 	c := newSim(mono)
 	var s limit.GCRAState
 	var ref refGCRA
+	// Advance and AllowAtomic run in lockstep on a bare TAT. While time
+	// moves forward they must agree with the reference exactly; when the
+	// reference sees time go back, they decide at the earlier instant and
+	// must never be looser; they are then resynchronized with the
+	// reference's TAT.
+	tat := int64(limit.FullTAT)
+	var ast limit.AtomicGCRAState
 	for i := 0; tp.more(); i++ {
 		var bounds []int64
 		if ref.active {
@@ -510,6 +517,33 @@ func runGCRA(t *testing.T, g limit.GCRA, mono bool, ops []byte) {
 			if got != want {
 				t.Fatalf("%s: AllowN(n=%d)\n got %+v\nwant %+v", where(), n, got, want)
 			}
+			next, ad := g.Advance(tat, c.off, n)
+			if nn, ok := g.Compile().Next(tat, c.off, n); nn != next || ok != ad.Allowed {
+				t.Fatalf("%s: Next = %d, %v; Advance = %d, %+v", where(), nn, ok, next, ad)
+			}
+			if aa := g.AllowAtomic(&ast, c.off, n); aa != ad || ast.TAT() != next {
+				t.Fatalf("%s: AllowAtomic %+v (TAT %d), Advance %+v (next %d)", where(), aa, ast.TAT(), ad, next)
+			}
+			if !want.ClockRegressed {
+				if ad != want {
+					t.Fatalf("%s: Advance(n=%d)\n got %+v\nwant %+v", where(), n, ad, want)
+				}
+			} else if ad.ClockRegressed || ad.Allowed && !want.Allowed || ad.Allowed && ad.Remaining > want.Remaining {
+				t.Fatalf("%s: Advance(n=%d) after a regression is looser than the reference\n got %+v\nwant %+v", where(), n, ad, want)
+			}
+			tat = next
+			if ref.active {
+				if rt := ref.tat(t, g.Burst, T); tat != rt {
+					if !want.ClockRegressed {
+						t.Fatalf("%s: Advance TAT %d, reference %d", where(), tat, rt)
+					}
+					tat = rt
+					limit.SetAtomicTAT(&ast, rt)
+				}
+			}
+		}
+		if got, want := g.ExpiredAt(tat, c.off), ref.expired(c.off, g.Burst, T); got != want {
+			t.Fatalf("%s: ExpiredAt = %v, want %v", where(), got, want)
 		}
 		if got, want := g.Expired(&s, now), ref.expired(c.off, g.Burst, T); got != want {
 			t.Fatalf("%s: Expired = %v, want %v", where(), got, want)

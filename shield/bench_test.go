@@ -1,13 +1,17 @@
 package shield
 
 import (
+	"context"
 	"crypto/sha256"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
 )
 
 // benchShield has budgets no benchmark run can exhaust, so every decision
@@ -73,14 +77,81 @@ func BenchmarkAdmit(b *testing.B) {
 	})
 }
 
+// BenchmarkAdmitConn measures one decision for a request on a known
+// connection (its peer's fingerprint computed at accept): the per-request
+// cost with keep-alive. real-clock reads the monotonic clock per decision;
+// coarse-clock uses a started clock.Coarse (1 ms), as a gateway would.
+func BenchmarkAdmitConn(b *testing.B) {
+	const peers = 1024
+	for _, coarse := range []bool{false, true} {
+		name := "real-clock"
+		var clk clock.Clock
+		if coarse {
+			name = "coarse-clock"
+			c, err := clock.NewCoarse(time.Millisecond)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Start()
+			defer c.Stop()
+			clk = c
+		}
+		newShield := func(b *testing.B) (*Shield, []*Conn, []*http.Request) {
+			s, err := New(Config{Window: time.Hour, PerPeer: HardMaxPerPeer, Global: HardMaxGlobal, Clock: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(s.Close)
+			conns := make([]*Conn, peers)
+			reqs := make([]*http.Request, peers)
+			for i := range conns {
+				remote := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 40000).String()
+				conns[i] = s.NewConn(remote, nil)
+				reqs[i] = &http.Request{RemoteAddr: remote}
+				s.AdmitConn(conns[i], reqs[i])
+			}
+			return s, conns, reqs
+		}
+		b.Run(name+"/serial", func(b *testing.B) {
+			s, conns, reqs := newShield(b)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !s.AdmitConn(conns[i%peers], reqs[i%peers]).Allowed {
+					b.Fatal("rejected")
+				}
+				i++
+			}
+		})
+		b.Run(name+"/parallel", func(b *testing.B) {
+			s, conns, reqs := newShield(b)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if !s.AdmitConn(conns[i%peers], reqs[i%peers]).Allowed {
+						b.Error("rejected")
+						return
+					}
+					i += 7
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkMiddleware compares a loopback HTTP/1.1 keep-alive request to
-// the same server with and without the shield in front of the handler.
+// the same server with and without the shield in front of the handler
+// (with-shield-conn: with the ConnContext hook, fingerprint per
+// connection).
 func BenchmarkMiddleware(b *testing.B) {
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})
-	run := func(b *testing.B, h http.Handler) {
-		srv := httptest.NewServer(h)
+	run := func(b *testing.B, h http.Handler, hook func(context.Context, net.Conn) context.Context) {
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.ConnContext = hook
+		srv.Start()
 		defer srv.Close()
 		tr := &http.Transport{MaxIdleConnsPerHost: 64}
 		defer tr.CloseIdleConnections()
@@ -103,8 +174,12 @@ func BenchmarkMiddleware(b *testing.B) {
 			do()
 		}
 	}
-	b.Run("without", func(b *testing.B) { run(b, app) })
-	b.Run("with-shield", func(b *testing.B) { run(b, Middleware(app, benchShield(b), nil)) })
+	b.Run("without", func(b *testing.B) { run(b, app, nil) })
+	b.Run("with-shield", func(b *testing.B) { run(b, Middleware(app, benchShield(b), nil), nil) })
+	b.Run("with-shield-conn", func(b *testing.B) {
+		s := benchShield(b)
+		run(b, Middleware(app, s, nil), s.ConnContext(nil))
+	})
 	// interleaved alternates one request to each server per iteration and
 	// times them separately, so load from other processes hits both
 	// sides alike; overhead-ns/op is the difference.

@@ -56,8 +56,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.table.Capacity() != 4096 || s.peerFW.Limit != 300 || s.globalFW.Limit != 1200 || s.window != time.Minute {
-		t.Fatalf("shield built with %d/%d/%d/%v", s.table.Capacity(), s.peerFW.Limit, s.globalFW.Limit, s.window)
+	if s.table.Capacity() != 4096 || s.perPeer != 300 || s.global.limit != 1200 || s.global.window != int64(time.Minute) || s.window != time.Minute {
+		t.Fatalf("shield built with %d/%d/%d/%v", s.table.Capacity(), s.perPeer, s.global.limit, s.window)
 	}
 }
 

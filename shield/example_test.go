@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/shield"
 )
 
@@ -100,4 +101,36 @@ func ExampleConfigFromEnv() {
 	// Output:
 	// 30s 100 0 <nil>
 	// shield: invalid config: BULWARK_SHIELD_MAX_PEERS="5000000": must be an integer in [1, 1048576]
+}
+
+// A server that computes each connection's peer fingerprint once, at
+// accept: the ConnContext hook and the Middleware share the shield and
+// the resolver. Keep-alive requests then cost a table lookup each.
+func ExampleShield_ConnContext() {
+	s, err := shield.New(shield.Config{PerPeer: 2})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	var res *peer.Resolver // socket peer only
+
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	srv := httptest.NewUnstartedServer(shield.Middleware(app, s, res))
+	srv.Config.ConnContext = s.ConnContext(res)
+	srv.Start()
+	defer srv.Close()
+
+	client := srv.Client() // one keep-alive connection
+	for range 3 {
+		resp, err := client.Get(srv.URL + "/api/login")
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	// Output:
+	// 200
+	// 200
+	// 429
 }

@@ -12,7 +12,9 @@ type admissionKey struct{}
 
 // Middleware returns a handler that admits every request through s before
 // calling next. The client is res.ClientAddr(r); a nil res trusts the
-// socket peer only, which is the safe default.
+// socket peer only, which is the safe default. When the server runs s's
+// [Shield.ConnContext] hook (with the same res), the peer's fingerprint
+// comes from the connection and is not recomputed per request.
 //
 // It must sit after the host's probes and readiness gate (so they consume
 // no budget) and before routing, authentication and any body read. A
@@ -32,8 +34,13 @@ func Middleware(next http.Handler, s *Shield, res *peer.Resolver) http.Handler {
 			WriteRejection(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
 			return
 		}
-		addr, known := res.ClientAddr(r)
-		a := s.Admit(addr, known)
+		var a Admission
+		if c := s.ConnFromContext(r.Context()); c != nil {
+			a = s.AdmitConn(c, r)
+		} else {
+			addr, known := res.ClientAddr(r)
+			a = s.Admit(addr, known)
+		}
 		if !a.Allowed {
 			WriteRejection(w, r, &a)
 			return

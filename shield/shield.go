@@ -29,11 +29,22 @@
 // (requests that are not admitted by the host never reach it and consume
 // no budget) and before routing, authentication and any body read. See
 // [Middleware].
+//
+// # Cost
+//
+// The fingerprint (an HMAC-SHA-256, two SHA-256 blocks) is most of the
+// price of a decision. [Shield.ConnContext] (or [Shield.NewConn] for hosts
+// that keep their own per-connection state) computes it once per
+// connection, at accept, so keep-alive traffic pays it once; a request on
+// a known connection then costs one peer-table lookup under its shard
+// lock and one compare-and-swap on the lock-free global window. With a
+// started [clock.Coarse] as Config.Clock, no decision reads the system
+// clock.
 package shield
 
 import (
 	"net/netip"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
@@ -94,11 +105,11 @@ type Admission struct {
 	// the window length). It is 0 otherwise.
 	RetryAfter time.Duration
 
-	s           *Shield
-	key         keyed.Digest
-	peerStart   time.Time
-	globalStart time.Time
-	refunded    bool
+	s         *Shield
+	key       keyed.Digest
+	peerStart int64  // Mono ns: the peer window that admitted the request
+	globalGen uint32 // the global window that admitted the request
+	refunded  bool
 }
 
 // RetryAfterSeconds returns RetryAfter rounded up to whole seconds, at
@@ -107,29 +118,34 @@ func (a *Admission) RetryAfterSeconds() int64 { return limit.CeilSeconds(a.Retry
 
 // peerEntry is the per-peer state kept in the table.
 type peerEntry struct {
-	w limit.FixedWindowState
+	w peerWindow
 }
+
+const cacheLine = 128
 
 // Shield is the pre-authentication overload shield. Create it with New;
 // it is safe for concurrent use.
 type Shield struct {
-	clock    clock.Clock
-	hook     func(Event)
-	keyer    *peer.Keyer
-	table    *keyed.Table[keyed.Digest, peerEntry]
-	peerFW   limit.FixedWindow
-	globalFW limit.FixedWindow
-	window   time.Duration
+	nanos   func() int64 // Config.Clock on the clock.Mono timeline
+	hook    func(Event)
+	keyer   *peer.Keyer
+	table   *keyed.Table[keyed.Digest, peerEntry]
+	perPeer int64 // per-peer budget per window
+	windowN int64 // the window, in ns
+	window  time.Duration
+	conns   connSeeds
+	// fingerprints counts HMAC computations (tests check that a known
+	// connection does not recompute its peer's).
+	fingerprints atomic.Int64
 
-	_ [64]byte // keep the hot lock off the read-only fields' cache line
+	_      [cacheLine]byte
+	closed atomic.Bool
+	// last is the latest instant (Mono ns) any decision used; a reading
+	// before it is a clock anomaly. See AdmitKey.
+	last atomic.Int64
+	_    [cacheLine - 16]byte
 
-	// mu guards the fields below. It is taken inside a table shard lock,
-	// never the other way round. See decideLocked for how it orders clock
-	// readings.
-	mu     sync.Mutex
-	closed bool
-	last   time.Time // latest instant observed; a reading before it is a clock anomaly
-	global limit.FixedWindowState
+	global globalWindow
 }
 
 // New validates cfg, applies its defaults and returns a shield with a
@@ -140,15 +156,20 @@ func New(cfg Config) (*Shield, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Shield{
-		clock:    cfg.Clock,
-		hook:     cfg.Hook,
-		peerFW:   limit.FixedWindow{Limit: int64(cfg.PerPeer), Window: cfg.Window},
-		globalFW: limit.FixedWindow{Limit: int64(cfg.Global), Window: cfg.Window},
-		window:   cfg.Window,
+		nanos:   clock.NanoFunc(cfg.Clock),
+		hook:    cfg.Hook,
+		perPeer: int64(cfg.PerPeer),
+		windowN: int64(cfg.Window),
+		window:  cfg.Window,
+		conns:   newConnSeeds(),
 	}
-	fw := s.peerFW
+	s.global.init(uint32(cfg.Global), cfg.Window)
+	s.last.Store(noInstant)
+	// Entries are judged at the latest instant any decision has used
+	// (s.last, a real reading, at least the inserting request's own), so
+	// a decision never builds a time.Time for the table.
 	t, err := keyed.New[keyed.Digest](keyed.Config{Capacity: cfg.MaxPeers, ScanLimit: cfg.ScanLimit},
-		func(e *peerEntry, now time.Time) bool { return fw.Expired(&e.w, now) })
+		func(e *peerEntry, _ time.Time) bool { return e.w.expired(s.last.Load(), s.windowN) })
 	if err != nil {
 		return nil, err
 	}
@@ -157,72 +178,117 @@ func New(cfg Config) (*Shield, error) {
 	return s, nil
 }
 
+// noInstant is the value of Shield.last before the first decision: below
+// every reading.
+const noInstant = -1 << 63
+
+// Fingerprint returns the key Admit uses for the peer addr (known ==
+// false: the shared unknown peer): an HMAC-SHA-256 under the shield's
+// random key, so it carries no address. After Close it is the zero
+// Digest. It does not allocate.
+func (s *Shield) Fingerprint(addr netip.Addr, known bool) keyed.Digest {
+	s.fingerprints.Add(1)
+	return s.keyer.Sum(fingerprintDomain, addr, known)
+}
+
 // Admit decides one request from the peer addr (known == false: the
-// shared unknown peer, see [peer.Normalize]). An allowed request has
-// consumed one unit of its peer's window and one of the global window. A
-// rejected one consumed nothing, and the hook has been told (except for
-// ReasonClosed). Admit does not allocate.
-func (s *Shield) Admit(addr netip.Addr, known bool) Admission {
-	key := s.keyer.Sum(fingerprintDomain, addr, known)
-	var a Admission
-	now := s.clock.Now()
-	err := s.table.Do(key, now, func(e *peerEntry, created bool) bool {
-		s.decideLocked(e, now, &a)
-		// A new peer that was not admitted leaves no trace.
-		return a.Allowed || !created
-	})
-	switch err {
-	case nil:
-	case keyed.ErrFull:
-		a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonCapacity, RetryAfter: s.window}
-	default: // keyed.ErrClosed
-		a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
-	}
-	if a.Allowed {
-		a.s, a.key = s, key
-	} else {
-		s.emit(a.Outcome, a.Reason)
-	}
+// shared unknown peer, see [peer.Normalize]): AdmitKey of its
+// Fingerprint. An allowed request has consumed one unit of its peer's
+// window and one of the global window. A rejected one consumed nothing,
+// and the hook has been told (except for ReasonClosed). Admit does not
+// allocate.
+func (s *Shield) Admit(addr netip.Addr, known bool) (a Admission) {
+	key := s.Fingerprint(addr, known)
+	s.admit(&a, &key)
 	return a
 }
 
-// decideLocked runs under the peer's shard lock; it takes s.mu itself.
-// now was read before any lock was taken.
+// AdmitKey is Admit for a peer whose fingerprint the caller already has
+// (from [Shield.Fingerprint], computed once per connection): the whole
+// per-request cost of a known connection. It does not allocate.
 //
 // Clock anomalies: s.last is the latest instant any decision used, and
-// every value stored there was read before the goroutine storing it took
-// s.mu. A now earlier than s.last is therefore either a real regression
-// or just a reading that lost the race for the lock. The clock is read
-// again under s.mu to tell them apart: that reading was taken after every
-// stored one, so with a monotonic clock it cannot be earlier than s.last.
-// Only if it still is does the shield fail closed. The common case costs
-// one clock reading, and a monotonic clock never yields a spurious 503.
-func (s *Shield) decideLocked(e *peerEntry, now time.Time, a *Admission) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// every value stored there was read before it was stored. A reading
+// earlier than s.last is therefore either a real regression or just a
+// reading that lost a race with a later one. The clock is read again
+// after s.last was loaded: that reading was taken after every stored one,
+// so with a monotonic clock it cannot be earlier than s.last. Only if it
+// still is does the shield fail closed. The common case costs one clock
+// reading, and a monotonic clock never yields a spurious 503.
+func (s *Shield) AdmitKey(key keyed.Digest) (a Admission) {
+	s.admit(&a, &key)
+	return a
+}
+
+// admit is AdmitKey writing its answer into *a, the caller's zero
+// result, so that the large Admission is built in place rather than
+// copied through every layer.
+func (s *Shield) admit(a *Admission, key *keyed.Digest) {
+	if s.closed.Load() {
 		*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
 		return
 	}
-	if now.Before(s.last) {
-		if now = s.clock.Now(); now.Before(s.last) {
+	n := s.nanos()
+	if last := s.last.Load(); n < last {
+		if n = s.nanos(); n < last {
+			s.emit(OutcomeUnavailable, ReasonClock)
 			*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClock}
 			return
 		}
 	}
-	s.last = now
-	saved := e.w
-	d := s.peerFW.AllowN(&e.w, now, 1)
-	if !d.Allowed {
-		*a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonPeer, RetryAfter: d.RetryAfter}
+	for {
+		last := s.last.Load()
+		if n <= last || s.last.CompareAndSwap(last, n) {
+			break
+		}
+	}
+	// The closure records what happened in a few words; the Admission is
+	// built once, below.
+	var (
+		reason    Reason
+		retry     time.Duration
+		peerStart int64
+		gen       uint32
+	)
+	err := s.table.Do(*key, time.Time{}, func(e *peerEntry, created bool) bool {
+		// Both or neither: the peer's unit is taken first, under the
+		// shard lock, and put back if the global window has no room.
+		saved := e.w
+		ok, r := e.w.allow(n, s.perPeer, s.windowN)
+		if !ok {
+			reason, retry = ReasonPeer, r
+			return !created // a new peer that was not admitted leaves no trace
+		}
+		g, r, ok := s.global.allow(n)
+		if !ok {
+			e.w = saved
+			reason, retry = ReasonGlobal, r
+			return !created
+		}
+		peerStart, gen = e.w.start, g
+		return true
+	})
+	switch {
+	case err == keyed.ErrFull:
+		reason, retry = ReasonCapacity, s.window
+	case err != nil: // keyed.ErrClosed
+		reason, retry = ReasonClosed, 0
+	case reason == "":
+		// Field by field: *a is the caller's zero result, and assigning a
+		// whole composite literal through the pointer costs a typed copy.
+		a.Allowed = true
+		a.s = s
+		a.key = *key
+		a.peerStart = peerStart
+		a.globalGen = gen
 		return
 	}
-	if g := s.globalFW.AllowN(&s.global, now, 1); !g.Allowed {
-		e.w = saved // both or neither
-		*a = Admission{Outcome: OutcomeRateLimited, Reason: ReasonGlobal, RetryAfter: g.RetryAfter}
-		return
+	outcome := OutcomeRateLimited
+	if reason == ReasonClosed {
+		outcome = OutcomeUnavailable
 	}
-	*a = Admission{Allowed: true, peerStart: e.w.WindowStart(), globalStart: s.global.WindowStart()}
+	s.emit(outcome, reason)
+	*a = Admission{Outcome: outcome, Reason: reason, RetryAfter: retry}
 }
 
 // Refund gives back the units an allowed admission consumed, for example
@@ -240,17 +306,18 @@ func (a *Admission) Refund() bool {
 	}
 	a.refunded = true
 	s := a.s
-	s.mu.Lock()
-	given := !s.closed && s.global.Refund(a.globalStart, 1)
-	s.mu.Unlock()
+	if s.closed.Load() {
+		return false
+	}
+	given := s.global.refund(a.globalGen)
 	// The peer's entry is looked up without a new reading of the clock: if
 	// it is gone (reclaimed, so its window rolled over) the placeholder Do
 	// inserts is dropped again at once.
-	_ = s.table.Do(a.key, a.peerStart, func(e *peerEntry, created bool) bool {
+	_ = s.table.Do(a.key, time.Time{}, func(e *peerEntry, created bool) bool {
 		if created {
 			return false
 		}
-		if e.w.Refund(a.peerStart, 1) {
+		if e.w.refund(a.peerStart) {
 			given = true
 		}
 		return true
@@ -278,10 +345,8 @@ func (s *Shield) Capacity() int { return s.table.Capacity() }
 // be refunded, the peer table is cleared and the fingerprint key zeroed.
 // Close is idempotent and safe to call concurrently with Admit.
 func (s *Shield) Close() {
-	s.mu.Lock()
-	s.closed = true
-	s.global = limit.FixedWindowState{}
-	s.mu.Unlock()
+	s.closed.Store(true)
+	s.global.clear()
 	s.table.Close()
 	s.keyer.Close()
 }
