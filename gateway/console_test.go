@@ -138,7 +138,7 @@ routes:
   - name: api
     match: {path: /api/}
     upstream: app
-    rate_limit: {qps: 10, key: "header:X-Key", max_keys: 1000, per_client: {qps: 10}}
+    rate_limit: {qps: 10, key: "header:X-Key", max_keys: 1000, per_client: {qps: 0.01, burst: 10}}
   - name: login
     match: {path: /login}
     upstream: app
