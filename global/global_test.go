@@ -392,3 +392,33 @@ func TestStoreDownAtStart(t *testing.T) {
 		t.Fatalf("admitted %d, want the share 5", got)
 	}
 }
+
+// Admissions made from the local share while the breaker was still closed
+// (a refill failed or timed out) stay counted when it opens: the opening
+// does not hand the key a fresh burst. How many decisions fall before the
+// opening depends on the worker, so the scenario runs on 30 fresh nodes.
+func TestBreakerOpeningKeepsFallbackAdmissions(t *testing.T) {
+	for i := range 30 {
+		clk := clock.NewManual(t0)
+		st := memStore(t, clk)
+		st.SetFault(func(string) error { return errors.New("down") })
+		n := newNode(t, global.Config{Store: st, Clock: clk, FallbackShare: 1, Failures: 3})
+		l := newLimiter(t, n, "api", limit.GCRA{Rate: 0.001, Burst: 2})
+		got := 0
+		eventually(t, "open", func() bool {
+			if l.Allow("k").Allowed {
+				got++
+			}
+			return n.State() == global.Open
+		})
+		for range 10 {
+			if l.Allow("k").Allowed {
+				got++
+			}
+		}
+		if got != 2 {
+			t.Fatalf("node %d: admitted %d across the breaker opening, want the burst 2", i, got)
+		}
+		_ = n.Close()
+	}
+}

@@ -300,18 +300,24 @@ func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decisi
 // replicas therefore stays near its limit when the breaker opens, instead
 // of getting a fresh burst on every replica. Tokens this replica held are
 // not counted (they are set aside while L2 is out of reach).
+//
+// A key L2 never answered for has nothing to align with: its bucket keeps
+// what it already admitted from the share while the breaker was closed (a
+// new entry's bucket is full), so the opening gives it no fresh burst.
+// Admissions L2 has not seen yet (the key's debt) count as used.
 func (l *Limiter) align(e *entry, g limit.GCRA, now time.Time) {
-	e.fb.Reset()
 	if e.answerAt == 0 {
 		return
 	}
+	e.fb.Reset()
 	t := int64(now.Sub(l.node.epoch))
 	rem := e.remaining
 	if dt := t - e.answerAt; dt > 0 && l.interval > 0 {
 		rem += dt / int64(l.interval)
 	}
 	rem = min(max(rem, 0), l.g.Burst)
-	used := g.Burst - int64(math.Floor(float64(rem)*float64(g.Burst)/float64(l.g.Burst)))
+	used := g.Burst - int64(math.Floor(float64(rem)*float64(g.Burst)/float64(l.g.Burst))) + e.debt
+	used = min(used, g.Burst)
 	if used > 0 {
 		g.AllowN(&e.fb, now, used)
 	}
