@@ -399,6 +399,19 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	st := openStore(t, redisconn.Options{URL: c.URL(), Cluster: true})
 	cc := st.Client().(*redis.ClusterClient)
 	ctx := context.Background()
+	// The replicas' keys expire about 100 ms after their last lease
+	// (burst/rate), often before this check on a loaded machine: lease
+	// each key once more at a slow rate, so that it stays for hours.
+	n := newNode(t, global.Config{Store: st, Budget: time.Second})
+	slow, err := n.Limiter("proof", limit.GCRA{Rate: 0.01, Burst: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !slow.Allow(k).Allowed {
+			t.Fatalf("key %s: the check's lease was refused (state %v)", k, n.State())
+		}
+	}
 	masters := map[string]bool{}
 	for _, k := range keys {
 		key := st.Key(global.KeyOf("proof", k))
