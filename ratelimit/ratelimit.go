@@ -114,12 +114,15 @@ type Decision struct {
 // starts no goroutines.
 type Limiter struct {
 	gcra     limit.GCRA
-	clock    clock.Clock
+	c        limit.CompiledGCRA
+	nanos    func() int64 // the clock on the clock.Mono timeline
 	policy   Policy
 	interval time.Duration
-	table    *keyed.Table[keyed.Key128, limit.GCRAState]
-	strings  keyed.Hasher // string keys
-	addrs    keyed.Hasher // address keys: another seed pair, so the key spaces never meet
+	// cells holds one GCRA theoretical arrival time per key; an existing
+	// key is updated without a lock (keyed.Cells).
+	cells   *keyed.Cells[keyed.Key128]
+	strings keyed.Hasher // string keys
+	addrs   keyed.Hasher // address keys: another seed pair, so the key spaces never meet
 }
 
 // New returns a limiter admitting g.Rate units per second per key with
@@ -134,17 +137,17 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 	if o.Policy == "" {
 		o.Policy = DefaultPolicy
 	}
-	t, err := keyed.New[keyed.Key128, limit.GCRAState](keyed.Config{Capacity: o.MaxKeys, ScanLimit: o.ScanLimit}, g.Expired)
+	cells, err := keyed.NewCells[keyed.Key128](keyed.Config{Capacity: o.MaxKeys, ScanLimit: o.ScanLimit}, g.ExpiredAt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	interval := g.Interval()
 	return &Limiter{
 		gcra:     g,
-		clock:    clock.Or(o.Clock),
+		c:        g.Compile(),
+		nanos:    clock.NanoFunc(o.Clock),
 		policy:   PolicyOf(o.Policy, g),
-		interval: interval,
-		table:    t,
+		interval: g.Interval(),
+		cells:    cells,
 		strings:  keyed.NewHasher(),
 		addrs:    keyed.NewHasher(),
 	}, nil
@@ -157,13 +160,13 @@ func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
 // AllowN charges n units to key's bucket: all or none. n ≤ 0 is a
 // read-only query; n > Burst is never admitted.
 func (l *Limiter) AllowN(key string, n int64) Decision {
-	return l.decide(l.strings.Sum(key), l.clock.Now(), n)
+	return l.decide(l.strings.Sum(key), n)
 }
 
 // AllowAddr charges n units to the bucket of a client address without
 // allocating. Addresses and strings are separate key spaces.
 func (l *Limiter) AllowAddr(a netip.Addr, n int64) Decision {
-	return l.decide(l.addrKey(a), l.clock.Now(), n)
+	return l.decide(l.addrKey(a), n)
 }
 
 // AllowKey charges n units to k's bucket.
@@ -181,26 +184,35 @@ func (l *Limiter) addrKey(a netip.Addr) keyed.Key128 {
 	return l.addrs.Sum(unsafe.String(&b[0], len(b)))
 }
 
-// decide runs the GCRA for one bucket at now.
-func (l *Limiter) decide(k keyed.Key128, now time.Time, n int64) Decision {
-	var d limit.Decision
-	err := l.table.Do(k, now, func(s *limit.GCRAState, created bool) bool {
-		d = l.gcra.AllowN(s, now, n)
-		// A new key that was refused leaves no bucket behind.
-		return d.Allowed || !created
+// decide runs the GCRA for one bucket now: one compare-and-swap on the
+// key's arrival time for an existing key, the shard lock only for a new
+// one.
+func (l *Limiter) decide(k keyed.Key128, n int64) Decision {
+	now := l.nanos()
+	var seen int64
+	err := l.cells.Update(k, now, func(tat int64, created bool) (int64, bool) {
+		if created {
+			tat = limit.FullTAT
+		}
+		seen = tat
+		next, ok := l.c.Next(tat, now, n)
+		// A refused new key leaves no bucket behind; a query (n <= 0)
+		// writes nothing.
+		return next, ok && next != tat
 	})
 	if err != nil {
 		// Full (or closed): fail closed.
 		return Decision{Decision: limit.Decision{Limit: l.gcra.Burst, RetryAfter: max(l.interval, time.Second)}, Full: true}
 	}
+	_, d := l.c.Advance(seen, now, n)
 	return Decision{Decision: d}
 }
 
 // Len returns the number of buckets held (live and not yet reclaimed).
-func (l *Limiter) Len() int { return l.table.Len() }
+func (l *Limiter) Len() int { return l.cells.Len() }
 
 // Capacity returns the table's hard capacity.
-func (l *Limiter) Capacity() int { return l.table.Capacity() }
+func (l *Limiter) Capacity() int { return l.cells.Capacity() }
 
 // GCRA returns the limit.
 func (l *Limiter) GCRA() limit.GCRA { return l.gcra }
@@ -211,7 +223,7 @@ func (l *Limiter) GCRA() limit.GCRA { return l.gcra }
 func (l *Limiter) Policy() Policy { return l.policy }
 
 // Close releases the table; later decisions fail closed.
-func (l *Limiter) Close() { l.table.Close() }
+func (l *Limiter) Close() { l.cells.Close() }
 
 // Key is a bucket key: a string or a client address. The zero Key is the
 // empty string.
