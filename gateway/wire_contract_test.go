@@ -153,7 +153,7 @@ func TestWireContractShield(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := shield.Middleware(http.NotFoundHandler(), s, nil)
+	h := s.Middleware(nil)(http.NotFoundHandler())
 	req := func() *http.Request {
 		r := httptest.NewRequest("GET", "/x", nil)
 		r.RemoteAddr = "127.0.0.1:1234"

@@ -175,10 +175,10 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 	}
 	b.Run("without", func(b *testing.B) { run(b, app, nil) })
-	b.Run("with-shield", func(b *testing.B) { run(b, Middleware(app, benchShield(b), nil), nil) })
+	b.Run("with-shield", func(b *testing.B) { run(b, benchShield(b).Middleware(nil)(app), nil) })
 	b.Run("with-shield-conn", func(b *testing.B) {
 		s := benchShield(b)
-		run(b, Middleware(app, s, nil), s.ConnContext(nil))
+		run(b, s.Middleware(nil)(app), s.ConnContext(nil))
 	})
 	// interleaved alternates one request to each server per iteration and
 	// times them separately, so load from other processes hits both
@@ -186,7 +186,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	b.Run("interleaved", func(b *testing.B) {
 		var clients [2]*http.Client
 		var urls [2]string
-		for i, h := range []http.Handler{app, Middleware(app, benchShield(b), nil)} {
+		for i, h := range []http.Handler{app, benchShield(b).Middleware(nil)(app)} {
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			tr := &http.Transport{MaxIdleConnsPerHost: 4}

@@ -19,7 +19,7 @@ import (
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
-// startConnServer serves Middleware(app, s, res) on a random loopback
+// startConnServer serves s.Middleware(res)(app) on a random loopback
 // port with s.ConnContext(res) installed, as a host would.
 func startConnServer(t *testing.T, cfg Config, res *peer.Resolver, h2c ...bool) (*Shield, string) {
 	t.Helper()
@@ -32,7 +32,7 @@ func startConnServer(t *testing.T, cfg Config, res *peer.Resolver, h2c ...bool) 
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, "ok")
 	})
-	srv := httptest.NewUnstartedServer(Middleware(app, s, res))
+	srv := httptest.NewUnstartedServer(s.Middleware(res)(app))
 	srv.Config.ConnContext = s.ConnContext(res)
 	if len(h2c) > 0 && h2c[0] {
 		srv.Config.Protocols = new(http.Protocols)

@@ -43,7 +43,7 @@ func Example() {
 	// a minute later: true
 }
 
-func ExampleMiddleware() {
+func ExampleShield_Middleware() {
 	s, err := shield.New(shield.Config{PerPeer: 1})
 	if err != nil {
 		panic(err)
@@ -59,7 +59,7 @@ func ExampleMiddleware() {
 		fmt.Fprintln(w, "hello")
 	})
 	// nil resolver: the socket peer only; forwarding headers are ignored.
-	h := shield.Middleware(app, s, nil)
+	h := s.Middleware(nil)(app)
 
 	send := func(auth string) {
 		req := httptest.NewRequest("GET", "/api/login", nil)
@@ -115,7 +115,7 @@ func ExampleShield_ConnContext() {
 	var res *peer.Resolver // socket peer only
 
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
-	srv := httptest.NewUnstartedServer(shield.Middleware(app, s, res))
+	srv := httptest.NewUnstartedServer(s.Middleware(res)(app))
 	srv.Config.ConnContext = s.ConnContext(res)
 	srv.Start()
 	defer srv.Close()

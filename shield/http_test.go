@@ -60,7 +60,7 @@ func startServer(t *testing.T, cfg Config, res *peer.Resolver, activate bool) *t
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok")
 	})
-	ts.handler = Middleware(app, s, res)
+	ts.handler = s.Middleware(res)(app)
 	h, err := host.New(host.Config{Addr: "127.0.0.1:0", Limits: host.Limits{MaxRequestsPerConn: 2000}})
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,17 @@ func rejectionError(r reply, status int, code string, leaks ...string) error {
 	} else if ra != "" {
 		return fmt.Errorf("retry-after %q on %d", ra, status)
 	}
-	for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining"} {
+	// The IETF RateLimit field says only what Retry-After says (nothing
+	// left, back in N seconds); the policy (the deployment's capacity
+	// and window) is never sent.
+	if status == http.StatusTooManyRequests {
+		if got, want := r.header.Get("RateLimit"), `"shield";r=0;t=`+ra; got != want {
+			return fmt.Errorf("RateLimit %q, want %q", got, want)
+		}
+	} else if rl := r.header.Get("RateLimit"); rl != "" {
+		return fmt.Errorf("RateLimit %q on %d", rl, status)
+	}
+	for _, h := range []string{"RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining"} {
 		if r.header.Get(h) != "" {
 			return fmt.Errorf("rejection reveals %s", h)
 		}
@@ -363,7 +373,7 @@ func TestHTTPUnavailable(t *testing.T) {
 }
 
 func TestHTTPNilShieldFailsClosed(t *testing.T) {
-	h := Middleware(http.NotFoundHandler(), nil, nil)
+	h := (*Shield)(nil).Middleware(nil)(http.NotFoundHandler())
 	rec := &responseRecorder{header: http.Header{}}
 	h.ServeHTTP(rec, &http.Request{Method: "GET", URL: &url.URL{Path: "/"}, ProtoMajor: 1, RemoteAddr: "192.0.2.1:1", Header: http.Header{}})
 	checkRejection(t, reply{status: rec.status, header: rec.header, body: rec.body, close: rec.header.Get("Connection") == "close"}, http.StatusServiceUnavailable, wire.CodeAuthenticationShieldUnavailable)

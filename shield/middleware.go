@@ -3,6 +3,7 @@ package shield
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/wire"
@@ -10,43 +11,49 @@ import (
 
 type admissionKey struct{}
 
-// Middleware returns a handler that admits every request through s before
-// calling next. The client is res.ClientAddr(r); a nil res trusts the
-// socket peer only, which is the safe default. When the server runs s's
-// [Shield.ConnContext] hook (with the same res), the peer's fingerprint
-// comes from the connection and is not recomputed per request.
+// Middleware returns middleware that admits every request through s
+// before calling the next handler, in the shape routers take
+// (r.Use(s.Middleware(res))). The client is res.ClientAddr(r); a nil res
+// trusts the socket peer only, which is the safe default. When the server
+// runs s's [Shield.ConnContext] hook (with the same res), the peer's
+// fingerprint comes from the connection and is not recomputed per request.
 //
 // It must sit after the host's probes and readiness gate (so they consume
 // no budget) and before routing, authentication and any body read. A
 // rejection never reads the body and closes the HTTP/1.1 connection:
 //
 //   - rate limited (peer, global, capacity): 429, code
-//     authentication_rate_limited, integer Retry-After (ceil, at least 1);
+//     authentication_rate_limited, integer Retry-After (ceil, at least 1)
+//     and the IETF RateLimit field with the client's standing only
+//     (`"shield";r=0;t=N`);
 //   - unavailable (clock anomaly, closed shield, nil s): 503, code
 //     authentication_shield_unavailable.
 //
-// Both are problem+json documents with fixed titles: no peer, count,
-// window or capacity. An admitted request carries its Admission in the
+// Both are problem+json documents with fixed titles, and nothing in them
+// names the peer, a count, the window or the capacity (no
+// RateLimit-Policy). An admitted request carries its Admission in the
 // context; see [FromContext].
-func Middleware(next http.Handler, s *Shield, res *peer.Resolver) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s == nil {
-			WriteRejection(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
-			return
-		}
-		var a Admission
-		if c := s.ConnFromContext(r.Context()); c != nil {
-			a = s.AdmitConn(c, r)
-		} else {
-			addr, known := res.ClientAddr(r)
-			a = s.Admit(addr, known)
-		}
-		if !a.Allowed {
-			WriteRejection(w, r, &a)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &a)))
-	})
+func (s *Shield) Middleware(res *peer.Resolver) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s == nil {
+				WriteRejection(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
+				return
+			}
+			var a Admission
+			if c := s.ConnFromContext(r.Context()); c != nil {
+				a = s.AdmitConn(c, r)
+			} else {
+				addr, known := res.ClientAddr(r)
+				a = s.Admit(addr, known)
+			}
+			if !a.Allowed {
+				WriteRejection(w, r, &a)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &a)))
+		})
+	}
 }
 
 // FromContext returns the Admission the Middleware stored for the
@@ -70,6 +77,9 @@ func WriteRejection(w http.ResponseWriter, r *http.Request, a *Admission) {
 	if a.Outcome == OutcomeRateLimited {
 		p := wire.New(wire.CodeAuthenticationRateLimited)
 		p.RetryAfter = a.RetryAfterSeconds()
+		// The standing only: the policy's size is the deployment's
+		// capacity, which the shield never discloses.
+		wire.SetRateLimit(w.Header(), wire.RateLimit{Policy: "shield", Reset: time.Duration(p.RetryAfter) * time.Second})
 		wire.WriteClose(w, r, p)
 		return
 	}

@@ -189,7 +189,8 @@ type RateLimit struct {
 	// Policy names the policy (a short token such as "route", "login",
 	// "shield" or a route name; never a client or key).
 	Policy string
-	// Limit is the quota: units per Window ("q").
+	// Limit is the quota: units per Window ("q"); 0 discloses no policy
+	// (see SetRateLimit).
 	Limit int64
 	// Window is the policy's time window ("w"), sent in whole seconds (at
 	// least 1).
@@ -205,6 +206,10 @@ type RateLimit struct {
 //
 //	RateLimit-Policy: "route";q=100;w=60
 //	RateLimit: "route";r=0;t=3
+//
+// A Limit of 0 leaves RateLimit-Policy out: a policy whose size must not
+// be disclosed (the shield's: it is the deployment's capacity) sends only
+// the client's standing.
 func SetRateLimit(h http.Header, rl RateLimit) {
 	remaining := max(rl.Remaining, 0)
 	w := max(int64(rl.Window/time.Second), 1)
@@ -213,7 +218,9 @@ func SetRateLimit(h http.Header, rl RateLimit) {
 		r = RetryAfterSeconds(rl.Reset)
 	}
 	name := quotePolicy(rl.Policy)
-	h.Set("RateLimit-Policy", name+`;q=`+strconv.FormatInt(rl.Limit, 10)+`;w=`+strconv.FormatInt(w, 10))
+	if rl.Limit > 0 {
+		h.Set("RateLimit-Policy", name+`;q=`+strconv.FormatInt(rl.Limit, 10)+`;w=`+strconv.FormatInt(w, 10))
+	}
 	h.Set("RateLimit", name+`;r=`+strconv.FormatInt(remaining, 10)+`;t=`+strconv.FormatInt(r, 10))
 }
 

@@ -228,6 +228,12 @@ func TestSetRateLimit(t *testing.T) {
 	if got := h.Get("RateLimit-Policy"); got != `"a\"b\\c_";q=1;w=1` {
 		t.Errorf("policy with specials %q", got)
 	}
+	// An undisclosed policy (Limit 0, the shield's): the standing only.
+	h = http.Header{}
+	SetRateLimit(h, RateLimit{Policy: "shield", Reset: 7 * time.Second})
+	if got, pol := h.Get("RateLimit"), h.Values("RateLimit-Policy"); got != `"shield";r=0;t=7` || pol != nil {
+		t.Errorf("undisclosed policy: RateLimit %q, RateLimit-Policy %q", got, pol)
+	}
 }
 
 func TestCodesAreStable(t *testing.T) {
