@@ -45,7 +45,7 @@ func BenchmarkHandler(b *testing.B) {
 			"    rate_limit: {qps: 1000000, burst: 1000000}\n"},
 		// The access log on every request (issue: at most 5 % of the
 		// request path), written as JSON like a real deployment's.
-		{"layers=on,access_log=all", "shield: {enabled: true, per_peer: 1000000, global: 100000000}\naccess_log: {mode: all, max_per_second: 100000000}\n",
+		{"layers=on,access_log=all", "shield: {enabled: true, per_peer: 1000000, global: 100000000}\naccess_log: {mode: all, max_per_second: 1000000}\n",
 			"    rate_limit: {qps: 1000000, burst: 1000000}\n"},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
@@ -63,7 +63,8 @@ routes:
 			}
 			// A JSON log to nowhere: the lines are formatted as in a
 			// deployment (slog's discard handler would skip that).
-			g, err := New(cfg, Deps{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+			log, _ := NewLogger(io.Discard, "json", "info")
+			g, err := New(cfg, Deps{Logger: log})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -87,16 +88,26 @@ routes:
 	}
 }
 
-// BenchmarkAccessLogLine measures one access-log line alone (keyed
-// fingerprint, attributes, JSON formatting to io.Discard).
+// BenchmarkAccessLogLine measures one access-log line alone (the
+// fingerprint, the line, the write to io.Discard): with NewLogger's logger
+// (the daemon's: the line formatted directly) and with any other slog
+// logger (through slog's JSON handler).
 func BenchmarkAccessLogLine(b *testing.B) {
-	g := &Gateway{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: clock.Or(nil)}
-	a := g.newAccessLog(AccessLog{Mode: "all", Sample: 1, MaxPerSecond: 1 << 40})
-	rt := &route{name: "api", upstream: "app"}
-	ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7"), route: rt, status: 200}
-	b.ReportAllocs()
-	for b.Loop() {
-		a.log(ex, 1500*time.Microsecond)
+	direct, _ := NewLogger(io.Discard, "json", "info")
+	for _, c := range []struct {
+		name string
+		log  *slog.Logger
+	}{{"direct", direct}, {"slog", slog.New(slog.NewJSONHandler(io.Discard, nil))}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := &Gateway{log: c.log, clock: clock.Or(nil)}
+			a := g.newAccessLog(AccessLog{Mode: "all", Sample: 1, MaxPerSecond: 1 << 40})
+			rt := &route{name: "api", upstream: "app"}
+			ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7"), route: rt, status: 200}
+			b.ReportAllocs()
+			for b.Loop() {
+				a.log(ex, 1500*time.Microsecond)
+			}
+		})
 	}
 }
 

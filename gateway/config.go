@@ -382,7 +382,7 @@ type Metrics struct {
 
 // AccessLog is one structured line per request ("access" in the log):
 // route, the layer that answered and why, status, duration, upstream, and
-// a keyed client fingerprint (an HMAC under a per-process key: the same
+// a keyed client fingerprint (AES under a per-process key: the same
 // client gets the same fingerprint in every line of a process, and nobody
 // can turn it back into an address). Never the address, the path, a
 // username or a header value.

@@ -30,6 +30,7 @@
 package gateway
 
 import (
+	"crypto/cipher"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -48,7 +49,6 @@ import (
 	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
-	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
@@ -125,7 +125,7 @@ type Gateway struct {
 	started time.Time     // by the injected clock
 	sweeper chan struct{} // closed to stop the list sweeper
 
-	keyer     *peer.Keyer // access-log fingerprints, made on first use
+	fpBlock   cipher.Block // access-log fingerprints, made on first use
 	keyerOnce sync.Once
 
 	mu     sync.Mutex // serializes Reload
