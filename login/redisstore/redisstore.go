@@ -2,27 +2,58 @@
 // [github.com/bulwarkhq/bulwark/login]: a [login.Store] and
 // [login.LockoutStore] shared by any number of gateway replicas.
 //
+// # Rolling windows
+//
 // The rate-limit decision is one Lua script run with EVALSHA (falling back
-// to EVAL once if the server lost its script cache): on the server's clock
-// (redis.call('TIME'), in microseconds) it drops the key's attempts at or
-// before now−window, counts the rest, and — only if fewer than limit remain
-// — appends a unique member and sets the key's expiry to the window. Redis
-// runs a script atomically, so the limit holds exactly however many
-// replicas decide concurrently: plain GET/SET from each replica could not
-// promise that. One Hit is one round trip. Scripts that call TIME need
-// effects replication, the only mode since Redis 7 and the default since
-// Redis 5.
+// to EVAL if the server lost its script cache). A key's log is one Redis
+// string: the instants of its admitted attempts on the server's clock
+// (redis.call('TIME'), in microseconds) as 16-digit decimals, oldest
+// first. The script reads it (GET), finds by binary search the attempts
+// at or before now−window (forgotten), counts the rest, and — only if
+// fewer than limit remain — appends now and writes the log back without
+// the forgotten ones, with an expiry of one window (SET … PX). That is
+// three commands inside the script for an admitted attempt and two for a
+// refused one, which writes nothing. Redis runs a script atomically, so
+// the limit holds exactly however many replicas decide concurrently:
+// plain GET/SET from each replica could not promise that. Scripts that
+// call TIME need effects replication, the only mode since Redis 7 and the
+// default since Redis 5.
+//
+// # Pipelines
+//
+// Concurrent operations of one Store share round trips: a caller that
+// finds fewer than Config.Pipelines pipelines in flight sends its own
+// operation together with up to Config.MaxBatch−1 waiting ones as one
+// pipeline (a lone operation goes as a plain command), and the others
+// wait for their reply. There are no goroutines behind this (the callers
+// take turns), each script still runs atomically on its own, and a
+// pipeline that fails fails each of its operations, which the login layer
+// answers like any cache failure. At most Config.QueueSize operations
+// wait; beyond that an operation fails at once with [ErrBusy], which the
+// login layer answers by refusing the attempt (fail closed): a flood that
+// outruns Redis must not turn the throttle off. [Store.Stats] counts
+// operations, pipelines and refusals.
 //
 // The lockout uses one read (PTTL of the lock key), one write (a script
 // that counts a failure and sets the lock) and one remove (DEL of the
-// count), so that failures of each kind are observable separately.
+// count), so that failures of each kind are observable separately; the
+// read and the write share pipelines like the rate-limit scripts.
 //
-// Keys are prefix + "rl:{<hex digest>}" for the rate limit and prefix +
+// # Keys
+//
+// Keys are prefix + "rw:{<hex digest>}" for the rate limit and prefix +
 // "lk:{<hex digest>}:n" / ":l" for the lockout. The braces are a hash tag,
 // so both lockout keys of one account map to the same Redis Cluster slot
 // and the scripts work on a cluster. Only digests are stored; no address
 // or username ever reaches Redis. Every key carries an expiry, and a
-// rate-limit key holds at most limit members.
+// rate-limit key holds at most limit instants (16 bytes each).
+//
+// (Earlier versions kept the log as a sorted set under "rl:{…}". The new
+// layout uses a new key, so replicas of both versions never trip over each
+// other's type, but they count apart while both run: during a rolling
+// upgrade an account can get up to twice its limit for one window.)
+//
+// # Connections
 //
 // Configure timeouts on the client (Open does): a Redis that hangs must
 // fail fast so the login layer can degrade instead of waiting. [Open]
@@ -33,13 +64,10 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,24 +82,58 @@ const DefaultPrefix = "bulwark:login:"
 // MaxPrefixLen bounds Config.Prefix.
 const MaxPrefixLen = 64
 
-// Config configures a [Store].
+// Defaults and bounds of the pipelining settings of [Config].
+const (
+	DefaultMaxBatch  = 64
+	MaxMaxBatch      = 1024
+	DefaultPipelines = 4
+	MaxPipelines     = 256
+	DefaultQueueSize = 4096
+	MaxQueueSize     = 1 << 20
+)
+
+// Config configures a [Store]. Zero fields take their defaults.
 type Config struct {
 	// Prefix starts every key: up to MaxPrefixLen printable ASCII bytes
 	// without spaces or braces. Empty means DefaultPrefix.
 	Prefix string
+	// MaxBatch is the most operations sent in one pipeline, in
+	// [1, MaxMaxBatch]; 0 means DefaultMaxBatch (64). 1 sends every
+	// operation on its own.
+	MaxBatch int
+	// Pipelines is the most pipelines (so connections) the store uses at
+	// once, in [1, MaxPipelines]; 0 means DefaultPipelines (4). Keep it
+	// at most the client's pool size.
+	Pipelines int
+	// QueueSize is the most operations waiting for a pipeline, in
+	// [1, MaxQueueSize]; 0 means DefaultQueueSize (4096). An operation
+	// that finds the queue full fails with [ErrBusy] (the login layer
+	// refuses the attempt).
+	QueueSize int
 }
 
 // Store is a Redis-backed [login.Store] and [login.LockoutStore]. It is
 // safe for concurrent use; it starts no goroutines of its own (the client
-// may).
+// may), so a Store made by [New] needs no Close.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
 	owned  bool
-	// member = instance + counter: unique across replicas without a
-	// round trip.
-	instance string
-	seq      atomic.Uint64
+	b      *batcher
+}
+
+// Stats are a [Store]'s cumulative counters.
+type Stats struct {
+	// Ops counts the operations sent through pipelines (rate-limit hits,
+	// lock reads, failure writes), Pipelines the round trips that carried
+	// them (a lone operation counts as one), and Busy the operations
+	// refused with ErrBusy.
+	Ops, Pipelines, Busy uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Ops: s.b.ops.Load(), Pipelines: s.b.pipelines.Load(), Busy: s.b.busy.Load()}
 }
 
 // New returns a store on client, which the caller keeps owning (Close
@@ -91,11 +153,23 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 			return nil, errors.New("redisstore: Prefix must be printable ASCII without spaces or braces")
 		}
 	}
-	var id [12]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, fmt.Errorf("redisstore: instance id: %w", err)
+	for _, f := range []struct {
+		name     string
+		v        *int
+		def, max int
+	}{
+		{"MaxBatch", &cfg.MaxBatch, DefaultMaxBatch, MaxMaxBatch},
+		{"Pipelines", &cfg.Pipelines, DefaultPipelines, MaxPipelines},
+		{"QueueSize", &cfg.QueueSize, DefaultQueueSize, MaxQueueSize},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 1 || *f.v > f.max {
+			return nil, fmt.Errorf("redisstore: %s must be between 1 and %d (0 means %d), got %d", f.name, f.max, f.def, *f.v)
+		}
 	}
-	return &Store{client: client, prefix: cfg.Prefix, instance: hex.EncodeToString(id[:]) + ":"}, nil
+	return &Store{client: client, prefix: cfg.Prefix, b: newBatcher(client, cfg.MaxBatch, cfg.Pipelines, cfg.QueueSize)}, nil
 }
 
 // Options configures [Open]: either Addr (one server, plain TCP) or URL
@@ -216,41 +290,62 @@ func (s *Store) Close() error {
 // Client returns the underlying client, for health checks and tests.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// hitScript: KEYS[1] the log; ARGV limit, window µs, expiry ms, member.
+// hitScript: KEYS[1] the log; ARGV limit, window µs, expiry ms. The log
+// is a string of 16-digit decimal instants (µs on the server clock),
+// ascending, so fixed-width string comparison is numeric comparison.
 // Returns {allowed 0/1, count, slot µs, now µs} where slot is the attempt
 // whose leaving frees the next slot: the oldest, or — for a log holding
 // more than limit attempts because the limit was lowered — the one limit
 // places before the newest.
-var hitScript = redis.NewScript(`
+var hitScript = newScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local n = redis.call('ZCARD', KEYS[1])
-local allowed = 0
-local slot = 0
-if n < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  n = n + 1
-  allowed = 1
-else
-  slot = n - limit
+local log = redis.call('GET', KEYS[1]) or ''
+if #log % 16 ~= 0 then return redis.error_reply('malformed log') end
+local function at(s, i) return string.sub(s, i * 16 + 1, i * 16 + 16) end
+local function first_after(s, n, x)
+  local lo, hi = 0, n
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if at(s, mid) <= x then lo = mid + 1 else hi = mid end
+  end
+  return lo
 end
-local s = redis.call('ZRANGE', KEYS[1], slot, slot, 'WITHSCORES')
-return {allowed, n, tonumber(s[2]), now}
+local n = #log / 16
+local gone = first_after(log, n, string.format('%016d', now - tonumber(ARGV[2])))
+n = n - gone
+if gone > 0 then log = string.sub(log, gone * 16 + 1) end
+if n >= limit then
+  return {0, n, tonumber(at(log, n - limit)), now}
+end
+local e = string.format('%016d', now)
+if n == 0 or at(log, n - 1) <= e then
+  log = log .. e
+else
+  local i = first_after(log, n, e)
+  log = string.sub(log, 1, i * 16) .. e .. string.sub(log, i * 16 + 1)
+end
+redis.call('SET', KEYS[1], log, 'PX', ARGV[3])
+return {1, n + 1, tonumber(at(log, 0)), now}
 `)
 
-// Hit implements [login.Store].
+// Hit implements [login.Store]. It fails with [ErrBusy] (a
+// [login.ErrStoreFull]) when Config.QueueSize operations are waiting.
 func (s *Store) Hit(ctx context.Context, key login.Key, limit int, window time.Duration) (login.Hit, error) {
 	if limit < 1 || window < time.Microsecond {
 		return login.Hit{}, fmt.Errorf("redisstore: invalid limit %d or window %v", limit, window)
 	}
-	member := s.instance + strconv.FormatUint(s.seq.Add(1), 36)
 	ttl := (window + time.Millisecond - 1) / time.Millisecond
-	res, err := hitScript.Run(ctx, s.client, []string{s.key("rl:", key, "")},
-		limit, int64(window/time.Microsecond), int64(ttl), member).Int64Slice()
+	o := getOp(ctx)
+	o.script = hitScript
+	o.keys = []string{s.key("rw:", key, "")}
+	o.args = []any{limit, int64(window / time.Microsecond), int64(ttl)}
+	if err := s.b.do(o); err != nil {
+		return login.Hit{}, fmt.Errorf("redisstore: hit: %w", err)
+	}
+	res, err := o.cmd.(*redis.Cmd).Int64Slice()
+	putOp(o)
 	if err != nil {
 		return login.Hit{}, fmt.Errorf("redisstore: hit: %w", err)
 	}
@@ -269,7 +364,7 @@ func (s *Store) Hit(ctx context.Context, key login.Key, limit int, window time.D
 // failScript: KEYS[1] the failure count, KEYS[2] the lock; ARGV max
 // failures, window ms, lock ms. Returns the lock's remaining ms, 0 if not
 // locked.
-var failScript = redis.NewScript(`
+var failScript = newScript(`
 local left = redis.call('PTTL', KEYS[2])
 if left > 0 then return left end
 local n = redis.call('INCR', KEYS[1])
@@ -282,9 +377,17 @@ end
 return 0
 `)
 
-// LockedFor implements [login.LockoutStore] with one PTTL.
+// LockedFor implements [login.LockoutStore] with one PTTL. It fails with
+// [ErrBusy] when Config.QueueSize operations are waiting.
 func (s *Store) LockedFor(ctx context.Context, key login.Key) (time.Duration, error) {
-	d, err := s.client.PTTL(ctx, s.key("lk:", key, ":l")).Result()
+	o := getOp(ctx)
+	cmd := redis.NewDurationCmd(ctx, time.Millisecond, "pttl", s.key("lk:", key, ":l"))
+	o.cmd = cmd
+	if err := s.b.do(o); err != nil {
+		return 0, fmt.Errorf("redisstore: lock read: %w", err)
+	}
+	putOp(o)
+	d, err := cmd.Result()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: lock read: %w", err)
 	}
@@ -299,13 +402,21 @@ func (s *Store) LockedFor(ctx context.Context, key login.Key) (time.Duration, er
 	return d, nil
 }
 
-// AddFailure implements [login.LockoutStore] with one script.
+// AddFailure implements [login.LockoutStore] with one script. It fails
+// with [ErrBusy] when Config.QueueSize operations are waiting.
 func (s *Store) AddFailure(ctx context.Context, key login.Key, p login.LockoutPolicy) (time.Duration, error) {
 	if p.MaxFailures < 1 || p.Window < time.Millisecond || p.Duration < time.Millisecond {
 		return 0, fmt.Errorf("redisstore: invalid lockout policy %+v", p)
 	}
-	ms, err := failScript.Run(ctx, s.client, []string{s.key("lk:", key, ":n"), s.key("lk:", key, ":l")},
-		p.MaxFailures, p.Window.Milliseconds(), p.Duration.Milliseconds()).Int64()
+	o := getOp(ctx)
+	o.script = failScript
+	o.keys = []string{s.key("lk:", key, ":n"), s.key("lk:", key, ":l")}
+	o.args = []any{p.MaxFailures, p.Window.Milliseconds(), p.Duration.Milliseconds()}
+	if err := s.b.do(o); err != nil {
+		return 0, fmt.Errorf("redisstore: add failure: %w", err)
+	}
+	ms, err := o.cmd.(*redis.Cmd).Int64()
+	putOp(o)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: add failure: %w", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,16 +172,14 @@ func TestRollingOnServerTime(t *testing.T) {
 	const window = 60 * time.Second
 	var key login.Key
 	key[0] = 1
-	zkey := "bulwark:login:rl:{" + hex.EncodeToString(key[:]) + "}"
+	zkey := "bulwark:login:rw:{" + hex.EncodeToString(key[:]) + "}"
 
 	now := serverMicros(t, c)
 	inside := now - window.Microseconds() + 10_000_000 // leaves in 10 s
 	// Four attempts exactly at now-window: the script's now is >= ours, so
 	// they are at or before its now-window and must be forgotten.
-	for i := range 4 {
-		c.ZAdd(ctx, zkey, redis.Z{Score: float64(now - window.Microseconds()), Member: "old" + strconv.Itoa(i)})
-	}
-	c.ZAdd(ctx, zkey, redis.Z{Score: float64(inside), Member: "inside"})
+	old := now - window.Microseconds()
+	plant(t, c, zkey, old, old, old, old, inside)
 	h, err := s.Hit(ctx, key, 2, window)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +192,8 @@ func TestRollingOnServerTime(t *testing.T) {
 	if got, want := h.At.Add(h.NextSlot), time.UnixMicro(inside).Add(window); !got.Equal(want) {
 		t.Fatalf("next slot %v, want %v", got, want)
 	}
-	if n := c.ZCard(ctx, zkey).Val(); n != 2 {
-		t.Fatalf("ZCARD %d", n)
+	if got := readLog(t, c, zkey); len(got) != 2 || got[0] != inside || !time.UnixMicro(got[1]).Equal(admittedAt) {
+		t.Fatalf("log %v, want [%d %d]", got, inside, admittedAt.UnixMicro())
 	}
 	// Full: rejected, nothing added, wait = 10 s minus the elapsed time.
 	h, err = s.Hit(ctx, key, 2, window)
@@ -203,8 +203,8 @@ func TestRollingOnServerTime(t *testing.T) {
 	if h.Allowed || h.Count != 2 || h.NextSlot <= 9*time.Second || h.NextSlot > 10*time.Second {
 		t.Fatalf("%+v", h)
 	}
-	if n := c.ZCard(ctx, zkey).Val(); n != 2 {
-		t.Fatalf("a rejection changed the log: ZCARD %d", n)
+	if got := readLog(t, c, zkey); len(got) != 2 {
+		t.Fatalf("a rejection changed the log: %v", got)
 	}
 	if ttl := c.PTTL(ctx, zkey).Val(); ttl <= 0 || ttl > window {
 		t.Fatalf("PTTL %v", ttl)
@@ -212,7 +212,7 @@ func TestRollingOnServerTime(t *testing.T) {
 
 	// A log holding more than the limit (it was lowered): the next slot
 	// frees when enough attempts have left, not when the oldest leaves.
-	c.ZAdd(ctx, zkey, redis.Z{Score: float64(inside + 20_000_000), Member: "later"})
+	plant(t, c, zkey, append(readLog(t, c, zkey), inside+20_000_000)...)
 	h, err = s.Hit(ctx, key, 1, window)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +238,41 @@ func TestRollingOnServerTime(t *testing.T) {
 	if d := time.Until(first.ResetAt); d < 55*time.Second || d > 65*time.Second {
 		t.Fatalf("ResetAt %v is not about a window away", first.ResetAt)
 	}
+}
+
+// plant writes a rate-limit log holding the given server instants (µs),
+// sorted, as the hit script keeps it, with an expiry of a minute.
+func plant(t testing.TB, c *redis.Client, key string, at ...int64) {
+	t.Helper()
+	slices.Sort(at)
+	var b strings.Builder
+	for _, v := range at {
+		fmt.Fprintf(&b, "%016d", v)
+	}
+	if err := c.Set(context.Background(), key, b.String(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readLog returns the instants of a rate-limit log.
+func readLog(t testing.TB, c *redis.Client, key string) []int64 {
+	t.Helper()
+	s, err := c.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s)%16 != 0 {
+		t.Fatalf("log of %d bytes", len(s))
+	}
+	var out []int64
+	for i := 0; i < len(s); i += 16 {
+		v, err := strconv.ParseInt(s[i:i+16], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // TestOneRoundTrip: each Evaluate sends exactly one command, EVALSHA, as
@@ -302,7 +337,7 @@ func TestKeys(t *testing.T) {
 	lo.RecordFailure(ctx, "bob")
 	lo.RecordFailure(ctx, "bob") // locks bob
 	keys := c.Keys(ctx, "*").Val()
-	re := regexp.MustCompile(`^app1:(rl:\{[0-9a-f]{64}\}|lk:\{[0-9a-f]{64}\}:[nl])$`)
+	re := regexp.MustCompile(`^app1:(rw:\{[0-9a-f]{64}\}|lk:\{[0-9a-f]{64}\}:[nl])$`)
 	if len(keys) != 3 {
 		t.Fatalf("keys %v", keys)
 	}
