@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -399,6 +400,17 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	st := openStore(t, redisconn.Options{URL: c.URL(), Cluster: true})
 	cc := st.Client().(*redis.ClusterClient)
 	ctx := context.Background()
+	// The replicas' buckets expire as soon as they are full again (within
+	// 100 ms of the load's end), which a loaded machine may take longer
+	// than to get here: lease from each key once more, with an interval
+	// that keeps it for a minute, so the check does not race the expiry.
+	var touch []global.Lease
+	for _, k := range keys {
+		touch = append(touch, global.Lease{Key: global.KeyOf("proof", k), Interval: time.Second, Burst: 60, Want: 60, Min: 1})
+	}
+	if err := st.Lease(ctx, touch); err != nil {
+		t.Fatal(err)
+	}
 	masters := map[string]bool{}
 	for _, k := range keys {
 		key := st.Key(global.KeyOf("proof", k))
@@ -433,5 +445,67 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	t.Logf("%d keys spread over %d masters", len(keys), len(masters))
 	if len(masters) < 2 {
 		t.Errorf("keys landed on %d master(s); the test wants them spread", len(masters))
+	}
+}
+
+// TestTLS: over rediss:// with the CA's file and the client certificate
+// the server requires, two nodes share one bucket exactly (the frozen
+// burst is all they admit) with every decision made globally; a node that
+// does not trust the server's certificate never reaches it: its breaker
+// opens, it serves the local share, and redisconn.Check says why without
+// the password or the address.
+func TestTLS(t *testing.T) {
+	rd := testsvc.StartRedisTLS(t, testsvc.RedisTLSOptions{RequireClientCert: true})
+	tl := rd.TLS()
+	o := redisconn.Options{URL: rd.URL(), CAFile: tl.CA.File, CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile}
+	g := limit.GCRA{Rate: 0.001, Burst: 40} // no refill within the test
+	var lims [2]*global.Limiter
+	for i := range lims {
+		st := openStore(t, o)
+		// Handshake first (slow under the race detector), so that no
+		// decision below waits for a TLS handshake.
+		if err := redisconn.Check(context.Background(), st.Client()); err != nil {
+			t.Fatal(err)
+		}
+		n := newNode(t, global.Config{Store: st, Budget: global.MaxBudget, MaxLease: 4})
+		l, err := n.Limiter("tls", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[i] = l
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if lims[i%2].Allow("k").Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, l := range lims {
+		if s := l.Node().Stats(); s.Fallback != 0 || s.Opened != 0 || s.Refills == 0 {
+			t.Fatalf("not global: %+v", s)
+		}
+	}
+	if n := allowed.Load(); n > g.Burst || n < g.Burst-8 {
+		t.Fatalf("admitted %d of burst %d", n, g.Burst)
+	}
+
+	other := testsvc.NewCA(t, "not the server's CA")
+	bad := o
+	bad.URL, bad.CAFile = "rediss://default:pw-s3cret@"+rd.Addr(), other.File
+	st := openStore(t, bad)
+	n := newNode(t, global.Config{Store: st, Failures: 1})
+	l, _ := n.Limiter("tls", g)
+	waitFor(t, "the breaker to open", 10*time.Second, func() bool { l.Allow("k"); return n.Stats().Opened > 0 })
+	err := redisconn.Check(context.Background(), st.Client())
+	if !errors.Is(err, redisconn.ErrUntrusted) || strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), rd.Addr()) {
+		t.Fatalf("Check: %v", err)
 	}
 }

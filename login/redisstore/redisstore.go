@@ -187,6 +187,10 @@ type Options struct {
 	Cluster bool
 	// TLS optionally configures rediss:// (e.g. a private RootCAs).
 	TLS *tls.Config
+	// CAFile, CertFile and KeyFile name PEM files for rediss:// (URL
+	// only): the CA that signs the server's certificate, and a client
+	// certificate with its key; see [redisconn.Options].
+	CAFile, CertFile, KeyFile string
 	// Username and Password authenticate (ACL or requirepass); optional.
 	Username, Password string
 	// DB selects the database, 0 to 15.
@@ -214,6 +218,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Addr == "" {
 		return nil, errors.New("redisstore: Options.Addr is required")
+	}
+	if opts.TLS != nil || opts.CAFile != "" || opts.CertFile != "" || opts.KeyFile != "" {
+		return nil, errors.New("redisstore: TLS, CAFile, CertFile and KeyFile need Options.URL (rediss://)")
 	}
 	if opts.DB < 0 || opts.DB > 15 {
 		return nil, fmt.Errorf("redisstore: Options.DB must be between 0 and 15, got %d", opts.DB)
@@ -266,6 +273,7 @@ func openURL(opts Options) (*Store, error) {
 		return nil, errors.New("redisstore: Options.URL excludes Addr, Username, Password and DB (put them in the URL)")
 	}
 	c, err := redisconn.Open(redisconn.Options{URL: opts.URL, Cluster: opts.Cluster, TLS: opts.TLS,
+		CAFile: opts.CAFile, CertFile: opts.CertFile, KeyFile: opts.KeyFile,
 		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)

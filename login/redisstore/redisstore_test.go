@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // counter is a go-redis hook that counts the commands a client sends: each
@@ -586,5 +588,68 @@ func TestOpenURLClusterExact(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "h:1") {
 			t.Errorf("Open(%q): %v", o.URL, err)
 		}
+	}
+}
+
+// TestOpenTLS: over rediss:// with the CA's file (and the client
+// certificate the server requires), two replicas' limiters hold the limit
+// exactly; a store that does not trust the server's certificate degrades
+// (fails open, like any unreachable cache) and redisconn.Check says why,
+// without the password or the address.
+func TestOpenTLS(t *testing.T) {
+	rd := testsvc.StartRedisTLS(t, testsvc.RedisTLSOptions{RequireClientCert: true})
+	tl := rd.TLS()
+	var lims [2]*login.Limiter
+	for i := range lims {
+		s, err := redisstore.Open(redisstore.Options{URL: rd.URL(), CAFile: tl.CA.File, CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if lims[i], err = login.New(login.Config{Store: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var allowed atomic.Int32
+	for g := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := evaluate(t, lims[g%2], "192.0.2.9", "erin")
+			if d.Degraded {
+				t.Errorf("degraded %+v", d)
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 5 {
+		t.Fatalf("allowed %d, want 5", n)
+	}
+
+	other := testsvc.NewCA(t, "not the server's CA")
+	s, err := redisstore.Open(redisstore.Options{URL: "rediss://default:pw-s3cret@" + rd.Addr(), CAFile: other.File,
+		CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	rec := &recorder{}
+	l, _ := login.New(login.Config{Store: s, Listener: rec.listen})
+	if d := evaluate(t, l, "192.0.2.9", "erin"); !d.Degraded || !d.Allowed {
+		t.Fatalf("untrusted server: %+v", d)
+	}
+	if got := rec.types(); got != "CACHE_UNAVAILABLE" {
+		t.Fatalf("events %q", got)
+	}
+	err = redisconn.Check(context.Background(), s.Client())
+	if !errors.Is(err, redisconn.ErrUntrusted) || strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), rd.Addr()) {
+		t.Fatalf("Check: %v", err)
+	}
+	if _, err := redisstore.Open(redisstore.Options{Addr: rd.Addr(), CAFile: tl.CA.File}); err == nil || !strings.Contains(err.Error(), "need Options.URL") {
+		t.Fatalf("Addr with CAFile: %v", err)
 	}
 }
