@@ -19,6 +19,14 @@
 // call TIME need effects replication, the only mode since Redis 7 and the
 // default since Redis 5.
 //
+// With the login limiter's per-client dimension on, the Store is a
+// [login.PairStore]: on a single server the same script decides the
+// client's window and then, only if that admitted the attempt, the
+// account's, so a decision is one script whatever the dimensions. On a
+// Redis Cluster the two keys live in different slots and a script may
+// only touch one, so there (and with a server that answers CROSSSLOT,
+// such as some proxies) the windows are two scripts in turn.
+//
 // # Pipelines
 //
 // Concurrent operations of one Store share round trips: a caller that
@@ -68,6 +76,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -120,6 +129,9 @@ type Store struct {
 	prefix string
 	owned  bool
 	b      *batcher
+	// pairsOff: decide the windows of a pair one by one (a Cluster, or a
+	// server that answered CROSSSLOT).
+	pairsOff atomic.Bool
 }
 
 // Stats are a [Store]'s cumulative counters.
@@ -169,7 +181,11 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: %s must be between 1 and %d (0 means %d), got %d", f.name, f.max, f.def, *f.v)
 		}
 	}
-	return &Store{client: client, prefix: cfg.Prefix, b: newBatcher(client, cfg.MaxBatch, cfg.Pipelines, cfg.QueueSize)}, nil
+	st := &Store{client: client, prefix: cfg.Prefix, b: newBatcher(client, cfg.MaxBatch, cfg.Pipelines, cfg.QueueSize)}
+	if _, ok := client.(*redis.ClusterClient); ok {
+		st.pairsOff.Store(true)
+	}
+	return st, nil
 }
 
 // Options configures [Open]: either Addr (one server, plain TCP) or URL
@@ -298,19 +314,24 @@ func (s *Store) Close() error {
 // Client returns the underlying client, for health checks and tests.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// hitScript: KEYS[1] the log; ARGV limit, window µs, expiry ms. The log
-// is a string of 16-digit decimal instants (µs on the server clock),
-// ascending, so fixed-width string comparison is numeric comparison.
-// Returns {allowed 0/1, count, slot µs, now µs} where slot is the attempt
+// hitScript decides one window (KEYS[1]) or two (KEYS[1], then KEYS[2]
+// only if the first admitted the attempt) atomically; ARGV holds limit,
+// window µs and expiry ms for each key in turn. A log is a string of
+// 16-digit decimal instants (µs on the server clock), ascending, so
+// fixed-width string comparison is numeric comparison; every log is read
+// and checked before anything is written. Returns {now µs, then allowed
+// 0/1, count, slot µs for each window decided}, where slot is the attempt
 // whose leaving frees the next slot: the oldest, or — for a log holding
 // more than limit attempts because the limit was lowered — the one limit
 // places before the newest.
 var hitScript = newScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local log = redis.call('GET', KEYS[1]) or ''
-if #log % 16 ~= 0 then return redis.error_reply('malformed log') end
+local logs = {}
+for k = 1, #KEYS do
+  logs[k] = redis.call('GET', KEYS[k]) or ''
+  if #logs[k] % 16 ~= 0 then return redis.error_reply('malformed log') end
+end
 local function at(s, i) return string.sub(s, i * 16 + 1, i * 16 + 16) end
 local function first_after(s, n, x)
   local lo, hi = 0, n
@@ -320,53 +341,130 @@ local function first_after(s, n, x)
   end
   return lo
 end
-local n = #log / 16
-local gone = first_after(log, n, string.format('%016d', now - tonumber(ARGV[2])))
-n = n - gone
-if gone > 0 then log = string.sub(log, gone * 16 + 1) end
-if n >= limit then
-  return {0, n, tonumber(at(log, n - limit)), now}
+local res = {now}
+for k = 1, #KEYS do
+  local limit = tonumber(ARGV[3 * k - 2])
+  local log = logs[k]
+  local n = #log / 16
+  local gone = first_after(log, n, string.format('%016d', now - tonumber(ARGV[3 * k - 1])))
+  n = n - gone
+  if gone > 0 then log = string.sub(log, gone * 16 + 1) end
+  if n >= limit then
+    res[#res + 1] = 0
+    res[#res + 1] = n
+    res[#res + 1] = tonumber(at(log, n - limit))
+    return res
+  end
+  local e = string.format('%016d', now)
+  if n == 0 or at(log, n - 1) <= e then
+    log = log .. e
+  else
+    local i = first_after(log, n, e)
+    log = string.sub(log, 1, i * 16) .. e .. string.sub(log, i * 16 + 1)
+  end
+  redis.call('SET', KEYS[k], log, 'PX', ARGV[3 * k])
+  res[#res + 1] = 1
+  res[#res + 1] = n + 1
+  res[#res + 1] = tonumber(at(log, 0))
 end
-local e = string.format('%016d', now)
-if n == 0 or at(log, n - 1) <= e then
-  log = log .. e
-else
-  local i = first_after(log, n, e)
-  log = string.sub(log, 1, i * 16) .. e .. string.sub(log, i * 16 + 1)
-end
-redis.call('SET', KEYS[1], log, 'PX', ARGV[3])
-return {1, n + 1, tonumber(at(log, 0)), now}
+return res
 `)
 
-// Hit implements [login.Store]. It fails with [ErrBusy] (a
-// [login.ErrStoreFull]) when Config.QueueSize operations are waiting.
-func (s *Store) Hit(ctx context.Context, key login.Key, limit int, window time.Duration) (login.Hit, error) {
-	if limit < 1 || window < time.Microsecond {
-		return login.Hit{}, fmt.Errorf("redisstore: invalid limit %d or window %v", limit, window)
+// window is one rolling window of a hit: its key, limit and window.
+type window struct {
+	key    login.Key
+	limit  int
+	window time.Duration
+}
+
+// hit runs hitScript on one or two windows and returns the hits decided
+// (the second only if the first admitted).
+func (s *Store) hit(ctx context.Context, ws ...window) ([]login.Hit, error) {
+	for _, w := range ws {
+		if w.limit < 1 || w.window < time.Microsecond {
+			return nil, fmt.Errorf("invalid limit %d or window %v", w.limit, w.window)
+		}
 	}
-	ttl := (window + time.Millisecond - 1) / time.Millisecond
 	o := getOp(ctx)
 	o.script = hitScript
-	o.keys = []string{s.key("rw:", key, "")}
-	o.args = []any{limit, int64(window / time.Microsecond), int64(ttl)}
+	o.keys = make([]string, len(ws))
+	o.args = make([]any, 0, 3*len(ws))
+	for i, w := range ws {
+		o.keys[i] = s.key("rw:", w.key, "")
+		ttl := (w.window + time.Millisecond - 1) / time.Millisecond
+		o.args = append(o.args, w.limit, int64(w.window/time.Microsecond), int64(ttl))
+	}
 	if err := s.b.do(o); err != nil {
-		return login.Hit{}, fmt.Errorf("redisstore: hit: %w", err)
+		return nil, err
 	}
 	res, err := o.cmd.(*redis.Cmd).Int64Slice()
 	putOp(o)
 	if err != nil {
+		return nil, err
+	}
+	// {now, then allowed, count, slot per window decided}: every window
+	// but the last admitted, and the last one is the last asked for unless
+	// it refused.
+	n := (len(res) - 1) / 3
+	if len(res) != 1+3*n || n < 1 || n > len(ws) {
+		return nil, errMalformed
+	}
+	now := res[0]
+	hits := make([]login.Hit, n)
+	for i := range hits {
+		allowed, count, slot := res[1+3*i], res[2+3*i], res[3+3*i]
+		if allowed != 0 && allowed != 1 || count < 1 || allowed == 0 && i < n-1 || allowed == 1 && i == n-1 && n < len(ws) {
+			return nil, errMalformed
+		}
+		hits[i] = login.Hit{
+			Allowed:  allowed == 1,
+			Count:    int(count),
+			At:       time.UnixMicro(now).UTC(),
+			NextSlot: time.Duration(slot-now)*time.Microsecond + ws[i].window,
+		}
+	}
+	return hits, nil
+}
+
+var errMalformed = errors.New("malformed script reply")
+
+// Hit implements [login.Store]: one script, one round trip (shared with
+// concurrent operations, see the package documentation). It fails with
+// [ErrBusy] (a [login.ErrStoreFull]) when Config.QueueSize operations are
+// waiting.
+func (s *Store) Hit(ctx context.Context, key login.Key, limit int, win time.Duration) (login.Hit, error) {
+	hits, err := s.hit(ctx, window{key, limit, win})
+	if err != nil {
 		return login.Hit{}, fmt.Errorf("redisstore: hit: %w", err)
 	}
-	if len(res) != 4 || res[1] < 1 {
-		return login.Hit{}, errors.New("redisstore: hit: malformed script reply")
+	return hits[0], nil
+}
+
+// HitPair implements [login.PairStore]. On a single server both windows
+// are one script, so one round trip; on a Redis Cluster, where the two
+// keys live in different slots, it is two Hits in turn (a script may only
+// touch keys of one slot), and so it becomes if a server behind a proxy
+// refuses keys of different slots (CROSSSLOT).
+func (s *Store) HitPair(ctx context.Context, first login.Key, firstLimit int, firstWindow time.Duration,
+	second login.Key, secondLimit int, secondWindow time.Duration) (login.Hit, login.Hit, error) {
+	if !s.pairsOff.Load() {
+		hits, err := s.hit(ctx, window{first, firstLimit, firstWindow}, window{second, secondLimit, secondWindow})
+		switch {
+		case err == nil && len(hits) == 1:
+			return hits[0], login.Hit{}, nil
+		case err == nil:
+			return hits[0], hits[1], nil
+		case !redis.HasErrorPrefix(err, "CROSSSLOT"):
+			return login.Hit{}, login.Hit{}, fmt.Errorf("redisstore: hit: %w", err)
+		}
+		s.pairsOff.Store(true)
 	}
-	slot, now := res[2], res[3]
-	return login.Hit{
-		Allowed:  res[0] == 1,
-		Count:    int(res[1]),
-		At:       time.UnixMicro(now).UTC(),
-		NextSlot: time.Duration(slot-now)*time.Microsecond + window,
-	}, nil
+	f, err := s.Hit(ctx, first, firstLimit, firstWindow)
+	if err != nil || !f.Allowed {
+		return f, login.Hit{}, err
+	}
+	h, err := s.Hit(ctx, second, secondLimit, secondWindow)
+	return f, h, err
 }
 
 // failScript: KEYS[1] the failure count, KEYS[2] the lock; ARGV max
@@ -452,6 +550,6 @@ func (s *Store) key(kind string, d login.Key, suffix string) string {
 }
 
 var (
-	_ login.Store        = (*Store)(nil)
+	_ login.PairStore    = (*Store)(nil)
 	_ login.LockoutStore = (*Store)(nil)
 )

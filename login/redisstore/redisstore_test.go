@@ -547,7 +547,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // the URL never shows in errors.
 func TestOpenURLClusterExact(t *testing.T) {
 	c := testsvc.StartRedisCluster(t, 3)
-	var lims [2]*login.Limiter
+	var lims, lims2d [2]*login.Limiter
 	for i := range lims {
 		s, err := redisstore.Open(redisstore.Options{URL: c.URL(), Cluster: true})
 		if err != nil {
@@ -559,6 +559,9 @@ func TestOpenURLClusterExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		lims[i] = l
+		if lims2d[i], err = login.New(login.Config{Store: s, PerClient: login.PerClient{Limit: 7}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var wg sync.WaitGroup
 	var allowed atomic.Int32
@@ -578,6 +581,26 @@ func TestOpenURLClusterExact(t *testing.T) {
 	wg.Wait()
 	if n := allowed.Load(); n != 5 {
 		t.Fatalf("allowed %d, want 5", n)
+	}
+	// Both windows on a cluster (two keys in two slots: two scripts in
+	// turn): one address, 40 accounts → exactly 7.
+	allowed.Store(0)
+	for g := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := evaluate(t, lims2d[g%2], "192.0.2.9", "user"+strconv.Itoa(g))
+			if d.Degraded || !d.Allowed && d.Reason != login.ReasonClient {
+				t.Errorf("%+v", d)
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 7 {
+		t.Fatalf("per-client on a cluster: allowed %d, want 7", n)
 	}
 	for _, o := range []redisstore.Options{
 		{URL: "redis://user:s3cret@[bad"},
@@ -651,5 +674,133 @@ func TestOpenTLS(t *testing.T) {
 	}
 	if _, err := redisstore.Open(redisstore.Options{Addr: rd.Addr(), CAFile: tl.CA.File}); err == nil || !strings.Contains(err.Error(), "need Options.URL") {
 		t.Fatalf("Addr with CAFile: %v", err)
+	}
+}
+
+// TestBothWindowsOneScript: with the per-client dimension on, a decision
+// is one script on one server (both windows in one EVALSHA); a client
+// window that refuses writes nothing in the account window (no key is
+// made); two replicas hold both limits exactly.
+func TestBothWindowsOneScript(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	admin, _ := newClient(t, rd.Addr())
+	ctx := context.Background()
+	var lims [2]*login.Limiter
+	var cnts [2]*counter
+	for i := range lims {
+		c, cnt := newClient(t, rd.Addr())
+		l, err := login.New(login.Config{Store: newStore(t, c), PerClient: login.PerClient{Limit: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[i], cnts[i] = l, cnt
+		evaluate(t, l, "198.51.100.200", "warmup")
+		cnt.reset()
+	}
+	admin.ConfigResetStat(ctx)
+	// 40 attempts from one address at 40 accounts: exactly 7 pass the
+	// client window. 40 attempts from another address at one account:
+	// the first 7 pass the client window, 5 of them the account window.
+	var wg sync.WaitGroup
+	var spread, one, refusedByAccount atomic.Int32
+	for g := range 80 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ip, user := "192.0.2.1", "acct"+strconv.Itoa(g)
+			if g%2 == 1 {
+				ip, user = "192.0.2.2", "dora"
+			}
+			d := evaluate(t, lims[g/2%2], ip, user)
+			switch {
+			case d.Degraded:
+				t.Errorf("%+v", d)
+			case d.Allowed && g%2 == 0:
+				spread.Add(1)
+			case d.Allowed:
+				one.Add(1)
+			case d.Reason == login.ReasonAccount && g%2 == 1:
+				refusedByAccount.Add(1)
+			case d.Reason != login.ReasonClient:
+				t.Errorf("g %d: %+v", g, d)
+			}
+		}()
+	}
+	wg.Wait()
+	if spread.Load() != 7 || one.Load() != 5 || refusedByAccount.Load() != 2 {
+		t.Fatalf("one address, many accounts: %d allowed (want 7); one account: %d allowed (want 5), %d refused by the account window (want 2)",
+			spread.Load(), one.Load(), refusedByAccount.Load())
+	}
+	info := admin.Info(ctx, "commandstats").Val()
+	if n := commandCalls(t, info, "evalsha"); n != 80 {
+		t.Fatalf("%d scripts for 80 decisions, want one each", n)
+	}
+	// 1 client key + 7 account keys for the first address, 1 + 1 for the
+	// second, 1 + 1 for the warm-up: the 33 accounts the client window
+	// refused never got a key.
+	if n := admin.DBSize(ctx).Val(); n != 12 {
+		t.Fatalf("%d keys, want 12", n)
+	}
+	for _, cnt := range cnts {
+		_, names := cnt.reset()
+		for _, n := range names {
+			if n != "evalsha" && n != "pipeline" && n != "hello" {
+				t.Fatalf("sent %v", names)
+			}
+		}
+	}
+}
+
+// TestPairFallsBackOnCrossSlot: a plain client on one Redis Cluster node
+// (as behind a proxy that insists on one slot per script) gets CROSSSLOT
+// for a two-key script; the store then decides the windows one by one,
+// from then on, and the decision is still exact.
+func TestPairFallsBackOnCrossSlot(t *testing.T) {
+	cl := testsvc.StartRedisCluster(t, 3)
+	ctx := context.Background()
+	node := cl.Nodes[0]
+	c, cnt := newClient(t, node.Addr())
+	s := newStore(t, c)
+	// Find two keys whose slots this node serves, in different slots.
+	owned := func(k login.Key) (int64, bool) {
+		slot := c.ClusterKeySlot(ctx, "bulwark:login:rw:{"+hex.EncodeToString(k[:])+"}").Val()
+		for _, sh := range c.ClusterShards(ctx).Val() {
+			for _, r := range sh.Slots {
+				for _, n := range sh.Nodes {
+					if int64(r.Start) <= slot && slot <= int64(r.End) && n.Role == "master" && n.IP+":"+strconv.FormatInt(n.Port, 10) == node.Addr() {
+						return slot, true
+					}
+				}
+			}
+		}
+		return slot, false
+	}
+	var keys []login.Key
+	var slots []int64
+	for i := 0; len(keys) < 2; i++ {
+		var k login.Key
+		k[0], k[1] = byte(i), byte(i>>8)
+		if slot, ok := owned(k); ok && (len(slots) == 0 || slots[0] != slot) {
+			keys, slots = append(keys, k), append(slots, slot)
+		}
+	}
+	cnt.reset()
+	for i := range 4 {
+		f, sec, err := s.HitPair(ctx, keys[0], 4, time.Minute, keys[1], 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Allowed || f.Count != i+1 || sec.Allowed != (i < 2) || sec.Count != min(i+1, 2) {
+			t.Fatalf("attempt %d: first %+v second %+v", i, f, sec)
+		}
+	}
+	if f, sec, err := s.HitPair(ctx, keys[0], 4, time.Minute, keys[1], 2, time.Minute); err != nil || f.Allowed || sec != (login.Hit{}) {
+		t.Fatalf("client window full: %+v %+v %v", f, sec, err)
+	}
+	_, names := cnt.reset()
+	// The first pair: one two-key script (CROSSSLOT), then two scripts;
+	// afterwards two per pair (one when the first window refuses).
+	if got := strings.Count(strings.Join(names, " "), "evalsha"); got != 1+2*4+1 {
+		t.Fatalf("%d scripts: %v", got, names)
 	}
 }
