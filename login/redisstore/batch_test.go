@@ -331,7 +331,7 @@ func TestConfigBounds(t *testing.T) {
 	}{
 		{redisstore.Config{MaxBatch: -1}, "MaxBatch must be between 1 and 1024 (0 means 64), got -1"},
 		{redisstore.Config{MaxBatch: 1025}, "MaxBatch must be between 1 and 1024"},
-		{redisstore.Config{Pipelines: 257}, "Pipelines must be between 1 and 256 (0 means 4), got 257"},
+		{redisstore.Config{Pipelines: 257}, "Pipelines must be between 1 and 256 (0 means 2), got 257"},
 		{redisstore.Config{QueueSize: 1<<20 + 1}, "QueueSize must be between 1 and 1048576"},
 	} {
 		if _, err := redisstore.New(c, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {

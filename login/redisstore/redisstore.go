@@ -95,7 +95,7 @@ const MaxPrefixLen = 64
 const (
 	DefaultMaxBatch  = 64
 	MaxMaxBatch      = 1024
-	DefaultPipelines = 4
+	DefaultPipelines = 2
 	MaxPipelines     = 256
 	DefaultQueueSize = 4096
 	MaxQueueSize     = 1 << 20
@@ -111,8 +111,12 @@ type Config struct {
 	// operation on its own.
 	MaxBatch int
 	// Pipelines is the most pipelines (so connections) the store uses at
-	// once, in [1, MaxPipelines]; 0 means DefaultPipelines (4). Keep it
-	// at most the client's pool size.
+	// once, in [1, MaxPipelines]; 0 means DefaultPipelines (2). Keep it
+	// at most the client's pool size. Fewer pipelines make larger
+	// batches (less work per operation for Redis, whose one thread is
+	// what a busy login store saturates); 2 keeps one batch on the wire
+	// while the next one fills (measured: 1 and 2 alike, 4 about 15%
+	// fewer decisions/s with 16 callers).
 	Pipelines int
 	// QueueSize is the most operations waiting for a pipeline, in
 	// [1, MaxQueueSize]; 0 means DefaultQueueSize (4096). An operation
@@ -318,8 +322,9 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 // only if the first admitted the attempt) atomically; ARGV holds limit,
 // window µs and expiry ms for each key in turn. A log is a string of
 // 16-digit decimal instants (µs on the server clock), ascending, so
-// fixed-width string comparison is numeric comparison; every log is read
-// and checked before anything is written. Returns {now µs, then allowed
+// fixed-width string comparison is numeric comparison; every log the
+// script reads is checked before anything is written (a script's writes
+// are not undone when it fails). Returns {now µs, then allowed
 // 0/1, count, slot µs for each window decided}, where slot is the attempt
 // whose leaving frees the next slot: the oldest, or — for a log holding
 // more than limit attempts because the limit was lowered — the one limit
@@ -327,11 +332,6 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 var hitScript = newScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local logs = {}
-for k = 1, #KEYS do
-  logs[k] = redis.call('GET', KEYS[k]) or ''
-  if #logs[k] % 16 ~= 0 then return redis.error_reply('malformed log') end
-end
 local function at(s, i) return string.sub(s, i * 16 + 1, i * 16 + 16) end
 local function first_after(s, n, x)
   local lo, hi = 0, n
@@ -342,9 +342,11 @@ local function first_after(s, n, x)
   return lo
 end
 local res = {now}
+local writes = {}
 for k = 1, #KEYS do
+  local log = redis.call('GET', KEYS[k]) or ''
+  if #log % 16 ~= 0 then return redis.error_reply('malformed log') end
   local limit = tonumber(ARGV[3 * k - 2])
-  local log = logs[k]
   local n = #log / 16
   local gone = first_after(log, n, string.format('%016d', now - tonumber(ARGV[3 * k - 1])))
   n = n - gone
@@ -353,7 +355,7 @@ for k = 1, #KEYS do
     res[#res + 1] = 0
     res[#res + 1] = n
     res[#res + 1] = tonumber(at(log, n - limit))
-    return res
+    break
   end
   local e = string.format('%016d', now)
   if n == 0 or at(log, n - 1) <= e then
@@ -362,10 +364,13 @@ for k = 1, #KEYS do
     local i = first_after(log, n, e)
     log = string.sub(log, 1, i * 16) .. e .. string.sub(log, i * 16 + 1)
   end
-  redis.call('SET', KEYS[k], log, 'PX', ARGV[3 * k])
+  writes[k] = log
   res[#res + 1] = 1
   res[#res + 1] = n + 1
   res[#res + 1] = tonumber(at(log, 0))
+end
+for k, log in pairs(writes) do
+  redis.call('SET', KEYS[k], log, 'PX', ARGV[3 * k])
 end
 return res
 `)

@@ -804,3 +804,30 @@ func TestPairFallsBackOnCrossSlot(t *testing.T) {
 		t.Fatalf("%d scripts: %v", got, names)
 	}
 }
+
+// TestMalformedLogWritesNothing: a log that is not a whole number of
+// instants fails the script before it writes anything: the pair's first
+// window is not counted when the second's log is damaged.
+func TestMalformedLogWritesNothing(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	c, _ := newClient(t, rd.Addr())
+	s := newStore(t, c)
+	ctx := context.Background()
+	k1, k2 := login.Key{1}, login.Key{2}
+	logKey := func(k login.Key) string { return "bulwark:login:rw:{" + hex.EncodeToString(k[:]) + "}" }
+	c.Set(ctx, logKey(k2), "12345", time.Minute)
+	if _, _, err := s.HitPair(ctx, k1, 5, time.Minute, k2, 5, time.Minute); err == nil || !strings.Contains(err.Error(), "malformed log") {
+		t.Fatalf("pair with a damaged second log: %v", err)
+	}
+	if n := c.Exists(ctx, logKey(k1)).Val(); n != 0 {
+		t.Fatal("the first window was written although the script failed")
+	}
+	if _, err := s.Hit(ctx, k2, 5, time.Minute); err == nil {
+		t.Fatal("Hit on a damaged log succeeded")
+	}
+	// The first window refusing: the second log is never read.
+	plant(t, c, logKey(k1), serverMicros(t, c))
+	if f, sec, err := s.HitPair(ctx, k1, 1, time.Minute, k2, 5, time.Minute); err != nil || f.Allowed || sec != (login.Hit{}) {
+		t.Fatalf("%+v %+v %v", f, sec, err)
+	}
+}
