@@ -131,6 +131,17 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 	spec := childSpec{URL: url, Cluster: cluster, Rate: rate, Burst: burst, Callers: envInt("BULWARK_GLOBAL_PROOF_CALLERS", 4),
 		Keys: keys, StartAt: time.Now().Add(2 * time.Second).UnixNano(), Duration: dur,
 		Pace: envDuration("BULWARK_GLOBAL_PROOF_PACE", 250*time.Microsecond)}
+	if raceEnabled || cluster {
+		// Four replicas and the Redis server(s) share the machine (two
+		// cores here): with three cluster nodes, or the race detector
+		// slowing every goroutine, CPU contention alone makes decisions
+		// wait longer than the default 2 ms for refills queued behind the
+		// round trip in flight; they give up, and the breakers open. That
+		// is the outage path (TestRedisKilledMidLoad), whose fallback
+		// admissions are paid back only after the breaker closes, not the
+		// accounting this proof is about.
+		spec.Budget = 5 * time.Millisecond
+	}
 	raw, _ := json.Marshal(spec)
 	var (
 		cmds []*exec.Cmd
@@ -166,7 +177,9 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 	}
 	var total, decisions int64
 	var shares []int64
+	first, last := int64(1<<63-1), int64(0)
 	for i, r := range results {
+		first, last = min(first, r.First), max(last, r.Last)
 		total += r.Allowed
 		decisions += r.Allowed + r.Rejected
 		shares = append(shares, r.Allowed)
@@ -174,11 +187,20 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		t.Logf("replica %d: allowed %d rejected %d | refills %d batches %d leased %d waits %d timeouts %d fallback %d opened %d replicas %d (%d at start) %v",
 			i, r.Allowed, r.Rejected, s.Refills, s.Batches, s.Leased, s.Waits, s.WaitTimeouts, s.Fallback, s.Opened, s.Replicas, r.ReplicasAtStart, r.Info)
 	}
-	// All replicas start at StartAt and stop Duration later; allow 50 ms of
-	// scheduling skew in the window.
-	ideal := float64(len(keys)) * (float64(burst) + rate*(dur+50*time.Millisecond).Seconds())
-	t.Logf("%d processes, %v, %d keys: admitted %d of %d decisions (offered %.0f/s, %.0f× the limit); GCRA bound %.0f (ratio %.4f); per process %v",
-		procs, dur, len(keys), total, decisions, float64(decisions)/dur.Seconds(), float64(decisions)/dur.Seconds()/(rate*float64(len(keys))), ideal, float64(total)/ideal, shares)
+	// The bound is the GCRA's over the span the replicas actually decided
+	// in, from the first decision's start to the last one's end (all
+	// replicas share this host's clock): every admission spends a token
+	// L2 granted within that span, and L2 grants at most Burst + Rate·span
+	// per key. (All replicas aim at StartAt + Duration, but a loaded
+	// machine stretches the span by tens of milliseconds, which is not
+	// over-admission.)
+	span := time.Duration(last - first)
+	ideal := float64(len(keys)) * (float64(burst) + rate*span.Seconds())
+	t.Logf("%d processes, %v (decided over %v), %d keys: admitted %d of %d decisions (offered %.0f/s, %.0f× the limit); GCRA bound %.0f (ratio %.4f); per process %v",
+		procs, dur, span.Round(time.Millisecond), len(keys), total, decisions, float64(decisions)/dur.Seconds(), float64(decisions)/dur.Seconds()/(rate*float64(len(keys))), ideal, float64(total)/ideal, shares)
+	if span < dur || span > dur+time.Second {
+		t.Fatalf("replicas decided over %v, want about %v", span, dur)
+	}
 	if float64(total) > ideal*1.01 {
 		t.Errorf("admitted %d > 1.01 × bound %.0f", total, ideal)
 	}
