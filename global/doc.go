@@ -29,13 +29,24 @@
 //
 // # Breaker
 //
-// A round trip that fails or exceeds the budget is a failure; Config.Failures
-// consecutive failures open the breaker for Config.OpenFor (500 ms by
-// default). While it is open (and half-open), every decision comes from
-// a local GCRA at the fallback share of the limit (Config.FallbackShare,
-// by default 1/replicas as last seen), and the store is left alone. Then
-// one probe runs on a fresh connection: success closes the breaker and
-// global accounting resumes, failure opens it again. Recovery after the
+// Config.Failures consecutive round trips that fail open the breaker for
+// Config.OpenFor (500 ms by default), and so do budget misses in more
+// than half of the latest eight round trips. A budget miss is a round
+// trip that a decision gave up waiting for (it waited Config.Budget and
+// was decided from the local share). A round trip that is merely slow is
+// not one: while keys hold prefetched tokens nobody waits for it, and in
+// a process whose CPUs are saturated the worker's round trips look slow by
+// its own scheduling delay while Redis answers at once, so opening the
+// breaker would give up exact global accounting and gain nothing (a Redis
+// that really is slow makes the decisions whose tokens run out wait, and
+// those misses open it).
+//
+// While the breaker is open (and half-open), every decision comes from a
+// local GCRA at the fallback share of the limit (Config.FallbackShare, by
+// default 1/replicas as last seen), and the store is left alone. Then
+// one probe runs on a fresh connection: success (an answer within
+// Config.Budget) closes the breaker and global accounting resumes,
+// failure opens it again. Recovery after the
 // store returns is therefore bounded by OpenFor plus one probe, not by the
 // client library's dial back-off.
 //

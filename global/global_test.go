@@ -295,8 +295,61 @@ func (s slowStore) Lease(ctx context.Context, b []global.Lease) error {
 	return s.MemoryStore.Lease(ctx, b)
 }
 
+// lagStore delays every lease round trip by an adjustable time.
+type lagStore struct {
+	*global.MemoryStore
+	d atomic.Int64
+}
+
+func (s *lagStore) Lease(ctx context.Context, b []global.Lease) error {
+	if d := time.Duration(s.d.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.MemoryStore.Lease(ctx, b)
+}
+
+// Round trips far over the budget that no decision waits for (prefetched
+// tokens cover them) are not budget misses: the breaker stays closed and
+// every decision stays global. (In a process whose CPUs are saturated the
+// worker's round trips look slow like this while Redis is fine.)
+func TestSlowRoundTripsNobodyWaitsForKeepTheBreakerClosed(t *testing.T) {
+	st := &lagStore{MemoryStore: memStore(t, nil)}
+	var over, missed atomic.Int64
+	n := newNode(t, global.Config{Store: st, Budget: 2 * time.Millisecond, MaxLease: 64, Hooks: global.Hooks{Batch: func(b global.Batch) {
+		if b.OverBudget {
+			over.Add(1)
+		}
+		if b.Missed {
+			missed.Add(1)
+		}
+	}}})
+	l := newLimiter(t, n, "api", limit.GCRA{Rate: 2000, Burst: 2000})
+	pace := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			l.Allow("k")
+			time.Sleep(500 * time.Microsecond)
+		}
+	}
+	pace(300 * time.Millisecond) // a fast store: the lease size grows to its maximum
+	before := n.Stats()
+	st.d.Store(int64(10 * time.Millisecond))
+	pace(time.Second)
+	after := n.Stats()
+	if after.Opened != 0 || after.Fallback != before.Fallback || after.Waits != before.Waits {
+		t.Fatalf("slow round trips nobody waited for changed the decisions: before %+v\nafter %+v", before, after)
+	}
+	if over.Load() < 5 || missed.Load() != 0 {
+		t.Fatalf("%d round trips over budget (want several), %d misses (want none)", over.Load(), missed.Load())
+	}
+	t.Logf("%d round trips over the budget, breaker closed, %d decisions", over.Load(), after.Allowed+after.Rejected-before.Allowed-before.Rejected)
+}
+
 // A slow store never makes a decision wait longer than the budget, and
-// round trips over budget open the breaker.
+// decisions that give up waiting open the breaker.
 func TestSlowStoreBoundedByBudget(t *testing.T) {
 	st := slowStore{memStore(t, nil), 30 * time.Millisecond}
 	n := newNode(t, global.Config{Store: st, Budget: 2 * time.Millisecond})

@@ -196,6 +196,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 		case <-wait.done:
 		case <-timer.C:
 			nd.c.waitTimeouts.Add(1)
+			wait.missed.Store(true)
 			return l.fallback(k1, nd.clk.Now(), n)
 		}
 	}

@@ -51,8 +51,8 @@ const (
 	workerTick        = 10 * time.Millisecond
 	heartbeatTTLTimes = 3
 	// slowWindow is how many recent round trips the budget rule looks at:
-	// the breaker opens when more than half of them exceeded the budget
-	// (a sustained slowdown), not on a scheduling hiccup.
+	// the breaker opens when decisions gave up waiting for more than half
+	// of them (a sustained slowdown), not on a hiccup.
 	slowWindow = 8
 )
 
@@ -77,16 +77,19 @@ type Config struct {
 	// further capped at Burst / live replicas, so what a replica strands
 	// when it stops using a key is at most k tokens.
 	MaxLease int64
-	// Budget is the longest any decision waits for L2, and the latency
-	// above which an L2 round trip counts as a miss, in [MinBudget,
+	// Budget is the longest any decision waits for L2, in [MinBudget,
 	// MaxBudget]; 0 means DefaultBudget (2 ms). Only a decision whose key
-	// holds no local tokens ever waits; see [Limiter.AllowN].
+	// holds no local tokens ever waits; see [Limiter.AllowN]. An L2 round
+	// trip that a decision gave up waiting for is a budget miss (see the
+	// package documentation, "Breaker"), as is a half-open probe slower
+	// than Budget.
 	Budget time.Duration
 	// OpTimeout bounds one L2 round trip (the worker's, never a
 	// request's), in [Budget, MaxOpTimeout]; 0 means DefaultOpTimeout.
 	OpTimeout time.Duration
-	// Failures is how many consecutive failed or over-budget round trips
-	// open the breaker, in [1, MaxFailures]; 0 means DefaultFailures (3).
+	// Failures is how many consecutive failed round trips open the
+	// breaker, in [1, MaxFailures]; 0 means DefaultFailures (3). (Budget
+	// misses follow their own rule; see the package documentation.)
 	Failures int
 	// OpenFor is how long the breaker stays open before a half-open probe,
 	// in [MinOpenFor, MaxOpenFor]; 0 means DefaultOpenFor (500 ms, seed
@@ -205,7 +208,7 @@ type Event struct {
 	// Replicas is the live replica count as last seen.
 	Replicas int
 	// Summary fields, counted over Interval (the time since the previous
-	// summary): round trips that failed or missed the budget, probes,
+	// summary): round trips that failed or were budget misses, probes,
 	// decisions made from the local fallback share, and the time spent
 	// not closed.
 	Interval          time.Duration
@@ -224,8 +227,10 @@ type Batch struct {
 	// Latency is the round trip's duration on the node's clock.
 	Latency time.Duration
 	// Failed reports that the round trip failed as a whole (nothing taken);
-	// OverBudget that it took longer than Config.Budget.
-	Failed, OverBudget bool
+	// OverBudget that it took longer than Config.Budget; Missed that a
+	// decision gave up waiting for it (a budget miss: these, not
+	// OverBudget alone, count toward the breaker).
+	Failed, OverBudget, Missed bool
 }
 
 // Stats is a snapshot of a node's counters, cumulative since New.
@@ -248,7 +253,7 @@ type Stats struct {
 	// those discarded because the breaker opened; TableFull decisions
 	// rejected because the L1 table was full.
 	QueueFull, Dropped, TableFull uint64
-	// Failures counts failed or over-budget round trips; Opened how often
+	// Failures counts failed round trips and budget misses; Opened how often
 	// the breaker opened; Probes the half-open probes.
 	Failures, Opened, Probes uint64
 	// Keys is the number of L1 entries.
@@ -290,7 +295,7 @@ type Node struct {
 
 	// Worker-only state.
 	failures     int   // consecutive failed round trips
-	slow         uint8 // over-budget flags of the latest slowWindow round trips
+	slow         uint8 // budget-miss flags of the latest slowWindow round trips
 	openUntil    time.Time
 	nextBeat     time.Time
 	nextSummary  time.Time
@@ -312,8 +317,12 @@ type statsCounters struct {
 }
 
 // round is one worker round trip's worth of refills; done is closed when
-// their results are in the table (or dropped).
-type round struct{ done chan struct{} }
+// their results are in the table (or dropped). missed is set by a
+// decision that gave up waiting for it.
+type round struct {
+	done   chan struct{}
+	missed atomic.Bool
+}
 
 // refill is one queued lease request.
 type refill struct {
@@ -629,7 +638,7 @@ func (n *Node) step() {
 		rd, last := n.take()
 		if len(n.reqs) > 0 {
 			if n.State() == Closed {
-				n.lease()
+				n.lease(rd)
 			} else {
 				n.drop(n.reqs)
 			}
@@ -669,8 +678,9 @@ func (n *Node) drop(reqs []refill) {
 	n.c.dropped.Add(uint64(len(reqs)))
 }
 
-// lease sends the taken refills to L2 in one call and applies the answers.
-func (n *Node) lease() {
+// lease sends the taken refills of round rd to L2 in one call and applies
+// the answers.
+func (n *Node) lease(rd *round) {
 	n.batch = n.batch[:0]
 	for _, r := range n.reqs {
 		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min})
@@ -728,15 +738,20 @@ func (n *Node) lease() {
 		})
 	}
 	n.c.leased.Add(uint64(granted))
-	n.hookBatch(Batch{Leases: len(n.batch), Granted: granted, Latency: lat, Failed: err != nil, OverBudget: over})
+	// A budget miss is a round trip a decision gave up waiting for, not
+	// merely a slow one: in a process whose CPUs are saturated the
+	// worker's round trips look slow by its own scheduling delay while
+	// Redis answers at once, and prefetched tokens mean that nobody waits.
+	missed := rd.missed.Load()
+	n.hookBatch(Batch{Leases: len(n.batch), Granted: granted, Latency: lat, Failed: err != nil, OverBudget: over, Missed: missed})
 	n.slow <<= 1
-	if over {
+	if missed {
 		n.slow |= 1
 	}
 	switch {
 	case err != nil || partial:
 		n.fail(now, CauseError)
-	case over:
+	case missed:
 		n.c.failures.Add(1)
 		n.failures = 0
 		if bits.OnesCount8(n.slow) > slowWindow/2 && n.State() == Closed {

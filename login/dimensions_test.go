@@ -15,11 +15,14 @@ import (
 // TestDimensionOrder: lockout, then client, then account; a refusal by an
 // earlier dimension counts nothing in a later one, so a refused attempt
 // never creates an account key.
-func TestDimensionOrder(t *testing.T) {
+// With a PairStore the same holds for one store operation per attempt.
+func TestDimensionOrder(t *testing.T) { eachStoreKind(t, testDimensionOrder) }
+
+func testDimensionOrder(t *testing.T, wrap func(login.Store) login.Store) {
 	clk := clock.NewManual(t0)
 	rate := newMemoryStore(t, clk)
 	lo := newLockout(t, login.LockoutConfig{MaxFailures: 1, Duration: time.Minute, Store: newMemoryLockoutStore(t, clk), Clock: clk})
-	l := newLimiter(t, login.Config{Limit: 3, PerClient: login.PerClient{Limit: 3, Window: 30 * time.Second}, Lockout: lo, Store: rate, Clock: clk})
+	l := newLimiter(t, login.Config{Limit: 3, PerClient: login.PerClient{Limit: 3, Window: 30 * time.Second}, Lockout: lo, Store: wrap(rate), Clock: clk})
 
 	// Locked: refused before anything is counted.
 	if st, _ := lo.RecordFailure(context.Background(), "mallory"); !st.Locked {
@@ -64,8 +67,12 @@ func TestDimensionOrder(t *testing.T) {
 // refuses still spends the client's budget (attempts made, not logins let
 // through), and rejected attempts never extend the client's wait.
 func TestPerClientRejectedAttemptsCount(t *testing.T) {
+	eachStoreKind(t, testPerClientRejectedAttemptsCount)
+}
+
+func testPerClientRejectedAttemptsCount(t *testing.T, wrap func(login.Store) login.Store) {
 	clk := clock.NewManual(t0)
-	l := newLimiter(t, login.Config{Limit: 1, PerClient: login.PerClient{Limit: 3}, Store: newMemoryStore(t, clk)})
+	l := newLimiter(t, login.Config{Limit: 1, PerClient: login.PerClient{Limit: 3}, Store: wrap(newMemoryStore(t, clk))})
 	var reasons []login.Reason
 	for range 5 {
 		reasons = append(reasons, evaluate(t, l, "192.0.2.1", "alice").Reason)
@@ -86,11 +93,13 @@ func TestPerClientRejectedAttemptsCount(t *testing.T) {
 
 // TestPerClientFailingStore: a failing store degrades at the first
 // dimension that fails, once, and a full store refuses at the client key.
-func TestPerClientFailingStore(t *testing.T) {
+func TestPerClientFailingStore(t *testing.T) { eachStoreKind(t, testPerClientFailingStore) }
+
+func testPerClientFailingStore(t *testing.T, wrap func(login.Store) login.Store) {
 	clk := clock.NewManual(t0)
 	fs := &faultStore{rate: newMemoryStore(t, clk)}
 	rec := &recorder{}
-	l := newLimiter(t, login.Config{PerClient: login.PerClient{Limit: 10}, Store: fs, Listener: rec.listen})
+	l := newLimiter(t, login.Config{PerClient: login.PerClient{Limit: 10}, Store: wrap(fs), Listener: rec.listen})
 	fs.set(login.OpRead)
 	if d := evaluate(t, l, "192.0.2.1", "alice"); d != (login.Decision{Allowed: true, Limit: 5, Remaining: -1, Degraded: true}) {
 		t.Fatalf("%+v", d)
@@ -107,11 +116,50 @@ func TestPerClientFailingStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l = newLimiter(t, login.Config{PerClient: login.PerClient{Limit: 10, Window: 2 * time.Minute}, Store: full})
+	l = newLimiter(t, login.Config{PerClient: login.PerClient{Limit: 10, Window: 2 * time.Minute}, Store: wrap(full)})
 	evaluate(t, l, "192.0.2.1", "alice") // client key + account key
 	want := login.Decision{Limit: 10, ResetAt: t0.Add(2 * time.Minute), RetryAfterSeconds: 120, Reason: login.ReasonCapacity, Window: 2 * time.Minute}
 	if d := evaluate(t, l, "192.0.2.2", "alice"); d != want {
 		t.Fatalf("new client on a full table:\n got %+v\nwant %+v", d, want)
+	}
+}
+
+// TestPairSecondWindowFails: a PairStore whose client window admitted the
+// attempt but whose account window failed: the decision degrades and the
+// client window keeps the attempt. Events follow the two steps as if they
+// were two Hits: the client window's successful write recovers, the
+// account window's failure fails again.
+func TestPairSecondWindowFails(t *testing.T) {
+	clk := clock.NewManual(t0)
+	ps := &pairStore{Store: newMemoryStore(t, clk)}
+	rec := &recorder{}
+	l := newLimiter(t, login.Config{PerClient: login.PerClient{Limit: 10}, Store: ps, Listener: rec.listen})
+	ps.failSecond.Store(true)
+	for range 2 {
+		if d := evaluate(t, l, "192.0.2.1", "alice"); d != (login.Decision{Allowed: true, Limit: 5, Remaining: -1, Degraded: true}) {
+			t.Fatalf("%+v", d)
+		}
+	}
+	if got := rec.types(); !equalTypes(got, login.CacheUnavailable, login.CacheRecovered, login.CacheUnavailable) {
+		t.Fatalf("events %v", got)
+	}
+	ps.failSecond.Store(false)
+	// Two client attempts counted, none for the account: the account
+	// window has 4 left, the client one 7: the decision reports the
+	// account (fewer left).
+	d := evaluate(t, l, "192.0.2.1", "alice")
+	if d.Degraded || d.Remaining != 4 || d.Window != login.DefaultWindow {
+		t.Fatalf("%+v", d)
+	}
+	for range 3 {
+		evaluate(t, l, "192.0.2.1", "bob")
+	}
+	// Client: 2 + 1 + 3 = 6 of 10 → 4 left; bob's account: 3 of 5 → 2.
+	if d := evaluate(t, l, "192.0.2.1", "carol"); d.Remaining != 3 || d.Limit != 10 {
+		t.Fatalf("client window: %+v", d)
+	}
+	if got := rec.types(); !equalTypes(got, login.CacheUnavailable, login.CacheRecovered, login.CacheUnavailable, login.CacheRecovered) {
+		t.Fatalf("events %v", got)
 	}
 }
 

@@ -64,6 +64,48 @@ func (f *faultStore) ClearFailures(ctx context.Context, k login.Key) error {
 	return f.lock.ClearFailures(ctx, k)
 }
 
+// pairStore gives a store HitPair in its sequential form (two Hits), so
+// that the Limiter's one-operation path for both windows runs against a
+// real store; pairs counts the calls.
+type pairStore struct {
+	login.Store
+	pairs      atomic.Int64
+	failSecond atomic.Bool // the second window fails (as a write) after the first admitted
+}
+
+func (p *pairStore) HitPair(ctx context.Context, k1 login.Key, l1 int, w1 time.Duration, k2 login.Key, l2 int, w2 time.Duration) (login.Hit, login.Hit, error) {
+	p.pairs.Add(1)
+	f, err := p.Store.Hit(ctx, k1, l1, w1)
+	if err != nil || !f.Allowed {
+		return f, login.Hit{}, err
+	}
+	if p.failSecond.Load() {
+		return f, login.Hit{}, &login.OpError{Op: login.OpWrite, Err: errInjected}
+	}
+	s, err := p.Store.Hit(ctx, k2, l2, w2)
+	return f, s, err
+}
+
+// eachStoreKind runs f with stores used as they are and wrapped as a
+// login.PairStore (want reports which pairs.Load() to expect: none for
+// the plain kind).
+func eachStoreKind(t *testing.T, f func(t *testing.T, wrap func(login.Store) login.Store)) {
+	t.Run("two-hits", func(t *testing.T) { f(t, func(s login.Store) login.Store { return s }) })
+	var wrapped []*pairStore
+	t.Run("pair", func(t *testing.T) {
+		f(t, func(s login.Store) login.Store {
+			p := &pairStore{Store: s}
+			wrapped = append(wrapped, p)
+			return p
+		})
+		for _, p := range wrapped {
+			if p.pairs.Load() == 0 {
+				t.Error("the limiter never used HitPair")
+			}
+		}
+	})
+}
+
 // recorder is a Listener that keeps every event.
 type recorder struct {
 	mu  sync.Mutex

@@ -167,6 +167,9 @@ type Decision struct {
 // reports the failure through [CacheUnavailable] / [CacheRecovered]
 // events. A full store is not a failing one: it refuses (see the package
 // documentation). It is safe for concurrent use and holds no goroutines.
+//
+// With the per-client dimension on and a [PairStore] (the Redis store is
+// one), both windows of an attempt are decided in one store operation.
 type Limiter struct {
 	limit     int
 	window    time.Duration
@@ -300,13 +303,31 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 		}
 	}
 	var client, h Hit
-	if pc := l.perClient; pc.Limit > 0 {
-		if st := l.step(ctx, &client, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
+	pc := l.perClient
+	if ps, ok := l.store.(PairStore); ok && pc.Limit > 0 {
+		// Both windows in one store operation.
+		start := l.mon.begin()
+		var err error
+		client, h, err = ps.HitPair(ctx, clientKey(clientIP), pc.Limit, pc.Window, key, l.limit, l.window)
+		first := err
+		if err != nil && client.Allowed {
+			first = nil // the client window admitted; the account one failed
+		}
+		if st := l.outcome(ctx, &client, first, start); st != stepAdmitted {
 			return l.decide(st, &client, pc.Limit, pc.Window, ReasonClient), nil
 		}
-	}
-	if st := l.step(ctx, &h, key, l.limit, l.window); st != stepAdmitted {
-		return l.decide(st, &h, l.limit, l.window, ReasonAccount), nil
+		if st := l.outcome(ctx, &h, err, start); st != stepAdmitted {
+			return l.decide(st, &h, l.limit, l.window, ReasonAccount), nil
+		}
+	} else {
+		if pc.Limit > 0 {
+			if st := l.step(ctx, &client, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
+				return l.decide(st, &client, pc.Limit, pc.Window, ReasonClient), nil
+			}
+		}
+		if st := l.step(ctx, &h, key, l.limit, l.window); st != stepAdmitted {
+			return l.decide(st, &h, l.limit, l.window, ReasonAccount), nil
+		}
 	}
 	if pc := l.perClient; pc.Limit > 0 && max(pc.Limit-client.Count, 0) < max(l.limit-h.Count, 0) {
 		return admitted(&client, pc.Limit, pc.Window), nil
@@ -329,6 +350,12 @@ func (l *Limiter) step(ctx context.Context, h *Hit, key Key, lim int, window tim
 	start := l.mon.begin()
 	var err error
 	*h, err = l.store.Hit(ctx, key, lim, window)
+	return l.outcome(ctx, h, err, start)
+}
+
+// outcome classifies the answer h, err of a store step that began with
+// token start, and keeps the cache-health books.
+func (l *Limiter) outcome(ctx context.Context, h *Hit, err error, start uint64) step {
 	switch {
 	case err == nil && h.Allowed:
 		l.mon.success(OpRead|OpWrite, start)

@@ -38,6 +38,27 @@ type Store interface {
 	Hit(ctx context.Context, key Key, limit int, window time.Duration) (Hit, error)
 }
 
+// PairStore is a [Store] that can decide both windows of one attempt in
+// one step: a shared store then answers a decision with the per-client
+// dimension on in one round trip instead of two. The [Limiter] uses it
+// whenever Config.PerClient is on; other stores get two Hits.
+type PairStore interface {
+	Store
+	// HitPair is Hit(first, firstLimit, firstWindow) followed, only if
+	// that admitted the attempt, by Hit(second, secondLimit,
+	// secondWindow): the second window never counts an attempt the first
+	// refused, and second is the zero Hit then. It may do both atomically
+	// (a linearization of the two Hits).
+	//
+	// On error: if first.Allowed, the first window admitted the attempt
+	// (first is its answer) and only the second failed; otherwise the
+	// first failed, first is what Hit would have returned with that
+	// error, and nothing was counted in the second. Errors mean what they
+	// mean for Hit ([ErrStoreFull], [ErrDisabled], [*OpError]).
+	HitPair(ctx context.Context, first Key, firstLimit int, firstWindow time.Duration,
+		second Key, secondLimit int, secondWindow time.Duration) (f, s Hit, err error)
+}
+
 // Hit is a [Store]'s answer to one rolling-window attempt.
 type Hit struct {
 	// Allowed reports whether the attempt was recorded.

@@ -14,12 +14,24 @@
 // attempt per operation, so a Redis that is down or hanging degrades the
 // caller at once instead of stalling it. No error of this package contains
 // the URL, an address or a password.
+//
+// TLS: a rediss:// URL verifies the server's certificate against the
+// system's roots, or against the CAs of Options.CAFile (a private CA, the
+// usual case for Redis); Options.CertFile and KeyFile add a client
+// certificate for servers that require one. [Check] pings a client's
+// server(s) and names the problem without an address, telling an
+// untrusted certificate ([ErrUntrusted]) apart.
 package redisconn
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +46,8 @@ const (
 	MaxTimeout          = 10 * time.Second
 	MaxPoolSize         = 1000
 	MaxURLLen           = 4096
+	// MaxPEMFileSize bounds CAFile, CertFile and KeyFile.
+	MaxPEMFileSize = 1 << 20
 )
 
 // ErrConfig is wrapped by every error of [Options.Validate] and [Open].
@@ -60,9 +74,20 @@ type Options struct {
 	// private RootCAs or client certificates). Its ServerName defaults to
 	// the URL's host. Setting it with a redis:// URL is an error.
 	TLS *tls.Config
+	// CAFile names a PEM file of the CA certificates that sign the
+	// server's certificate, trusted instead of the system's roots
+	// (rediss:// only; not together with TLS.RootCAs). At most
+	// MaxPEMFileSize bytes.
+	CAFile string
+	// CertFile and KeyFile, both or neither, name a PEM client
+	// certificate and its private key, for servers that require client
+	// certificates (tls-auth-clients yes); rediss:// only, not together
+	// with TLS.Certificates.
+	CertFile, KeyFile string
 }
 
-// Validate checks o without connecting. Errors never contain the URL.
+// Validate checks o without connecting; it reads CAFile, CertFile and
+// KeyFile. Errors never contain the URL.
 func (o Options) Validate() error {
 	_, _, err := o.parse()
 	return err
@@ -143,6 +168,9 @@ func (o Options) parse() (single *redis.Options, cluster *redis.ClusterOptions, 
 		}
 		*tlsc = c
 	}
+	if err := o.loadFiles(tlsc); err != nil {
+		return nil, nil, err
+	}
 	if *tlsc != nil && (*tlsc).MinVersion == 0 {
 		(*tlsc).MinVersion = tls.VersionTLS12
 	}
@@ -153,4 +181,151 @@ func (o Options) parse() (single *redis.Options, cluster *redis.ClusterOptions, 
 		return nil, nil, fmt.Errorf("%w: pool_size out of range [1, %d]", ErrConfig, MaxPoolSize)
 	}
 	return single, cluster, nil
+}
+
+// loadFiles applies CAFile, CertFile and KeyFile to *tlsc (which is nil
+// for a redis:// URL).
+func (o Options) loadFiles(tlsc **tls.Config) error {
+	if o.CAFile == "" && o.CertFile == "" && o.KeyFile == "" {
+		return nil
+	}
+	if *tlsc == nil {
+		return fmt.Errorf("%w: CAFile, CertFile and KeyFile need a rediss:// URL", ErrConfig)
+	}
+	c := (*tlsc).Clone()
+	if o.CAFile != "" {
+		if c.RootCAs != nil {
+			return fmt.Errorf("%w: set either CAFile or TLS.RootCAs, not both", ErrConfig)
+		}
+		b, err := readPEM("CAFile", o.CAFile)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return fmt.Errorf("%w: CAFile holds no PEM certificate", ErrConfig)
+		}
+		c.RootCAs = pool
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return fmt.Errorf("%w: CertFile and KeyFile go together", ErrConfig)
+	}
+	if o.CertFile != "" {
+		if len(c.Certificates) > 0 {
+			return fmt.Errorf("%w: set either CertFile and KeyFile or TLS.Certificates, not both", ErrConfig)
+		}
+		cert, err := readPEM("CertFile", o.CertFile)
+		if err != nil {
+			return err
+		}
+		key, err := readPEM("KeyFile", o.KeyFile)
+		if err != nil {
+			return err
+		}
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			// crypto/tls's message names neither file contents nor key.
+			return fmt.Errorf("%w: CertFile and KeyFile: %v", ErrConfig, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	*tlsc = c
+	return nil
+}
+
+// readPEM reads a file of at most MaxPEMFileSize bytes; errors name the
+// option, not the path's contents.
+func readPEM(field, name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: cannot open: %v", ErrConfig, field, pathErr(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxPEMFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: cannot read: %v", ErrConfig, field, pathErr(err))
+	}
+	if len(b) > MaxPEMFileSize {
+		return nil, fmt.Errorf("%w: %s larger than %d bytes", ErrConfig, field, MaxPEMFileSize)
+	}
+	return b, nil
+}
+
+// pathErr strips the path from a file error.
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ErrUntrusted is wrapped by [Check]'s error when the server presented a
+// TLS certificate the client does not trust (unknown authority, wrong
+// host name, expired): configure CAFile (or TLS.RootCAs) with the CA that
+// signed it.
+var ErrUntrusted = errors.New("redisconn: the server's TLS certificate is not trusted")
+
+// CheckError is a failed [Check]: its text is redacted (no address, host
+// name or URL, see [Redact]); Unwrap returns the original error.
+type CheckError struct {
+	msg string
+	err error
+}
+
+func (e *CheckError) Error() string { return e.msg }
+
+// Unwrap returns the underlying errors: the client's, and ErrUntrusted
+// when the certificate was not trusted.
+func (e *CheckError) Unwrap() []error {
+	if untrusted(e.err) != "" {
+		return []error{ErrUntrusted, e.err}
+	}
+	return []error{e.err}
+}
+
+// Check pings the server, or every master of a Redis Cluster, and returns
+// nil or a [*CheckError] whose text names the problem without an address,
+// a host name or the URL (so it is fit for logs and readiness details);
+// errors.Is(err, ErrUntrusted) reports a server certificate the client
+// does not trust. Use it for start-up and readiness checks.
+func Check(ctx context.Context, c redis.UniversalClient) error {
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	} else {
+		err = c.Ping(ctx).Err()
+	}
+	if err == nil {
+		return nil
+	}
+	if why := untrusted(err); why != "" {
+		return &CheckError{msg: ErrUntrusted.Error() + ": " + why, err: err}
+	}
+	return &CheckError{msg: "redisconn: check failed: " + Redact(err.Error()), err: err}
+}
+
+// untrusted explains a certificate verification failure in fixed words
+// (crypto/x509's own messages name host names), or returns "".
+func untrusted(err error) string {
+	var (
+		ua x509.UnknownAuthorityError
+		hn x509.HostnameError
+		ci x509.CertificateInvalidError
+		ve *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &ua):
+		return "signed by an unknown authority (configure CAFile with the CA that signed it)"
+	case errors.As(err, &hn):
+		return "not valid for the server's name (the URL's host, or TLS.ServerName)"
+	case errors.As(err, &ci):
+		if ci.Reason == x509.Expired {
+			return "expired or not yet valid"
+		}
+		return "not valid for this use (" + Redact(ci.Error()) + ")"
+	case errors.As(err, &ve):
+		return "verification failed"
+	}
+	return ""
 }

@@ -37,14 +37,19 @@ type childSpec struct {
 	// loops: pacing offers a steady overload without starving the
 	// replica's own worker of CPU on a small machine.
 	Pace time.Duration
+	// Budget is the node's Config.Budget (0: the default).
+	Budget time.Duration
 }
 
 // childResult is what a child replica reports on stdout.
 type childResult struct {
 	Allowed, Rejected int64
-	ReplicasAtStart   int
-	Info              map[string]int64
-	Stats             global.Stats
+	// First and Last are when (Unix nanoseconds) the replica's first
+	// decision began and its last one ended.
+	First, Last     int64
+	ReplicasAtStart int
+	Info            map[string]int64
+	Stats           global.Stats
 }
 
 func TestMain(m *testing.M) {
@@ -68,7 +73,7 @@ func runChild(raw string) int {
 	defer st.Close()
 	var over, total atomic.Int64
 	var causes sync.Map
-	node, err := global.New(global.Config{Store: st, Hooks: global.Hooks{
+	node, err := global.New(global.Config{Store: st, Budget: spec.Budget, Hooks: global.Hooks{
 		Batch: func(b global.Batch) {
 			total.Add(1)
 			if b.OverBudget {
@@ -96,11 +101,25 @@ func runChild(raw string) int {
 	atStart := node.Replicas()
 	end := time.Now().Add(spec.Duration)
 	var allowed, rejected atomic.Int64
+	var first, last atomic.Int64
+	first.Store(1<<63 - 1)
 	var wg sync.WaitGroup
 	for g := range spec.Callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			for began := time.Now().UnixNano(); ; {
+				if f := first.Load(); began >= f || first.CompareAndSwap(f, began) {
+					break
+				}
+			}
+			defer func() {
+				for ended := time.Now().UnixNano(); ; {
+					if l := last.Load(); ended <= l || last.CompareAndSwap(l, ended) {
+						break
+					}
+				}
+			}()
 			for i := 0; ; i++ {
 				key := spec.Keys[(g+i)%len(spec.Keys)]
 				if i%64 == 0 && time.Now().After(end) {
@@ -120,7 +139,8 @@ func runChild(raw string) int {
 	wg.Wait()
 	res0 := map[string]int64{"batches": total.Load(), "over_budget": over.Load()}
 	causes.Range(func(k, v any) bool { res0["open_"+k.(string)] = v.(*atomic.Int64).Load(); return true })
-	res := childResult{Info: res0, Allowed: allowed.Load(), Rejected: rejected.Load(), ReplicasAtStart: atStart, Stats: node.Stats()}
+	res := childResult{Info: res0, Allowed: allowed.Load(), Rejected: rejected.Load(), First: first.Load(), Last: last.Load(),
+		ReplicasAtStart: atStart, Stats: node.Stats()}
 	_ = node.Close()
 	out, _ := json.Marshal(res)
 	fmt.Println("RESULT " + string(out))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -130,6 +131,17 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 	spec := childSpec{URL: url, Cluster: cluster, Rate: rate, Burst: burst, Callers: envInt("BULWARK_GLOBAL_PROOF_CALLERS", 4),
 		Keys: keys, StartAt: time.Now().Add(2 * time.Second).UnixNano(), Duration: dur,
 		Pace: envDuration("BULWARK_GLOBAL_PROOF_PACE", 250*time.Microsecond)}
+	if raceEnabled || cluster {
+		// Four replicas and the Redis server(s) share the machine (two
+		// cores here): with three cluster nodes, or the race detector
+		// slowing every goroutine, CPU contention alone makes decisions
+		// wait longer than the default 2 ms for refills queued behind the
+		// round trip in flight; they give up, and the breakers open. That
+		// is the outage path (TestRedisKilledMidLoad), whose fallback
+		// admissions are paid back only after the breaker closes, not the
+		// accounting this proof is about.
+		spec.Budget = 5 * time.Millisecond
+	}
 	raw, _ := json.Marshal(spec)
 	var (
 		cmds []*exec.Cmd
@@ -165,7 +177,9 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 	}
 	var total, decisions int64
 	var shares []int64
+	first, last := int64(1<<63-1), int64(0)
 	for i, r := range results {
+		first, last = min(first, r.First), max(last, r.Last)
 		total += r.Allowed
 		decisions += r.Allowed + r.Rejected
 		shares = append(shares, r.Allowed)
@@ -173,11 +187,20 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		t.Logf("replica %d: allowed %d rejected %d | refills %d batches %d leased %d waits %d timeouts %d fallback %d opened %d replicas %d (%d at start) %v",
 			i, r.Allowed, r.Rejected, s.Refills, s.Batches, s.Leased, s.Waits, s.WaitTimeouts, s.Fallback, s.Opened, s.Replicas, r.ReplicasAtStart, r.Info)
 	}
-	// All replicas start at StartAt and stop Duration later; allow 50 ms of
-	// scheduling skew in the window.
-	ideal := float64(len(keys)) * (float64(burst) + rate*(dur+50*time.Millisecond).Seconds())
-	t.Logf("%d processes, %v, %d keys: admitted %d of %d decisions (offered %.0f/s, %.0f× the limit); GCRA bound %.0f (ratio %.4f); per process %v",
-		procs, dur, len(keys), total, decisions, float64(decisions)/dur.Seconds(), float64(decisions)/dur.Seconds()/(rate*float64(len(keys))), ideal, float64(total)/ideal, shares)
+	// The bound is the GCRA's over the span the replicas actually decided
+	// in, from the first decision's start to the last one's end (all
+	// replicas share this host's clock): every admission spends a token
+	// L2 granted within that span, and L2 grants at most Burst + Rate·span
+	// per key. (All replicas aim at StartAt + Duration, but a loaded
+	// machine stretches the span by tens of milliseconds, which is not
+	// over-admission.)
+	span := time.Duration(last - first)
+	ideal := float64(len(keys)) * (float64(burst) + rate*span.Seconds())
+	t.Logf("%d processes, %v (decided over %v), %d keys: admitted %d of %d decisions (offered %.0f/s, %.0f× the limit); GCRA bound %.0f (ratio %.4f); per process %v",
+		procs, dur, span.Round(time.Millisecond), len(keys), total, decisions, float64(decisions)/dur.Seconds(), float64(decisions)/dur.Seconds()/(rate*float64(len(keys))), ideal, float64(total)/ideal, shares)
+	if span < dur || span > dur+time.Second {
+		t.Fatalf("replicas decided over %v, want about %v", span, dur)
+	}
 	if float64(total) > ideal*1.01 {
 		t.Errorf("admitted %d > 1.01 × bound %.0f", total, ideal)
 	}
@@ -399,18 +422,16 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	st := openStore(t, redisconn.Options{URL: c.URL(), Cluster: true})
 	cc := st.Client().(*redis.ClusterClient)
 	ctx := context.Background()
-	// The replicas' keys expire about 100 ms after their last lease
-	// (burst/rate), often before this check on a loaded machine: lease
-	// each key once more at a slow rate, so that it stays for hours.
-	n := newNode(t, global.Config{Store: st, Budget: time.Second})
-	slow, err := n.Limiter("proof", limit.GCRA{Rate: 0.01, Burst: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The replicas' buckets expire as soon as they are full again (within
+	// 100 ms of the load's end), which a loaded machine may take longer
+	// than to get here: lease from each key once more, with an interval
+	// that keeps it for a minute, so the check does not race the expiry.
+	var touch []global.Lease
 	for _, k := range keys {
-		if !slow.Allow(k).Allowed {
-			t.Fatalf("key %s: the check's lease was refused (state %v)", k, n.State())
-		}
+		touch = append(touch, global.Lease{Key: global.KeyOf("proof", k), Interval: time.Second, Burst: 60, Want: 60, Min: 1})
+	}
+	if err := st.Lease(ctx, touch); err != nil {
+		t.Fatal(err)
 	}
 	masters := map[string]bool{}
 	for _, k := range keys {
@@ -446,5 +467,67 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	t.Logf("%d keys spread over %d masters", len(keys), len(masters))
 	if len(masters) < 2 {
 		t.Errorf("keys landed on %d master(s); the test wants them spread", len(masters))
+	}
+}
+
+// TestTLS: over rediss:// with the CA's file and the client certificate
+// the server requires, two nodes share one bucket exactly (the frozen
+// burst is all they admit) with every decision made globally; a node that
+// does not trust the server's certificate never reaches it: its breaker
+// opens, it serves the local share, and redisconn.Check says why without
+// the password or the address.
+func TestTLS(t *testing.T) {
+	rd := testsvc.StartRedisTLS(t, testsvc.RedisTLSOptions{RequireClientCert: true})
+	tl := rd.TLS()
+	o := redisconn.Options{URL: rd.URL(), CAFile: tl.CA.File, CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile}
+	g := limit.GCRA{Rate: 0.001, Burst: 40} // no refill within the test
+	var lims [2]*global.Limiter
+	for i := range lims {
+		st := openStore(t, o)
+		// Handshake first (slow under the race detector), so that no
+		// decision below waits for a TLS handshake.
+		if err := redisconn.Check(context.Background(), st.Client()); err != nil {
+			t.Fatal(err)
+		}
+		n := newNode(t, global.Config{Store: st, Budget: global.MaxBudget, MaxLease: 4})
+		l, err := n.Limiter("tls", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[i] = l
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if lims[i%2].Allow("k").Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, l := range lims {
+		if s := l.Node().Stats(); s.Fallback != 0 || s.Opened != 0 || s.Refills == 0 {
+			t.Fatalf("not global: %+v", s)
+		}
+	}
+	if n := allowed.Load(); n > g.Burst || n < g.Burst-8 {
+		t.Fatalf("admitted %d of burst %d", n, g.Burst)
+	}
+
+	other := testsvc.NewCA(t, "not the server's CA")
+	bad := o
+	bad.URL, bad.CAFile = "rediss://default:pw-s3cret@"+rd.Addr(), other.File
+	st := openStore(t, bad)
+	n := newNode(t, global.Config{Store: st, Failures: 1})
+	l, _ := n.Limiter("tls", g)
+	waitFor(t, "the breaker to open", 10*time.Second, func() bool { l.Allow("k"); return n.Stats().Opened > 0 })
+	err := redisconn.Check(context.Background(), st.Client())
+	if !errors.Is(err, redisconn.ErrUntrusted) || strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), rd.Addr()) {
+		t.Fatalf("Check: %v", err)
 	}
 }

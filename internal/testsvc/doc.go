@@ -5,6 +5,10 @@
 //	pg := testsvc.StartPostgres(t)  // pg.DSN(), pg.Kill(), pg.Restart(), ...
 //	rd := testsvc.StartRedis(t)     // rd.Addr(), rd.Kill(), rd.Restart(), ...
 //
+// [StartRedisTLS] starts a TLS-only Redis with a throwaway CA and
+// certificates generated in Go ([NewCA], [CA.Issue]); [StartRedisCluster]
+// a Redis Cluster.
+//
 // The binaries come from the Debian packages postgresql (PostgreSQL ≥ 15)
 // and redis-server; scripts/test installs them when run as root. A missing
 // binary fails the test with the package name: tests that need a server

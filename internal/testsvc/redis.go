@@ -4,6 +4,7 @@ package testsvc
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,8 +39,9 @@ type Redis struct {
 	dir string // working directory, pid file and log; removed on cleanup
 	log string
 
-	extra   []string // more redis-server arguments (cluster mode)
-	busPort int      // cluster bus port, 0 when not in cluster mode
+	extra   []string  // more redis-server arguments (cluster mode)
+	busPort int       // cluster bus port, 0 when not in cluster mode
+	tls     *RedisTLS // nil: plain TCP
 
 	mu   sync.Mutex
 	port int
@@ -53,10 +55,36 @@ type Redis struct {
 // the Debian package to install; it never skips.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
-	return startRedis(t, false)
+	return startRedis(t, false, nil)
 }
 
-func startRedis(t testing.TB, cluster bool) *Redis {
+// RedisTLSOptions configure [StartRedisTLS].
+type RedisTLSOptions struct {
+	// RequireClientCert makes the server refuse clients that present no
+	// certificate signed by its CA (tls-auth-clients yes); otherwise a
+	// client certificate is optional.
+	RequireClientCert bool
+}
+
+// RedisTLS is the TLS side of a server started by [StartRedisTLS]: a
+// throwaway CA made for it, the server's certificate (for 127.0.0.1, ::1
+// and localhost) and a client certificate, all signed by that CA.
+type RedisTLS struct {
+	CA                *CA
+	Server, Client    *Issued
+	RequireClientCert bool
+}
+
+// StartRedisTLS is [StartRedis] for a server that speaks only TLS (no
+// plain port): a fresh CA and certificates are generated in Go for it, in
+// the server's directory. Connect with [Redis.URL] (rediss://) and a TLS
+// configuration that trusts TLS().CA (see [Redis.ClientTLS]).
+func StartRedisTLS(t testing.TB, o RedisTLSOptions) *Redis {
+	t.Helper()
+	return startRedis(t, false, &o)
+}
+
+func startRedis(t testing.TB, cluster bool, tlsOpts *RedisTLSOptions) *Redis {
 	t.Helper()
 	began := time.Now()
 	bin, err := findRedis(exec.LookPath)
@@ -69,6 +97,11 @@ func startRedis(t testing.TB, cluster bool) *Redis {
 	}
 	r := &Redis{t: t, bin: bin, dir: dir, log: filepath.Join(dir, "redis.log")}
 	t.Cleanup(r.cleanup)
+	if tlsOpts != nil {
+		if r.tls, err = makeRedisTLS(dir, *tlsOpts); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if cluster {
 		bus, err := freePort()
 		if err != nil {
@@ -85,8 +118,49 @@ func startRedis(t testing.TB, cluster bool) *Redis {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("testsvc: redis-server on 127.0.0.1:%d ready in %v", port, time.Since(began).Round(time.Millisecond))
+	mode := ""
+	if r.tls != nil {
+		mode = " (TLS only)"
+	}
+	t.Logf("testsvc: redis-server on 127.0.0.1:%d%s ready in %v", port, mode, time.Since(began).Round(time.Millisecond))
 	return r
+}
+
+func makeRedisTLS(dir string, o RedisTLSOptions) (*RedisTLS, error) {
+	ca, err := newCA(dir, "bulwark testsvc redis CA")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := ca.Issue(dir, "server", true)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := ca.Issue(dir, "client", false)
+	if err != nil {
+		return nil, err
+	}
+	return &RedisTLS{CA: ca, Server: srv, Client: cli, RequireClientCert: o.RequireClientCert}, nil
+}
+
+// TLS returns the server's TLS material, nil for a plain server.
+func (r *Redis) TLS() *RedisTLS { return r.tls }
+
+// ClientTLS returns a client configuration for a TLS server: it trusts
+// only the server's CA and presents the client certificate. It is nil
+// for a plain server.
+func (r *Redis) ClientTLS() *tls.Config {
+	if r.tls == nil {
+		return nil
+	}
+	return &tls.Config{RootCAs: r.tls.CA.Pool(), Certificates: []tls.Certificate{r.tls.Client.Cert}, MinVersion: tls.VersionTLS12}
+}
+
+// URL returns redis://127.0.0.1:PORT, or rediss:// for a TLS server.
+func (r *Redis) URL() string {
+	if r.tls != nil {
+		return "rediss://" + r.Addr()
+	}
+	return "redis://" + r.Addr()
 }
 
 // Addr returns "127.0.0.1:PORT". It stays the same across Restart.
@@ -193,8 +267,17 @@ func (r *Redis) startLocked(newPort bool) error {
 
 func (r *Redis) startOnce(deadline time.Time) error {
 	from := logSize(r.log)
-	pr, err := startProc(r.bin, append([]string{
-		"--port", strconv.Itoa(r.port),
+	ports := []string{"--port", strconv.Itoa(r.port)}
+	if t := r.tls; t != nil {
+		auth := "optional"
+		if t.RequireClientCert {
+			auth = "yes"
+		}
+		ports = []string{"--port", "0", "--tls-port", strconv.Itoa(r.port),
+			"--tls-cert-file", t.Server.CertFile, "--tls-key-file", t.Server.KeyFile,
+			"--tls-ca-cert-file", t.CA.File, "--tls-auth-clients", auth}
+	}
+	pr, err := startProc(r.bin, append(append(ports,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -202,7 +285,7 @@ func (r *Redis) startOnce(deadline time.Time) error {
 		"--daemonize", "no",
 		"--pidfile", filepath.Join(r.dir, "redis.pid"),
 		"--logfile", "", // stdout, which is the log file
-	}, r.extra...), r.dir, r.log, nil, syscall.SIGKILL)
+	), r.extra...), r.dir, r.log, nil, syscall.SIGKILL)
 	if err != nil {
 		return fmt.Errorf("testsvc: start redis-server: %w", err)
 	}
@@ -216,7 +299,7 @@ func (r *Redis) startOnce(deadline time.Time) error {
 				portInUse: strings.Contains(out, "Address already in use") || strings.Contains(out, "Could not create server TCP listening socket"),
 			}
 		}
-		if redisPing(addr) {
+		if redisPing(addr, r.ClientTLS()) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -228,9 +311,17 @@ func (r *Redis) startOnce(deadline time.Time) error {
 }
 
 // redisPing reports whether a Redis server at addr answers PING with PONG
-// (a server still loading answers -LOADING).
-func redisPing(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// (a server still loading answers -LOADING), over TLS when tc is set.
+func redisPing(addr string, tc *tls.Config) bool {
+	var (
+		c   net.Conn
+		err error
+	)
+	if tc != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, tc)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+	}
 	if err != nil {
 		return false
 	}
@@ -288,7 +379,7 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 	c := &RedisCluster{}
 	args := []string{"--cluster", "create"}
 	for range n {
-		r := startRedis(t, true)
+		r := startRedis(t, true, nil)
 		c.Nodes = append(c.Nodes, r)
 		args = append(args, r.Addr())
 	}

@@ -4,6 +4,7 @@ package testsvc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -253,6 +254,56 @@ func TestRedisKillRestartStop(t *testing.T) {
 	rd.Restart()
 	if err := c.Ping(ctx(t)).Err(); err != nil {
 		t.Fatalf("PING after Stop+Restart: %v", err)
+	}
+}
+
+// TestRedisTLS: a TLS-only server answers clients that trust its CA and
+// present the client certificate, refuses a client without one (client
+// certificates required), a client that trusts another CA, and plain TCP;
+// it stays TLS-only across Restart.
+func TestRedisTLS(t *testing.T) {
+	rd := StartRedisTLS(t, RedisTLSOptions{RequireClientCert: true})
+	if !strings.HasPrefix(rd.URL(), "rediss://127.0.0.1:") || rd.TLS() == nil {
+		t.Fatalf("URL %q, TLS %v", rd.URL(), rd.TLS())
+	}
+	ping := func(tc *tls.Config) error {
+		c := redis.NewClient(&redis.Options{Addr: rd.Addr(), TLSConfig: tc, MaxRetries: -1, DialTimeout: 2 * time.Second})
+		defer c.Close()
+		return c.Ping(ctx(t)).Err()
+	}
+	if err := ping(rd.ClientTLS()); err != nil {
+		t.Fatalf("trusted client with a certificate: %v", err)
+	}
+	noCert := rd.ClientTLS()
+	noCert.Certificates = nil
+	if err := ping(noCert); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	other := NewCA(t, "other CA")
+	if err := ping(&tls.Config{RootCAs: other.Pool(), Certificates: rd.ClientTLS().Certificates}); err == nil ||
+		!strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("client trusting another CA: %v", err)
+	}
+	if err := ping(nil); err == nil {
+		t.Fatal("plain TCP was served")
+	}
+	for _, f := range []string{rd.TLS().CA.File, rd.TLS().Server.KeyFile, rd.TLS().Client.CertFile} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fi, _ := os.Stat(rd.TLS().Server.KeyFile); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("server key mode %v", fi.Mode())
+	}
+	rd.Restart()
+	if err := ping(rd.ClientTLS()); err != nil {
+		t.Fatalf("after Restart: %v", err)
+	}
+	if err := ping(nil); err == nil {
+		t.Fatal("plain TCP was served after Restart")
+	}
+	if StartRedis(t).TLS() != nil || StartRedis(t).ClientTLS() != nil {
+		t.Fatal("a plain server has TLS material")
 	}
 }
 

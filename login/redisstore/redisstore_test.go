@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // counter is a go-redis hook that counts the commands a client sends: each
@@ -170,16 +174,14 @@ func TestRollingOnServerTime(t *testing.T) {
 	const window = 60 * time.Second
 	var key login.Key
 	key[0] = 1
-	zkey := "bulwark:login:rl:{" + hex.EncodeToString(key[:]) + "}"
+	zkey := "bulwark:login:rw:{" + hex.EncodeToString(key[:]) + "}"
 
 	now := serverMicros(t, c)
 	inside := now - window.Microseconds() + 10_000_000 // leaves in 10 s
 	// Four attempts exactly at now-window: the script's now is >= ours, so
 	// they are at or before its now-window and must be forgotten.
-	for i := range 4 {
-		c.ZAdd(ctx, zkey, redis.Z{Score: float64(now - window.Microseconds()), Member: "old" + strconv.Itoa(i)})
-	}
-	c.ZAdd(ctx, zkey, redis.Z{Score: float64(inside), Member: "inside"})
+	old := now - window.Microseconds()
+	plant(t, c, zkey, old, old, old, old, inside)
 	h, err := s.Hit(ctx, key, 2, window)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +194,8 @@ func TestRollingOnServerTime(t *testing.T) {
 	if got, want := h.At.Add(h.NextSlot), time.UnixMicro(inside).Add(window); !got.Equal(want) {
 		t.Fatalf("next slot %v, want %v", got, want)
 	}
-	if n := c.ZCard(ctx, zkey).Val(); n != 2 {
-		t.Fatalf("ZCARD %d", n)
+	if got := readLog(t, c, zkey); len(got) != 2 || got[0] != inside || !time.UnixMicro(got[1]).Equal(admittedAt) {
+		t.Fatalf("log %v, want [%d %d]", got, inside, admittedAt.UnixMicro())
 	}
 	// Full: rejected, nothing added, wait = 10 s minus the elapsed time.
 	h, err = s.Hit(ctx, key, 2, window)
@@ -203,8 +205,8 @@ func TestRollingOnServerTime(t *testing.T) {
 	if h.Allowed || h.Count != 2 || h.NextSlot <= 9*time.Second || h.NextSlot > 10*time.Second {
 		t.Fatalf("%+v", h)
 	}
-	if n := c.ZCard(ctx, zkey).Val(); n != 2 {
-		t.Fatalf("a rejection changed the log: ZCARD %d", n)
+	if got := readLog(t, c, zkey); len(got) != 2 {
+		t.Fatalf("a rejection changed the log: %v", got)
 	}
 	if ttl := c.PTTL(ctx, zkey).Val(); ttl <= 0 || ttl > window {
 		t.Fatalf("PTTL %v", ttl)
@@ -212,7 +214,7 @@ func TestRollingOnServerTime(t *testing.T) {
 
 	// A log holding more than the limit (it was lowered): the next slot
 	// frees when enough attempts have left, not when the oldest leaves.
-	c.ZAdd(ctx, zkey, redis.Z{Score: float64(inside + 20_000_000), Member: "later"})
+	plant(t, c, zkey, append(readLog(t, c, zkey), inside+20_000_000)...)
 	h, err = s.Hit(ctx, key, 1, window)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +240,41 @@ func TestRollingOnServerTime(t *testing.T) {
 	if d := time.Until(first.ResetAt); d < 55*time.Second || d > 65*time.Second {
 		t.Fatalf("ResetAt %v is not about a window away", first.ResetAt)
 	}
+}
+
+// plant writes a rate-limit log holding the given server instants (µs),
+// sorted, as the hit script keeps it, with an expiry of a minute.
+func plant(t testing.TB, c *redis.Client, key string, at ...int64) {
+	t.Helper()
+	slices.Sort(at)
+	var b strings.Builder
+	for _, v := range at {
+		fmt.Fprintf(&b, "%016d", v)
+	}
+	if err := c.Set(context.Background(), key, b.String(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readLog returns the instants of a rate-limit log.
+func readLog(t testing.TB, c *redis.Client, key string) []int64 {
+	t.Helper()
+	s, err := c.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s)%16 != 0 {
+		t.Fatalf("log of %d bytes", len(s))
+	}
+	var out []int64
+	for i := 0; i < len(s); i += 16 {
+		v, err := strconv.ParseInt(s[i:i+16], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // TestOneRoundTrip: each Evaluate sends exactly one command, EVALSHA, as
@@ -302,7 +339,7 @@ func TestKeys(t *testing.T) {
 	lo.RecordFailure(ctx, "bob")
 	lo.RecordFailure(ctx, "bob") // locks bob
 	keys := c.Keys(ctx, "*").Val()
-	re := regexp.MustCompile(`^app1:(rl:\{[0-9a-f]{64}\}|lk:\{[0-9a-f]{64}\}:[nl])$`)
+	re := regexp.MustCompile(`^app1:(rw:\{[0-9a-f]{64}\}|lk:\{[0-9a-f]{64}\}:[nl])$`)
 	if len(keys) != 3 {
 		t.Fatalf("keys %v", keys)
 	}
@@ -510,7 +547,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // the URL never shows in errors.
 func TestOpenURLClusterExact(t *testing.T) {
 	c := testsvc.StartRedisCluster(t, 3)
-	var lims [2]*login.Limiter
+	var lims, lims2d [2]*login.Limiter
 	for i := range lims {
 		s, err := redisstore.Open(redisstore.Options{URL: c.URL(), Cluster: true})
 		if err != nil {
@@ -522,6 +559,9 @@ func TestOpenURLClusterExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		lims[i] = l
+		if lims2d[i], err = login.New(login.Config{Store: s, PerClient: login.PerClient{Limit: 7}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var wg sync.WaitGroup
 	var allowed atomic.Int32
@@ -542,6 +582,26 @@ func TestOpenURLClusterExact(t *testing.T) {
 	if n := allowed.Load(); n != 5 {
 		t.Fatalf("allowed %d, want 5", n)
 	}
+	// Both windows on a cluster (two keys in two slots: two scripts in
+	// turn): one address, 40 accounts → exactly 7.
+	allowed.Store(0)
+	for g := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := evaluate(t, lims2d[g%2], "192.0.2.9", "user"+strconv.Itoa(g))
+			if d.Degraded || !d.Allowed && d.Reason != login.ReasonClient {
+				t.Errorf("%+v", d)
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 7 {
+		t.Fatalf("per-client on a cluster: allowed %d, want 7", n)
+	}
 	for _, o := range []redisstore.Options{
 		{URL: "redis://user:s3cret@[bad"},
 		{URL: "redis://h:1", Addr: "h:1"},
@@ -551,5 +611,223 @@ func TestOpenURLClusterExact(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "h:1") {
 			t.Errorf("Open(%q): %v", o.URL, err)
 		}
+	}
+}
+
+// TestOpenTLS: over rediss:// with the CA's file (and the client
+// certificate the server requires), two replicas' limiters hold the limit
+// exactly; a store that does not trust the server's certificate degrades
+// (fails open, like any unreachable cache) and redisconn.Check says why,
+// without the password or the address.
+func TestOpenTLS(t *testing.T) {
+	rd := testsvc.StartRedisTLS(t, testsvc.RedisTLSOptions{RequireClientCert: true})
+	tl := rd.TLS()
+	var lims [2]*login.Limiter
+	for i := range lims {
+		s, err := redisstore.Open(redisstore.Options{URL: rd.URL(), CAFile: tl.CA.File, CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if lims[i], err = login.New(login.Config{Store: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var allowed atomic.Int32
+	for g := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := evaluate(t, lims[g%2], "192.0.2.9", "erin")
+			if d.Degraded {
+				t.Errorf("degraded %+v", d)
+			}
+			if d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 5 {
+		t.Fatalf("allowed %d, want 5", n)
+	}
+
+	other := testsvc.NewCA(t, "not the server's CA")
+	s, err := redisstore.Open(redisstore.Options{URL: "rediss://default:pw-s3cret@" + rd.Addr(), CAFile: other.File,
+		CertFile: tl.Client.CertFile, KeyFile: tl.Client.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	rec := &recorder{}
+	l, _ := login.New(login.Config{Store: s, Listener: rec.listen})
+	if d := evaluate(t, l, "192.0.2.9", "erin"); !d.Degraded || !d.Allowed {
+		t.Fatalf("untrusted server: %+v", d)
+	}
+	if got := rec.types(); got != "CACHE_UNAVAILABLE" {
+		t.Fatalf("events %q", got)
+	}
+	err = redisconn.Check(context.Background(), s.Client())
+	if !errors.Is(err, redisconn.ErrUntrusted) || strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), rd.Addr()) {
+		t.Fatalf("Check: %v", err)
+	}
+	if _, err := redisstore.Open(redisstore.Options{Addr: rd.Addr(), CAFile: tl.CA.File}); err == nil || !strings.Contains(err.Error(), "need Options.URL") {
+		t.Fatalf("Addr with CAFile: %v", err)
+	}
+}
+
+// TestBothWindowsOneScript: with the per-client dimension on, a decision
+// is one script on one server (both windows in one EVALSHA); a client
+// window that refuses writes nothing in the account window (no key is
+// made); two replicas hold both limits exactly.
+func TestBothWindowsOneScript(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	admin, _ := newClient(t, rd.Addr())
+	ctx := context.Background()
+	var lims [2]*login.Limiter
+	var cnts [2]*counter
+	for i := range lims {
+		c, cnt := newClient(t, rd.Addr())
+		l, err := login.New(login.Config{Store: newStore(t, c), PerClient: login.PerClient{Limit: 7}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims[i], cnts[i] = l, cnt
+		evaluate(t, l, "198.51.100.200", "warmup")
+		cnt.reset()
+	}
+	admin.ConfigResetStat(ctx)
+	// 40 attempts from one address at 40 accounts: exactly 7 pass the
+	// client window. 40 attempts from another address at one account:
+	// the first 7 pass the client window, 5 of them the account window.
+	var wg sync.WaitGroup
+	var spread, one, refusedByAccount atomic.Int32
+	for g := range 80 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ip, user := "192.0.2.1", "acct"+strconv.Itoa(g)
+			if g%2 == 1 {
+				ip, user = "192.0.2.2", "dora"
+			}
+			d := evaluate(t, lims[g/2%2], ip, user)
+			switch {
+			case d.Degraded:
+				t.Errorf("%+v", d)
+			case d.Allowed && g%2 == 0:
+				spread.Add(1)
+			case d.Allowed:
+				one.Add(1)
+			case d.Reason == login.ReasonAccount && g%2 == 1:
+				refusedByAccount.Add(1)
+			case d.Reason != login.ReasonClient:
+				t.Errorf("g %d: %+v", g, d)
+			}
+		}()
+	}
+	wg.Wait()
+	if spread.Load() != 7 || one.Load() != 5 || refusedByAccount.Load() != 2 {
+		t.Fatalf("one address, many accounts: %d allowed (want 7); one account: %d allowed (want 5), %d refused by the account window (want 2)",
+			spread.Load(), one.Load(), refusedByAccount.Load())
+	}
+	info := admin.Info(ctx, "commandstats").Val()
+	if n := commandCalls(t, info, "evalsha"); n != 80 {
+		t.Fatalf("%d scripts for 80 decisions, want one each", n)
+	}
+	// 1 client key + 7 account keys for the first address, 1 + 1 for the
+	// second, 1 + 1 for the warm-up: the 33 accounts the client window
+	// refused never got a key.
+	if n := admin.DBSize(ctx).Val(); n != 12 {
+		t.Fatalf("%d keys, want 12", n)
+	}
+	for _, cnt := range cnts {
+		_, names := cnt.reset()
+		for _, n := range names {
+			if n != "evalsha" && n != "pipeline" && n != "hello" {
+				t.Fatalf("sent %v", names)
+			}
+		}
+	}
+}
+
+// TestPairFallsBackOnCrossSlot: a plain client on one Redis Cluster node
+// (as behind a proxy that insists on one slot per script) gets CROSSSLOT
+// for a two-key script; the store then decides the windows one by one,
+// from then on, and the decision is still exact.
+func TestPairFallsBackOnCrossSlot(t *testing.T) {
+	cl := testsvc.StartRedisCluster(t, 3)
+	ctx := context.Background()
+	node := cl.Nodes[0]
+	c, cnt := newClient(t, node.Addr())
+	s := newStore(t, c)
+	// Find two keys whose slots this node serves, in different slots.
+	owned := func(k login.Key) (int64, bool) {
+		slot := c.ClusterKeySlot(ctx, "bulwark:login:rw:{"+hex.EncodeToString(k[:])+"}").Val()
+		for _, sh := range c.ClusterShards(ctx).Val() {
+			for _, r := range sh.Slots {
+				for _, n := range sh.Nodes {
+					if int64(r.Start) <= slot && slot <= int64(r.End) && n.Role == "master" && n.IP+":"+strconv.FormatInt(n.Port, 10) == node.Addr() {
+						return slot, true
+					}
+				}
+			}
+		}
+		return slot, false
+	}
+	var keys []login.Key
+	var slots []int64
+	for i := 0; len(keys) < 2; i++ {
+		var k login.Key
+		k[0], k[1] = byte(i), byte(i>>8)
+		if slot, ok := owned(k); ok && (len(slots) == 0 || slots[0] != slot) {
+			keys, slots = append(keys, k), append(slots, slot)
+		}
+	}
+	cnt.reset()
+	for i := range 4 {
+		f, sec, err := s.HitPair(ctx, keys[0], 4, time.Minute, keys[1], 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Allowed || f.Count != i+1 || sec.Allowed != (i < 2) || sec.Count != min(i+1, 2) {
+			t.Fatalf("attempt %d: first %+v second %+v", i, f, sec)
+		}
+	}
+	if f, sec, err := s.HitPair(ctx, keys[0], 4, time.Minute, keys[1], 2, time.Minute); err != nil || f.Allowed || sec != (login.Hit{}) {
+		t.Fatalf("client window full: %+v %+v %v", f, sec, err)
+	}
+	_, names := cnt.reset()
+	// The first pair: one two-key script (CROSSSLOT), then two scripts;
+	// afterwards two per pair (one when the first window refuses).
+	if got := strings.Count(strings.Join(names, " "), "evalsha"); got != 1+2*4+1 {
+		t.Fatalf("%d scripts: %v", got, names)
+	}
+}
+
+// TestMalformedLogWritesNothing: a log that is not a whole number of
+// instants fails the script before it writes anything: the pair's first
+// window is not counted when the second's log is damaged.
+func TestMalformedLogWritesNothing(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	c, _ := newClient(t, rd.Addr())
+	s := newStore(t, c)
+	ctx := context.Background()
+	k1, k2 := login.Key{1}, login.Key{2}
+	logKey := func(k login.Key) string { return "bulwark:login:rw:{" + hex.EncodeToString(k[:]) + "}" }
+	c.Set(ctx, logKey(k2), "12345", time.Minute)
+	if _, _, err := s.HitPair(ctx, k1, 5, time.Minute, k2, 5, time.Minute); err == nil || !strings.Contains(err.Error(), "malformed log") {
+		t.Fatalf("pair with a damaged second log: %v", err)
+	}
+	if n := c.Exists(ctx, logKey(k1)).Val(); n != 0 {
+		t.Fatal("the first window was written although the script failed")
+	}
+	if _, err := s.Hit(ctx, k2, 5, time.Minute); err == nil {
+		t.Fatal("Hit on a damaged log succeeded")
+	}
+	// The first window refusing: the second log is never read.
+	plant(t, c, logKey(k1), serverMicros(t, c))
+	if f, sec, err := s.HitPair(ctx, k1, 1, time.Minute, k2, 5, time.Minute); err != nil || f.Allowed || sec != (login.Hit{}) {
+		t.Fatalf("%+v %+v %v", f, sec, err)
 	}
 }

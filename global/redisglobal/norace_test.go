@@ -1,0 +1,5 @@
+//go:build !race
+
+package redisglobal_test
+
+const raceEnabled = false
