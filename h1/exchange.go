@@ -379,7 +379,9 @@ func (x *Exchange) Write(p []byte) (int, error) {
 }
 
 // WriteString writes s as Write does.
-func (x *Exchange) WriteString(s string) (int, error) { return io.WriteString(struct{ io.Writer }{x}, s) }
+func (x *Exchange) WriteString(s string) (int, error) {
+	return io.WriteString(struct{ io.Writer }{x}, s)
+}
 
 // Flush implements http.Flusher.
 func (x *Exchange) Flush() { _ = x.FlushError() }

@@ -28,22 +28,22 @@ func (e *DeclineError) Is(target error) bool { return target == ErrDecline }
 
 // Decline reasons. Each error value is allocated once.
 var (
-	declineLine          = &DeclineError{"request_line"}
-	declineMethod        = &DeclineError{"method"}
-	declineTarget        = &DeclineError{"target"}
-	declineVersion       = &DeclineError{"version"}
-	declineLF            = &DeclineError{"bare_lf"}
-	declineFold          = &DeclineError{"obs_fold"}
-	declineName          = &DeclineError{"field_name"}
-	declineValue         = &DeclineError{"field_value"}
-	declineFields        = &DeclineError{"too_many_fields"}
-	declineHost          = &DeclineError{"host"}
-	declineLength        = &DeclineError{"content_length"}
-	declineTE            = &DeclineError{"transfer_encoding"}
-	declineExpect        = &DeclineError{"expect"}
-	declineUpgrade       = &DeclineError{"upgrade"}
-	declineLeadingCRLF   = &DeclineError{"leading_crlf"}
-	declineTooLarge      = &DeclineError{"head_too_large"}
+	declineLine        = &DeclineError{"request_line"}
+	declineMethod      = &DeclineError{"method"}
+	declineTarget      = &DeclineError{"target"}
+	declineVersion     = &DeclineError{"version"}
+	declineLF          = &DeclineError{"bare_lf"}
+	declineFold        = &DeclineError{"obs_fold"}
+	declineName        = &DeclineError{"field_name"}
+	declineValue       = &DeclineError{"field_value"}
+	declineFields      = &DeclineError{"too_many_fields"}
+	declineHost        = &DeclineError{"host"}
+	declineLength      = &DeclineError{"content_length"}
+	declineTE          = &DeclineError{"transfer_encoding"}
+	declineExpect      = &DeclineError{"expect"}
+	declineUpgrade     = &DeclineError{"upgrade"}
+	declineLeadingCRLF = &DeclineError{"leading_crlf"}
+	declineTooLarge    = &DeclineError{"head_too_large"}
 )
 
 // Field is one header field as it appeared on the wire: Name as sent,

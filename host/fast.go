@@ -645,4 +645,3 @@ func (c *handoffConn) CloseWrite() error {
 	}
 	return nil
 }
-

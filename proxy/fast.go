@@ -314,9 +314,9 @@ func hopByHop(name []byte) bool {
 
 // exchange1 is the per-request state of ServeHTTP1.
 type exchange1 struct {
-	p      *Proxy
-	x      *h1.Exchange
-	f      *Forward
+	p       *Proxy
+	x       *h1.Exchange
+	f       *Forward
 	start   time.Time
 	end     time.Time  // min(Total, the request deadline)
 	tokens  [][]byte   // Connection tokens of the request (not protected)
