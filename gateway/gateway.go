@@ -185,6 +185,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		OnReject:     func(reason string) { onReject(reason) },
 		ReadyDetail:  g.readyDetail,
 	}
+	if cfg.Listen.Engine != EngineNetHTTP {
+		hc.Engine = host.EngineFast // (net/http serves everything over TLS)
+	}
 	hostGuardHooks(&hc, g.guard)
 	h, err := host.New(hc)
 	if err != nil {

@@ -135,7 +135,12 @@ func newFastPools(p *Proxy, u Upstream, dial func(ctx context.Context, network, 
 	return fp
 }
 
-var errPoolClosed = errors.New("proxy: closed")
+var (
+	errPoolClosed = errors.New("proxy: closed")
+	// errPoolWait: no connection freed up at the max_conns_per_host
+	// bound before the attempt's deadline.
+	errPoolWait = &timeoutError{"no free connection"}
+)
 
 // get returns an idle connection or dials a new one, waiting at the
 // MaxConnsPerHost bound until deadline. fresh forces a new connection.
@@ -174,14 +179,14 @@ func (fp *fastPools) get(pl *fastPool, deadline, connectBy time.Time, fresh bool
 		pl.waits.Add(1)
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return nil, errPerTryTimeout
+			return nil, errPoolWait
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-wake:
 			t.Stop()
 		case <-t.C:
-			return nil, errPerTryTimeout
+			return nil, errPoolWait
 		}
 	}
 }
@@ -424,7 +429,10 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 	}
 	uc, err := p.fast.get(pl, tryEnd, connectBy, fresh)
 	if err != nil {
-		return nil, e.timeoutCause(err, tryEnd)
+		if errors.Is(err, errPoolWait) {
+			return nil, e.timeoutCause(err, nil, tryEnd, tryEnd)
+		}
+		return nil, e.timeoutCause(err, errConnectTimeout, connectBy, tryEnd)
 	}
 	uc.setWriteDeadline(tryEnd)
 	e.writeHead(uc, pl)
@@ -436,7 +444,7 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 			// proxy that only reads once it has written everything.
 			if err := uc.bw.Flush(); err != nil {
 				p.fast.discard(pl, uc)
-				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), tryEnd)
+				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 			}
 			e.sending = make(chan error, 1)
 			go func(ch chan<- error) {
@@ -463,7 +471,7 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 			if uc.reused && e.replayable() {
 				return nil, errStale
 			}
-			return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), tryEnd)
+			return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 		}
 	}
 	headBy := time.Now().Add(p.timeouts.ResponseHeader)
@@ -484,7 +492,7 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 			if uc.reused && n == 0 && e.replayable() && !isTimeout(err) {
 				return nil, errStale
 			}
-			return nil, e.timeoutCause(err, headBy)
+			return nil, e.timeoutCause(err, errResponseHeaderTimeout, headBy, tryEnd)
 		}
 		if st := uc.resp.Status; st < 200 {
 			// Informational: relay it (net/http's ReverseProxy does) and
@@ -565,19 +573,12 @@ func (e *exchange1) readHead(uc *upConn) (int, error) {
 	}
 }
 
-// timeoutCause names the deadline that expired: the request's own
-// timeout (the host answers), Total, or an attempt's.
-func (e *exchange1) timeoutCause(err error, attemptEnd time.Time) error {
+// timeoutCause names the deadline that expired when err is a timeout:
+// the request's own timeout (the host answers), Total, the phase's own
+// timeout (phaseErr: connect or response header) when its deadline
+// (phaseEnd) came before the attempt's (tryEnd), else PerTry.
+func (e *exchange1) timeoutCause(err, phaseErr error, phaseEnd, tryEnd time.Time) error {
 	if !isTimeout(err) {
-		return err
-	}
-	if errors.Is(err, errConnectTimeout) || errors.Is(err, errPerTryTimeout) {
-		if e.requestExpired() {
-			return errRequestTimeout
-		}
-		if !time.Now().Before(e.end) {
-			return errTotalTimeout
-		}
 		return err
 	}
 	switch {
@@ -585,9 +586,15 @@ func (e *exchange1) timeoutCause(err error, attemptEnd time.Time) error {
 		return errRequestTimeout
 	case !time.Now().Before(e.end):
 		return errTotalTimeout
+	case phaseErr != nil && phaseEnd.Before(tryEnd):
+		return phaseErr
 	}
 	return errPerTryTimeout
 }
+
+// errResponseHeaderTimeout: the upstream did not answer within
+// ResponseHeader (net/http's Transport says the same words).
+var errResponseHeaderTimeout = &timeoutError{"timeout awaiting response headers"}
 
 func (e *exchange1) requestExpired() bool {
 	d := e.x.Deadline
