@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"net/netip"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 )
 
@@ -49,14 +51,23 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 	stub := x.Stub()
 	r := stub
-	trusted := p.resolver.TrustsPeer(r)
+	// 2. The client: worked out once per connection unless its peer is
+	// a trusted proxy (whose forwarding fields name a client per
+	// request).
+	id := connIdentityOf(x, p)
+	trusted := id.trusted
 	if trusted {
-		// The resolver reads a trusted proxy's forwarding fields.
 		if full, err := x.Request(); err == nil {
 			r = full
 		}
+		ex.client, ex.clientOK = p.resolver.Client(r)
+		if ex.clientOK {
+			ex.group = p.resolver.Group(ex.client)
+		}
+	} else {
+		ex.client, ex.group, ex.clientOK = id.client, id.group, id.ok
 	}
-	rt := p.identify(x, r, ex, t)
+	rt := p.identify(x, r, ex, t, p.behindLB && trusted)
 	if rt == nil {
 		if ex.status == 0 {
 			ex.status = x.Status()
@@ -73,8 +84,7 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 		rt.rm.count(x.Status(), true)
 		return
 	}
-	f := proxy.Forward{Strip: p.strips, Protected: p.protects, Trusted: trusted, OnHeader: rt.onHeader}
-	rt.proxy.ServeHTTP1(x, &f)
+	rt.proxy.ServeHTTP1(x, proxy.Forward{Strip: p.strips, Protected: p.protects, Trusted: trusted, OnHeader: rt.onHeader})
 	st := x.Status()
 	if st == 0 {
 		st = http.StatusGatewayTimeout // the host answers a request timeout
@@ -83,4 +93,34 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 	if ex.status == 0 {
 		ex.status = st
 	}
+}
+
+// connIdentity is what the client_ip rules make of a connection's peer,
+// kept in the exchange's ConnCache for the connection's later requests
+// (and worked out again after a reload changed the rules).
+type connIdentity struct {
+	valid         bool
+	resolver      *peer.Resolver
+	trusted       bool // the peer is a trusted proxy
+	client, group netip.Addr
+	ok            bool
+}
+
+func connIdentityOf(x *h1.Exchange, p *pipeline) *connIdentity {
+	id, _ := x.ConnCache.(*connIdentity)
+	if id == nil {
+		id = new(connIdentity)
+		x.ConnCache = id
+	} else if id.valid && id.resolver == p.resolver {
+		return id
+	}
+	r := x.Stub()
+	*id = connIdentity{valid: true, resolver: p.resolver, trusted: p.resolver.TrustsPeer(r)}
+	if !id.trusted {
+		id.client, id.ok = p.resolver.Client(r)
+		if id.ok {
+			id.group = p.resolver.Group(id.client)
+		}
+	}
+	return id
 }

@@ -416,6 +416,39 @@ func (m *metrics) observeUpstream(upstream, outcome string) {
 	}
 }
 
+// upstreamOutcomes are the proxy's outcomes, pre-resolved per upstream.
+var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body"}
+
+// upstreamCounters are an upstream's bulwark_upstream_requests_total
+// series, resolved once so that the request path does no label lookup.
+type upstreamCounters struct {
+	m    *metrics
+	name string
+	c    [len(upstreamOutcomes)]prometheus.Counter
+}
+
+func (m *metrics) forUpstream(name string) *upstreamCounters {
+	uc := &upstreamCounters{m: m, name: name}
+	if m.on() {
+		for i, o := range upstreamOutcomes {
+			uc.c[i] = m.upstreamRq.WithLabelValues(name, o)
+		}
+	}
+	return uc
+}
+
+func (uc *upstreamCounters) observe(outcome string) {
+	for i, o := range upstreamOutcomes {
+		if o == outcome {
+			if c := uc.c[i]; c != nil {
+				c.Inc()
+			}
+			return
+		}
+	}
+	uc.m.observeUpstream(uc.name, outcome)
+}
+
 // routeMetrics are a route's pre-resolved series, so the hot path does no
 // label lookups.
 type routeMetrics struct {

@@ -198,7 +198,12 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 		raw = r.URL.EscapedPath()
 	}
 	t := p.target(r.Method, raw, r.Host)
-	rt := p.identify(w, r, ex, &t)
+	// 2. The client.
+	ex.client, ex.clientOK = p.resolver.Client(r)
+	if ex.clientOK {
+		ex.group = p.resolver.Group(ex.client)
+	}
+	rt := p.identify(w, r, ex, &t, p.behindLB && p.resolver.TrustsPeer(r))
 	if rt == nil {
 		return
 	}
@@ -231,19 +236,15 @@ func (p *pipeline) target(method, requestURI, host string) target {
 	return t
 }
 
-// identify runs steps 2 to 5 of the request path for both engines: the
-// client, the lists, the shield and the route (t). It returns the
-// route, or nil when the request has been answered. A peer denied since
-// its connection was accepted makes it panic with http.ErrAbortHandler
-// (the connection is cut without an answer).
-func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange, t *target) *route {
+// identify runs steps 3 to 5 of the request path for both engines,
+// once the client (step 2) is in ex: the lists, the shield and the
+// route (t). lbClient reports that the lists apply to the resolved
+// client (client_ip.trusted_proxies is set and the peer is one of them).
+// It returns the route, or nil when the request has been answered. A
+// peer denied since its connection was accepted makes it panic with
+// http.ErrAbortHandler (the connection is cut without an answer).
+func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange, t *target, lbClient bool) *route {
 	g := p.g
-
-	// 2. The client.
-	ex.client, ex.clientOK = p.resolver.Client(r)
-	if ex.clientOK {
-		ex.group = p.resolver.Group(ex.client)
-	}
 
 	// 3. Allow and deny lists.
 	if g.lists.active() {
@@ -255,7 +256,7 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 			ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
 			panic(http.ErrAbortHandler)
 		}
-		if p.behindLB && p.resolver.TrustsPeer(r) {
+		if lbClient {
 			// Behind a load balancer the socket peer is the balancer:
 			// the client it names is what the lists are about.
 			ex.free = false
@@ -445,9 +446,10 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
 		}
 		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
+			counters := g.metrics.forUpstream(u.Name)
 			return proxy.New(pu, proxy.Options{
 				Logger:         g.log,
-				Observe:        func(up, outcome string, _ time.Duration) { g.metrics.observeUpstream(up, outcome) },
+				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
 				TrustForwarded: resolver.TrustsPeer,
 				Assert:         assertHeaders,
 			})

@@ -28,6 +28,12 @@ type Exchange struct {
 	// form ("ip:port"); Remote the same, parsed.
 	RemoteAddr string
 	Remote     netip.AddrPort
+	// RemoteIP is the host part of RemoteAddr (net.SplitHostPort), or
+	// "" when it has none.
+	RemoteIP string
+	// ConnCache is the handler's own per-connection value: kept from one
+	// request of the connection to the next, nil on a new connection.
+	ConnCache any
 	// Start is when the head was parsed.
 	Start time.Time
 	// Deadline is when the request times out (zero: never).
@@ -52,6 +58,7 @@ type Exchange struct {
 	written     int64
 
 	stub     http.Request
+	stubbed  bool // stub describes this request
 	stubURL  url.URL
 	stubBody stubBody
 }
@@ -84,6 +91,7 @@ func (x *Exchange) Reset(rd *Reader, maxBody int64, start time.Time) {
 	x.status, x.wroteHeader, x.raw, x.chunkedOut, x.noBody = 0, false, false, false, false
 	x.clLeft, x.close, x.broken, x.unread, x.written = -1, x.Req.Close, false, false, 0
 	x.Start, x.Deadline = start, time.Time{}
+	x.stubbed = false
 	x.body.Reset(rd, x.Req.ContentLength, x.Req.Chunked, false, maxBody)
 }
 
@@ -139,10 +147,14 @@ func (x *Exchange) Host() string {
 // inspects a request's protocol, method, target and framing (writers of
 // rejections): Method, Proto 1.1, RequestURI, URL (path and query as
 // sent, not decoded), Host, RemoteAddr, ContentLength and a Body that is
-// non-nil when one was announced. Its Header is empty. It is reused for
-// the next request.
+// non-nil when one was announced. Its Header is empty. It is built once
+// per request and reused for the next one; callers must not modify it.
 func (x *Exchange) Stub() *http.Request {
 	r := &x.stub
+	if x.stubbed {
+		return r
+	}
+	x.stubbed = true
 	*r = http.Request{
 		Method:        x.Method(),
 		Proto:         "HTTP/1.1",

@@ -353,9 +353,12 @@ func hasToken(v []byte, token string) bool {
 	return false
 }
 
-// Tokens calls fn for each non-empty element of the comma-separated list
-// v, without surrounding whitespace.
-func Tokens(v []byte, fn func(tok []byte)) {
+// NextToken returns the first non-empty element of the comma-separated
+// list v, without surrounding whitespace, and the rest of the list; tok
+// is empty at the end:
+//
+//	for tok, rest := h1.NextToken(v); len(tok) > 0; tok, rest = h1.NextToken(rest) { ... }
+func NextToken(v []byte) (tok, rest []byte) {
 	for len(v) > 0 {
 		var t []byte
 		if i := bytes.IndexByte(v, ','); i >= 0 {
@@ -364,9 +367,10 @@ func Tokens(v []byte, fn func(tok []byte)) {
 			t, v = v, nil
 		}
 		if t = trimOWS(t); len(t) > 0 {
-			fn(t)
+			return t, v
 		}
 	}
+	return nil, nil
 }
 
 func trimOWS(b []byte) []byte {

@@ -27,8 +27,7 @@ func WriteStatusLine(w *bufio.Writer, code int) {
 		_, _ = w.WriteString(statusLines[code])
 		return
 	}
-	var scratch [40]byte
-	b := append(scratch[:0], "HTTP/1.1 "...)
+	b := append(w.AvailableBuffer(), "HTTP/1.1 "...)
 	c := strconv.AppendInt(nil, int64(code), 10)
 	for len(c) < 3 {
 		c = append([]byte{'0'}, c...)
@@ -65,8 +64,10 @@ func DateLine(now time.Time) []byte {
 
 // WriteChunkHeader writes the size line of a chunk of n bytes.
 func WriteChunkHeader(w *bufio.Writer, n int) {
-	var scratch [20]byte
-	b := strconv.AppendUint(scratch[:0], uint64(n), 16)
+	if w.Available() < 20 {
+		_ = w.Flush()
+	}
+	b := strconv.AppendUint(w.AvailableBuffer(), uint64(n), 16)
 	b = append(b, '\r', '\n')
 	_, _ = w.Write(b)
 }
@@ -89,8 +90,10 @@ func WriteFieldString(w *bufio.Writer, name, value string) {
 
 // WriteContentLength writes a Content-Length field.
 func WriteContentLength(w *bufio.Writer, n int64) {
-	var scratch [40]byte
-	b := append(scratch[:0], "Content-Length: "...)
+	if w.Available() < 40 {
+		_ = w.Flush()
+	}
+	b := append(w.AvailableBuffer(), "Content-Length: "...)
 	b = strconv.AppendInt(b, n, 10)
 	b = append(b, '\r', '\n')
 	_, _ = w.Write(b)

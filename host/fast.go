@@ -245,6 +245,9 @@ func (s *fastServer) serve(fc *fastConn) {
 	cs.bw.Reset(fc.c)
 	cs.x.Init(fc.c, cs.bw, &cs.strs)
 	cs.x.RemoteAddr = fc.c.RemoteAddr().String()
+	if ip, _, err := net.SplitHostPort(cs.x.RemoteAddr); err == nil {
+		cs.x.RemoteIP = ip
+	}
 	if ta, ok := fc.c.RemoteAddr().(*net.TCPAddr); ok {
 		cs.x.Remote = ta.AddrPort()
 	} else {

@@ -75,11 +75,12 @@ type fastPool struct {
 	tls              bool
 	maxIdle, maxOpen int
 
-	mu    sync.Mutex
-	idle  []*upConn
-	open  int
-	wake  chan struct{} // closed and replaced when a connection frees up
-	waits atomic.Uint64
+	mu      sync.Mutex
+	idle    []*upConn
+	open    int
+	waiting int           // requests waiting at the maxOpen bound
+	wake    chan struct{} // closed and replaced when a connection frees up for waiters
+	waits   atomic.Uint64
 }
 
 // upConn is one upstream connection with its buffers.
@@ -95,19 +96,29 @@ type upConn struct {
 	wdl    time.Time
 }
 
-func (u *upConn) setReadDeadline(t time.Time) {
-	if !t.Equal(u.rdl) {
-		u.rdl = t
-		_ = u.c.SetReadDeadline(t)
+// setReadDeadline makes the read deadline want, or up to slack later:
+// a deadline already in [want, want+slack] is kept, so a busy
+// connection re-arms about once per slack rather than per request.
+func (u *upConn) setReadDeadline(want time.Time, slack time.Duration) {
+	if !u.rdl.IsZero() && !u.rdl.Before(want) && !u.rdl.After(want.Add(slack)) {
+		return
 	}
+	u.rdl = want.Add(slack)
+	_ = u.c.SetReadDeadline(u.rdl)
 }
 
-func (u *upConn) setWriteDeadline(t time.Time) {
-	if !t.Equal(u.wdl) {
-		u.wdl = t
-		_ = u.c.SetWriteDeadline(t)
+// setWriteDeadline is setReadDeadline for writes.
+func (u *upConn) setWriteDeadline(want time.Time, slack time.Duration) {
+	if !u.wdl.IsZero() && !u.wdl.Before(want) && !u.wdl.After(want.Add(slack)) {
+		return
 	}
+	u.wdl = want.Add(slack)
+	_ = u.c.SetWriteDeadline(u.wdl)
 }
+
+// slack is the lateness allowed on a deadline of timeout d: 1/16 of it,
+// at most 250 ms (the timeouts are bounds, not appointments).
+func slack(d time.Duration) time.Duration { return min(d/16, 250*time.Millisecond) }
 
 // upstream buffer sizes
 const (
@@ -144,7 +155,7 @@ var (
 
 // get returns an idle connection or dials a new one, waiting at the
 // MaxConnsPerHost bound until deadline. fresh forces a new connection.
-func (fp *fastPools) get(pl *fastPool, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
+func (fp *fastPools) get(pl *fastPool, now, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
 	for {
 		if fp.closed.Load() {
 			return nil, errPoolClosed
@@ -154,7 +165,7 @@ func (fp *fastPools) get(pl *fastPool, deadline, connectBy time.Time, fresh bool
 			uc := pl.idle[len(pl.idle)-1]
 			pl.idle[len(pl.idle)-1] = nil
 			pl.idle = pl.idle[:len(pl.idle)-1]
-			if time.Since(uc.idleAt) < DefaultIdleConnTimeout {
+			if now.Sub(uc.idleAt) < DefaultIdleConnTimeout {
 				pl.mu.Unlock()
 				uc.reused = true
 				return uc, nil
@@ -175,10 +186,12 @@ func (fp *fastPools) get(pl *fastPool, deadline, connectBy time.Time, fresh bool
 			return uc, err
 		}
 		wake := pl.wake
+		pl.waiting++
 		pl.mu.Unlock()
 		pl.waits.Add(1)
 		wait := time.Until(deadline)
 		if wait <= 0 {
+			fp.unwait(pl)
 			return nil, errPoolWait
 		}
 		t := time.NewTimer(wait)
@@ -186,24 +199,44 @@ func (fp *fastPools) get(pl *fastPool, deadline, connectBy time.Time, fresh bool
 		case <-wake:
 			t.Stop()
 		case <-t.C:
+			fp.unwait(pl)
 			return nil, errPoolWait
 		}
+		now = time.Now()
 	}
+}
+
+func (fp *fastPools) unwait(pl *fastPool) {
+	pl.mu.Lock()
+	pl.waiting--
+	pl.mu.Unlock()
+}
+
+// wakeLocked wakes every waiter; pl.mu is held.
+func (pl *fastPool) wakeLocked() (wake chan struct{}) {
+	if pl.waiting == 0 {
+		return nil
+	}
+	pl.waiting = 0
+	w := pl.wake
+	pl.wake = make(chan struct{})
+	return w
 }
 
 // release forgets one open connection and wakes a waiter.
 func (fp *fastPools) release(pl *fastPool) {
 	pl.mu.Lock()
 	pl.open--
-	w := pl.wake
-	pl.wake = make(chan struct{})
+	w := pl.wakeLocked()
 	pl.mu.Unlock()
-	close(w)
+	if w != nil {
+		close(w)
+	}
 }
 
-// put returns a connection whose exchange completed cleanly.
-func (fp *fastPools) put(pl *fastPool, uc *upConn) {
-	uc.idleAt = time.Now()
+// put returns a connection whose exchange completed cleanly (at now).
+func (fp *fastPools) put(pl *fastPool, uc *upConn, now time.Time) {
+	uc.idleAt = now
 	pl.mu.Lock()
 	if fp.closed.Load() || len(pl.idle) >= pl.maxIdle {
 		pl.mu.Unlock()
@@ -211,11 +244,7 @@ func (fp *fastPools) put(pl *fastPool, uc *upConn) {
 		return
 	}
 	pl.idle = append(pl.idle, uc)
-	var w chan struct{}
-	if pl.maxOpen > 0 {
-		w = pl.wake
-		pl.wake = make(chan struct{})
-	}
+	w := pl.wakeLocked()
 	pl.mu.Unlock()
 	if w != nil {
 		close(w)
@@ -319,36 +348,44 @@ func hopByHop(name []byte) bool {
 
 // exchange1 is the per-request state of ServeHTTP1.
 type exchange1 struct {
-	p       *Proxy
-	x       *h1.Exchange
-	f       *Forward
-	start   time.Time
-	end     time.Time  // min(Total, the request deadline)
-	tokens  [][]byte   // Connection tokens of the request (not protected)
+	p     *Proxy
+	x     *h1.Exchange
+	f     Forward
+	start time.Time
+	end   time.Time // min(Total, the request deadline)
+	// Connection tokens of the request that may remove a field: the
+	// first ones in tokArr (no allocation), more in tokMore.
+	tokArr  [8][]byte
+	ntok    int
+	tokMore [][]byte
 	sending chan error // a body being sent concurrently, or nil
 }
 
 // ServeHTTP1 forwards a request of the host's fast engine to the next
 // target and relays the answer, with ServeHTTP's timeouts, retries,
-// header rules and error answers. f may be nil.
-func (p *Proxy) ServeHTTP1(x *h1.Exchange, f *Forward) {
-	if f == nil {
-		f = &Forward{}
+// header rules and error answers.
+func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
+	start := x.Start
+	if start.IsZero() {
+		start = time.Now()
 	}
-	e := exchange1{p: p, x: x, f: f, start: time.Now()}
+	e := exchange1{p: p, x: x, f: f, start: start}
 	e.end = e.start.Add(p.timeouts.Total)
 	if !x.Deadline.IsZero() && x.Deadline.Before(e.end) {
 		e.end = x.Deadline
 	}
-	var tokBuf [8][]byte
-	e.tokens = tokBuf[:0]
 	for _, fl := range x.Req.Fields {
 		if h1.EqualFold(fl.Name, "connection") {
-			h1.Tokens(fl.Value, func(tok []byte) {
+			for tok, rest := h1.NextToken(fl.Value); len(tok) > 0; tok, rest = h1.NextToken(rest) {
 				if f.Protected == nil || !f.Protected(tok) {
-					e.tokens = append(e.tokens, tok)
+					if e.ntok < len(e.tokArr) {
+						e.tokArr[e.ntok] = tok
+						e.ntok++
+					} else {
+						e.tokMore = append(e.tokMore, tok)
+					}
 				}
-			})
+			}
 		}
 	}
 	outcome := e.serve()
@@ -376,12 +413,16 @@ func (e *exchange1) serve() string {
 			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
 		}
 		pl := p.fast.pools[(first+uint64(i))%uint64(len(p.fast.pools))]
-		uc, err := e.attempt(pl, false)
+		now := e.start
+		if i > 0 {
+			now = time.Now()
+		}
+		uc, err := e.attempt(pl, now, false)
 		if err != nil && errors.Is(err, errStale) && staleRetry {
 			// A kept-alive connection the upstream had closed: once,
 			// on a new connection (as net/http's Transport does).
 			staleRetry = false
-			uc, err = e.attempt(pl, true)
+			uc, err = e.attempt(pl, time.Now(), true)
 		}
 		if err == nil {
 			return e.relay(pl, uc)
@@ -416,9 +457,8 @@ var (
 
 // attempt sends the request on a connection from pl and reads the
 // response head. On success the connection holds the parsed head.
-func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
+func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, error) {
 	p, x := e.p, e.x
-	now := time.Now()
 	tryEnd := now.Add(p.timeouts.PerTry)
 	if e.end.Before(tryEnd) {
 		tryEnd = e.end
@@ -427,14 +467,14 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 	if tryEnd.Before(connectBy) {
 		connectBy = tryEnd
 	}
-	uc, err := p.fast.get(pl, tryEnd, connectBy, fresh)
+	uc, err := p.fast.get(pl, now, tryEnd, connectBy, fresh)
 	if err != nil {
 		if errors.Is(err, errPoolWait) {
 			return nil, e.timeoutCause(err, nil, tryEnd, tryEnd)
 		}
 		return nil, e.timeoutCause(err, errConnectTimeout, connectBy, tryEnd)
 	}
-	uc.setWriteDeadline(tryEnd)
+	uc.setWriteDeadline(tryEnd, slack(p.timeouts.PerTry))
 	e.writeHead(uc, pl)
 	e.sending = nil
 	if x.HasBody() {
@@ -447,20 +487,8 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 			}
 			e.sending = make(chan error, 1)
-			go func(ch chan<- error) {
-				err := e.sendBody(uc)
-				if err == nil {
-					err = uc.bw.Flush()
-					if err != nil {
-						err = errors.Join(errUpstreamWrite, err)
-					}
-				}
-				if errors.Is(err, errClientBody) {
-					_ = uc.c.Close() // stop waiting for an answer
-				}
-				ch <- err
-			}(e.sending)
-		} else if err := e.sendBody(uc); err != nil {
+			go sendConcurrently(x, uc, e.sending)
+		} else if err := sendBody(x, uc); err != nil {
 			p.fast.discard(pl, uc)
 			return nil, err
 		}
@@ -474,11 +502,11 @@ func (e *exchange1) attempt(pl *fastPool, fresh bool) (*upConn, error) {
 			return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 		}
 	}
-	headBy := time.Now().Add(p.timeouts.ResponseHeader)
+	headBy := now.Add(p.timeouts.ResponseHeader)
 	if tryEnd.Before(headBy) {
 		headBy = tryEnd
 	}
-	uc.setReadDeadline(headBy)
+	uc.setReadDeadline(headBy, slack(p.timeouts.ResponseHeader))
 	for {
 		n, err := e.readHead(uc)
 		if err == nil && uc.resp.Status == 101 {
@@ -694,8 +722,7 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 		_, _ = w.WriteString("Cache-Control: no-cache\r\n")
 	}
 	// Forwarding fields, as ServeHTTP's rewrite sets them.
-	clientIP, _, err := net.SplitHostPort(x.RemoteAddr)
-	if err == nil {
+	if clientIP := x.RemoteIP; clientIP != "" {
 		_, _ = w.WriteString("X-Forwarded-For: ")
 		for _, v := range xff {
 			_, _ = w.Write(v)
@@ -723,8 +750,10 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 			_, _ = w.WriteString(", ")
 		}
 	}
-	var eb [128]byte
-	_, _ = w.Write(appendForwardedElement(eb[:0], x.RemoteAddr, x.Host(), "http"))
+	if w.Available() < 256 {
+		_ = w.Flush()
+	}
+	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), "http"))
 	_, _ = w.WriteString("\r\n")
 	switch {
 	case x.Req.Chunked:
@@ -744,7 +773,12 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 // named reports whether a Connection token of the request names the
 // field.
 func (e *exchange1) named(name []byte) bool {
-	for _, t := range e.tokens {
+	for _, t := range e.tokArr[:e.ntok] {
+		if len(t) == len(name) && h1.EqualFold(name, string(t)) {
+			return true
+		}
+	}
+	for _, t := range e.tokMore {
 		if len(t) == len(name) && h1.EqualFold(name, string(t)) {
 			return true
 		}
@@ -753,13 +787,12 @@ func (e *exchange1) named(name []byte) bool {
 }
 
 func hasTokenBytes(v []byte, tok string) bool {
-	found := false
-	h1.Tokens(v, func(t []byte) {
+	for t, rest := h1.NextToken(v); len(t) > 0; t, rest = h1.NextToken(rest) {
 		if h1.EqualFold(t, tok) {
-			found = true
+			return true
 		}
-	})
-	return found
+	}
+	return false
 }
 
 func joinFields(vs [][]byte) string {
@@ -796,10 +829,25 @@ func writeJoined(w *bufio.Writer, prefix string, path []byte) {
 	}
 }
 
+// sendConcurrently sends the body beside the response read, and reports
+// the outcome on ch; a failing client body cuts the upstream connection
+// so that the response read ends too.
+func sendConcurrently(x *h1.Exchange, uc *upConn, ch chan<- error) {
+	err := sendBody(x, uc)
+	if err == nil {
+		if err = uc.bw.Flush(); err != nil {
+			err = errors.Join(errUpstreamWrite, err)
+		}
+	}
+	if errors.Is(err, errClientBody) {
+		_ = uc.c.Close() // stop waiting for an answer
+	}
+	ch <- err
+}
+
 // sendBody streams the client's body to the upstream: as received
 // (Content-Length) or re-chunked.
-func (e *exchange1) sendBody(uc *upConn) error {
-	x := e.x
+func sendBody(x *h1.Exchange, uc *upConn) error {
 	body := x.Body()
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
@@ -876,8 +924,9 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 		}
 		h1.WriteField(w, fl.Name, fl.Value)
 	}
+	now := time.Now()
 	if !date {
-		_, _ = w.Write(h1.DateLine(time.Now()))
+		_, _ = w.Write(h1.DateLine(now))
 	}
 	chunkedOut := false
 	if hasBody {
@@ -894,7 +943,7 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	_, _ = w.WriteString("\r\n")
 	uc.rd.Discard(resp.HeadLen)
 	if e.f.OnHeader != nil {
-		e.f.OnHeader(time.Since(e.start))
+		e.f.OnHeader(now.Sub(e.start))
 	}
 
 	untilEOF := !resp.Chunked && resp.ContentLength < 0
@@ -903,12 +952,11 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	} else {
 		uc.body.Reset(uc.rd, resp.ContentLength, resp.Chunked, untilEOF, -1)
 	}
-	uc.setReadDeadline(e.end)
 	outcome, ok := e.copyBody(uc, w, chunkedOut)
 	x.EndRaw(ok)
 	sendErr := e.stopSending(uc)
 	if ok && sendErr == nil && !resp.Close && !untilEOF && uc.body.Done() {
-		p.fast.put(pl, uc)
+		p.fast.put(pl, uc, now)
 	} else {
 		p.fast.discard(pl, uc)
 	}
@@ -921,10 +969,25 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	buf := *sp
+	bodyDeadline := false
 	for {
-		if len(uc.rd.Buffered()) == 0 && w.Buffered() > 0 {
-			if err := w.Flush(); err != nil {
-				return "canceled", false // the client went away
+		if uc.body.Done() {
+			if chunkedOut {
+				_, _ = w.WriteString("0\r\n\r\n")
+			}
+			return "ok", true
+		}
+		if len(uc.rd.Buffered()) == 0 {
+			if w.Buffered() > 0 {
+				if err := w.Flush(); err != nil {
+					return "canceled", false // the client went away
+				}
+			}
+			if !bodyDeadline {
+				// The body is read from the socket: by Total (or the
+				// request timeout), not the response-header deadline.
+				bodyDeadline = true
+				uc.setReadDeadline(e.end, 0)
 			}
 		}
 		n, err := uc.body.Read(buf)

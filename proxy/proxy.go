@@ -592,9 +592,18 @@ func isTokenChar(c byte) bool {
 // are not tokens are quoted; an IPv6 node is always quoted with
 // brackets.
 func appendForwardedElement(b []byte, remoteAddr, host, proto string) []byte {
-	node := "unknown"
+	node := ""
 	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
 		node = h
+	}
+	return appendForwardedNode(b, node, host, proto)
+}
+
+// appendForwardedNode is appendForwardedElement for a node already split
+// off its port ("" for none: "unknown").
+func appendForwardedNode(b []byte, node, host, proto string) []byte {
+	if node == "" {
+		node = "unknown"
 	}
 	b = append(b, "for="...)
 	if strings.Contains(node, ":") {
