@@ -88,6 +88,15 @@ func (b *Body) Reset(rd *Reader, length int64, chunked, untilEOF bool, limit int
 	}
 }
 
+// Buffered returns how many bytes of input are buffered, ready to be
+// read without waiting for the peer.
+func (b *Body) Buffered() int {
+	if b.rd == nil {
+		return 0
+	}
+	return len(b.rd.Buffered())
+}
+
 // Done reports whether the body was read to its end.
 func (b *Body) Done() bool { return b.err == io.EOF }
 

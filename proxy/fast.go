@@ -853,6 +853,13 @@ func sendBody(x *h1.Exchange, uc *upConn) error {
 	defer scratchPool.Put(sp)
 	buf := *sp
 	for {
+		if body.Buffered() == 0 && uc.bw.Buffered() > 0 && !body.Done() {
+			// The client's next bytes are not here yet: what came so far
+			// goes on, as a streaming proxy's would.
+			if err := uc.bw.Flush(); err != nil {
+				return errors.Join(errUpstreamWrite, err)
+			}
+		}
 		n, err := body.Read(buf)
 		if n > 0 {
 			if x.Req.Chunked {
