@@ -42,7 +42,8 @@ type Exchange struct {
 	body Body
 	w    *bufio.Writer
 	strs *Strings
-	conn interface{ SetReadDeadline(time.Time) error }
+	conn  interface{ SetReadDeadline(time.Time) error }
+	probe func() bool
 
 	hdr         http.Header
 	keys        []string
@@ -75,9 +76,10 @@ func (s stubBody) Read(p []byte) (int, error) { return s.b.Read(p) }
 func (stubBody) Close() error                 { return nil }
 
 // Init prepares x for a connection c: w writes to it, strs caches its
-// strings. Called once per connection.
-func (x *Exchange) Init(c interface{ SetReadDeadline(time.Time) error }, w *bufio.Writer, strs *Strings) {
-	x.conn, x.w, x.strs = c, w, strs
+// strings, probe (optional) tells whether the client went away (see
+// ClientGone). Called once per connection.
+func (x *Exchange) Init(c interface{ SetReadDeadline(time.Time) error }, w *bufio.Writer, strs *Strings, probe func() bool) {
+	x.conn, x.w, x.strs, x.probe = c, w, strs, probe
 	if x.hdr == nil {
 		x.hdr = make(http.Header)
 	}
@@ -255,6 +257,17 @@ func (x *Exchange) GaveUpBody() bool { return x.unread }
 func (x *Exchange) BeginRaw(status int) *bufio.Writer {
 	x.status, x.wroteHeader, x.raw = status, true, true
 	return x.w
+}
+
+// ClientGone reports whether the client closed or reset the connection,
+// without waiting: a handler waiting on something slow polls it to give
+// up on a request nobody will read the answer of. It reports false while
+// the request body is still being read, and when the server cannot tell.
+func (x *Exchange) ClientGone() bool {
+	if x.probe == nil || x.HasBody() && !x.body.Done() {
+		return false
+	}
+	return x.probe()
 }
 
 // Informational returns the connection's writer for an informational

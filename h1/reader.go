@@ -87,7 +87,9 @@ func (b *Reader) Fill() error {
 		n, err := b.src.Read(b.buf[b.w:])
 		b.w += n
 		if err != nil {
-			b.err = err
+			if !isTimeout(err) {
+				b.err = err // a deadline can be moved; anything else is final
+			}
 			if n > 0 {
 				return nil
 			}
@@ -117,7 +119,7 @@ func (b *Reader) Read(p []byte) (int, error) {
 	}
 	if len(p) >= len(b.buf)-b.pin {
 		n, err := b.src.Read(p)
-		if err != nil {
+		if err != nil && !isTimeout(err) {
 			b.err = err
 		}
 		return n, err
@@ -128,6 +130,11 @@ func (b *Reader) Read(p []byte) (int, error) {
 	n := copy(p, b.buf[b.r:b.w])
 	b.r += n
 	return n, nil
+}
+
+func isTimeout(err error) bool {
+	t, ok := err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
 }
 
 // Release drops the buffer (for a connection handed elsewhere or

@@ -243,7 +243,7 @@ func (s *fastServer) serve(fc *fastConn) {
 	cs.rd.SetMax(lim.MaxHeaderBytes + 2*h1.MaxChunkLine)
 	cs.bw = writerPool.Get().(*bufio.Writer)
 	cs.bw.Reset(fc.c)
-	cs.x.Init(fc.c, cs.bw, &cs.strs)
+	cs.x.Init(fc.c, cs.bw, &cs.strs, cs.clientGone)
 	cs.x.RemoteAddr = fc.c.RemoteAddr().String()
 	if ip, _, err := net.SplitHostPort(cs.x.RemoteAddr); err == nil {
 		cs.x.RemoteIP = ip
@@ -338,6 +338,26 @@ func (cs *connServer) readHead(first bool) (ok, declined bool) {
 			return false, false
 		}
 	}
+}
+
+// clientGone reads what the client sent without waiting: bytes (a
+// pipelined request) are kept for later and mean the client is there; an
+// end or an error means it went away.
+func (cs *connServer) clientGone() bool {
+	// A deadline already passed fails a read before it is tried; a
+	// millisecond lets the read see what is there.
+	_ = cs.c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	err := cs.rd.Fill()
+	cs.rdl.at = time.Time{} // the next phase sets its own deadline
+	_ = cs.c.SetReadDeadline(cs.x.Deadline)
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return !errors.Is(err, h1.ErrBufferFull)
 }
 
 // handover gives the connection and its buffered bytes to net/http.

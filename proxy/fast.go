@@ -46,7 +46,14 @@ type Forward struct {
 	// OnHeader, when set, is called once the response head was handed
 	// to the client, with the time since the proxy started.
 	OnHeader func(d time.Duration)
+	// Asserted are fields set last, after hop-by-hop removal, replacing
+	// any of the same name the client sent: what Options.Assert sets on
+	// the net/http path (an identity established by forward-auth).
+	Asserted []AssertedField
 }
+
+// AssertedField is a request field the caller asserts (Forward.Asserted).
+type AssertedField struct{ Name, Value string }
 
 // Pool sizing defaults.
 const (
@@ -428,6 +435,9 @@ func (e *exchange1) serve() string {
 			return e.relay(pl, uc)
 		}
 		lastErr = err
+		if errors.Is(err, errClientGone) {
+			break
+		}
 		if body := x.Body(); x.HasBody() && body.Err() != nil && !errors.Is(err, errUpstreamWrite) {
 			break // the client's body failed: no retry
 		}
@@ -506,9 +516,26 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	if tryEnd.Before(headBy) {
 		headBy = tryEnd
 	}
-	uc.setReadDeadline(headBy, slack(p.timeouts.ResponseHeader))
+	// While the upstream thinks, the client is looked at every
+	// clientCheck: a client that went away gets nothing written, and its
+	// upstream connection is freed (as net/http's cancellation does).
+	sl := slack(p.timeouts.ResponseHeader)
+	checkAt := now.Add(clientCheck)
 	for {
+		if checkAt.Before(headBy) {
+			uc.setReadDeadline(checkAt, min(sl, clientCheck/4))
+		} else {
+			uc.setReadDeadline(headBy, sl)
+		}
 		n, err := e.readHead(uc)
+		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) && e.sending == nil {
+			if x.ClientGone() {
+				p.fast.discard(pl, uc)
+				return nil, errClientGone
+			}
+			checkAt = time.Now().Add(clientCheck)
+			continue
+		}
 		if err == nil && uc.resp.Status == 101 {
 			err = errBadResponse // no upgrade was asked for
 		}
@@ -532,6 +559,13 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 		return uc, nil
 	}
 }
+
+// clientCheck is how often a client is looked at while the upstream has
+// not answered.
+const clientCheck = time.Second
+
+// errClientGone: the client went away while the upstream was thinking.
+var errClientGone = errors.New("proxy: client went away")
 
 // syncBodyMax is the largest Content-Length sent before the response is
 // read; longer and chunked bodies are sent concurrently.
@@ -685,6 +719,8 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 			continue
 		case f.Strip != nil && f.Strip(name):
 			continue
+		case e.asserted(name):
+			continue
 		case e.named(name):
 			continue
 		case len(name) > 12 && h1.EqualFold(name[:12], "x-forwarded-"):
@@ -755,6 +791,9 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	}
 	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), "http"))
 	_, _ = w.WriteString("\r\n")
+	for _, a := range f.Asserted {
+		h1.WriteFieldString(w, a.Name, a.Value)
+	}
 	switch {
 	case x.Req.Chunked:
 		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
@@ -768,6 +807,16 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 		}
 	}
 	_, _ = w.WriteString("\r\n")
+}
+
+// asserted reports whether the caller asserts the field named name.
+func (e *exchange1) asserted(name []byte) bool {
+	for _, a := range e.f.Asserted {
+		if h1.EqualFold(name, a.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 // named reports whether a Connection token of the request names the
@@ -1048,6 +1097,11 @@ func (e *exchange1) fail(err error) string {
 		p.log.Debug("malformed request body", "error", describeBody(x.Body().Err()))
 		wire.WriteClose(x, x.Stub(), wire.New(wire.CodeInvalidBody))
 		return "invalid_body"
+	}
+	if errors.Is(err, errClientGone) {
+		p.log.Debug("client canceled upstream request")
+		x.EndRaw(false) // nobody reads an answer: cut the connection
+		return "canceled"
 	}
 	if errors.Is(err, errRequestTimeout) || e.requestExpired() {
 		p.log.Debug("client canceled upstream request")
