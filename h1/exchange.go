@@ -39,9 +39,9 @@ type Exchange struct {
 	// Deadline is when the request times out (zero: never).
 	Deadline time.Time
 
-	body Body
-	w    *bufio.Writer
-	strs *Strings
+	body  Body
+	w     *bufio.Writer
+	strs  *Strings
 	conn  interface{ SetReadDeadline(time.Time) error }
 	probe func() bool
 
