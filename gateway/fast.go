@@ -5,8 +5,10 @@ import (
 	"net/netip"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/shield"
 )
 
 // The fast engine's request path
@@ -66,6 +68,12 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 		}
 	} else {
 		ex.client, ex.group, ex.clientOK = id.client, id.group, id.ok
+		if p.shield != nil {
+			if id.shield != p.shield {
+				id.shield, id.shieldKey = p.shield, p.shield.Fingerprint(id.group, id.ok)
+			}
+			ex.shieldKey = &id.shieldKey
+		}
 	}
 	rt := p.identify(x, r, ex, t, p.behindLB && trusted)
 	if rt == nil {
@@ -104,6 +112,10 @@ type connIdentity struct {
 	trusted       bool // the peer is a trusted proxy
 	client, group netip.Addr
 	ok            bool
+	// The shield's fingerprint of the client, for the shield it was
+	// made by.
+	shield    *shield.Shield
+	shieldKey keyed.Digest
 }
 
 func connIdentityOf(x *h1.Exchange, p *pipeline) *connIdentity {

@@ -14,6 +14,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/shield"
@@ -51,10 +52,13 @@ type exchange struct {
 	client   netip.Addr // exact: for the lists
 	group    netip.Addr // grouped: for the limits
 	clientOK bool
-	path     canon.Result
-	host     string
-	route    *route
-	free     bool // an allowed client: no shield, no route rate limit
+	// shieldKey, when set, is the shield's fingerprint of the client,
+	// worked out once for the connection (the fast engine).
+	shieldKey *keyed.Digest
+	path      canon.Result
+	host      string
+	route     *route
+	free      bool // an allowed client: no shield, no route rate limit
 
 	// What the request met, for the access log and the metrics: the layer
 	// that answered instead of the upstream (and why), the status, and a
@@ -277,7 +281,12 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 4. The shield. (Its refusals are counted by its hook.)
 	if p.shield != nil && !ex.free {
-		a := p.shield.Admit(ex.group, ex.clientOK)
+		var a shield.Admission
+		if ex.shieldKey != nil {
+			a = p.shield.AdmitKey(*ex.shieldKey) // the connection's fingerprint, made once
+		} else {
+			a = p.shield.Admit(ex.group, ex.clientOK)
+		}
 		if !a.Allowed {
 			if p.shadowShield {
 				ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
