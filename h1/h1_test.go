@@ -390,3 +390,22 @@ func TestBodyLimit(t *testing.T) {
 		}
 	}
 }
+
+// Parsing a head and framing its body allocate nothing.
+func TestParseAllocs(t *testing.T) {
+	in := []byte("POST /a/b?c=d HTTP/1.1\r\nHost: example.com\r\nUser-Agent: x\r\nAccept: */*\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello")
+	var r Request
+	var b Body
+	rd := NewReader(bytes.NewReader(nil), 4096, 4096)
+	if _, err := ParseRequest(in, &r, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := ParseRequest(in, &r, 4096); err != nil {
+			t.Fatal(err)
+		}
+		b.Reset(rd, r.ContentLength, r.Chunked, false, 1<<20)
+	}); allocs != 0 {
+		t.Fatalf("%.0f allocations, want 0", allocs)
+	}
+}

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -342,3 +343,42 @@ func TestFastBodyErrors(t *testing.T) {
 		t.Fatalf("handler's read error %v, want ErrBodyTooLarge", err)
 	}
 }
+
+// The fast engine serves a keep-alive request without allocating (the
+// handler's own work aside).
+func TestFastServeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not meaningful under -race")
+	}
+	e := startFast(t, host.Limits{MaxRequestsPerConn: 1_000_000}, &fastHandler{serve: func(x *h1.Exchange) {
+		x.Header()["Content-Length"] = contentLength2
+		_, _ = x.Write(ok2)
+	}})
+	rc := dialRaw(t, e)
+	req := []byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	buf := make([]byte, 4096)
+	round := func() {
+		if _, err := rc.c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for !bytes.HasSuffix(buf[:n], []byte("\r\n\r\nok")) {
+			m, err := rc.c.Read(buf[n:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += m
+		}
+	}
+	for range 100 {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
+		t.Fatalf("%.0f allocations per request, want 0", allocs)
+	}
+}
+
+var (
+	contentLength2 = []string{"2"}
+	ok2            = []byte("ok")
+)
