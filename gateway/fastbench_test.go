@@ -162,8 +162,8 @@ func startBenchGateway(tb testing.TB, engine string) string {
 // BenchmarkProxiedRequest is one proxied request through the gateway,
 // client and upstream on real loopback sockets (both minimal and
 // allocation-free, so allocs/op are the gateway's), with the shield and
-// a route rate limit on, per engine. One client connection per
-// goroutine; -cpu sets how many.
+// a route rate limit on, per engine, over 50 client connections per
+// GOMAXPROCS (-cpu 1: the layout of scripts/bench-gateway).
 //
 //	go test -run XXX -bench ProxiedRequest -benchmem ./gateway
 func BenchmarkProxiedRequest(b *testing.B) {
@@ -175,6 +175,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			b.SetParallelism(benchConns)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				rc := dialRaw(b, addr, "/items/1")
@@ -188,6 +189,11 @@ func BenchmarkProxiedRequest(b *testing.B) {
 		})
 	}
 }
+
+// benchConns is the client connections per GOMAXPROCS of
+// BenchmarkProxiedRequest (wrk -c50 on one core, as the gateway
+// benchmark runs).
+const benchConns = 50
 
 func engineLabel(e string) string {
 	if e == "auto" {
