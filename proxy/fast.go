@@ -528,8 +528,10 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 			uc.setReadDeadline(headBy, sl)
 		}
 		n, err := e.readHead(uc)
-		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) && e.sending == nil {
-			if x.ClientGone() {
+		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) {
+			// The client check's deadline, not the upstream's. (While a
+			// body is being sent, the client is the sender's to read.)
+			if e.sending == nil && x.ClientGone() {
 				p.fast.discard(pl, uc)
 				return nil, errClientGone
 			}

@@ -837,3 +837,29 @@ func TestTimeoutsWithDefaults(t *testing.T) {
 		t.Fatalf("defaults not lowered to total: %+v", small)
 	}
 }
+
+// An upstream that takes more than a second to answer a streamed upload
+// gets the whole body and its answer reaches the client (the fast path
+// looks at its client every second while it waits, but not while the
+// client's body is still being sent).
+func TestSlowAnswerToStreamedUpload(t *testing.T) { engines(t, testSlowAnswerToStreamedUpload) }
+
+func testSlowAnswerToStreamedUpload(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(1500 * time.Millisecond)
+		fmt.Fprintf(w, "%d", len(b))
+	}))
+	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	body := strings.Repeat("x", 200<<10)
+	req, _ := http.NewRequest("POST", s.URL, io.MultiReader(strings.NewReader(body))) // no length: chunked
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != fmt.Sprint(len(body)) || obs.last() != "ok" {
+		t.Fatalf("%d %q outcome %q", resp.StatusCode, b, obs.last())
+	}
+}
