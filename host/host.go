@@ -57,6 +57,16 @@
 // cleartext HTTP/2 with prior knowledge when Config.H2C is set. The h2c
 // Upgrade mechanism is not supported (such requests are served as HTTP/1.1),
 // because it requires buffering the request body before the upgrade.
+//
+// With Config.Engine set to EngineFast, a cleartext listener serves plain
+// HTTP/1.1 with the host's fast engine (package h1: a strict parser,
+// buffers reused per connection, no goroutine, timer or context per
+// request) through the activated handler's FastHandler method, after the
+// very same checks, in the same order, as the net/http path. Everything
+// else on the listener (heads the strict parser declines, HTTP/2 with
+// prior knowledge, upgrades, Expect, requests the handler declines) is
+// handed, connection and all, to net/http, which answers it as it always
+// does; see FastHandler.
 package host
 
 import (
