@@ -370,7 +370,12 @@ type exchange1 struct {
 
 // ServeHTTP1 forwards a request of the host's fast engine to the next
 // target and relays the answer, with ServeHTTP's timeouts, retries,
-// header rules and error answers.
+// header rules and error answers. It differs in two things: the trailers
+// of a chunked response are not relayed, and a client that goes away
+// while the upstream has not answered is noticed within a second (a
+// client still sending its body, when its body read fails). It does not
+// call Options.TrustForwarded or Options.Assert: the caller decides them
+// in f.
 func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
 	start := x.Start
 	if start.IsZero() {

@@ -7,6 +7,12 @@
 // protocol upgrades such as WebSocket, trailers and streaming flushes all
 // come from there) with a retrying [http.RoundTripper] underneath.
 //
+// [Proxy.ServeHTTP1] serves the host's fast HTTP/1.1 engine (package h1)
+// with the same targets, timeouts, retries, header rules and answers, on
+// a connection pool of its own (MaxIdleConnsPerHost, MaxConnsPerHost,
+// [PoolStats]) and without a goroutine, context or timer per request; see
+// its documentation for the two things it does differently.
+//
 // # Timeouts
 //
 //   - Connect bounds establishing the TCP (and TLS) connection to a target.
