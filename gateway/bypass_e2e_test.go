@@ -49,7 +49,9 @@ func loginAttempt(body string) rawRequest {
 	return parseCorpus("### canonical\nPOST /login HTTP/1.1\nHost: app.example\nContent-Type: application/json\n\n" + body + "\n")[0]
 }
 
-func TestBypassLoginVariants(t *testing.T) {
+func TestBypassLoginVariants(t *testing.T) { engines(t, testBypassLoginVariants) }
+
+func testBypassLoginVariants(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	addr := strings.TrimPrefix(tg.url, "http://")
@@ -87,7 +89,9 @@ func TestBypassLoginVariants(t *testing.T) {
 	}
 }
 
-func TestBypassHostVariants(t *testing.T) {
+func TestBypassHostVariants(t *testing.T) { engines(t, testBypassHostVariants) }
+
+func testBypassHostVariants(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	addr := strings.TrimPrefix(tg.url, "http://")
@@ -113,7 +117,9 @@ func TestBypassHostVariants(t *testing.T) {
 // Headers the client must not choose never reach the upstream; forwarding
 // headers are the gateway's own; only WebSocket upgrades pass, and only
 // where a route allows them.
-func TestBypassHeaders(t *testing.T) {
+func TestBypassHeaders(t *testing.T) { engines(t, testBypassHeaders) }
+
+func testBypassHeaders(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{})
 	addr := strings.TrimPrefix(tg.url, "http://")
@@ -181,7 +187,9 @@ routes:
     upstream: app
 `
 
-func TestBypassRateLimitKeys(t *testing.T) {
+func TestBypassRateLimitKeys(t *testing.T) { engines(t, testBypassRateLimitKeys) }
+
+func testBypassRateLimitKeys(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, keyBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	addr := strings.TrimPrefix(tg.url, "http://")
@@ -244,7 +252,9 @@ routes:
 `
 
 // One /64 is one client for the shield and for client_ip keys.
-func TestBypassIPv6Prefix(t *testing.T) {
+func TestBypassIPv6Prefix(t *testing.T) { engines(t, testBypassIPv6Prefix) }
+
+func testBypassIPv6Prefix(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, ipv6BypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	get := func(xff string) int {
@@ -265,7 +275,9 @@ func TestBypassIPv6Prefix(t *testing.T) {
 }
 
 // Behind a load balancer the deny list applies to the client it names.
-func TestBypassDenyBehindLoadBalancer(t *testing.T) {
+func TestBypassDenyBehindLoadBalancer(t *testing.T) { engines(t, testBypassDenyBehindLoadBalancer) }
+
+func testBypassDenyBehindLoadBalancer(t *testing.T) {
 	up := newLenient(t)
 	cfg := ipv6BypassConfig + "ipsets:\n  deny: [198.51.100.7, \"2001:db8:bad::/48\"]\n"
 	tg := startGateway(t, cfg, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
@@ -282,7 +294,9 @@ func TestBypassDenyBehindLoadBalancer(t *testing.T) {
 
 // A client's malformed body is its own fault: 400 invalid_body, never an
 // upstream error that pages the on-call.
-func TestBypassMalformedBody(t *testing.T) {
+func TestBypassMalformedBody(t *testing.T) { engines(t, testBypassMalformedBody) }
+
+func testBypassMalformedBody(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{})
 	addr := strings.TrimPrefix(tg.url, "http://")
@@ -299,6 +313,10 @@ func TestBypassMalformedBody(t *testing.T) {
 // Rejections over HTTP/2 end their stream only: 100 of them on one
 // connection leave it open and serving, over TLS and over h2c.
 func TestBypassHTTP2RejectionsKeepConnection(t *testing.T) {
+	engines(t, testBypassHTTP2RejectionsKeepConnection)
+}
+
+func testBypassHTTP2RejectionsKeepConnection(t *testing.T) {
 	up := newLenient(t)
 	for _, mode := range []string{"tls", "h2c"} {
 		t.Run(mode, func(t *testing.T) {
@@ -379,7 +397,9 @@ routes:
 // the junk after 20, so it adds at most 20 keys; the guesses get the
 // account's 5 attempts; and a full table refuses new keys instead of
 // turning the throttle off.
-func TestLoginFlood(t *testing.T) {
+func TestLoginFlood(t *testing.T) { engines(t, testLoginFlood) }
+
+func testLoginFlood(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, loginFloodConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	c := keepAliveClient("127.0.63.1")

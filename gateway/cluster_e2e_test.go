@@ -62,7 +62,9 @@ func (a *authServer) count() int {
 // TestClusterPolicies runs the cluster profile against real PostgreSQL
 // (quota, least-privilege runtime role, readiness check) and Redis (login
 // throttle shared state), with a forward-auth test server.
-func TestClusterPolicies(t *testing.T) {
+func TestClusterPolicies(t *testing.T) { engines(t, testClusterPolicies) }
+
+func testClusterPolicies(t *testing.T) {
 	pg := testsvc.StartPostgres(t)
 	rd := testsvc.StartRedis(t)
 	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")

@@ -152,7 +152,18 @@ type Listen struct {
 	// H2C serves HTTP/2 over cleartext (prior knowledge or upgrade) as
 	// well as HTTP/1.1. Not allowed together with TLS.
 	H2C bool `yaml:"h2c"`
+	// Engine is how cleartext HTTP/1.1 is served: "auto" (the default)
+	// with the fast engine, handing every other protocol, upgrade and
+	// unusual request to net/http on the same listener; "nethttp" with
+	// net/http alone. With TLS, net/http serves everything.
+	Engine string `yaml:"engine"`
 }
+
+// Engines of listen.engine.
+const (
+	EngineAuto    = "auto"
+	EngineNetHTTP = "nethttp"
+)
 
 // TLS names the certificate and key files (PEM).
 type TLS struct {
@@ -231,6 +242,11 @@ type Upstream struct {
 	Targets  []string `yaml:"targets"` // base URLs, round robin
 	Timeouts Timeouts `yaml:"timeouts"`
 	Retries  int      `yaml:"retries"` // extra attempts for safe requests
+	// MaxIdleConnsPerHost bounds the kept-alive connections to each
+	// target; MaxConnsPerHost the open ones (0: no bound; at the bound a
+	// request waits for a free connection within its timeouts).
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	MaxConnsPerHost     int `yaml:"max_conns_per_host"`
 }
 
 // Timeouts of an upstream exchange; each is at most Total.
@@ -583,7 +599,7 @@ func DefaultConfig() *Config {
 	return &Config{
 		Profile: Standalone,
 		// Loopback: exposing the gateway is a deliberate choice.
-		Listen: Listen{Addr: "127.0.0.1:8080"},
+		Listen: Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto},
 		Limits: Limits{
 			MaxURLBytes:        host.DefaultMaxURLBytes,
 			MaxHeaderBytes:     host.DefaultMaxHeaderBytes,
@@ -661,7 +677,8 @@ func DefaultUpstream() Upstream {
 			PerTry:         proxy.DefaultPerTry,
 			Total:          proxy.DefaultTotal,
 		},
-		Retries: 1,
+		Retries:             1,
+		MaxIdleConnsPerHost: 256,
 	}
 }
 

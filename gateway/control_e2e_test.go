@@ -21,7 +21,9 @@ const testToken = "t0ken-for-the-control-api-0123456789"
 
 // TestControlAPI drives every endpoint of the gateway's control listener:
 // 401 cases, the happy path and bad input, and the audit lines.
-func TestControlAPI(t *testing.T) {
+func TestControlAPI(t *testing.T) { engines(t, testControlAPI) }
+
+func testControlAPI(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	tg := startGateway(t, oneRoute+"ipsets: {deny: [198.51.100.0/24], allow_capacity: 2}\n",
@@ -302,7 +304,9 @@ func TestControlConfig(t *testing.T) {
 // TestClientAgainstGateway drives a running gateway's control listener
 // with control.Client, as `bulwark ctl` does (its command line is tested
 // in cmd/bulwark).
-func TestClientAgainstGateway(t *testing.T) {
+func TestClientAgainstGateway(t *testing.T) { engines(t, testClientAgainstGateway) }
+
+func testClientAgainstGateway(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bulwark.yaml")
@@ -369,7 +373,9 @@ func TestClientAgainstGateway(t *testing.T) {
 // invalid file is rejected with every problem while the old configuration
 // keeps serving; restart-only changes are refused; static list entries
 // follow the file and runtime entries survive.
-func TestReloadThroughAPI(t *testing.T) {
+func TestReloadThroughAPI(t *testing.T) { engines(t, testReloadThroughAPI) }
+
+func testReloadThroughAPI(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	dir := t.TempDir()
@@ -516,7 +522,9 @@ ipsets:
 }
 
 // TestTokenRotationOnReload: a reload picks up a new token.
-func TestTokenRotationOnReload(t *testing.T) {
+func TestTokenRotationOnReload(t *testing.T) { engines(t, testTokenRotationOnReload) }
+
+func testTokenRotationOnReload(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bulwark.yaml")
@@ -561,7 +569,9 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // TestControlDuringDrain: the control API answers while the client
 // listener drains (status "draining" with the request still in flight)
 // and stops after it.
-func TestControlDuringDrain(t *testing.T) {
+func TestControlDuringDrain(t *testing.T) { engines(t, testControlDuringDrain) }
+
+func testControlDuringDrain(t *testing.T) {
 	release := make(chan struct{})
 	up := slowUpstream(t, release)
 	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{})
@@ -614,7 +624,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // requires it; a browser or a foreign Host name gets 403 before
 // authentication; a reload that adds a configured token switches to it,
 // and one that removes it goes back to the generated token.
-func TestGeneratedControlToken(t *testing.T) {
+func TestGeneratedControlToken(t *testing.T) { engines(t, testGeneratedControlToken) }
+
+func testGeneratedControlToken(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")

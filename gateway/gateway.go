@@ -15,6 +15,13 @@
 // throttles and quotas still apply. See [Gateway.ServeHTTP] and
 // [IPSets].
 //
+// Two engines serve HTTP/1.1 (listen.engine): with "auto" (the default,
+// cleartext listeners) the host's fast engine serves it through
+// [Gateway.ServeHTTP1], the same layers through the same code, and hands
+// everything else (HTTP/2, upgrades, unusual heads, login and quota
+// routes) to net/http on the same listener; with "nethttp", net/http
+// serves everything.
+//
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
 // from it; [Gateway.Start] listens (client, metrics and control
 // listeners), runs the readiness checks and opens admission;
@@ -184,6 +191,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		Logger:       log,
 		OnReject:     func(reason string) { onReject(reason) },
 		ReadyDetail:  g.readyDetail,
+	}
+	if cfg.Listen.Engine != EngineNetHTTP {
+		hc.Engine = host.EngineFast // (net/http serves everything over TLS)
 	}
 	hostGuardHooks(&hc, g.guard)
 	h, err := host.New(hc)

@@ -273,7 +273,19 @@ func hostGuardHooks(hc *host.Config, gd *guard.Guard) {
 	hc.WrapH2Conn = gd.WrapH2
 	hc.HTTP2 = gd.HTTP2Config()
 	hc.Requests = gd
+	hc.FastRequests = guardRequests{gd}
 }
+
+// guardRequests is the guard's overload manager as the fast engine's
+// request hook.
+type guardRequests struct{ gd *guard.Guard }
+
+func (a guardRequests) RequestStart() (shed, closeConn bool) {
+	s := a.gd.RequestStart()
+	return s >= guard.Shedding, s >= guard.NoKeepAlive
+}
+
+func (a guardRequests) RequestEnd() { a.gd.RequestEnd() }
 
 // guardCollector exports the guard's gauges.
 type guardCollector struct {

@@ -37,7 +37,9 @@ routes:
 // guards.conns.max_per_addr open connections (refused at accept, before
 // any HTTP), other addresses are unaffected, the refusal is counted, and
 // a reload raising the cap lets the next connection in.
-func TestGuardsCapConnectionsPerAddress(t *testing.T) {
+func TestGuardsCapConnectionsPerAddress(t *testing.T) { engines(t, testGuardsCapConnectionsPerAddress) }
+
+func testGuardsCapConnectionsPerAddress(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	tg := startGateway(t, guardsConfig, map[string]string{"UP": up.URL}, gwOpts{})
 	addr := tg.g.Addr().String()
@@ -82,7 +84,9 @@ func TestGuardsCapConnectionsPerAddress(t *testing.T) {
 // A request head dribbled slower than guards.slowloris.header_timeout is
 // answered 408 by the guard, well before limits.read_header_timeout, and
 // counted.
-func TestGuardsSlowHeadGets408(t *testing.T) {
+func TestGuardsSlowHeadGets408(t *testing.T) { engines(t, testGuardsSlowHeadGets408) }
+
+func testGuardsSlowHeadGets408(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	tg := startGateway(t, guardsConfig, map[string]string{"UP": up.URL}, gwOpts{})
 	c, err := net.Dial("tcp", tg.g.Addr().String())
@@ -110,7 +114,9 @@ func TestGuardsSlowHeadGets408(t *testing.T) {
 // An HTTP/2 (h2c) connection flooding PINGs gets GOAWAY
 // ENHANCE_YOUR_CALM from the frame guard and is closed; the abuse is
 // counted by reason.
-func TestGuardsH2FloodGetsGoaway(t *testing.T) {
+func TestGuardsH2FloodGetsGoaway(t *testing.T) { engines(t, testGuardsH2FloodGetsGoaway) }
+
+func testGuardsH2FloodGetsGoaway(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	tg := startGateway(t, guardsConfig, map[string]string{"UP": up.URL}, gwOpts{})
 	c, err := net.Dial("tcp", tg.g.Addr().String())
@@ -161,7 +167,9 @@ func TestGuardsH2FloodGetsGoaway(t *testing.T) {
 }
 
 // guards.enabled: false takes the guards out: no cap, no guard metrics.
-func TestGuardsOff(t *testing.T) {
+func TestGuardsOff(t *testing.T) { engines(t, testGuardsOff) }
+
+func testGuardsOff(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	cfg := strings.Replace(guardsConfig, "guards:\n", "guards:\n  enabled: false\n", 1)
 	tg := startGateway(t, cfg, map[string]string{"UP": up.URL}, gwOpts{})

@@ -69,7 +69,7 @@ func newHeaderRules(strip, asserted []string) *headerRules {
 
 // sameHeader compares header names case-insensitively with '_' equal to
 // '-'. It does not allocate.
-func sameHeader(a, b string) bool {
+func sameHeader[T string | []byte](a T, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -95,6 +95,27 @@ func sameHeader(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// strips reports whether a request field named name is removed (the
+// fast engine's forwarder asks it field by field).
+func (hr *headerRules) strips(name []byte) bool {
+	for _, s := range hr.strip {
+		if sameHeader(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// protects reports whether a Connection token naming name is ignored.
+func (hr *headerRules) protects(name []byte) bool {
+	for _, s := range hr.protected {
+		if sameHeader(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // apply removes the stripped headers and the Connection tokens that name

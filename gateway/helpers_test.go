@@ -55,8 +55,46 @@ func startGateway(t *testing.T, yaml string, subst map[string]string, o gwOpts) 
 	return startConfig(t, cfg, o)
 }
 
+// engines runs body once per HTTP/1.1 engine, as the subtests
+// engine=fast (listen.engine auto) and engine=nethttp, in parallel: every
+// end-to-end test holds for both. startGateway and startConfig pick the
+// engine from the subtest's name.
+func engines(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	for _, e := range []string{"fast", "nethttp"} {
+		t.Run("engine="+e, func(t *testing.T) {
+			t.Parallel()
+			body(t)
+		})
+	}
+}
+
+// engineOf returns the listen.engine of the engines subtest t runs in,
+// or "" outside one.
+func engineOf(t *testing.T) string {
+	switch {
+	case strings.Contains(t.Name(), "/engine=nethttp"):
+		return EngineNetHTTP
+	case strings.Contains(t.Name(), "/engine=fast"):
+		return EngineAuto
+	}
+	return ""
+}
+
 func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
 	t.Helper()
+	if e := engineOf(t); e != "" {
+		cfg.Listen.Engine = e
+		if src := o.source; src != nil {
+			o.source = func() (*Config, error) {
+				c, err := src()
+				if c != nil {
+					c.Listen.Engine = e
+				}
+				return c, err
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

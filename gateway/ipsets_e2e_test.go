@@ -75,7 +75,9 @@ func hostPort(u string) string { return strings.TrimPrefix(u, "http://") }
 // TestDenyAtAccept: static deny entries refuse every address they cover
 // at connect, others are served, allow overrides deny, the refusals are
 // counted and no address is logged.
-func TestDenyAtAccept(t *testing.T) {
+func TestDenyAtAccept(t *testing.T) { engines(t, testDenyAtAccept) }
+
+func testDenyAtAccept(t *testing.T) {
 	up := echoUpstream(t, "app")
 	tg := startGateway(t, oneRoute+`
 ipsets:
@@ -124,7 +126,9 @@ ipsets:
 }
 
 // TestDenyBeforeTLS: a denied peer never reaches the TLS handshake.
-func TestDenyBeforeTLS(t *testing.T) {
+func TestDenyBeforeTLS(t *testing.T) { engines(t, testDenyBeforeTLS) }
+
+func testDenyBeforeTLS(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
@@ -188,7 +192,9 @@ control: {enabled: false}
 // TTL refuses a CIDR at connect, lifts by itself on the injected clock,
 // and aborts the next request of a keep-alive connection accepted before
 // the block.
-func TestRuntimeBlockTTLAndKeepAlive(t *testing.T) {
+func TestRuntimeBlockTTLAndKeepAlive(t *testing.T) { engines(t, testRuntimeBlockTTLAndKeepAlive) }
+
+func testRuntimeBlockTTLAndKeepAlive(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{clock: clk})
@@ -253,6 +259,10 @@ func TestRuntimeBlockTTLAndKeepAlive(t *testing.T) {
 // by the shield or a route limit, and wins over a deny entry; removing it
 // from the allow list makes it an ordinary client again.
 func TestAllowBypassesShieldAndRouteLimits(t *testing.T) {
+	engines(t, testAllowBypassesShieldAndRouteLimits)
+}
+
+func testAllowBypassesShieldAndRouteLimits(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	tg := startGateway(t, `

@@ -416,6 +416,39 @@ func (m *metrics) observeUpstream(upstream, outcome string) {
 	}
 }
 
+// upstreamOutcomes are the proxy's outcomes, pre-resolved per upstream.
+var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body"}
+
+// upstreamCounters are an upstream's bulwark_upstream_requests_total
+// series, resolved once so that the request path does no label lookup.
+type upstreamCounters struct {
+	m    *metrics
+	name string
+	c    [len(upstreamOutcomes)]prometheus.Counter
+}
+
+func (m *metrics) forUpstream(name string) *upstreamCounters {
+	uc := &upstreamCounters{m: m, name: name}
+	if m.on() {
+		for i, o := range upstreamOutcomes {
+			uc.c[i] = m.upstreamRq.WithLabelValues(name, o)
+		}
+	}
+	return uc
+}
+
+func (uc *upstreamCounters) observe(outcome string) {
+	for i, o := range upstreamOutcomes {
+		if o == outcome {
+			if c := uc.c[i]; c != nil {
+				c.Inc()
+			}
+			return
+		}
+	}
+	uc.m.observeUpstream(uc.name, outcome)
+}
+
 // routeMetrics are a route's pre-resolved series, so the hot path does no
 // label lookups.
 type routeMetrics struct {
@@ -484,6 +517,7 @@ type stateCollector struct {
 	g                        *Gateway
 	entries, capacity, conns *prometheus.Desc
 	dials, maxIdle           *prometheus.Desc
+	idle, maxConns, waits    *prometheus.Desc
 }
 
 func newStateCollector(g *Gateway) *stateCollector {
@@ -494,11 +528,14 @@ func newStateCollector(g *Gateway) *stateCollector {
 		conns:    prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
 		dials:    prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
 		maxIdle:  prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
+		idle:     prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
+		maxConns: prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
+		waits:    prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle} {
+	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits} {
 		ch <- d
 	}
 }
@@ -517,5 +554,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.Open), name)
 		ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(st.Dials), name)
 		ch <- prometheus.MustNewConstMetric(c.maxIdle, prometheus.GaugeValue, float64(st.MaxIdle), name)
+		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), name)
+		ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns), name)
+		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits), name)
 	}
 }

@@ -68,7 +68,9 @@ func readyz(t *testing.T, base string) (int, map[string]string) {
 // quota 503, logins degraded, global limits on the local share; /readyz
 // 200 naming the dependencies; one log line per dependency, not one per
 // request; and it recovers on its own when they return.
-func TestStartWithDependenciesDown(t *testing.T) {
+func TestStartWithDependenciesDown(t *testing.T) { engines(t, testStartWithDependenciesDown) }
+
+func testStartWithDependenciesDown(t *testing.T) {
 	pg := testsvc.StartPostgres(t)
 	rd := testsvc.StartRedis(t)
 	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
@@ -143,7 +145,9 @@ func TestStartWithDependenciesDown(t *testing.T) {
 }
 
 // Two replicas with one global limit share its budget.
-func TestGlobalScopeAcrossReplicas(t *testing.T) {
+func TestGlobalScopeAcrossReplicas(t *testing.T) { engines(t, testGlobalScopeAcrossReplicas) }
+
+func testGlobalScopeAcrossReplicas(t *testing.T) {
 	rd := testsvc.StartRedis(t)
 	up := echoUpstream(t, "app")
 	cfg := `
@@ -183,7 +187,8 @@ global: {budget: 50ms}
 	}
 }
 
-// The RLS server answers Envoy's protocol on the global limiter.
+// The RLS server answers Envoy's protocol on the global limiter. (It
+// sends no HTTP to the client listener: one engine is enough.)
 func TestRLSThroughGateway(t *testing.T) {
 	rd := testsvc.StartRedis(t)
 	up := echoUpstream(t, "app")

@@ -14,6 +14,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/shield"
@@ -51,10 +52,13 @@ type exchange struct {
 	client   netip.Addr // exact: for the lists
 	group    netip.Addr // grouped: for the limits
 	clientOK bool
-	path     canon.Result
-	host     string
-	route    *route
-	free     bool // an allowed client: no shield, no route rate limit
+	// shieldKey, when set, is the shield's fingerprint of the client,
+	// worked out once for the connection (the fast engine).
+	shieldKey *keyed.Digest
+	path      canon.Result
+	host      string
+	route     *route
+	free      bool // an allowed client: no shield, no route rate limit
 
 	// What the request met, for the access log and the metrics: the layer
 	// that answered instead of the upstream (and why), the status, and a
@@ -118,6 +122,8 @@ var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 type pipeline struct {
 	g            *Gateway
 	headers      *headerRules
+	strips       func([]byte) bool // headers.strips, made once
+	protects     func([]byte) bool // headers.protects, made once
 	resolver     *peer.Resolver
 	behindLB     bool // client_ip.trusted_proxies is set: lists also apply to resolved clients
 	shield       *shield.Shield
@@ -147,10 +153,15 @@ type route struct {
 	limit     *routeLimit  // nil without rate_limit
 	shadow    bool         // rate_limit.mode: shadow
 	policy    http.Handler // login → quota → proxy
-	rm        *routeMetrics
-	metrics   *metrics
-	duration  prometheusObserver
-	tables    []table // bounded tables of this route, for occupancy gauges
+	proxy     *proxy.Proxy
+	// fast: the fast engine serves the route (no login, no quota:
+	// those need net/http's request).
+	fast     bool
+	onHeader func(time.Duration) // rm.observe, made once
+	rm       *routeMetrics
+	metrics  *metrics
+	duration prometheusObserver
+	tables   []table // bounded tables of this route, for occupancy gauges
 }
 
 // table is a bounded table whose occupancy is exported.
@@ -183,16 +194,61 @@ func (p *pipeline) finish(ex *exchange) {
 }
 
 func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	g := p.g
-
 	// 1. Headers the client must not choose.
 	p.headers.apply(r.Header)
 
+	raw := r.RequestURI
+	if raw == "" {
+		raw = r.URL.EscapedPath()
+	}
+	t := p.target(r.Method, raw, r.Host)
 	// 2. The client.
 	ex.client, ex.clientOK = p.resolver.Client(r)
 	if ex.clientOK {
 		ex.group = p.resolver.Group(ex.client)
 	}
+	rt := p.identify(w, r, ex, &t, p.behindLB && p.resolver.TrustsPeer(r))
+	if rt == nil {
+		return
+	}
+
+	// 6. Upgrades.
+	filterUpgrade(r.Header, rt.websocket)
+
+	// 7 and 8. Policies and the proxy.
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	rt.serve(w, r, ex)
+}
+
+// target is the route a request maps to, worked out once from its
+// method, target and Host (pure: it answers nothing and counts nothing).
+type target struct {
+	path canon.Result
+	err  error // a malformed path
+	host string
+	rule *matchRule // nil: no route matches
+}
+
+func (p *pipeline) target(method, requestURI, host string) target {
+	rawPath, _ := canon.Target(requestURI)
+	path, err := canon.Path(rawPath)
+	if err != nil {
+		return target{err: err}
+	}
+	t := target{path: path, host: canon.Host(host)}
+	t.rule = p.matcher.find(upperMethod(method), t.host, path)
+	return t
+}
+
+// identify runs steps 3 to 5 of the request path for both engines,
+// once the client (step 2) is in ex: the lists, the shield and the
+// route (t). lbClient reports that the lists apply to the resolved
+// client (client_ip.trusted_proxies is set and the peer is one of them).
+// It returns the route, or nil when the request has been answered. A
+// peer denied since its connection was accepted makes it panic with
+// http.ErrAbortHandler (the connection is cut without an answer).
+func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange, t *target, lbClient bool) *route {
+	g := p.g
 
 	// 3. Allow and deny lists.
 	if g.lists.active() {
@@ -204,7 +260,7 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 			ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
 			panic(http.ErrAbortHandler)
 		}
-		if p.behindLB && p.resolver.TrustsPeer(r) {
+		if lbClient {
 			// Behind a load balancer the socket peer is the balancer:
 			// the client it names is what the lists are about.
 			ex.free = false
@@ -218,14 +274,19 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 			case ipset.Denied:
 				ex.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
 				wire.Reject(w, r, wire.New(wire.CodeBlocked))
-				return
+				return nil
 			}
 		}
 	}
 
 	// 4. The shield. (Its refusals are counted by its hook.)
 	if p.shield != nil && !ex.free {
-		a := p.shield.Admit(ex.group, ex.clientOK)
+		var a shield.Admission
+		if ex.shieldKey != nil {
+			a = p.shield.AdmitKey(*ex.shieldKey) // the connection's fingerprint, made once
+		} else {
+			a = p.shield.Admit(ex.group, ex.clientOK)
+		}
 		if !a.Allowed {
 			if p.shadowShield {
 				ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
@@ -235,47 +296,34 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 					ex.status = http.StatusServiceUnavailable
 				}
 				shield.WriteRejection(w, r, &a)
-				return
+				return nil
 			}
 		}
 	}
 
 	// 5. The route.
-	raw := r.RequestURI
-	if raw == "" {
-		raw = r.URL.EscapedPath()
-	}
-	rawPath, _ := canon.Target(raw)
-	path, err := canon.Path(rawPath)
-	if err != nil {
+	if t.err != nil {
 		p.invalidPath(w, r, ex)
-		return
+		return nil
 	}
-	ex.path, ex.host = path, canon.Host(r.Host)
-	rule := p.matcher.find(upperMethod(r.Method), ex.host, path)
-	if rule == nil {
-		if path.Flags&canon.Ambiguous != 0 {
+	ex.path, ex.host = t.path, t.host
+	if t.rule == nil {
+		if t.path.Flags&canon.Ambiguous != 0 {
 			p.invalidPath(w, r, ex)
-			return
+			return nil
 		}
 		ex.refuse(g.metrics, layerRouter, "not_found", http.StatusNotFound)
 		p.unmatched.count(http.StatusNotFound, true)
 		wire.Reject(w, r, wire.New(wire.CodeNotFound))
-		return
+		return nil
 	}
-	if path.Flags&canon.Ambiguous != 0 && !rule.unsafe {
+	if t.path.Flags&canon.Ambiguous != 0 && !t.rule.unsafe {
 		p.invalidPath(w, r, ex)
-		return
+		return nil
 	}
-	rt := p.routes[rule.route]
+	rt := p.routes[t.rule.route]
 	ex.route = rt
-
-	// 6. Upgrades.
-	filterUpgrade(r.Header, rt.websocket)
-
-	// 7 and 8. Policies and the proxy.
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
-	rt.serve(w, r, ex)
+	return rt
 }
 
 func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request, ex *exchange) {
@@ -299,22 +347,35 @@ func upperMethod(m string) string {
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	rec := getRecorder(w)
 	defer putRecorder(rec)
-	if l := rt.limit; l != nil && !ex.free {
-		if ok, reason := l.check(rec, r, ex, rt.shadow); !ok {
-			if rt.shadow && reason != "ambiguous_key" {
-				ex.shadowed(rt.metrics, layerRoute, reason)
-			} else {
-				ex.refuse(rt.metrics, layerRoute, reason, rec.status)
-				rt.rm.count(rec.status, true)
-				return
-			}
-		}
+	if reason, refused := rt.limitRequest(rec, r, ex); refused {
+		ex.refuse(rt.metrics, layerRoute, reason, rec.status)
+		rt.rm.count(rec.status, true)
+		return
 	}
 	rt.policy.ServeHTTP(rec, r)
 	rt.rm.count(rec.status, rec.rejected)
 	if ex.status == 0 {
 		ex.status = rec.status
 	}
+}
+
+// limitRequest runs the route's rate limit (step 7's first policy) for
+// both engines. refused reports that the request was answered; a shadow
+// limit only records what it would have refused.
+func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, ex *exchange) (reason string, refused bool) {
+	l := rt.limit
+	if l == nil || ex.free {
+		return "", false
+	}
+	ok, reason := l.check(w, r, ex, rt.shadow)
+	if ok {
+		return "", false
+	}
+	if rt.shadow && reason != "ambiguous_key" {
+		ex.shadowed(rt.metrics, layerRoute, reason)
+		return "", false
+	}
+	return reason, true
 }
 
 // assertHeaders is the proxy's Assert hook: the headers the policies
@@ -379,6 +440,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		unmatched:    g.metrics.forUnmatched(),
 		reuse:        b.next,
 	}
+	p.strips, p.protects = p.headers.strips, p.headers.protects
 	mt, bad := cfg.matcher()
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("gateway: %v", bad[0])
@@ -393,9 +455,10 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
 		}
 		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
+			counters := g.metrics.forUpstream(u.Name)
 			return proxy.New(pu, proxy.Options{
 				Logger:         g.log,
-				Observe:        func(up, outcome string, _ time.Duration) { g.metrics.observeUpstream(up, outcome) },
+				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
 				TrustForwarded: resolver.TrustsPeer,
 				Assert:         assertHeaders,
 			})
@@ -408,7 +471,9 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 
 	for _, rc := range cfg.Routes {
 		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name),
-			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name)}
+			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name),
+			proxy: proxies[rc.Upstream], fast: rc.Login == nil && rc.Quota == nil}
+		rt.onHeader = rt.rm.observe
 		if rl := rc.RateLimit; rl != nil {
 			rt.shadow = rl.Mode == "shadow"
 		}

@@ -18,7 +18,9 @@ import (
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
-func TestRoutePrecedence(t *testing.T) {
+func TestRoutePrecedence(t *testing.T) { engines(t, testRoutePrecedence) }
+
+func testRoutePrecedence(t *testing.T) {
 	ups := map[string]string{}
 	for _, n := range []string{"ROOT", "API", "ITEM", "ADMIN", "HOSTED", "EXACT", "FILES"} {
 		ups[n] = echoUpstream(t, strings.ToLower(n)).URL
@@ -97,7 +99,9 @@ func rateLimited(t *testing.T, r resp, status int, route string, burst int, wind
 	}
 }
 
-func TestRateLimit(t *testing.T) {
+func TestRateLimit(t *testing.T) { engines(t, testRateLimit) }
+
+func testRateLimit(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	cfg := `
@@ -178,7 +182,9 @@ routes:
 }
 
 // TestRateLimitCapacity: a full table fails closed with the same answer.
-func TestRateLimitCapacity(t *testing.T) {
+func TestRateLimitCapacity(t *testing.T) { engines(t, testRateLimitCapacity) }
+
+func testRateLimitCapacity(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	tg := startGateway(t, `
@@ -225,7 +231,9 @@ func get(t *testing.T, c *http.Client, u string) int {
 	return res.StatusCode
 }
 
-func TestShield(t *testing.T) {
+func TestShield(t *testing.T) { engines(t, testShield) }
+
+func testShield(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	tg := startGateway(t, `
@@ -295,7 +303,9 @@ func (rc *recorded) last() ([]byte, int) {
 	return rc.bodies[len(rc.bodies)-1], len(rc.bodies)
 }
 
-func TestLoginPolicy(t *testing.T) {
+func TestLoginPolicy(t *testing.T) { engines(t, testLoginPolicy) }
+
+func testLoginPolicy(t *testing.T) {
 	rec := &recorded{}
 	up := httptest.NewServer(rec.handler())
 	t.Cleanup(up.Close)
@@ -391,7 +401,9 @@ routes:
 
 // TestReloadKeepsLimiterState: an unrelated change keeps a route's
 // buckets; a changed limit starts afresh.
-func TestReloadKeepsLimiterState(t *testing.T) {
+func TestReloadKeepsLimiterState(t *testing.T) { engines(t, testReloadKeepsLimiterState) }
+
+func testReloadKeepsLimiterState(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	base := `
@@ -408,6 +420,9 @@ routes:
 		cfg, err := Parse("reload.yaml", []byte(y), nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if e := engineOf(t); e != "" {
+			cfg.Listen.Engine = e // as startConfig does
 		}
 		return cfg
 	}
@@ -453,7 +468,9 @@ routes:
 
 // TestDrain cancels the run context while requests are in flight: they
 // all complete with 200, new ones are refused, and Run returns nil.
-func TestDrain(t *testing.T) {
+func TestDrain(t *testing.T) { engines(t, testDrain) }
+
+func testDrain(t *testing.T) {
 	const n = 16
 	var arrived sync.WaitGroup
 	arrived.Add(n)
@@ -468,6 +485,7 @@ func TestDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Listen.Engine = engineOf(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +559,9 @@ func waitReady(t *testing.T, base string) {
 }
 
 // TestMetricsScrape reads /metrics over HTTP and sees the counters move.
-func TestMetricsScrape(t *testing.T) {
+func TestMetricsScrape(t *testing.T) { engines(t, testMetricsScrape) }
+
+func testMetricsScrape(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	tg := startGateway(t, `

@@ -54,7 +54,9 @@ func writeCert(t *testing.T, dir string) *x509.CertPool {
 }
 
 // TestTLSAndHTTP2: TLS files relative to the config file, HTTP/2 by ALPN.
-func TestTLSAndHTTP2(t *testing.T) {
+func TestTLSAndHTTP2(t *testing.T) { engines(t, testTLSAndHTTP2) }
+
+func testTLSAndHTTP2(t *testing.T) {
 	up := echoUpstream(t, "app")
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
@@ -89,7 +91,9 @@ routes:
 }
 
 // TestH2C: cleartext HTTP/2 with prior knowledge.
-func TestH2C(t *testing.T) {
+func TestH2C(t *testing.T) { engines(t, testH2C) }
+
+func testH2C(t *testing.T) {
 	up := echoUpstream(t, "app")
 	tg := startGateway(t, `
 listen: {h2c: true}
@@ -113,7 +117,9 @@ routes:
 }
 
 // TestHostBounds: the host's bounds apply in front of the routes.
-func TestHostBounds(t *testing.T) {
+func TestHostBounds(t *testing.T) { engines(t, testHostBounds) }
+
+func testHostBounds(t *testing.T) {
 	up := echoUpstream(t, "app")
 	tg := startGateway(t, `
 limits: {max_body_bytes: 1024, max_url_bytes: 256}

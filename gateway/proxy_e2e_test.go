@@ -45,7 +45,9 @@ routes:
     upstream: app
 `
 
-func TestProxyMethodsAndBodies(t *testing.T) {
+func TestProxyMethodsAndBodies(t *testing.T) { engines(t, testProxyMethodsAndBodies) }
+
+func testProxyMethodsAndBodies(t *testing.T) {
 	up := echoUpstream(t, "app")
 	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{})
 
@@ -99,7 +101,9 @@ func TestProxyMethodsAndBodies(t *testing.T) {
 
 // TestStreaming proves the response is streamed: the client reads the
 // first chunk while the upstream still holds the second.
-func TestStreaming(t *testing.T) {
+func TestStreaming(t *testing.T) { engines(t, testStreaming) }
+
+func testStreaming(t *testing.T) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -132,7 +136,9 @@ func TestStreaming(t *testing.T) {
 	}
 }
 
-func TestWebSocket(t *testing.T) {
+func TestWebSocket(t *testing.T) { engines(t, testWebSocket) }
+
+func testWebSocket(t *testing.T) {
 	up := httptest.NewServer(websocket.Handler(func(c *websocket.Conn) {
 		var msg string
 		for websocket.Message.Receive(c, &msg) == nil {
@@ -218,7 +224,9 @@ func slowUpstream(t *testing.T, release <-chan struct{}) *httptest.Server {
 
 // TestTimeouts drives each timeout kind with a deliberately slow upstream
 // and checks which one fired from the proxy's log line.
-func TestTimeouts(t *testing.T) {
+func TestTimeouts(t *testing.T) { engines(t, testTimeouts) }
+
+func testTimeouts(t *testing.T) {
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
 	slow := slowUpstream(t, hold)
@@ -319,7 +327,9 @@ routes:
 // TestRetryOnlyWhenSafe: a target that drops connections makes idempotent
 // requests retry on the next target and non-idempotent ones fail, and a
 // failure after the response started is never retried.
-func TestRetryOnlyWhenSafe(t *testing.T) {
+func TestRetryOnlyWhenSafe(t *testing.T) { engines(t, testRetryOnlyWhenSafe) }
+
+func testRetryOnlyWhenSafe(t *testing.T) {
 	var badHits, goodHits, goodPosts atomic.Int64
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		badHits.Add(1)
@@ -416,7 +426,9 @@ routes:
 	}
 }
 
-func TestUpstreamDown(t *testing.T) {
+func TestUpstreamDown(t *testing.T) { engines(t, testUpstreamDown) }
+
+func testUpstreamDown(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now

@@ -52,6 +52,8 @@ var (
 
 	rangeTimeout = durRange{proxy.MinTimeout, proxy.MaxTimeout}
 	rangeRetries = intRange{0, proxy.MaxRetries}
+	rangeMaxIdle = intRange{1, proxy.MaxIdleConnsPerHostLimit}
+	rangeMaxConn = intRange{0, proxy.MaxConnsPerHostLimit}
 
 	rangeQPS              = floatRange{0.001, 1_000_000}
 	rangeBurst            = intRange{0, 1_000_000}
@@ -427,6 +429,11 @@ func (l Listen) Validate() error {
 	if err := validHostPort(l.Addr); err != nil {
 		f.add("addr", "%q: %v", l.Addr, err)
 	}
+	switch l.Engine {
+	case EngineAuto, EngineNetHTTP:
+	default:
+		f.add("engine", "%q: want %s or %s", l.Engine, EngineAuto, EngineNetHTTP)
+	}
 	if l.TLS != nil {
 		if l.H2C {
 			f.add("h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
@@ -603,6 +610,8 @@ func (u Upstream) Validate() error {
 	}
 	f.sub("timeouts", u.Timeouts.Validate())
 	f.int("retries", int64(u.Retries), rangeRetries)
+	f.int("max_idle_conns_per_host", int64(u.MaxIdleConnsPerHost), rangeMaxIdle)
+	f.int("max_conns_per_host", int64(u.MaxConnsPerHost), rangeMaxConn)
 	if f.ok() {
 		pu, err := u.proxyUpstream()
 		if err == nil {
@@ -640,7 +649,9 @@ func (u Upstream) proxyUpstream() (proxy.Upstream, error) {
 			PerTry:         u.Timeouts.PerTry,
 			Total:          u.Timeouts.Total,
 		},
-		Retries: u.Retries,
+		Retries:             u.Retries,
+		MaxIdleConnsPerHost: u.MaxIdleConnsPerHost,
+		MaxConnsPerHost:     u.MaxConnsPerHost,
 	}, nil
 }
 

@@ -71,7 +71,9 @@ func gatewayAnswer(t *testing.T, tg *testGateway, method, path, body string, hdr
 
 var contractT0 = time.Date(2026, 12, 1, 12, 0, 0, 500_000_000, time.UTC)
 
-func TestWireContractRateLimit(t *testing.T) {
+func TestWireContractRateLimit(t *testing.T) { engines(t, testWireContractRateLimit) }
+
+func testWireContractRateLimit(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(contractT0)
 	tg := startGateway(t, oneRoute+"    rate_limit: {qps: 0.5, burst: 2}\n", map[string]string{"APP": up.URL}, gwOpts{clock: clk})
@@ -99,7 +101,9 @@ func TestWireContractRateLimit(t *testing.T) {
 	sameAnswer(t, "rate_limit", libAnswer(t, h, req()), gw)
 }
 
-func TestWireContractLogin(t *testing.T) {
+func TestWireContractLogin(t *testing.T) { engines(t, testWireContractLogin) }
+
+func testWireContractLogin(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(contractT0)
 	tg := startGateway(t, oneRoute+"    login: {limit: 1, per_client: {limit: 0}, lockout: {enabled: false}}\n", map[string]string{"APP": up.URL}, gwOpts{clock: clk})
@@ -141,7 +145,9 @@ func TestWireContractLogin(t *testing.T) {
 	}
 }
 
-func TestWireContractShield(t *testing.T) {
+func TestWireContractShield(t *testing.T) { engines(t, testWireContractShield) }
+
+func testWireContractShield(t *testing.T) {
 	up := echoUpstream(t, "app")
 	clk := clock.NewManual(contractT0)
 	tg := startGateway(t, oneRoute+"shield: {enabled: true, per_peer: 1, global: 100, window: 60s}\n", map[string]string{"APP": up.URL}, gwOpts{clock: clk})

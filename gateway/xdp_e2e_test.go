@@ -16,7 +16,9 @@ import (
 // prefix with the control API (what `bulwark ctl block` does) and sees it
 // in the kernel maps, in /v1/status and in the metrics; the program is
 // detached at shutdown. Root only (CI runs as root).
-func TestXDPMirrorThroughGateway(t *testing.T) {
+func TestXDPMirrorThroughGateway(t *testing.T) { engines(t, testXDPMirrorThroughGateway) }
+
+func testXDPMirrorThroughGateway(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the XDP layer needs root (CAP_BPF, CAP_NET_ADMIN)")
 	}

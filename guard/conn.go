@@ -112,8 +112,10 @@ func newConn(g *Guard, c net.Conn, key keyed.Key128, lim *limits, isTLS bool) *C
 }
 
 // ConnOf returns the Guard connection under c: c itself, the socket under
-// a *tls.Conn returned by a Guard's TLS listener, or the connection under
-// an HTTP/2 wrapper. It returns nil for any other connection.
+// a *tls.Conn returned by a Guard's TLS listener, the connection under an
+// HTTP/2 wrapper, or under any wrapper with a NetConn method (package
+// host's connections handed from its fast engine to net/http). It
+// returns nil for any other connection.
 func ConnOf(c net.Conn) *Conn {
 	for range 4 {
 		switch v := c.(type) {
@@ -125,6 +127,8 @@ func ConnOf(c net.Conn) *Conn {
 			c = v.Conn
 		case *h2TLSConn:
 			c = v.Conn
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn() // a server's wrapper (a connection handed between engines)
 		default:
 			return nil
 		}

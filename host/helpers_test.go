@@ -33,15 +33,17 @@ type mode struct {
 	name string
 	tls  bool
 	h2c  bool
+	fast bool // HTTP/1.1 on the fast engine (handing over to net/http what it declines)
 }
 
 func (m mode) h2() bool { return m.tls || m.h2c }
 
 var (
-	modeH1  = mode{name: "h1"}
-	modeH2  = mode{name: "h2", tls: true}
-	modeH2C = mode{name: "h2c", h2c: true}
-	modes   = []mode{modeH1, modeH2, modeH2C}
+	modeH1   = mode{name: "h1"}
+	modeH2   = mode{name: "h2", tls: true}
+	modeH2C  = mode{name: "h2c", h2c: true}
+	modeFast = mode{name: "fast", fast: true}
+	modes    = []mode{modeH1, modeH2, modeH2C, modeFast}
 )
 
 // testCert is a self-signed certificate for 127.0.0.1, made once.
@@ -92,6 +94,9 @@ type option func(*host.Config)
 func start(t *testing.T, m mode, lim host.Limits, opts ...option) *env {
 	t.Helper()
 	cfg := host.Config{Addr: "127.0.0.1:0", Limits: lim, H2C: m.h2c}
+	if m.fast {
+		cfg.Engine = host.EngineFast
+	}
 	if m.tls {
 		cert, _ := testCert()
 		cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}

@@ -57,6 +57,16 @@
 // cleartext HTTP/2 with prior knowledge when Config.H2C is set. The h2c
 // Upgrade mechanism is not supported (such requests are served as HTTP/1.1),
 // because it requires buffering the request body before the upgrade.
+//
+// With Config.Engine set to EngineFast, a cleartext listener serves plain
+// HTTP/1.1 with the host's fast engine (package h1: a strict parser,
+// buffers reused per connection, no goroutine, timer or context per
+// request) through the activated handler's FastHandler method, after the
+// very same checks, in the same order, as the net/http path. Everything
+// else on the listener (heads the strict parser declines, HTTP/2 with
+// prior knowledge, upgrades, Expect, requests the handler declines) is
+// handed, connection and all, to net/http, which answers it as it always
+// does; see FastHandler.
 package host
 
 import (
@@ -155,6 +165,11 @@ type Config struct {
 	// H2C serves cleartext HTTP/2 with prior knowledge next to HTTP/1.1.
 	// Not allowed together with TLSConfig.
 	H2C bool
+	// Engine selects how a cleartext listener serves HTTP/1.1: "" or
+	// EngineNetHTTP with net/http; EngineFast with the fast engine,
+	// handing everything else to net/http (see FastHandler). Ignored with
+	// TLSConfig.
+	Engine Engine
 	// Limits are the hard bounds; zero fields take their defaults.
 	Limits Limits
 	// Logger receives lifecycle and failure events; nil discards. Client
@@ -195,8 +210,12 @@ type Config struct {
 	// HTTP2 configures HTTP/2 (http.Server.HTTP2): advertised concurrent
 	// streams, frame and window sizes. Nil keeps net/http's defaults.
 	HTTP2 *http.HTTP2Config
-	// Requests, when set, sees every request; see RequestHook.
+	// Requests, when set, sees every request net/http serves; see
+	// RequestHook.
 	Requests RequestHook
+	// FastRequests, when set, sees every request the fast engine serves;
+	// see FastRequestHook.
+	FastRequests FastRequestHook
 }
 
 // RequestHook is told of every request the host receives (a connection
@@ -252,6 +271,7 @@ type Host struct {
 	activated bool
 	ln        net.Listener
 	serveDone chan struct{}
+	fast      *fastServer // the fast engine, when it serves this listener
 	hooks     []hook
 	hooksRan  bool
 }
@@ -287,6 +307,11 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.TLSConfig != nil && cfg.H2C {
 		return nil, errors.New("host: config.h2c cannot be combined with config.tls")
+	}
+	switch cfg.Engine {
+	case "", EngineNetHTTP, EngineFast:
+	default:
+		return nil, fmt.Errorf("host: config.engine %q: want %q or %q", cfg.Engine, EngineNetHTTP, EngineFast)
 	}
 	if t := cfg.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
 		return nil, errors.New("host: config.tls has no certificate")
@@ -326,6 +351,9 @@ func New(cfg Config) (*Host, error) {
 		ErrorLog:          newErrorLog(log),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ci := &connInfo{shard: h.connSeq.Add(1) % numShards}
+			if hc, ok := c.(*handoffConn); ok {
+				ci.requests.Store(hc.requests) // served by the fast engine so far
+			}
 			ctx = context.WithValue(ctx, connKey{}, ci)
 			if cfg.ConnContext != nil {
 				ctx = cfg.ConnContext(ctx, c)
@@ -440,10 +468,13 @@ func (h *Host) Start() error {
 	h.ln = ln
 	h.started = true
 	h.serveDone = make(chan struct{})
+	if h.cfg.Engine == EngineFast && h.cfg.TLSConfig == nil {
+		h.fast = newFastServer(h, ln.Addr())
+	}
 	h.mu.Unlock()
 
 	go h.serveLoop(ln)
-	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C)
+	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C, "fast_engine", h.fast != nil)
 	return nil
 }
 
@@ -462,6 +493,9 @@ func (h *Host) serveLoop(ln net.Listener) {
 		err = h.srv.Serve(ln)
 	case h.cfg.TLSConfig != nil:
 		err = h.srv.ServeTLS(ln, "", "")
+	case h.fast != nil:
+		go h.fast.acceptLoop(ln)
+		err = h.srv.Serve(h.fast.handoff)
 	default:
 		err = h.srv.Serve(ln)
 	}
@@ -753,7 +787,7 @@ const closeGrace = 2 * time.Second
 // closeGrace and DrainTimeout); otherwise it closes them at once.
 func (h *Host) closeServer(ctx context.Context, graceful bool) {
 	h.mu.Lock()
-	started, done := h.started, h.serveDone
+	started, done, fast, ln := h.started, h.serveDone, h.fast, h.ln
 	h.mu.Unlock()
 	if !started {
 		if h.cfg.Listener != nil {
@@ -761,14 +795,29 @@ func (h *Host) closeServer(ctx context.Context, graceful bool) {
 		}
 		return
 	}
+	var fastDone chan struct{}
+	sctx, cancel := context.WithTimeout(ctx, min(h.lim.DrainTimeout, closeGrace))
+	defer cancel()
+	if fast != nil {
+		// The fast engine's listener, then its connections, beside
+		// net/http's (which serves the connections handed over).
+		_ = ln.Close()
+		fastDone = make(chan struct{})
+		go func() {
+			<-fast.done
+			fast.shutdown(sctx, graceful)
+			close(fastDone)
+		}()
+	}
 	if graceful {
-		sctx, cancel := context.WithTimeout(ctx, min(h.lim.DrainTimeout, closeGrace))
 		if err := h.srv.Shutdown(sctx); err != nil {
 			_ = h.srv.Close()
 		}
-		cancel()
 	} else {
 		_ = h.srv.Close()
+	}
+	if fastDone != nil {
+		<-fastDone
 	}
 	<-done
 }

@@ -7,6 +7,12 @@
 // protocol upgrades such as WebSocket, trailers and streaming flushes all
 // come from there) with a retrying [http.RoundTripper] underneath.
 //
+// [Proxy.ServeHTTP1] serves the host's fast HTTP/1.1 engine (package h1)
+// with the same targets, timeouts, retries, header rules and answers, on
+// a connection pool of its own (MaxIdleConnsPerHost, MaxConnsPerHost,
+// [PoolStats]) and without a goroutine, context or timer per request; see
+// its documentation for the two things it does differently.
+//
 // # Timeouts
 //
 //   - Connect bounds establishing the TCP (and TLS) connection to a target.
@@ -171,6 +177,11 @@ type Upstream struct {
 	// MaxIdleConnsPerHost bounds the kept-alive connections per target;
 	// 0 means DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int
+	// MaxConnsPerHost bounds the connections open to one target (busy
+	// and idle), in [0, MaxConnsPerHostLimit]; 0 means no bound. At the
+	// bound a request waits for a connection to free up, within its
+	// attempt's timeouts.
+	MaxConnsPerHost int
 }
 
 // Options are the optional hooks of a Proxy.
@@ -210,10 +221,11 @@ type Proxy struct {
 	assert   func(*http.Request, http.Header)
 
 	next      atomic.Uint64
-	conns     atomic.Int64 // open connections to the targets
+	conns     atomic.Int64 // open connections to the targets (both paths)
 	dials     atomic.Uint64
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
+	fast      *fastPools // ServeHTTP1's connections
 }
 
 // Validate reports every problem of u: a missing name, a target count
@@ -253,6 +265,9 @@ func (u Upstream) resolve() (Upstream, error) {
 	}
 	if u.MaxIdleConnsPerHost < 1 || u.MaxIdleConnsPerHost > MaxIdleConnsPerHostLimit {
 		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_idle_conns_per_host %d out of range [1, %d]", u.Name, u.MaxIdleConnsPerHost, MaxIdleConnsPerHostLimit))
+	}
+	if u.MaxConnsPerHost < 0 || u.MaxConnsPerHost > MaxConnsPerHostLimit {
+		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_conns_per_host %d out of range [0, %d]", u.Name, u.MaxConnsPerHost, MaxConnsPerHostLimit))
 	}
 	return u, errors.Join(errs...)
 }
@@ -303,7 +318,8 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		ExpectContinueTimeout:  time.Second,
 		MaxIdleConns:           u.MaxIdleConnsPerHost * len(u.Targets),
 		MaxIdleConnsPerHost:    u.MaxIdleConnsPerHost,
-		IdleConnTimeout:        90 * time.Second,
+		MaxConnsPerHost:        u.MaxConnsPerHost,
+		IdleConnTimeout:        DefaultIdleConnTimeout,
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		DisableCompression:     true,
 	}
@@ -314,25 +330,41 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BufferPool:   copyBuffers,
 	}
+	p.fast = newFastPools(p, u, dial)
 	return p, nil
 }
 
-// Close closes the idle connections to the upstream.
-func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+// Close closes the idle connections to the upstream (both paths); the
+// fast path closes the busy ones as they come back.
+func (p *Proxy) Close() {
+	p.transport.CloseIdleConnections()
+	p.fast.close()
+}
 
 // PoolStats is the state of a proxy's connections to its targets.
 type PoolStats struct {
 	// Open is the number of connections open now (busy and idle).
 	Open int64
+	// Idle is the number of idle connections of the fast path's pool
+	// (net/http's Transport does not tell its own).
+	Idle int64
 	// Dials counts connections made since New.
 	Dials uint64
+	// Waits counts requests of the fast path that waited for a
+	// connection at the MaxConns bound.
+	Waits uint64
 	// MaxIdle is the bound on idle connections kept per target.
 	MaxIdle int
+	// MaxConns is the bound on open connections per target (0: none).
+	MaxConns int
 }
 
 // Stats returns the state of the connection pool.
 func (p *Proxy) Stats() PoolStats {
-	return PoolStats{Open: p.conns.Load(), Dials: p.dials.Load(), MaxIdle: p.transport.MaxIdleConnsPerHost}
+	return PoolStats{
+		Open: p.conns.Load(), Idle: p.fast.idleCount(), Dials: p.dials.Load(), Waits: p.fast.waitCount(),
+		MaxIdle: p.transport.MaxIdleConnsPerHost, MaxConns: p.transport.MaxConnsPerHost,
+	}
 }
 
 // countedConn keeps the open-connection count.
@@ -464,7 +496,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if in.TLS != nil {
 		proto = "https"
 	}
-	elem := forwardedElement(in.RemoteAddr, in.Host, proto)
+	elem := string(appendForwardedElement(nil, in.RemoteAddr, in.Host, proto))
 	if trusted {
 		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
 			if all := strings.Join(prior, ", "); validForwarded(all) {
@@ -562,39 +594,55 @@ func isTokenChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// forwardedElement renders one RFC 7239 element. Values that are not
-// tokens are quoted; an IPv6 node is always quoted with brackets.
-func forwardedElement(remoteAddr, host, proto string) string {
-	var b strings.Builder
-	node := "unknown"
+// appendForwardedElement appends one RFC 7239 element to b. Values that
+// are not tokens are quoted; an IPv6 node is always quoted with
+// brackets.
+func appendForwardedElement(b []byte, remoteAddr, host, proto string) []byte {
+	node := ""
 	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
 		node = h
 	}
-	b.WriteString("for=")
-	if strings.Contains(node, ":") {
-		b.WriteString(`"[` + node + `]"`)
-	} else {
-		b.WriteString(node)
-	}
-	if host != "" {
-		b.WriteString(";host=")
-		b.WriteString(quoteIfNeeded(host))
-	}
-	b.WriteString(";proto=")
-	b.WriteString(proto)
-	return b.String()
+	return appendForwardedNode(b, node, host, proto)
 }
 
-// quoteEscaper escapes a quoted-string (RFC 9110 §5.6.4).
-var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+// appendForwardedNode is appendForwardedElement for a node already split
+// off its port ("" for none: "unknown").
+func appendForwardedNode(b []byte, node, host, proto string) []byte {
+	if node == "" {
+		node = "unknown"
+	}
+	b = append(b, "for="...)
+	if strings.Contains(node, ":") {
+		b = append(b, `"[`...)
+		b = append(b, node...)
+		b = append(b, `]"`...)
+	} else {
+		b = append(b, node...)
+	}
+	if host != "" {
+		b = append(b, ";host="...)
+		b = appendQuotedIfNeeded(b, host)
+	}
+	b = append(b, ";proto="...)
+	return append(b, proto...)
+}
 
-func quoteIfNeeded(s string) string {
+// appendQuotedIfNeeded appends s, as a quoted-string (RFC 9110 §5.6.4)
+// unless it is a token.
+func appendQuotedIfNeeded(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if !isTokenChar(s[i]) {
-			return `"` + quoteEscaper.Replace(s) + `"`
+			b = append(b, '"')
+			for j := 0; j < len(s); j++ {
+				if s[j] == '\\' || s[j] == '"' {
+					b = append(b, '\\')
+				}
+				b = append(b, s[j])
+			}
+			return append(b, '"')
 		}
 	}
-	return s
+	return append(b, s...)
 }
 
 var (

@@ -21,6 +21,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/proxy"
 )
 
@@ -55,8 +57,54 @@ func (o *observed) last() string {
 	return o.outcomes[len(o.outcomes)-1]
 }
 
-// front puts a proxy for u in front of a real loopback server.
-func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*httptest.Server, *observed) {
+// frontServer is the client-facing server of a test: URL and Listener as
+// httptest.Server's.
+type frontServer struct {
+	URL      string
+	Listener net.Listener
+}
+
+// engines runs body once per engine the proxy serves: net/http's
+// (ServeHTTP) and the host's fast engine (ServeHTTP1), as the subtests
+// engine=nethttp and engine=fast. front picks the engine from the name.
+func engines(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	for _, e := range []string{"nethttp", "fast"} {
+		t.Run("engine="+e, body)
+	}
+}
+
+// fastFront serves a proxy on the fast engine (and what it hands over on
+// net/http), with Options.TrustForwarded and Assert applied as the
+// gateway applies them.
+type fastFront struct {
+	p    *proxy.Proxy
+	opts proxy.Options
+}
+
+func (f fastFront) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.p.ServeHTTP(w, r) }
+
+func (f fastFront) ServeHTTP1(x *h1.Exchange) bool {
+	fw := proxy.Forward{}
+	if f.opts.TrustForwarded != nil {
+		fw.Trusted = f.opts.TrustForwarded(x.Stub())
+	}
+	if f.opts.Assert != nil {
+		h := http.Header{}
+		f.opts.Assert(x.Stub(), h)
+		for k, vs := range h {
+			for _, v := range vs {
+				fw.Asserted = append(fw.Asserted, proxy.AssertedField{Name: k, Value: v})
+			}
+		}
+	}
+	f.p.ServeHTTP1(x, fw)
+	return true
+}
+
+// front puts a proxy for u in front of a real loopback server: net/http's,
+// or the host's fast engine inside an engines subtest named engine=fast.
+func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *observed) {
 	t.Helper()
 	if u.Name == "" {
 		u.Name = "app"
@@ -69,9 +117,33 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*httptest.Server
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
-	s := httptest.NewServer(p)
-	t.Cleanup(func() { s.Close(); p.Close() })
-	return s, obs
+	if !strings.Contains(t.Name(), "/engine=fast") {
+		s := httptest.NewServer(p)
+		t.Cleanup(func() { s.Close(); p.Close() })
+		return &frontServer{URL: s.URL, Listener: s.Listener}, obs
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{Listener: ln, Engine: host.EngineFast, Limits: host.Limits{MaxBodyBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.Activate(fastFront{p: p, opts: opts})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+		p.Close()
+	})
+	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln}, obs
 }
 
 func readProblem(t *testing.T, resp *http.Response) map[string]any {
@@ -90,6 +162,10 @@ func readProblem(t *testing.T, resp *http.Response) map[string]any {
 }
 
 func TestProxiesMethodsAndBodiesByteExact(t *testing.T) {
+	engines(t, testProxiesMethodsAndBodiesByteExact)
+}
+
+func testProxiesMethodsAndBodiesByteExact(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Method", r.Method)
@@ -119,7 +195,9 @@ func TestProxiesMethodsAndBodiesByteExact(t *testing.T) {
 	}
 }
 
-func TestTargetPathPrefix(t *testing.T) {
+func TestTargetPathPrefix(t *testing.T) { engines(t, testTargetPathPrefix) }
+
+func testTargetPathPrefix(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path)
 	}))
@@ -138,6 +216,10 @@ func TestTargetPathPrefix(t *testing.T) {
 }
 
 func TestStreamingResponseFlushesBeforeUpstreamFinishes(t *testing.T) {
+	engines(t, testStreamingResponseFlushesBeforeUpstreamFinishes)
+}
+
+func testStreamingResponseFlushesBeforeUpstreamFinishes(t *testing.T) {
 	release := make(chan struct{})
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -168,7 +250,9 @@ func TestStreamingResponseFlushesBeforeUpstreamFinishes(t *testing.T) {
 	}
 }
 
-func TestWebSocketUpgradePassesThrough(t *testing.T) {
+func TestWebSocketUpgradePassesThrough(t *testing.T) { engines(t, testWebSocketUpgradePassesThrough) }
+
+func testWebSocketUpgradePassesThrough(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "websocket" {
 			http.Error(w, "want upgrade", 400)
@@ -225,7 +309,9 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 	}
 }
 
-func TestConnectTimeout(t *testing.T) {
+func TestConnectTimeout(t *testing.T) { engines(t, testConnectTimeout) }
+
+func testConnectTimeout(t *testing.T) {
 	dialed := make(chan struct{}, 1)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dialed <- struct{}{}
@@ -251,7 +337,9 @@ func TestConnectTimeout(t *testing.T) {
 	}
 }
 
-func TestResponseHeaderTimeout(t *testing.T) {
+func TestResponseHeaderTimeout(t *testing.T) { engines(t, testResponseHeaderTimeout) }
+
+func testResponseHeaderTimeout(t *testing.T) {
 	release := make(chan struct{})
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -291,6 +379,10 @@ func slowAndFast(t *testing.T) (slow, fast *url.URL, slowHits, fastHits *atomic.
 }
 
 func TestPerTryTimeoutRetriesSafeRequestsOnly(t *testing.T) {
+	engines(t, testPerTryTimeoutRetriesSafeRequestsOnly)
+}
+
+func testPerTryTimeoutRetriesSafeRequestsOnly(t *testing.T) {
 	slow, fast, slowHits, fastHits := slowAndFast(t)
 	s, _ := front(t, proxy.Upstream{
 		Targets:  []*url.URL{slow, fast},
@@ -353,6 +445,10 @@ func resetTarget(t *testing.T) (*url.URL, *atomic.Int32) {
 }
 
 func TestConnectionResetRetriedOnlyWhenSafe(t *testing.T) {
+	engines(t, testConnectionResetRetriedOnlyWhenSafe)
+}
+
+func testConnectionResetRetriedOnlyWhenSafe(t *testing.T) {
 	bad, badHits := resetTarget(t)
 	var goodHits atomic.Int32
 	good := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -395,7 +491,9 @@ func TestConnectionResetRetriedOnlyWhenSafe(t *testing.T) {
 	}
 }
 
-func TestNoRetryAfterResponseStarted(t *testing.T) {
+func TestNoRetryAfterResponseStarted(t *testing.T) { engines(t, testNoRetryAfterResponseStarted) }
+
+func testNoRetryAfterResponseStarted(t *testing.T) {
 	var hits atomic.Int32
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -425,6 +523,10 @@ func TestNoRetryAfterResponseStarted(t *testing.T) {
 }
 
 func TestTotalTimeoutBoundsBodyStreaming(t *testing.T) {
+	engines(t, testTotalTimeoutBoundsBodyStreaming)
+}
+
+func testTotalTimeoutBoundsBodyStreaming(t *testing.T) {
 	release := make(chan struct{})
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -457,7 +559,9 @@ func TestTotalTimeoutBoundsBodyStreaming(t *testing.T) {
 	}
 }
 
-func TestRoundRobin(t *testing.T) {
+func TestRoundRobin(t *testing.T) { engines(t, testRoundRobin) }
+
+func testRoundRobin(t *testing.T) {
 	var hits [3]atomic.Int32
 	var targets []*url.URL
 	for i := range hits {
@@ -478,7 +582,9 @@ func TestRoundRobin(t *testing.T) {
 	}
 }
 
-func TestHeaders(t *testing.T) {
+func TestHeaders(t *testing.T) { engines(t, testHeaders) }
+
+func testHeaders(t *testing.T) {
 	var got http.Header
 	var gotHost string
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -489,7 +595,7 @@ func TestHeaders(t *testing.T) {
 		w.Header().Set("Keep-Alive", "timeout=5")
 		w.Header().Set("X-End", "2")
 	}))
-	send := func(s *httptest.Server, h ...string) *http.Response {
+	send := func(s *frontServer, h ...string) *http.Response {
 		req, _ := http.NewRequest("GET", s.URL, nil)
 		req.Host = "public.example"
 		for i := 0; i+1 < len(h); i += 2 {
@@ -575,7 +681,9 @@ func TestValidForwarded(t *testing.T) {
 
 // Headers set by Assert reach the upstream even when the client's
 // Connection header names them.
-func TestAssertSurvivesConnectionTokens(t *testing.T) {
+func TestAssertSurvivesConnectionTokens(t *testing.T) { engines(t, testAssertSurvivesConnectionTokens) }
+
+func testAssertSurvivesConnectionTokens(t *testing.T) {
 	var got http.Header
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
 	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{
@@ -596,7 +704,9 @@ func TestAssertSurvivesConnectionTokens(t *testing.T) {
 
 // A client whose chunked body is malformed gets 400 invalid_body; the
 // exchange is not an upstream error.
-func TestMalformedBodyIsClientFault(t *testing.T) {
+func TestMalformedBodyIsClientFault(t *testing.T) { engines(t, testMalformedBodyIsClientFault) }
+
+func testMalformedBodyIsClientFault(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}, Retries: 2}, proxy.Options{})
 	for _, raw := range []string{
@@ -631,7 +741,9 @@ func TestMalformedBodyIsClientFault(t *testing.T) {
 	}
 }
 
-func TestClientGoneWritesNothing(t *testing.T) {
+func TestClientGoneWritesNothing(t *testing.T) { engines(t, testClientGoneWritesNothing) }
+
+func testClientGoneWritesNothing(t *testing.T) {
 	entered := make(chan struct{})
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
@@ -662,7 +774,9 @@ func TestClientGoneWritesNothing(t *testing.T) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
+func TestConnectionRefused(t *testing.T) { engines(t, testConnectionRefused) }
+
+func testConnectionRefused(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	ln.Close()
@@ -721,5 +835,31 @@ func TestTimeoutsWithDefaults(t *testing.T) {
 	small := proxy.Timeouts{Total: 2 * time.Second}.WithDefaults()
 	if small.Connect != 2*time.Second || small.PerTry != 2*time.Second || small.ResponseHeader != 2*time.Second {
 		t.Fatalf("defaults not lowered to total: %+v", small)
+	}
+}
+
+// An upstream that takes more than a second to answer a streamed upload
+// gets the whole body and its answer reaches the client (the fast path
+// looks at its client every second while it waits, but not while the
+// client's body is still being sent).
+func TestSlowAnswerToStreamedUpload(t *testing.T) { engines(t, testSlowAnswerToStreamedUpload) }
+
+func testSlowAnswerToStreamedUpload(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(1500 * time.Millisecond)
+		fmt.Fprintf(w, "%d", len(b))
+	}))
+	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	body := strings.Repeat("x", 200<<10)
+	req, _ := http.NewRequest("POST", s.URL, io.MultiReader(strings.NewReader(body))) // no length: chunked
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != fmt.Sprint(len(body)) || obs.last() != "ok" {
+		t.Fatalf("%d %q outcome %q", resp.StatusCode, b, obs.last())
 	}
 }

@@ -257,6 +257,9 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bulwark:", err)
 		return 2
 	}
+	if msg := memoryDefaults(os.Getenv, os.ReadFile); msg != "" {
+		log.Info("memory: " + msg)
+	}
 	if demo != nil {
 		log.Info("quickstart: no --config given; proxying to the built-in demo upstream",
 			"try", "for i in $(seq 20); do curl -s -o /dev/null -w '%{http_code}\\n' localhost:8080/; done")

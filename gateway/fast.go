@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/keyed"
+	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/shield"
+)
+
+// The fast engine's request path
+//
+// With listen.engine auto (the default, cleartext listeners) the host
+// serves plain HTTP/1.1 with its fast engine and calls ServeHTTP1. The
+// request takes the same path as on net/http, through the same code:
+// the route is worked out first (pure), then identify (client, lists,
+// shield, route), the route's rate limit and the proxy, whose fast
+// forwarder applies request_headers (strip, protected Connection tokens)
+// and the forwarding rules field by field instead of on a header map.
+// Rejections are written by the same writers (wire, shield, ratelimit)
+// through the exchange's http.ResponseWriter.
+//
+// Routes with a login throttle or a quota read the body and need a
+// complete *http.Request: their requests are declined and the host hands
+// the connection to net/http, which serves them (and the connection's
+// later requests) exactly as with listen.engine nethttp. So do heads the
+// strict HTTP/1.1 parser declines, HTTP/2 and every upgrade (WebSocket
+// included). Layers that read header fields (a trusted proxy's
+// forwarding fields, header:NAME rate-limit keys) get a complete request
+// built for them.
+
+// ServeHTTP1 serves a request of the host's fast engine with the current
+// pipeline (host.FastHandler). It returns false, having done nothing,
+// for a request whose route needs net/http.
+func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
+	p := g.cur.Load()
+	t := p.target(x.Method(), x.Target(), x.Host())
+	if t.err == nil && t.rule != nil && !p.routes[t.rule.route].fast {
+		return false
+	}
+	g.tally.requests.Add(1)
+	ex := exchanges.Get().(*exchange)
+	*ex = exchange{start: x.Start}
+	defer exchanges.Put(ex)
+	defer p.finish(ex)
+	p.serveFast(x, ex, &t)
+	return true
+}
+
+func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
+	stub := x.Stub()
+	r := stub
+	// 2. The client: worked out once per connection unless its peer is
+	// a trusted proxy (whose forwarding fields name a client per
+	// request).
+	id := connIdentityOf(x, p)
+	trusted := id.trusted
+	if trusted {
+		if full, err := x.Request(); err == nil {
+			r = full
+		}
+		ex.client, ex.clientOK = p.resolver.Client(r)
+		if ex.clientOK {
+			ex.group = p.resolver.Group(ex.client)
+		}
+	} else {
+		ex.client, ex.group, ex.clientOK = id.client, id.group, id.ok
+		if p.shield != nil {
+			if id.shield != p.shield {
+				id.shield, id.shieldKey = p.shield, p.shield.Fingerprint(id.group, id.ok)
+			}
+			ex.shieldKey = &id.shieldKey
+		}
+	}
+	rt := p.identify(x, r, ex, t, p.behindLB && trusted)
+	if rt == nil {
+		if ex.status == 0 {
+			ex.status = x.Status()
+		}
+		return
+	}
+	if rt.limit != nil && rt.limit.kind == keyHeader && r == stub {
+		if full, err := x.Request(); err == nil {
+			r = full
+		}
+	}
+	if reason, refused := rt.limitRequest(x, r, ex); refused {
+		ex.refuse(rt.metrics, layerRoute, reason, x.Status())
+		rt.rm.count(x.Status(), true)
+		return
+	}
+	rt.proxy.ServeHTTP1(x, proxy.Forward{Strip: p.strips, Protected: p.protects, Trusted: trusted, OnHeader: rt.onHeader})
+	st := x.Status()
+	if st == 0 {
+		st = http.StatusGatewayTimeout // the host answers a request timeout
+	}
+	rt.rm.count(st, false)
+	if ex.status == 0 {
+		ex.status = st
+	}
+}
+
+// connIdentity is what the client_ip rules make of a connection's peer,
+// kept in the exchange's ConnCache for the connection's later requests
+// (and worked out again after a reload changed the rules).
+type connIdentity struct {
+	valid         bool
+	resolver      *peer.Resolver
+	trusted       bool // the peer is a trusted proxy
+	client, group netip.Addr
+	ok            bool
+	// The shield's fingerprint of the client, for the shield it was
+	// made by.
+	shield    *shield.Shield
+	shieldKey keyed.Digest
+}
+
+func connIdentityOf(x *h1.Exchange, p *pipeline) *connIdentity {
+	id, _ := x.ConnCache.(*connIdentity)
+	if id == nil {
+		id = new(connIdentity)
+		x.ConnCache = id
+	} else if id.valid && id.resolver == p.resolver {
+		return id
+	}
+	r := x.Stub()
+	*id = connIdentity{valid: true, resolver: p.resolver, trusted: p.resolver.TrustsPeer(r)}
+	if !id.trusted {
+		id.client, id.ok = p.resolver.Client(r)
+		if id.ok {
+			id.group = p.resolver.Group(id.client)
+		}
+	}
+	return id
+}

@@ -1,0 +1,205 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawUpstream is a minimal keep-alive HTTP/1.1 responder on a real
+// socket, allocation-free per request (like the gateway benchmark's
+// upstream): it reads a head, skips a Content-Length body and answers a
+// fixed 100-byte body. Tests that count the gateway's allocations use it
+// so that the count is the gateway's.
+func rawUpstream(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	body := strings.Repeat("x", 99) + "\n"
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 8<<10)
+				for {
+					n := int64(0)
+					for {
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) <= 2 {
+							break
+						}
+						if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+							n, _ = strconv.ParseInt(string(bytes.TrimSpace(line[15:])), 10, 64)
+						}
+					}
+					if n > 0 {
+						if _, err := br.Discard(int(n)); err != nil {
+							return
+						}
+					}
+					if _, err := c.Write(resp); err != nil {
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// rawClient is one keep-alive client connection that sends a fixed GET
+// and reads the answer, allocation-free.
+type rawClient struct {
+	c   net.Conn
+	br  *bufio.Reader
+	req []byte
+}
+
+func dialRaw(tb testing.TB, addr, target string) *rawClient {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10),
+		req: []byte("GET " + target + " HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")}
+}
+
+var errStatus = errors.New("unexpected status")
+
+// do sends the request and reads the response (status 200, a
+// Content-Length body).
+func (rc *rawClient) do() error {
+	if _, err := rc.c.Write(rc.req); err != nil {
+		return err
+	}
+	line, err := rc.br.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(line, []byte("HTTP/1.1 200 ")) {
+		return errStatus
+	}
+	n := 0
+	for {
+		line, err := rc.br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+			n, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
+		}
+	}
+	_, err = rc.br.Discard(n)
+	return err
+}
+
+// benchConfig is the benchmark's gateway: the shield and a route rate
+// limit on, budgets far above the load (scripts/bench-gateway's "on").
+const benchConfig = `
+listen: {engine: {{ENGINE}}}
+limits: {max_requests_per_conn: 1000000, max_in_flight: 100000}
+shield: {enabled: true, window: 60s, per_peer: 1000000, global: 1000000, max_peers: 4096}
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: all
+    match: {path: /}
+    upstream: app
+    rate_limit: {qps: 1000000, burst: 1000000, key: client_ip}
+control: {enabled: false}
+access_log: {mode: off}
+`
+
+func startBenchGateway(tb testing.TB, engine string) string {
+	tb.Helper()
+	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(benchConfig)
+	cfg, err := Parse("bench.yaml", []byte(y), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := New(cfg, Deps{Listener: ln})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Shutdown(ctx)
+	})
+	return g.Addr().String()
+}
+
+// BenchmarkProxiedRequest is one proxied request through the gateway,
+// client and upstream on real loopback sockets (both minimal and
+// allocation-free, so allocs/op are the gateway's), with the shield and
+// a route rate limit on, per engine, over 50 client connections per
+// GOMAXPROCS (-cpu 1: the layout of scripts/bench-gateway).
+//
+//	go test -run XXX -bench ProxiedRequest -benchmem ./gateway
+func BenchmarkProxiedRequest(b *testing.B) {
+	for _, engine := range []string{"auto", "nethttp"} {
+		b.Run("engine="+engineLabel(engine), func(b *testing.B) {
+			addr := startBenchGateway(b, engine)
+			warm := dialRaw(b, addr, "/items/1")
+			if err := warm.do(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetParallelism(benchConns)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rc := dialRaw(b, addr, "/items/1")
+				for pb.Next() {
+					if err := rc.do(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// benchConns is the client connections per GOMAXPROCS of
+// BenchmarkProxiedRequest (wrk -c50 on one core, as the gateway
+// benchmark runs).
+const benchConns = 50
+
+func engineLabel(e string) string {
+	if e == "auto" {
+		return "fast"
+	}
+	return e
+}
+
+var _ = io.Discard

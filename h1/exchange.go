@@ -1,0 +1,445 @@
+package h1
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Exchange is one request served by a fast-engine server and the means
+// to answer it. The server owns it and reuses it for the connection's
+// next request: a handler must not keep it, or anything it returned,
+// after the request.
+//
+// There are two ways to answer. As an http.ResponseWriter (Header,
+// WriteHeader, Write), so that code written for net/http (problem+json
+// writers, rejections) runs unchanged; or raw: BeginRaw returns the
+// connection's writer for a response the caller frames itself (a proxy
+// relaying an upstream response), and EndRaw says whether it completed.
+type Exchange struct {
+	// Req is the parsed head.
+	Req Request
+	// RemoteAddr is the client's address in net/http's Request.RemoteAddr
+	// form ("ip:port"); Remote the same, parsed.
+	RemoteAddr string
+	Remote     netip.AddrPort
+	// RemoteIP is the host part of RemoteAddr (net.SplitHostPort), or
+	// "" when it has none.
+	RemoteIP string
+	// ConnCache is the handler's own per-connection value: kept from one
+	// request of the connection to the next, nil on a new connection.
+	ConnCache any
+	// Start is when the head was parsed.
+	Start time.Time
+	// Deadline is when the request times out (zero: never).
+	Deadline time.Time
+
+	body  Body
+	w     *bufio.Writer
+	strs  *Strings
+	conn  interface{ SetReadDeadline(time.Time) error }
+	probe func() bool
+
+	hdr         http.Header
+	keys        []string
+	status      int
+	wroteHeader bool
+	raw         bool
+	chunkedOut  bool
+	noBody      bool  // HEAD, or a status without a body
+	clLeft      int64 // bytes of a declared Content-Length still to write; -1 unknown
+	close       bool  // the connection closes after this response
+	broken      bool  // the response is incomplete: the connection must be cut
+	unread      bool  // the handler gave up on the body (SetReadDeadline)
+	written     int64
+
+	stub     http.Request
+	stubbed  bool // stub describes this request
+	stubURL  url.URL
+	stubBody stubBody
+}
+
+// Strings caches per-connection strings of the request head, so that a
+// client repeating its method, target and host allocates them once.
+type Strings struct {
+	method, target, host string
+}
+
+type stubBody struct{ b *Body }
+
+func (s stubBody) Read(p []byte) (int, error) { return s.b.Read(p) }
+func (stubBody) Close() error                 { return nil }
+
+// Init prepares x for a connection c: w writes to it, strs caches its
+// strings, probe (optional) tells whether the client went away (see
+// ClientGone). Called once per connection.
+func (x *Exchange) Init(c interface{ SetReadDeadline(time.Time) error }, w *bufio.Writer, strs *Strings, probe func() bool) {
+	x.conn, x.w, x.strs, x.probe = c, w, strs, probe
+	if x.hdr == nil {
+		x.hdr = make(http.Header)
+	}
+	x.stubBody = stubBody{&x.body}
+}
+
+// Reset prepares x for a new request whose head is already in x.Req:
+// rd frames the body, bounded by maxBody bytes.
+func (x *Exchange) Reset(rd *Reader, maxBody int64, start time.Time) {
+	clear(x.hdr)
+	x.status, x.wroteHeader, x.raw, x.chunkedOut, x.noBody = 0, false, false, false, false
+	x.clLeft, x.close, x.broken, x.unread, x.written = -1, x.Req.Close, false, false, 0
+	x.Start, x.Deadline = start, time.Time{}
+	x.stubbed = false
+	x.body.Reset(rd, x.Req.ContentLength, x.Req.Chunked, false, maxBody)
+}
+
+// Body returns the request body: decoded, bounded (ErrBodyTooLarge past
+// the server's bound), failing with an error matching ErrMalformedBody
+// when the client framed it badly.
+func (x *Exchange) Body() *Body { return &x.body }
+
+// HasBody reports whether the request announced a body.
+func (x *Exchange) HasBody() bool { return x.Req.ContentLength != 0 }
+
+// Method returns the request method (interned for the common ones).
+func (x *Exchange) Method() string {
+	switch string(x.Req.Method) {
+	case "GET":
+		return http.MethodGet
+	case "POST":
+		return http.MethodPost
+	case "HEAD":
+		return http.MethodHead
+	case "PUT":
+		return http.MethodPut
+	case "DELETE":
+		return http.MethodDelete
+	case "PATCH":
+		return http.MethodPatch
+	case "OPTIONS":
+		return http.MethodOptions
+	}
+	if string(x.Req.Method) != x.strs.method {
+		x.strs.method = string(x.Req.Method)
+	}
+	return x.strs.method
+}
+
+// Target returns the request target as sent.
+func (x *Exchange) Target() string {
+	if string(x.Req.Target) != x.strs.target {
+		x.strs.target = string(x.Req.Target)
+	}
+	return x.strs.target
+}
+
+// Host returns the Host field's value.
+func (x *Exchange) Host() string {
+	if string(x.Req.Host) != x.strs.host {
+		x.strs.host = string(x.Req.Host)
+	}
+	return x.strs.host
+}
+
+// Stub returns a minimal *http.Request describing x for code that
+// inspects a request's protocol, method, target and framing (writers of
+// rejections): Method, Proto 1.1, RequestURI, URL (path and query as
+// sent, not decoded), Host, RemoteAddr, ContentLength and a Body that is
+// non-nil when one was announced. Its Header is empty. It is built once
+// per request and reused for the next one; callers must not modify it.
+func (x *Exchange) Stub() *http.Request {
+	r := &x.stub
+	if x.stubbed {
+		return r
+	}
+	x.stubbed = true
+	*r = http.Request{
+		Method:        x.Method(),
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		RequestURI:    x.Target(),
+		Host:          x.Host(),
+		RemoteAddr:    x.RemoteAddr,
+		ContentLength: x.Req.ContentLength,
+		Close:         x.Req.Close,
+		Body:          http.NoBody,
+	}
+	p, q := x.Target(), ""
+	for i := 0; i < len(p); i++ {
+		if p[i] == '?' {
+			p, q = p[:i], p[i+1:]
+			break
+		}
+	}
+	x.stubURL = url.URL{Path: p, RawQuery: q}
+	r.URL = &x.stubURL
+	if x.HasBody() {
+		r.Body = x.stubBody
+	}
+	return r
+}
+
+// Request returns a complete *http.Request for x, built as net/http
+// builds one (header fields canonicalized, Host removed from Header,
+// the URL parsed): for code that needs every header field. It
+// allocates; the Body is x's body.
+func (x *Exchange) Request() (*http.Request, error) {
+	u, err := url.ParseRequestURI(x.Target())
+	if err != nil {
+		return nil, err
+	}
+	h := make(http.Header, len(x.Req.Fields))
+	for _, f := range x.Req.Fields {
+		k := http.CanonicalHeaderKey(string(f.Name))
+		if k == "Host" {
+			continue
+		}
+		h[k] = append(h[k], string(f.Value))
+	}
+	if h.Get("Pragma") == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = []string{"no-cache"}
+		}
+	}
+	r := &http.Request{
+		Method:        x.Method(),
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Host:          x.Host(),
+		RemoteAddr:    x.RemoteAddr,
+		RequestURI:    x.Target(),
+		ContentLength: x.Req.ContentLength,
+		Close:         x.Req.Close,
+		Body:          http.NoBody,
+	}
+	if x.Req.Chunked {
+		r.TransferEncoding = []string{"chunked"}
+	}
+	if x.HasBody() {
+		r.Body = x.stubBody
+	}
+	return r, nil
+}
+
+// KeepAlive reports whether the connection stays open after this
+// response; a response written raw must carry "Connection: close"
+// otherwise.
+func (x *Exchange) KeepAlive() bool { return !x.close }
+
+// SetClose makes the connection close after this response.
+func (x *Exchange) SetClose() { x.close = true }
+
+// Written reports whether a response was begun.
+func (x *Exchange) Written() bool { return x.wroteHeader }
+
+// Status returns the status of the response begun, or 0.
+func (x *Exchange) Status() int { return x.status }
+
+// Broken reports that the response was cut short: the connection must
+// be closed without writing more.
+func (x *Exchange) Broken() bool { return x.broken }
+
+// GaveUpBody reports whether the handler asked (SetReadDeadline in the
+// past) not to read the rest of the body.
+func (x *Exchange) GaveUpBody() bool { return x.unread }
+
+// BeginRaw commits a response with status that the caller writes itself
+// (status line, fields, framing, body) to the returned writer. Whether
+// the response completed is told with EndRaw.
+func (x *Exchange) BeginRaw(status int) *bufio.Writer {
+	x.status, x.wroteHeader, x.raw = status, true, true
+	return x.w
+}
+
+// ClientGone reports whether the client closed or reset the connection,
+// without waiting: a handler waiting on something slow polls it to give
+// up on a request nobody will read the answer of. It reports false while
+// the request body is still being read, and when the server cannot tell.
+func (x *Exchange) ClientGone() bool {
+	if x.probe == nil || x.HasBody() && !x.body.Done() {
+		return false
+	}
+	return x.probe()
+}
+
+// Informational returns the connection's writer for an informational
+// (1xx) response head, which does not commit the response.
+func (x *Exchange) Informational() *bufio.Writer { return x.w }
+
+// InterruptBody makes a read of the body blocked in another goroutine
+// return (with a timeout error); the connection closes after the
+// response.
+func (x *Exchange) InterruptBody() {
+	x.close = true
+	if x.conn != nil {
+		_ = x.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// EndRaw ends a raw response: ok false means it is incomplete and the
+// connection must be cut.
+func (x *Exchange) EndRaw(ok bool) {
+	if !ok {
+		x.broken, x.close = true, true
+	}
+}
+
+// Header implements http.ResponseWriter.
+func (x *Exchange) Header() http.Header { return x.hdr }
+
+// WriteHeader implements http.ResponseWriter: the status line and
+// fields go out as net/http writes them (its reason phrase, a Date,
+// Content-Length when the handler set it, else the chunked coding).
+func (x *Exchange) WriteHeader(code int) {
+	if x.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
+	}
+	w := x.w
+	if code < 200 {
+		WriteStatusLine(w, code)
+		x.writeFields()
+		_, _ = w.WriteString("\r\n")
+		return
+	}
+	x.status, x.wroteHeader = code, true
+	if v := x.hdr["Connection"]; len(v) > 0 && hasToken([]byte(v[0]), "close") {
+		x.close = true
+	}
+	x.noBody = !BodyAllowed(x.Req.Method, code)
+	WriteStatusLine(w, code)
+	x.writeFields()
+	if _, ok := x.hdr["Date"]; !ok {
+		_, _ = w.Write(DateLine(time.Now()))
+	}
+	if cl := x.hdr.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			x.clLeft = n
+		}
+	} else if !x.noBody {
+		x.chunkedOut = true
+		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if x.close {
+		if _, ok := x.hdr["Connection"]; !ok {
+			_, _ = w.WriteString("Connection: close\r\n")
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+}
+
+// writeFields writes the header map in sorted order, as net/http does,
+// leaving out the fields the server frames itself.
+func (x *Exchange) writeFields() {
+	x.keys = x.keys[:0]
+	for k := range x.hdr {
+		switch k {
+		case "Transfer-Encoding", "Trailer":
+			continue
+		}
+		x.keys = append(x.keys, k)
+	}
+	slices.Sort(x.keys)
+	for _, k := range x.keys {
+		for _, v := range x.hdr[k] {
+			WriteFieldString(x.w, k, sanitize(v))
+		}
+	}
+}
+
+// sanitize replaces CR and LF in a field value by spaces, as net/http's
+// header writer does.
+func sanitize(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\r' || v[i] == '\n' {
+			b := []byte(v)
+			for j := range b {
+				if b[j] == '\r' || b[j] == '\n' {
+					b[j] = ' '
+				}
+			}
+			return string(b)
+		}
+	}
+	return v
+}
+
+// Write implements http.ResponseWriter.
+func (x *Exchange) Write(p []byte) (int, error) {
+	if !x.wroteHeader {
+		x.WriteHeader(http.StatusOK)
+	}
+	if x.raw {
+		return x.w.Write(p)
+	}
+	if x.noBody || len(p) == 0 {
+		return len(p), nil
+	}
+	if x.clLeft >= 0 {
+		if int64(len(p)) > x.clLeft {
+			x.broken, x.close = true, true
+			return 0, http.ErrContentLength
+		}
+		x.clLeft -= int64(len(p))
+	}
+	if x.chunkedOut {
+		WriteChunkHeader(x.w, len(p))
+	}
+	n, err := x.w.Write(p)
+	if x.chunkedOut {
+		_, _ = x.w.WriteString("\r\n")
+	}
+	x.written += int64(n)
+	return n, err
+}
+
+// WriteString writes s as Write does.
+func (x *Exchange) WriteString(s string) (int, error) {
+	return io.WriteString(struct{ io.Writer }{x}, s)
+}
+
+// Flush implements http.Flusher.
+func (x *Exchange) Flush() { _ = x.FlushError() }
+
+// FlushError flushes the response written so far (http.ResponseController).
+func (x *Exchange) FlushError() error {
+	if !x.wroteHeader {
+		x.WriteHeader(http.StatusOK)
+	}
+	return x.w.Flush()
+}
+
+// SetReadDeadline is http.ResponseController's: a deadline in the past
+// means the handler will not read the rest of the body, so the
+// connection closes after the response (the server does not wait for a
+// body the client may never send).
+func (x *Exchange) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && !t.After(time.Now()) {
+		x.unread, x.close = true, true
+	}
+	return nil
+}
+
+// Finish completes a response written through the http.ResponseWriter
+// methods (the last chunk) and reports whether the connection may carry
+// another request. The server calls it after the handler.
+func (x *Exchange) Finish() (keepAlive bool) {
+	if x.wroteHeader && !x.raw {
+		if x.chunkedOut {
+			_, _ = x.w.WriteString("0\r\n\r\n")
+		} else if x.clLeft > 0 {
+			x.broken, x.close = true, true // shorter than declared
+		}
+	}
+	return !x.close && !x.broken
+}

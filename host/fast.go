@@ -1,0 +1,670 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/h1"
+)
+
+// The fast engine
+//
+// With Config.Engine set to EngineFast (cleartext listeners only), the
+// host accepts connections itself and serves plain HTTP/1.1 with package
+// h1: one goroutine per connection, buffers reused from request to
+// request, no per-request goroutine, timer or context. Every request
+// passes the very checks of the net/http path, in the same order and
+// through the same code (probes, readiness, the request hook, URL, header
+// count and body bounds, admission), and is then given to the activated
+// handler's ServeHTTP1 (see FastHandler).
+//
+// Whatever the fast engine does not serve goes to net/http on the same
+// listener: a head outside h1's strict subset (malformed or unusual:
+// net/http answers it as it always does), HTTP/2 with prior knowledge,
+// upgrades, Expect, and requests a FastHandler declines. The connection is
+// handed over with the bytes already read and net/http serves it, and
+// every later request on it, from then on.
+
+// Engine selects how a cleartext listener serves HTTP/1.1.
+type Engine string
+
+// Engines.
+const (
+	// EngineNetHTTP serves everything with net/http (the default).
+	EngineNetHTTP Engine = "nethttp"
+	// EngineFast serves plain HTTP/1.1 with the fast engine and hands
+	// the rest to net/http. It needs a handler implementing FastHandler
+	// (without one, everything is handed over) and is ignored with TLS.
+	EngineFast Engine = "fast"
+)
+
+// FastHandler is implemented by an activated handler that can serve the
+// fast engine's requests.
+type FastHandler interface {
+	// ServeHTTP1 serves one admitted request, or declines it by
+	// returning false before reading its body or writing anything: the
+	// connection is then handed to net/http, which serves the request
+	// through ServeHTTP. x and everything it returns are valid only
+	// during the call. x.Deadline is the request timeout: the handler's
+	// I/O must end by then. A handler that panics with
+	// http.ErrAbortHandler cuts the connection without an answer.
+	ServeHTTP1(x *h1.Exchange) bool
+}
+
+// FastRequestHook is the engine-neutral form of RequestHook for the
+// fast engine (a connection guard's overload manager). Its methods must
+// be safe for concurrent use.
+type FastRequestHook interface {
+	// RequestStart runs first for every request of the fast engine. shed
+	// asks for 503 overloaded (after the readiness check), closeConn for
+	// the connection to close after the answer.
+	RequestStart() (shed, closeConn bool)
+	// RequestEnd ends a request RequestStart saw.
+	RequestEnd()
+}
+
+// phaseConn is what a connection guard's connection (package guard's
+// *Conn) exposes for an engine to report the request protocol's phases.
+type phaseConn interface {
+	HeadDone()
+	BodyStart()
+	BodyDone()
+	RequestDone()
+}
+
+// fastBufSize is the initial size of a connection's read and write
+// buffers.
+const fastBufSize = 4 << 10
+
+// fastServer is the fast engine's accept loop and connections.
+type fastServer struct {
+	h        *Host
+	handoff  *handoffListener
+	shutting atomic.Bool
+
+	mu      sync.Mutex
+	conns   map[*fastConn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+	done    chan struct{} // closed when the accept loop returned
+}
+
+// Connection states for the shutdown.
+const (
+	connIdle int32 = iota
+	connActive
+	connClosed
+)
+
+type fastConn struct {
+	c     net.Conn
+	state atomic.Int32
+}
+
+func newFastServer(h *Host, addr net.Addr) *fastServer {
+	return &fastServer{
+		h:       h,
+		handoff: &handoffListener{ch: make(chan net.Conn), closed: make(chan struct{}), addr: addr},
+		conns:   map[*fastConn]struct{}{},
+		done:    make(chan struct{}),
+	}
+}
+
+// acceptLoop accepts connections from ln until it is closed, with
+// net/http's back-off on temporary errors.
+func (s *fastServer) acceptLoop(ln net.Listener) {
+	defer close(s.done)
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.shutting.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.h.log.Error("host: accept error; retrying", "delay", delay.String())
+				time.Sleep(delay)
+				continue
+			}
+			s.h.log.Error("host: accept failed; fast engine stopped")
+			s.handoff.Close()
+			return
+		}
+		delay = 0
+		fc := &fastConn{c: c}
+		if !s.track(fc) {
+			_ = c.Close()
+			continue
+		}
+		go s.serve(fc)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (s *fastServer) track(fc *fastConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[fc] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *fastServer) untrack(fc *fastConn) {
+	s.mu.Lock()
+	delete(s.conns, fc)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// shutdown stops the fast engine: the listener is closed by the caller;
+// idle connections are closed now, active ones after their response.
+// graceful false (or ctx ending) closes every connection at once.
+func (s *fastServer) shutdown(ctx context.Context, graceful bool) {
+	s.shutting.Store(true)
+	s.mu.Lock()
+	s.closing = true
+	for fc := range s.conns {
+		if !graceful || fc.state.CompareAndSwap(connIdle, connClosed) {
+			_ = fc.c.Close()
+		}
+	}
+	s.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { s.wg.Wait(); close(idle) }()
+	for {
+		select {
+		case <-idle:
+			return
+		case <-ctx.Done():
+			s.mu.Lock()
+			for fc := range s.conns {
+				_ = fc.c.Close()
+			}
+			s.mu.Unlock()
+			<-idle
+			return
+		case <-time.After(50 * time.Millisecond):
+			// Connections that turned idle since.
+			s.mu.Lock()
+			for fc := range s.conns {
+				if fc.state.CompareAndSwap(connIdle, connClosed) {
+					_ = fc.c.Close()
+				}
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// connServer is the per-connection state of the fast engine.
+type connServer struct {
+	s        *fastServer
+	fc       *fastConn
+	c        net.Conn
+	pc       phaseConn
+	rd       *h1.Reader
+	bw       *bufio.Writer
+	x        h1.Exchange
+	strs     h1.Strings
+	requests int
+	rdl, wdl lazyDeadline
+}
+
+var (
+	readerPool = sync.Pool{New: func() any { return h1.NewReader(nil, fastBufSize, fastBufSize) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBufSize) }}
+)
+
+// serve serves one connection until it closes or is handed over.
+func (s *fastServer) serve(fc *fastConn) {
+	h := s.h
+	lim := &h.lim
+	cs := &connServer{s: s, fc: fc, c: fc.c}
+	cs.wdl.write = true
+	cs.pc, _ = fc.c.(phaseConn)
+	cs.rd = readerPool.Get().(*h1.Reader)
+	cs.rd.Reset(fc.c)
+	cs.rd.SetMax(lim.MaxHeaderBytes + 2*h1.MaxChunkLine)
+	cs.bw = writerPool.Get().(*bufio.Writer)
+	cs.bw.Reset(fc.c)
+	cs.x.Init(fc.c, cs.bw, &cs.strs, cs.clientGone)
+	cs.x.RemoteAddr = fc.c.RemoteAddr().String()
+	if ip, _, err := net.SplitHostPort(cs.x.RemoteAddr); err == nil {
+		cs.x.RemoteIP = ip
+	}
+	if ta, ok := fc.c.RemoteAddr().(*net.TCPAddr); ok {
+		cs.x.Remote = ta.AddrPort()
+	} else {
+		cs.x.Remote, _ = netip.ParseAddrPort(cs.x.RemoteAddr)
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			_ = fc.c.Close()
+			fc.state.Store(connClosed)
+		}
+		cs.bw.Reset(nil)
+		writerPool.Put(cs.bw)
+		if cap(cs.rd.Buf()) == fastBufSize {
+			cs.rd.Reset(nil)
+			readerPool.Put(cs.rd)
+		}
+		s.untrack(fc)
+	}()
+
+	first := true
+	for {
+		ok, declined := cs.readHead(first)
+		first = false
+		if declined {
+			handedOff = s.handover(cs)
+			return
+		}
+		if !ok {
+			return
+		}
+		if !fc.state.CompareAndSwap(connIdle, connActive) {
+			return // closed by the shutdown
+		}
+		if cs.pc != nil {
+			cs.pc.HeadDone()
+		}
+		keep, decline := cs.serveRequest()
+		if decline {
+			handedOff = s.handover(cs)
+			return
+		}
+		cs.rd.Unpin()
+		if err := cs.bw.Flush(); err != nil || !keep || s.shutting.Load() {
+			return
+		}
+		if cs.pc != nil {
+			cs.pc.RequestDone()
+		}
+		if !fc.state.CompareAndSwap(connActive, connIdle) || s.shutting.Load() {
+			return
+		}
+	}
+}
+
+// readHead reads until a complete head is buffered and parsed into
+// cs.x.Req. ok false means the connection is done (closed, timed out, or
+// at its end); declined means net/http must serve it.
+func (cs *connServer) readHead(first bool) (ok, declined bool) {
+	lim := &cs.s.h.lim
+	var headStart time.Time
+	for {
+		buf := cs.rd.Buffered()
+		if len(buf) > 0 {
+			_, err := h1.ParseRequest(buf, &cs.x.Req, lim.MaxHeaderBytes)
+			switch {
+			case err == nil:
+				return true, false
+			case errors.Is(err, h1.ErrDecline):
+				return false, true
+			}
+			// Incomplete: the head has begun; it has ReadHeaderTimeout.
+			if headStart.IsZero() {
+				headStart = time.Now()
+				cs.rdl.set(cs.c, headStart.Add(lim.ReadHeaderTimeout), 0)
+			}
+		} else if first {
+			// net/http gives the first request ReadHeaderTimeout from
+			// accept, later ones IdleTimeout until their first byte.
+			cs.rdl.set(cs.c, time.Now().Add(lim.ReadHeaderTimeout), 0)
+		} else {
+			cs.rdl.set(cs.c, time.Now().Add(lim.IdleTimeout), slackOf(lim.IdleTimeout))
+		}
+		if err := cs.rd.Fill(); err != nil {
+			if errors.Is(err, h1.ErrBufferFull) {
+				return false, true // too large for us: net/http answers it
+			}
+			return false, false
+		}
+	}
+}
+
+// clientGone reads what the client sent without waiting: bytes (a
+// pipelined request) are kept for later and mean the client is there; an
+// end or an error means it went away.
+func (cs *connServer) clientGone() bool {
+	// A deadline already passed fails a read before it is tried; a
+	// millisecond lets the read see what is there.
+	_ = cs.c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	err := cs.rd.Fill()
+	cs.rdl.at = time.Time{} // the next phase sets its own deadline
+	_ = cs.c.SetReadDeadline(cs.x.Deadline)
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return !errors.Is(err, h1.ErrBufferFull)
+}
+
+// handover gives the connection and its buffered bytes to net/http.
+func (s *fastServer) handover(cs *connServer) bool {
+	rest := cs.rd.Buffered()
+	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests)}
+	_ = cs.c.SetDeadline(time.Time{})
+	if !s.handoff.push(hc) {
+		return false
+	}
+	cs.fc.state.Store(connClosed) // no longer ours
+	return true
+}
+
+// serveRequest is Host.serve for the fast engine; decline reports that
+// the handler declined (nothing was written or read).
+func (cs *connServer) serveRequest() (keepAlive, decline bool) {
+	h := cs.s.h
+	lim := &h.lim
+	x := &cs.x
+	now := time.Now()
+	cs.rd.Discard(x.Req.HeadLen)
+	cs.rd.Pin()
+	x.Reset(cs.rd, lim.MaxBodyBytes, now)
+	cs.requests++
+	cs.wdl.set(cs.c, now.Add(lim.RequestTimeout+writeGrace), slackOf(lim.RequestTimeout))
+
+	shed := false
+	if rh := h.cfg.FastRequests; rh != nil {
+		var closeConn bool
+		shed, closeConn = rh.RequestStart()
+		defer rh.RequestEnd()
+		if closeConn {
+			x.SetClose()
+		}
+	}
+	if cs.requests >= lim.MaxRequestsPerConn {
+		x.SetClose()
+		x.Header().Set("Connection", "close")
+	}
+	r := x.Stub()
+	path := x.Req.Path()
+	switch {
+	case pathIs(path, "/livez"):
+		h.probe(x, r, true)
+		return x.Finish(), false
+	case pathIs(path, "/readyz"):
+		h.probe(x, r, false)
+		return x.Finish(), false
+	}
+	switch stateOf(h.word.Load()) {
+	case stateActive:
+	case stateNotReady:
+		h.reject(x, r, RejectNotReady, probNotReady)
+		return x.Finish(), false
+	default:
+		h.reject(x, r, RejectDraining, probDraining)
+		return x.Finish(), false
+	}
+	if shed {
+		h.reject(x, r, RejectShed, probOverload)
+		return x.Finish(), false
+	}
+	if len(x.Req.Target) > lim.MaxURLBytes {
+		h.reject(x, r, RejectURLTooLong, probURL)
+		return x.Finish(), false
+	}
+	if len(x.Req.Fields)-1 > lim.MaxHeaders { // Host is not counted
+		h.reject(x, r, RejectTooManyHeaders, probHeaders)
+		return x.Finish(), false
+	}
+	if x.Req.ContentLength > lim.MaxBodyBytes {
+		h.reject(x, r, RejectBodyTooLarge, probBody)
+		return x.Finish(), false
+	}
+	switch reason := h.admit(); reason {
+	case "":
+	case RejectNotReady:
+		h.reject(x, r, reason, probNotReady)
+		return x.Finish(), false
+	case RejectInFlight:
+		h.reject(x, r, reason, probOverload)
+		return x.Finish(), false
+	default:
+		h.reject(x, r, reason, probDraining)
+		return x.Finish(), false
+	}
+	handled := cs.run(now)
+	if !handled {
+		cs.requests--
+		cs.rd.Unpin()
+		cs.rd.Unread(x.Req.HeadLen) // net/http reads the head again
+		return false, true
+	}
+	keep := x.Finish()
+	body := x.Body()
+	if x.HasBody() && !body.Done() {
+		keep = false // the rest of the body is not read: the connection ends
+	}
+	return keep, false
+}
+
+// run is Host.run for the fast engine: the handler runs admitted, and
+// the host answers for it when it wrote nothing.
+func (cs *connServer) run(now time.Time) (handled bool) {
+	h := cs.s.h
+	x := &cs.x
+	x.Deadline = now.Add(h.lim.RequestTimeout)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			h.release()
+		}
+	}
+	defer release()
+	if x.HasBody() {
+		// The body is read by the request timeout and under the guard's
+		// receive-rate credit.
+		cs.rdl.set(cs.c, x.Deadline, 0)
+		if cs.pc != nil {
+			cs.pc.BodyStart()
+			defer cs.pc.BodyDone()
+		}
+	}
+	fh, _ := h.handler.Load().h.(FastHandler)
+	if fh == nil {
+		return false
+	}
+	handled = true
+	func() {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				x.EndRaw(false)
+				return
+			}
+			h.report(RejectPanic)
+			h.log.Error("host: handler panicked")
+			if x.Written() {
+				x.EndRaw(false)
+				return
+			}
+			writeProblem(x, x.Stub(), probInternal)
+		}()
+		handled = fh.ServeHTTP1(x)
+	}()
+	if !handled {
+		if x.Written() {
+			// A handler that wrote must not decline; treat it as served.
+			handled = true
+		} else {
+			return false
+		}
+	}
+	if !x.Written() && !x.Broken() {
+		body := x.Body()
+		r := x.Stub()
+		var ne net.Error
+		switch err := body.Err(); {
+		case errors.Is(err, h1.ErrBodyTooLarge):
+			h.report(RejectBodyTooLarge)
+			writeProblem(x, r, probBody)
+		case errors.As(err, &ne) && ne.Timeout():
+			h.report(RejectBodyTimeout)
+			writeProblem(x, r, probBodyTimeout)
+		case !time.Now().Before(x.Deadline):
+			h.report(RejectTimeout)
+			writeProblem(x, r, probTimeout)
+		default:
+			if stateOf(h.word.Load()) >= stateDraining {
+				writeProblem(x, r, probDraining)
+			}
+		}
+	}
+	return true
+}
+
+// pathIs reports whether the raw path p decodes to want (net/http
+// routes the probes on the decoded path).
+func pathIs(p []byte, want string) bool {
+	if string(p) == want {
+		return true
+	}
+	if len(p) < len(want) || len(p) > 3*len(want) {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '%' {
+			if i+2 >= len(p) {
+				return false
+			}
+			c = unhex(p[i+1])<<4 | unhex(p[i+2])
+			i += 2
+		}
+		if j >= len(want) || want[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(want)
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 0
+}
+
+// lazyDeadline sets a connection deadline only when the one in force
+// does not already fit: a wanted deadline is met by any deadline in
+// [want, want+slack], so a busy connection re-arms at most once per
+// slack instead of once per request.
+type lazyDeadline struct {
+	at    time.Time
+	write bool // the write deadline, else the read deadline
+}
+
+func (d *lazyDeadline) set(c net.Conn, want time.Time, slack time.Duration) {
+	if !d.at.IsZero() && !d.at.Before(want) && !d.at.After(want.Add(slack)) {
+		return
+	}
+	d.at = want.Add(slack)
+	if d.write {
+		_ = c.SetWriteDeadline(d.at)
+	} else {
+		_ = c.SetReadDeadline(d.at)
+	}
+}
+
+// slackOf is the slack allowed on a deadline of timeout t: 1/8 of it,
+// at most a second.
+func slackOf(t time.Duration) time.Duration { return min(t/8, time.Second) }
+
+// handoffListener feeds connections the fast engine hands over to
+// net/http's Serve loop.
+type handoffListener struct {
+	ch     chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	addr   net.Addr
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// push hands c to net/http; false (and c closed) once the listener is
+// closed.
+func (l *handoffListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.closed:
+		_ = c.Close()
+		return false
+	}
+}
+
+// handoffConn is a connection handed to net/http: the bytes the fast
+// engine read ahead come first. NetConn returns the socket, so that a
+// connection guard finds its connection under it.
+type handoffConn struct {
+	net.Conn
+	buf      []byte
+	requests int64 // served by the fast engine: Limits.MaxRequestsPerConn counts on
+}
+
+func (c *handoffConn) Read(p []byte) (int, error) {
+	if len(c.buf) > 0 {
+		n := copy(p, c.buf)
+		c.buf = c.buf[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// NetConn returns the underlying connection.
+func (c *handoffConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite shuts down the writing side when the socket can.
+func (c *handoffConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,384 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/host"
+)
+
+// fastHandler serves the fast engine with serve and net/http with a
+// handler that says so; decline lists the paths ServeHTTP1 declines.
+type fastHandler struct {
+	serve   func(x *h1.Exchange)
+	decline string
+	fast    atomic.Int64
+	nethttp atomic.Int64
+}
+
+func (f *fastHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.nethttp.Add(1)
+	w.Header().Set("X-Engine", "nethttp")
+	_, _ = io.ReadAll(r.Body)
+	_, _ = io.WriteString(w, "nethttp "+r.URL.Path)
+}
+
+func (f *fastHandler) ServeHTTP1(x *h1.Exchange) bool {
+	if f.decline != "" && strings.HasPrefix(string(x.Req.Path()), f.decline) {
+		return false
+	}
+	f.fast.Add(1)
+	if f.serve != nil {
+		f.serve(x)
+		return true
+	}
+	x.Header().Set("X-Engine", "fast")
+	b, err := io.ReadAll(x.Body())
+	if err != nil {
+		return true // the host answers for the body
+	}
+	_, _ = io.WriteString(x, "fast "+string(x.Req.Path())+" "+string(b))
+	return true
+}
+
+func startFast(t *testing.T, lim host.Limits, f *fastHandler, opts ...option) *env {
+	t.Helper()
+	e := start(t, modeFast, lim, opts...)
+	e.h.Activate(f)
+	return e
+}
+
+// Requests the fast engine serves keep their connection; a response
+// without a length is chunked; HEAD has no body; pipelined requests are
+// answered in order.
+func TestFastServesKeepAlive(t *testing.T) {
+	f := &fastHandler{}
+	e := startFast(t, host.Limits{}, f)
+	rc := dialRaw(t, e)
+	rc.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcPOST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+	for _, want := range []string{"fast /a ", "fast /b abc", "fast /c hi"} {
+		r := rc.read("GET")
+		if r.status != 200 || r.body != want || r.close || r.header.Get("X-Engine") != "fast" || r.header.Get("Date") == "" {
+			t.Fatalf("got %d %q close %v %v, want 200 %q", r.status, r.body, r.close, r.header, want)
+		}
+	}
+	rc.send("HEAD /d HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("HEAD"); r.status != 200 || r.body != "" {
+		t.Fatalf("HEAD: %d %q", r.status, r.body)
+	}
+	if f.fast.Load() != 4 || f.nethttp.Load() != 0 {
+		t.Fatalf("fast %d, nethttp %d", f.fast.Load(), f.nethttp.Load())
+	}
+}
+
+// What the fast engine declines (its parser, or the handler) is served by
+// net/http on the same connection, which keeps it from then on; the
+// host's per-connection request count carries over.
+func TestFastHandsOver(t *testing.T) {
+	t.Run("handler", func(t *testing.T) {
+		f := &fastHandler{decline: "/slow"}
+		e := startFast(t, host.Limits{MaxRequestsPerConn: 4}, f)
+		rc := dialRaw(t, e)
+		for i, c := range []struct{ path, engine string }{
+			{"/a", "fast"}, {"/b", "fast"}, {"/slow", "nethttp"}, {"/a", "nethttp"},
+		} {
+			rc.send("GET " + c.path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+			r := rc.read("GET")
+			if r.header.Get("X-Engine") != c.engine {
+				t.Fatalf("request %d %s served by %q, want %s", i, c.path, r.header.Get("X-Engine"), c.engine)
+			}
+			if last := i == 3; r.close != last {
+				t.Fatalf("request %d: close %v (max_requests_per_conn 4 counts across engines)", i, r.close)
+			}
+		}
+		rc.expectEOF()
+	})
+	for _, c := range []struct{ name, req string }{
+		{"http10", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n"},
+		{"expect", "POST /a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nz"},
+		{"obs_fold", "GET /a HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n 2\r\n\r\n"},
+		{"absolute_form", "GET http://x/a HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"bare_lf", "GET /a HTTP/1.1\nHost: x\n\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fastHandler{}
+			e := startFast(t, host.Limits{}, f)
+			rc := dialRaw(t, e)
+			rc.send(c.req)
+			r := rc.read("GET")
+			if r.status == 100 {
+				r = rc.read("POST")
+			}
+			if r.header.Get("X-Engine") != "nethttp" || r.status != 200 {
+				t.Fatalf("%d %q by %q, want net/http", r.status, r.body, r.header.Get("X-Engine"))
+			}
+		})
+	}
+	t.Run("h2c", func(t *testing.T) {
+		f := &fastHandler{}
+		e := start(t, modeFast, host.Limits{}, func(c *host.Config) { c.H2C = true })
+		e.h.Activate(f)
+		tr := newTransport(modeH2C, nil)
+		defer tr.CloseIdleConnections()
+		res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(e.base + "/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.ProtoMajor != 2 || res.Header.Get("X-Engine") != "nethttp" {
+			t.Fatalf("HTTP/%d by %q, want HTTP/2 by net/http", res.ProtoMajor, res.Header.Get("X-Engine"))
+		}
+	})
+}
+
+// The host's answers on the fast engine are the net/http path's: probes,
+// readiness, the bounds.
+func TestFastHostAnswers(t *testing.T) {
+	e := start(t, modeFast, host.Limits{MaxURLBytes: 256, MaxHeaders: 2, MaxBodyBytes: 10})
+	f := &fastHandler{}
+	rc := dialRaw(t, e)
+	rc.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("GET"); r.status != 200 || r.close {
+		t.Fatalf("livez: %d close %v", r.status, r.close)
+	}
+	rc.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("GET"); r.status != 503 || r.code != "not_ready" || !r.close {
+		t.Fatalf("before Activate: %d %q close %v", r.status, r.code, r.close)
+	}
+	e.h.Activate(f)
+	for _, c := range []struct {
+		req, code string
+		status    int
+	}{
+		{"GET /live%7A HTTP/1.1\r\nHost: x\r\n\r\n", "", 200}, // the probe, decoded as net/http routes it
+		{"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", "", 200},
+		{"GET /" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: x\r\n\r\n", "url_too_long", 414},
+		{"GET /x HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", "too_many_headers", 431},
+		{"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n", "payload_too_large", 413},
+		{"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n", "payload_too_large", 413},
+		{"POST /livez HTTP/1.1\r\nHost: x\r\n\r\n", "method_not_allowed", 405},
+	} {
+		rc := dialRaw(t, e)
+		rc.send(c.req)
+		r := rc.read("GET")
+		if r.status != c.status || r.code != c.code {
+			t.Errorf("%q: %d %q, want %d %q", c.req[:20], r.status, r.code, c.status, c.code)
+		}
+	}
+	if f.fast.Load() != 1 { // only the chunked body reached the handler
+		t.Errorf("handler saw %d requests, want 1", f.fast.Load())
+	}
+}
+
+// A handler that writes nothing by the request timeout gets the host's
+// 504; a panic is a 500 (and the connection closes); http.ErrAbortHandler
+// cuts the connection without an answer.
+func TestFastHostFallbacks(t *testing.T) {
+	f := &fastHandler{serve: func(x *h1.Exchange) {
+		switch string(x.Req.Path()) {
+		case "/timeout":
+			time.Sleep(time.Until(x.Deadline) + 10*time.Millisecond)
+		case "/panic":
+			panic("boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		}
+	}}
+	e := startFast(t, host.Limits{RequestTimeout: 50 * time.Millisecond}, f)
+	rc := dialRaw(t, e)
+	rc.send("GET /timeout HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("GET"); r.status != 504 || r.code != "timeout" {
+		t.Fatalf("timeout: %d %q", r.status, r.code)
+	}
+	rc = dialRaw(t, e)
+	rc.send("GET /panic HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.read("GET"); r.status != 500 || r.code != "internal" || !r.close {
+		t.Fatalf("panic: %d %q close %v", r.status, r.code, r.close)
+	}
+	rc = dialRaw(t, e)
+	rc.send("GET /abort HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.expectEOF()
+	if n := e.h.InFlight(); n != 0 {
+		t.Fatalf("in flight after the handlers returned: %d", n)
+	}
+}
+
+// Shutdown drains the fast engine: readiness turns 503 at once, the
+// request in flight completes, idle keep-alive connections are closed,
+// and Shutdown returns only after the handler did.
+func TestFastShutdownDrains(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var returned atomic.Bool
+	f := &fastHandler{serve: func(x *h1.Exchange) {
+		if string(x.Req.Path()) == "/slow" {
+			close(entered)
+			<-release
+			returned.Store(true)
+		}
+		_, _ = io.WriteString(x, "done")
+	}}
+	e := startFast(t, host.Limits{}, f)
+	idle := dialRaw(t, e)
+	idle.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle.read("GET")
+	busy := dialRaw(t, e)
+	busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.h.Shutdown(context.Background()) }()
+	for e.h.IsReady() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned %v while a handler was running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	r := busy.read("GET")
+	if r.status != 200 || r.body != "done" {
+		t.Fatalf("in-flight request: %d %q", r.status, r.body)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if !returned.Load() {
+		t.Fatal("Shutdown returned before the handler")
+	}
+	idle.expectEOF()
+	busy.expectEOF()
+}
+
+// phaseRec is a connection that records the phases the engine reports
+// (what package guard's connections enforce their deadlines by).
+type phaseRec struct {
+	net.Conn
+	mu     sync.Mutex
+	events []string
+}
+
+func (p *phaseRec) add(s string) {
+	p.mu.Lock()
+	p.events = append(p.events, s)
+	p.mu.Unlock()
+}
+func (p *phaseRec) HeadDone()    { p.add("head") }
+func (p *phaseRec) BodyStart()   { p.add("body") }
+func (p *phaseRec) BodyDone()    { p.add("body-done") }
+func (p *phaseRec) RequestDone() { p.add("done") }
+
+type phaseListener struct {
+	net.Listener
+	conns chan *phaseRec
+}
+
+func (l *phaseListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	p := &phaseRec{Conn: c}
+	l.conns <- p
+	return p, nil
+}
+
+// The fast engine reports each request's phases to the connection, as
+// net/http's adapters do for a connection guard.
+func TestFastReportsPhases(t *testing.T) {
+	pl := make(chan *phaseRec, 1)
+	e := start(t, modeFast, host.Limits{}, func(c *host.Config) {
+		c.WrapListener = func(ln net.Listener) net.Listener { return &phaseListener{Listener: ln, conns: pl} }
+	})
+	e.h.Activate(&fastHandler{})
+	rc := dialRaw(t, e)
+	rc.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.read("GET")
+	rc.send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+	rc.read("POST")
+	p := <-pl
+	deadline := time.Now().Add(5 * time.Second)
+	want := "head done head body body-done done"
+	for {
+		p.mu.Lock()
+		got := strings.Join(p.events, " ")
+		p.mu.Unlock()
+		if got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("phases %q, want %q", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A closed or broken client body is the handler's to answer; reading
+// past the bound fails with h1.ErrBodyTooLarge.
+func TestFastBodyErrors(t *testing.T) {
+	var gotErr atomic.Value
+	f := &fastHandler{serve: func(x *h1.Exchange) {
+		_, err := io.ReadAll(x.Body())
+		if err != nil {
+			gotErr.Store(err)
+		}
+	}}
+	e := startFast(t, host.Limits{MaxBodyBytes: 4}, f)
+	rc := dialRaw(t, e)
+	rc.send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	if r := rc.read("POST"); r.status != 413 || !r.close {
+		t.Fatalf("%d close %v, want 413 and close", r.status, r.close)
+	}
+	if err, _ := gotErr.Load().(error); !errors.Is(err, h1.ErrBodyTooLarge) {
+		t.Fatalf("handler's read error %v, want ErrBodyTooLarge", err)
+	}
+}
+
+// The fast engine serves a keep-alive request without allocating (the
+// handler's own work aside).
+func TestFastServeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not meaningful under -race")
+	}
+	e := startFast(t, host.Limits{MaxRequestsPerConn: 1_000_000}, &fastHandler{serve: func(x *h1.Exchange) {
+		x.Header()["Content-Length"] = contentLength2
+		_, _ = x.Write(ok2)
+	}})
+	rc := dialRaw(t, e)
+	req := []byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	buf := make([]byte, 4096)
+	round := func() {
+		if _, err := rc.c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for !bytes.HasSuffix(buf[:n], []byte("\r\n\r\nok")) {
+			m, err := rc.c.Read(buf[n:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += m
+		}
+	}
+	for range 100 {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
+		t.Fatalf("%.0f allocations per request, want 0", allocs)
+	}
+}
+
+var (
+	contentLength2 = []string{"2"}
+	ok2            = []byte("ok")
+)

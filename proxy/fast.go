@@ -1,0 +1,1132 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/wire"
+)
+
+// The fast path
+//
+// ServeHTTP1 forwards a request of the host's fast engine (package h1)
+// without net/http: the connection's goroutine writes the request to a
+// pooled upstream connection, reads the response and relays it, all on
+// buffers that belong to the two connections. There is no goroutine per
+// upstream connection, no context and no timer per request: timeouts are
+// socket deadlines. It keeps every promise of ServeHTTP (see the package
+// documentation): the same targets in the same round robin, the four
+// timeouts, retries under the same rules, the same hop-by-hop removal and
+// forwarding headers, the same answers and outcomes when something
+// fails. What differs: trailers of a chunked response are not relayed,
+// and a client that goes away while the upstream is thinking is noticed
+// only when its answer is written.
+
+// Forward is what the caller decides for one request forwarded by
+// ServeHTTP1. The zero value forwards every field and trusts nobody.
+type Forward struct {
+	// Strip reports fields removed from the request (the gateway's
+	// strip list). Nil removes none.
+	Strip func(name []byte) bool
+	// Protected reports field names a Connection token may not remove
+	// (asserted and identity fields, Idempotency-Key).
+	Protected func(name []byte) bool
+	// Trusted reports that the forwarding fields came from a trusted
+	// proxy: they are extended rather than replaced
+	// (Options.TrustForwarded).
+	Trusted bool
+	// OnHeader, when set, is called once the response head was handed
+	// to the client, with the time since the proxy started.
+	OnHeader func(d time.Duration)
+	// Asserted are fields set last, after hop-by-hop removal, replacing
+	// any of the same name the client sent: what Options.Assert sets on
+	// the net/http path (an identity established by forward-auth).
+	Asserted []AssertedField
+}
+
+// AssertedField is a request field the caller asserts (Forward.Asserted).
+type AssertedField struct{ Name, Value string }
+
+// Pool sizing defaults.
+const (
+	// DefaultIdleConnTimeout is how long an idle upstream connection is
+	// kept.
+	DefaultIdleConnTimeout = 90 * time.Second
+	// MaxConnsPerHostLimit bounds Upstream.MaxConnsPerHost.
+	MaxConnsPerHostLimit = 100_000
+)
+
+// fastPools are the upstream connections of the fast path, one pool per
+// target.
+type fastPools struct {
+	p      *Proxy
+	pools  []*fastPool
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	closed atomic.Bool
+}
+
+// fastPool holds the connections to one target: a LIFO of idle ones,
+// bounded by MaxIdleConnsPerHost, and a count of open ones, bounded by
+// MaxConnsPerHost (0: no bound). At the bound, a request waits for a
+// connection to come back, until its attempt's deadline.
+type fastPool struct {
+	addr, serverName string
+	tls              bool
+	maxIdle, maxOpen int
+
+	mu      sync.Mutex
+	idle    []*upConn
+	open    int
+	waiting int           // requests waiting at the maxOpen bound
+	wake    chan struct{} // closed and replaced when a connection frees up for waiters
+	waits   atomic.Uint64
+}
+
+// upConn is one upstream connection with its buffers.
+type upConn struct {
+	c      net.Conn
+	rd     *h1.Reader
+	bw     *bufio.Writer
+	resp   h1.Response
+	body   h1.Body
+	idleAt time.Time
+	reused bool
+	rdl    time.Time
+	wdl    time.Time
+}
+
+// setReadDeadline makes the read deadline want, or up to slack later:
+// a deadline already in [want, want+slack] is kept, so a busy
+// connection re-arms about once per slack rather than per request.
+func (u *upConn) setReadDeadline(want time.Time, slack time.Duration) {
+	if !u.rdl.IsZero() && !u.rdl.Before(want) && !u.rdl.After(want.Add(slack)) {
+		return
+	}
+	u.rdl = want.Add(slack)
+	_ = u.c.SetReadDeadline(u.rdl)
+}
+
+// setWriteDeadline is setReadDeadline for writes.
+func (u *upConn) setWriteDeadline(want time.Time, slack time.Duration) {
+	if !u.wdl.IsZero() && !u.wdl.Before(want) && !u.wdl.After(want.Add(slack)) {
+		return
+	}
+	u.wdl = want.Add(slack)
+	_ = u.c.SetWriteDeadline(u.wdl)
+}
+
+// slack is the lateness allowed on a deadline of timeout d: 1/16 of it,
+// at most 250 ms (the timeouts are bounds, not appointments).
+func slack(d time.Duration) time.Duration { return min(d/16, 250*time.Millisecond) }
+
+// upstream buffer sizes
+const (
+	upBufSize = 4 << 10
+)
+
+func newFastPools(p *Proxy, u Upstream, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *fastPools {
+	fp := &fastPools{p: p, dial: dial}
+	for _, t := range u.Targets {
+		host := t.Host
+		port := t.Port()
+		if port == "" {
+			port = "80"
+			if t.Scheme == "https" {
+				port = "443"
+			}
+			host = net.JoinHostPort(t.Hostname(), port)
+		}
+		fp.pools = append(fp.pools, &fastPool{
+			addr: host, serverName: t.Hostname(), tls: t.Scheme == "https",
+			maxIdle: u.MaxIdleConnsPerHost, maxOpen: u.MaxConnsPerHost,
+			wake: make(chan struct{}),
+		})
+	}
+	return fp
+}
+
+var (
+	errPoolClosed = errors.New("proxy: closed")
+	// errPoolWait: no connection freed up at the max_conns_per_host
+	// bound before the attempt's deadline.
+	errPoolWait = &timeoutError{"no free connection"}
+)
+
+// get returns an idle connection or dials a new one, waiting at the
+// MaxConnsPerHost bound until deadline. fresh forces a new connection.
+func (fp *fastPools) get(pl *fastPool, now, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
+	for {
+		if fp.closed.Load() {
+			return nil, errPoolClosed
+		}
+		pl.mu.Lock()
+		for !fresh && len(pl.idle) > 0 {
+			uc := pl.idle[len(pl.idle)-1]
+			pl.idle[len(pl.idle)-1] = nil
+			pl.idle = pl.idle[:len(pl.idle)-1]
+			if now.Sub(uc.idleAt) < DefaultIdleConnTimeout {
+				pl.mu.Unlock()
+				uc.reused = true
+				return uc, nil
+			}
+			pl.open--
+			fp.p.conns.Add(-1)
+			pl.mu.Unlock()
+			_ = uc.c.Close()
+			pl.mu.Lock()
+		}
+		if pl.maxOpen == 0 || pl.open < pl.maxOpen {
+			pl.open++
+			pl.mu.Unlock()
+			uc, err := fp.dialConn(pl, connectBy)
+			if err != nil {
+				fp.release(pl)
+			}
+			return uc, err
+		}
+		wake := pl.wake
+		pl.waiting++
+		pl.mu.Unlock()
+		pl.waits.Add(1)
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			fp.unwait(pl)
+			return nil, errPoolWait
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+			fp.unwait(pl)
+			return nil, errPoolWait
+		}
+		now = time.Now()
+	}
+}
+
+func (fp *fastPools) unwait(pl *fastPool) {
+	pl.mu.Lock()
+	pl.waiting--
+	pl.mu.Unlock()
+}
+
+// wakeLocked wakes every waiter; pl.mu is held.
+func (pl *fastPool) wakeLocked() (wake chan struct{}) {
+	if pl.waiting == 0 {
+		return nil
+	}
+	pl.waiting = 0
+	w := pl.wake
+	pl.wake = make(chan struct{})
+	return w
+}
+
+// release forgets one open connection and wakes a waiter.
+func (fp *fastPools) release(pl *fastPool) {
+	pl.mu.Lock()
+	pl.open--
+	w := pl.wakeLocked()
+	pl.mu.Unlock()
+	if w != nil {
+		close(w)
+	}
+}
+
+// put returns a connection whose exchange completed cleanly (at now).
+func (fp *fastPools) put(pl *fastPool, uc *upConn, now time.Time) {
+	uc.idleAt = now
+	pl.mu.Lock()
+	if fp.closed.Load() || len(pl.idle) >= pl.maxIdle {
+		pl.mu.Unlock()
+		fp.discard(pl, uc)
+		return
+	}
+	pl.idle = append(pl.idle, uc)
+	w := pl.wakeLocked()
+	pl.mu.Unlock()
+	if w != nil {
+		close(w)
+	}
+}
+
+// discard closes a connection.
+func (fp *fastPools) discard(pl *fastPool, uc *upConn) {
+	_ = uc.c.Close()
+	fp.p.conns.Add(-1)
+	fp.release(pl)
+}
+
+func (fp *fastPools) dialConn(pl *fastPool, connectBy time.Time) (*upConn, error) {
+	ctx, cancel := context.WithDeadlineCause(context.Background(), connectBy, errConnectTimeout)
+	defer cancel()
+	c, err := fp.dial(ctx, "tcp", pl.addr)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errConnectTimeout) {
+			return nil, errConnectTimeout
+		}
+		return nil, err
+	}
+	if pl.tls {
+		tc := tls.Client(c, &tls.Config{ServerName: pl.serverName, NextProtos: []string{"http/1.1"}})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			if errors.Is(context.Cause(ctx), errConnectTimeout) {
+				return nil, errConnectTimeout
+			}
+			return nil, err
+		}
+		c = tc
+	}
+	fp.p.dials.Add(1)
+	fp.p.conns.Add(1)
+	return &upConn{
+		c:  c,
+		rd: h1.NewReader(c, upBufSize, MaxResponseHeaderBytes+2*h1.MaxChunkLine),
+		bw: bufio.NewWriterSize(c, upBufSize),
+	}, nil
+}
+
+// close closes the idle connections; later ones are closed when they
+// come back.
+func (fp *fastPools) close() {
+	fp.closed.Store(true)
+	for _, pl := range fp.pools {
+		pl.mu.Lock()
+		idle := pl.idle
+		pl.idle = nil
+		pl.mu.Unlock()
+		for _, uc := range idle {
+			fp.discard(pl, uc)
+		}
+	}
+}
+
+func (fp *fastPools) idleCount() (n int64) {
+	for _, pl := range fp.pools {
+		pl.mu.Lock()
+		n += int64(len(pl.idle))
+		pl.mu.Unlock()
+	}
+	return n
+}
+
+func (fp *fastPools) waitCount() (n uint64) {
+	for _, pl := range fp.pools {
+		n += pl.waits.Load()
+	}
+	return n
+}
+
+// scratch buffers for body copies; at most one per request in flight.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// hop-by-hop request and response fields (httputil's list), removed in
+// both directions, plus the framing fields the proxy writes itself.
+func hopByHop(name []byte) bool {
+	switch len(name) {
+	case 2:
+		return h1.EqualFold(name, "te")
+	case 7:
+		return h1.EqualFold(name, "trailer") || h1.EqualFold(name, "upgrade")
+	case 10:
+		return h1.EqualFold(name, "connection") || h1.EqualFold(name, "keep-alive")
+	case 14:
+		return h1.EqualFold(name, "content-length")
+	case 16:
+		return h1.EqualFold(name, "proxy-connection")
+	case 17:
+		return h1.EqualFold(name, "transfer-encoding")
+	case 18:
+		return h1.EqualFold(name, "proxy-authenticate")
+	case 19:
+		return h1.EqualFold(name, "proxy-authorization")
+	}
+	return false
+}
+
+// exchange1 is the per-request state of ServeHTTP1.
+type exchange1 struct {
+	p     *Proxy
+	x     *h1.Exchange
+	f     Forward
+	start time.Time
+	end   time.Time // min(Total, the request deadline)
+	// Connection tokens of the request that may remove a field: the
+	// first ones in tokArr (no allocation), more in tokMore.
+	tokArr  [8][]byte
+	ntok    int
+	tokMore [][]byte
+	sending chan error // a body being sent concurrently, or nil
+}
+
+// ServeHTTP1 forwards a request of the host's fast engine to the next
+// target and relays the answer, with ServeHTTP's timeouts, retries,
+// header rules and error answers. It differs in two things: the trailers
+// of a chunked response are not relayed, and a client that goes away
+// while the upstream has not answered is noticed within a second (a
+// client still sending its body, when its body read fails). It does not
+// call Options.TrustForwarded or Options.Assert: the caller decides them
+// in f.
+func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
+	start := x.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	e := exchange1{p: p, x: x, f: f, start: start}
+	e.end = e.start.Add(p.timeouts.Total)
+	if !x.Deadline.IsZero() && x.Deadline.Before(e.end) {
+		e.end = x.Deadline
+	}
+	for _, fl := range x.Req.Fields {
+		if h1.EqualFold(fl.Name, "connection") {
+			for tok, rest := h1.NextToken(fl.Value); len(tok) > 0; tok, rest = h1.NextToken(rest) {
+				if f.Protected == nil || !f.Protected(tok) {
+					if e.ntok < len(e.tokArr) {
+						e.tokArr[e.ntok] = tok
+						e.ntok++
+					} else {
+						e.tokMore = append(e.tokMore, tok)
+					}
+				}
+			}
+		}
+	}
+	outcome := e.serve()
+	if p.observe != nil {
+		p.observe(p.name, outcome, time.Since(e.start))
+	}
+}
+
+// serve runs the attempts and relays the response; it returns the
+// outcome.
+func (e *exchange1) serve() string {
+	p, x := e.p, e.x
+	first := p.next.Add(1) - 1
+	attempts := 1
+	if e.retryable() {
+		attempts += p.retries
+	}
+	var lastErr error
+	staleRetry := true
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			if !time.Now().Before(e.end) {
+				break
+			}
+			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
+		}
+		pl := p.fast.pools[(first+uint64(i))%uint64(len(p.fast.pools))]
+		now := e.start
+		if i > 0 {
+			now = time.Now()
+		}
+		uc, err := e.attempt(pl, now, false)
+		if err != nil && errors.Is(err, errStale) && staleRetry {
+			// A kept-alive connection the upstream had closed: once,
+			// on a new connection (as net/http's Transport does).
+			staleRetry = false
+			uc, err = e.attempt(pl, time.Now(), true)
+		}
+		if err == nil {
+			return e.relay(pl, uc)
+		}
+		lastErr = err
+		if errors.Is(err, errClientGone) {
+			break
+		}
+		if body := x.Body(); x.HasBody() && body.Err() != nil && !errors.Is(err, errUpstreamWrite) {
+			break // the client's body failed: no retry
+		}
+		if !e.retryable() {
+			break
+		}
+	}
+	return e.fail(lastErr)
+}
+
+// retryable reports whether another attempt is safe: an idempotent
+// method and no body (a streamed body cannot be replayed).
+func (e *exchange1) retryable() bool {
+	switch e.x.Method() {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+	default:
+		return false
+	}
+	return !e.x.HasBody()
+}
+
+var (
+	errStale         = errors.New("proxy: kept-alive connection closed by the upstream")
+	errUpstreamWrite = errors.New("proxy: writing to the upstream failed")
+	errBadResponse   = errors.New("proxy: malformed upstream response")
+)
+
+// attempt sends the request on a connection from pl and reads the
+// response head. On success the connection holds the parsed head.
+func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, error) {
+	p, x := e.p, e.x
+	tryEnd := now.Add(p.timeouts.PerTry)
+	if e.end.Before(tryEnd) {
+		tryEnd = e.end
+	}
+	connectBy := now.Add(p.timeouts.Connect)
+	if tryEnd.Before(connectBy) {
+		connectBy = tryEnd
+	}
+	uc, err := p.fast.get(pl, now, tryEnd, connectBy, fresh)
+	if err != nil {
+		if errors.Is(err, errPoolWait) {
+			return nil, e.timeoutCause(err, nil, tryEnd, tryEnd)
+		}
+		return nil, e.timeoutCause(err, errConnectTimeout, connectBy, tryEnd)
+	}
+	uc.setWriteDeadline(tryEnd, slack(p.timeouts.PerTry))
+	e.writeHead(uc, pl)
+	e.sending = nil
+	if x.HasBody() {
+		if x.Req.Chunked || x.Req.ContentLength > syncBodyMax {
+			// A long body is sent while the response is read: an
+			// upstream that answers as it reads must not stall on a
+			// proxy that only reads once it has written everything.
+			if err := uc.bw.Flush(); err != nil {
+				p.fast.discard(pl, uc)
+				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
+			}
+			e.sending = make(chan error, 1)
+			go sendConcurrently(x, uc, e.sending)
+		} else if err := sendBody(x, uc); err != nil {
+			p.fast.discard(pl, uc)
+			return nil, err
+		}
+	}
+	if e.sending == nil {
+		if err := uc.bw.Flush(); err != nil {
+			p.fast.discard(pl, uc)
+			if uc.reused && e.replayable() {
+				return nil, errStale
+			}
+			return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
+		}
+	}
+	headBy := now.Add(p.timeouts.ResponseHeader)
+	if tryEnd.Before(headBy) {
+		headBy = tryEnd
+	}
+	// While the upstream thinks, the client is looked at every
+	// clientCheck: a client that went away gets nothing written, and its
+	// upstream connection is freed (as net/http's cancellation does).
+	sl := slack(p.timeouts.ResponseHeader)
+	checkAt := now.Add(clientCheck)
+	for {
+		if checkAt.Before(headBy) {
+			uc.setReadDeadline(checkAt, min(sl, clientCheck/4))
+		} else {
+			uc.setReadDeadline(headBy, sl)
+		}
+		n, err := e.readHead(uc)
+		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) {
+			// The client check's deadline, not the upstream's. (While a
+			// body is being sent, the client is the sender's to read.)
+			if e.sending == nil && x.ClientGone() {
+				p.fast.discard(pl, uc)
+				return nil, errClientGone
+			}
+			checkAt = time.Now().Add(clientCheck)
+			continue
+		}
+		if err == nil && uc.resp.Status == 101 {
+			err = errBadResponse // no upgrade was asked for
+		}
+		if err != nil {
+			if serr := e.stopSending(uc); errors.Is(serr, errClientBody) {
+				err = errClientBody
+			}
+			p.fast.discard(pl, uc)
+			if uc.reused && n == 0 && e.replayable() && !isTimeout(err) {
+				return nil, errStale
+			}
+			return nil, e.timeoutCause(err, errResponseHeaderTimeout, headBy, tryEnd)
+		}
+		if st := uc.resp.Status; st < 200 {
+			// Informational: relay it (net/http's ReverseProxy does) and
+			// read on.
+			e.relayInformational(uc)
+			uc.rd.Discard(uc.resp.HeadLen)
+			continue
+		}
+		return uc, nil
+	}
+}
+
+// clientCheck is how often a client is looked at while the upstream has
+// not answered.
+const clientCheck = time.Second
+
+// errClientGone: the client went away while the upstream was thinking.
+var errClientGone = errors.New("proxy: client went away")
+
+// syncBodyMax is the largest Content-Length sent before the response is
+// read; longer and chunked bodies are sent concurrently.
+const syncBodyMax = 64 << 10
+
+// stopSending ends a concurrent body send: at once if it is done, else
+// by cutting the upstream connection and the client's body read. It
+// returns the send's error (nil when there was none to wait for or it
+// completed).
+func (e *exchange1) stopSending(uc *upConn) error {
+	if e.sending == nil {
+		return nil
+	}
+	ch := e.sending
+	e.sending = nil
+	select {
+	case err := <-ch:
+		return err
+	default:
+	}
+	_ = uc.c.Close()
+	e.x.InterruptBody()
+	if err := <-ch; err != nil {
+		return err
+	}
+	return errUpstreamWrite
+}
+
+// replayable is net/http's rule for retrying on a connection the
+// upstream closed while idle: no body, and an idempotent method or an
+// idempotency key.
+func (e *exchange1) replayable() bool {
+	if e.x.HasBody() {
+		return false
+	}
+	switch e.x.Method() {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	_, ok := e.x.Req.Lookup("idempotency-key")
+	if !ok {
+		_, ok = e.x.Req.Lookup("x-idempotency-key")
+	}
+	return ok
+}
+
+// readHead reads and parses a response head; n is the number of bytes
+// received.
+func (e *exchange1) readHead(uc *upConn) (int, error) {
+	for {
+		buf := uc.rd.Buffered()
+		if len(buf) > 0 {
+			_, err := h1.ParseResponse(buf, &uc.resp, MaxResponseHeaderBytes)
+			if err == nil {
+				return len(buf), nil
+			}
+			if !errors.Is(err, h1.ErrIncomplete) {
+				return len(buf), errors.Join(errBadResponse, err)
+			}
+		}
+		if err := uc.rd.Fill(); err != nil {
+			if err == io.EOF && len(uc.rd.Buffered()) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return len(uc.rd.Buffered()), err
+		}
+	}
+}
+
+// timeoutCause names the deadline that expired when err is a timeout:
+// the request's own timeout (the host answers), Total, the phase's own
+// timeout (phaseErr: connect or response header) when its deadline
+// (phaseEnd) came before the attempt's (tryEnd), else PerTry.
+func (e *exchange1) timeoutCause(err, phaseErr error, phaseEnd, tryEnd time.Time) error {
+	if !isTimeout(err) {
+		return err
+	}
+	switch {
+	case e.requestExpired():
+		return errRequestTimeout
+	case !time.Now().Before(e.end):
+		return errTotalTimeout
+	case phaseErr != nil && phaseEnd.Before(tryEnd):
+		return phaseErr
+	}
+	return errPerTryTimeout
+}
+
+// errResponseHeaderTimeout: the upstream did not answer within
+// ResponseHeader (net/http's Transport says the same words).
+var errResponseHeaderTimeout = &timeoutError{"timeout awaiting response headers"}
+
+func (e *exchange1) requestExpired() bool {
+	d := e.x.Deadline
+	return !d.IsZero() && !time.Now().Before(d) && !e.end.After(d)
+}
+
+// errRequestTimeout: the host's request timeout expired (its context
+// cause on the net/http path); the host answers.
+var errRequestTimeout = &timeoutError{"request timeout"}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// writeHead writes the request head for pl's target.
+func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
+	p, x, f := e.p, e.x, e.f
+	w := uc.bw
+	_, _ = w.Write(x.Req.Method)
+	_ = w.WriteByte(' ')
+	t := p.targets[0]
+	for i, pp := range p.fast.pools {
+		if pp == pl {
+			t = p.targets[i]
+		}
+	}
+	path, query := x.Req.Target, []byte(nil)
+	for i, c := range path {
+		if c == '?' {
+			path, query = path[:i], path[i:]
+			break
+		}
+	}
+	if prefix := t.EscapedPath(); prefix != "" && prefix != "/" {
+		writeJoined(w, prefix, path)
+	} else {
+		_, _ = w.Write(path)
+	}
+	_, _ = w.Write(query)
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.Write(x.Req.Host)
+	_, _ = w.WriteString("\r\n")
+
+	var te, pragmaNoCache, cacheControl bool
+	var xff [][]byte
+	var xfh, xfp [][]byte
+	var fwd [][]byte
+	var buf [4][]byte
+	xff = buf[:0]
+	for _, fl := range x.Req.Fields {
+		name := fl.Name
+		switch {
+		case h1.EqualFold(name, "host"):
+			continue
+		case hopByHop(name):
+			if h1.EqualFold(name, "te") && hasTokenBytes(fl.Value, "trailers") {
+				te = true
+			}
+			continue
+		case f.Strip != nil && f.Strip(name):
+			continue
+		case e.asserted(name):
+			continue
+		case e.named(name):
+			continue
+		case len(name) > 12 && h1.EqualFold(name[:12], "x-forwarded-"):
+			if !f.Trusted {
+				continue // only a trusted proxy may speak about earlier hops
+			}
+			switch {
+			case h1.EqualFold(name, "x-forwarded-for"):
+				xff = append(xff, fl.Value)
+				continue
+			case h1.EqualFold(name, "x-forwarded-host"):
+				xfh = append(xfh, fl.Value)
+				continue
+			case h1.EqualFold(name, "x-forwarded-proto"):
+				xfp = append(xfp, fl.Value)
+				continue
+			}
+		case h1.EqualFold(name, "forwarded"):
+			if f.Trusted {
+				fwd = append(fwd, fl.Value)
+			}
+			continue
+		case h1.EqualFold(name, "pragma"):
+			pragmaNoCache = pragmaNoCache || string(fl.Value) == "no-cache"
+		case h1.EqualFold(name, "cache-control"):
+			cacheControl = true
+		}
+		h1.WriteField(w, name, fl.Value)
+	}
+	if te {
+		_, _ = w.WriteString("Te: trailers\r\n")
+	}
+	if pragmaNoCache && !cacheControl {
+		// net/http's server adds it (fixPragmaCacheControl).
+		_, _ = w.WriteString("Cache-Control: no-cache\r\n")
+	}
+	// Forwarding fields, as ServeHTTP's rewrite sets them.
+	if clientIP := x.RemoteIP; clientIP != "" {
+		_, _ = w.WriteString("X-Forwarded-For: ")
+		for _, v := range xff {
+			_, _ = w.Write(v)
+			_, _ = w.WriteString(", ")
+		}
+		_, _ = w.WriteString(clientIP)
+		_, _ = w.WriteString("\r\n")
+	}
+	_, _ = w.WriteString("X-Forwarded-Host: ")
+	if len(xfh) == 1 && len(xfh[0]) > 0 {
+		_, _ = w.Write(xfh[0])
+	} else {
+		_, _ = w.Write(x.Req.Host)
+	}
+	_, _ = w.WriteString("\r\nX-Forwarded-Proto: ")
+	if len(xfp) == 1 && len(xfp[0]) > 0 {
+		_, _ = w.Write(xfp[0])
+	} else {
+		_, _ = w.WriteString("http")
+	}
+	_, _ = w.WriteString("\r\nForwarded: ")
+	if len(fwd) > 0 {
+		if all := joinFields(fwd); validForwarded(all) {
+			_, _ = w.WriteString(all)
+			_, _ = w.WriteString(", ")
+		}
+	}
+	if w.Available() < 256 {
+		_ = w.Flush()
+	}
+	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), "http"))
+	_, _ = w.WriteString("\r\n")
+	for _, a := range f.Asserted {
+		h1.WriteFieldString(w, a.Name, a.Value)
+	}
+	switch {
+	case x.Req.Chunked:
+		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	case x.Req.ContentLength > 0:
+		h1.WriteContentLength(w, x.Req.ContentLength)
+	default:
+		switch x.Method() {
+		case "POST", "PUT", "PATCH":
+			// net/http's Transport announces an empty body for these.
+			_, _ = w.WriteString("Content-Length: 0\r\n")
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+}
+
+// asserted reports whether the caller asserts the field named name.
+func (e *exchange1) asserted(name []byte) bool {
+	for _, a := range e.f.Asserted {
+		if h1.EqualFold(name, a.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// named reports whether a Connection token of the request names the
+// field.
+func (e *exchange1) named(name []byte) bool {
+	for _, t := range e.tokArr[:e.ntok] {
+		if len(t) == len(name) && h1.EqualFold(name, string(t)) {
+			return true
+		}
+	}
+	for _, t := range e.tokMore {
+		if len(t) == len(name) && h1.EqualFold(name, string(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTokenBytes(v []byte, tok string) bool {
+	for t, rest := h1.NextToken(v); len(t) > 0; t, rest = h1.NextToken(rest) {
+		if h1.EqualFold(t, tok) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinFields(vs [][]byte) string {
+	n := 0
+	for _, v := range vs {
+		n += len(v) + 2
+	}
+	b := make([]byte, 0, n)
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, v...)
+	}
+	return string(b)
+}
+
+// writeJoined writes a target path prefix and the request path with one
+// slash between them (singleJoin).
+func writeJoined(w *bufio.Writer, prefix string, path []byte) {
+	as := prefix[len(prefix)-1] == '/'
+	bs := len(path) > 0 && path[0] == '/'
+	switch {
+	case as && bs:
+		_, _ = w.WriteString(prefix)
+		_, _ = w.Write(path[1:])
+	case !as && !bs:
+		_, _ = w.WriteString(prefix)
+		_ = w.WriteByte('/')
+		_, _ = w.Write(path)
+	default:
+		_, _ = w.WriteString(prefix)
+		_, _ = w.Write(path)
+	}
+}
+
+// sendConcurrently sends the body beside the response read, and reports
+// the outcome on ch; a failing client body cuts the upstream connection
+// so that the response read ends too.
+func sendConcurrently(x *h1.Exchange, uc *upConn, ch chan<- error) {
+	err := sendBody(x, uc)
+	if err == nil {
+		if err = uc.bw.Flush(); err != nil {
+			err = errors.Join(errUpstreamWrite, err)
+		}
+	}
+	if errors.Is(err, errClientBody) {
+		_ = uc.c.Close() // stop waiting for an answer
+	}
+	ch <- err
+}
+
+// sendBody streams the client's body to the upstream: as received
+// (Content-Length) or re-chunked.
+func sendBody(x *h1.Exchange, uc *upConn) error {
+	body := x.Body()
+	sp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(sp)
+	buf := *sp
+	for {
+		if body.Buffered() == 0 && uc.bw.Buffered() > 0 && !body.Done() {
+			// The client's next bytes are not here yet: what came so far
+			// goes on, as a streaming proxy's would.
+			if err := uc.bw.Flush(); err != nil {
+				return errors.Join(errUpstreamWrite, err)
+			}
+		}
+		n, err := body.Read(buf)
+		if n > 0 {
+			if x.Req.Chunked {
+				h1.WriteChunkHeader(uc.bw, n)
+			}
+			if _, werr := uc.bw.Write(buf[:n]); werr != nil {
+				return errors.Join(errUpstreamWrite, werr)
+			}
+			if x.Req.Chunked {
+				_, _ = uc.bw.WriteString("\r\n")
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return errClientBody
+		}
+	}
+	if x.Req.Chunked {
+		if _, err := uc.bw.WriteString("0\r\n\r\n"); err != nil {
+			return errors.Join(errUpstreamWrite, err)
+		}
+	}
+	return nil
+}
+
+// errClientBody: the client's body failed (malformed, too large, cut
+// short or too slow).
+var errClientBody = errors.New("proxy: client body failed")
+
+// relayInformational writes a 1xx response head to the client.
+func (e *exchange1) relayInformational(uc *upConn) {
+	w := e.x.Informational()
+	h1.WriteStatusLine(w, uc.resp.Status)
+	for _, fl := range uc.resp.Fields {
+		if !hopByHop(fl.Name) && !namedIn(uc.resp.Fields, fl.Name) {
+			h1.WriteField(w, fl.Name, fl.Value)
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+	_ = w.Flush()
+}
+
+// relay writes the response to the client and disposes of the
+// connection.
+func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
+	p, x := e.p, e.x
+	resp := &uc.resp
+	w := x.BeginRaw(resp.Status)
+	h1.WriteStatusLine(w, resp.Status)
+	hasBody := h1.BodyAllowed(x.Req.Method, resp.Status)
+	date := false
+	for _, fl := range resp.Fields {
+		if hopByHop(fl.Name) {
+			if resp.Chunked && hasBody && h1.EqualFold(fl.Name, "trailer") {
+				continue // trailers are not relayed
+			}
+			if !hasBody && h1.EqualFold(fl.Name, "content-length") {
+				h1.WriteField(w, fl.Name, fl.Value) // HEAD, 204, 304: as sent
+			}
+			continue
+		}
+		if namedIn(resp.Fields, fl.Name) {
+			continue
+		}
+		if !date && h1.EqualFold(fl.Name, "date") {
+			date = true
+		}
+		h1.WriteField(w, fl.Name, fl.Value)
+	}
+	now := time.Now()
+	if !date {
+		_, _ = w.Write(h1.DateLine(now))
+	}
+	chunkedOut := false
+	if hasBody {
+		if resp.ContentLength >= 0 && !resp.Chunked {
+			h1.WriteContentLength(w, resp.ContentLength)
+		} else {
+			chunkedOut = true
+			_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+		}
+	}
+	if !x.KeepAlive() {
+		_, _ = w.WriteString("Connection: close\r\n")
+	}
+	_, _ = w.WriteString("\r\n")
+	uc.rd.Discard(resp.HeadLen)
+	if e.f.OnHeader != nil {
+		e.f.OnHeader(now.Sub(e.start))
+	}
+
+	untilEOF := !resp.Chunked && resp.ContentLength < 0
+	if !hasBody {
+		uc.body.Reset(uc.rd, 0, false, false, -1)
+	} else {
+		uc.body.Reset(uc.rd, resp.ContentLength, resp.Chunked, untilEOF, -1)
+	}
+	outcome, ok := e.copyBody(uc, w, chunkedOut)
+	x.EndRaw(ok)
+	sendErr := e.stopSending(uc)
+	if ok && sendErr == nil && !resp.Close && !untilEOF && uc.body.Done() {
+		p.fast.put(pl, uc, now)
+	} else {
+		p.fast.discard(pl, uc)
+	}
+	return outcome
+}
+
+// copyBody relays the response body; it flushes the client's writer
+// before waiting on the upstream, so streamed answers flow.
+func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (string, bool) {
+	sp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(sp)
+	buf := *sp
+	bodyDeadline := false
+	for {
+		if uc.body.Done() {
+			if chunkedOut {
+				_, _ = w.WriteString("0\r\n\r\n")
+			}
+			return "ok", true
+		}
+		if len(uc.rd.Buffered()) == 0 {
+			if w.Buffered() > 0 {
+				if err := w.Flush(); err != nil {
+					return "canceled", false // the client went away
+				}
+			}
+			if !bodyDeadline {
+				// The body is read from the socket: by Total (or the
+				// request timeout), not the response-header deadline.
+				bodyDeadline = true
+				uc.setReadDeadline(e.end, 0)
+			}
+		}
+		n, err := uc.body.Read(buf)
+		if n > 0 {
+			if chunkedOut {
+				h1.WriteChunkHeader(w, n)
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return "canceled", false
+			}
+			if chunkedOut {
+				_, _ = w.WriteString("\r\n")
+			}
+		}
+		if err == io.EOF {
+			if chunkedOut {
+				_, _ = w.WriteString("0\r\n\r\n")
+			}
+			return "ok", true
+		}
+		if err != nil {
+			if isTimeout(err) {
+				if e.requestExpired() {
+					return "canceled", false
+				}
+				return "timeout", false
+			}
+			return "error", false
+		}
+	}
+}
+
+// namedIn reports whether a Connection field of fields names name.
+func namedIn(fields []h1.Field, name []byte) bool {
+	for _, fl := range fields {
+		if h1.EqualFold(fl.Name, "connection") && hasTokenBytes(fl.Value, string(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// fail answers a request no attempt could serve, as ServeHTTP's error
+// handler does, and returns the outcome.
+func (e *exchange1) fail(err error) string {
+	p, x := e.p, e.x
+	if x.HasBody() && (errors.Is(err, errClientBody) || x.Body().Err() != nil) && !errors.Is(err, errRequestTimeout) {
+		if e.requestExpired() {
+			return "canceled" // the host answers 504
+		}
+		p.log.Debug("malformed request body", "error", describeBody(x.Body().Err()))
+		wire.WriteClose(x, x.Stub(), wire.New(wire.CodeInvalidBody))
+		return "invalid_body"
+	}
+	if errors.Is(err, errClientGone) {
+		p.log.Debug("client canceled upstream request")
+		x.EndRaw(false) // nobody reads an answer: cut the connection
+		return "canceled"
+	}
+	if errors.Is(err, errRequestTimeout) || e.requestExpired() {
+		p.log.Debug("client canceled upstream request")
+		return "canceled" // the host answers 504 timeout
+	}
+	if errorClass(err) == "timeout" {
+		p.log.Warn("upstream timeout", "error", describe(err))
+		wire.Write(x, wire.New(wire.CodeUpstreamTimeout))
+		return "timeout"
+	}
+	p.log.Warn("upstream unavailable", "error", describe(err))
+	wire.Write(x, wire.New(wire.CodeUpstreamUnavailable))
+	return "error"
+}
+
+func describeBody(err error) string {
+	if err == nil {
+		return "body ended early"
+	}
+	return err.Error()
+}
