@@ -516,6 +516,16 @@ type Redis struct {
 	// PoolSize is the number of connections per node; 0 keeps the URL's
 	// or go-redis's default.
 	PoolSize int `yaml:"pool_size"`
+	// CAFile names a PEM file of the CA certificates that sign the
+	// server's certificate (a private CA, the usual case for Redis);
+	// empty trusts the system's roots. Needs a rediss:// URL. A relative
+	// name is relative to the configuration file.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile, both or neither, name a PEM client
+	// certificate and its key, for servers that require one
+	// (tls-auth-clients yes). Need a rediss:// URL.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Global tunes the limiter behind rate_limit scope: global and the RLS

@@ -813,7 +813,7 @@ func TestRedisOptions(t *testing.T) {
 		{"http://u:hunter2@cache", redisstore.Options{}, "not a valid Redis URL"},
 		{"", redisstore.Options{}, "URL is required"},
 	} {
-		got, err := redisOptions(c.url, false)
+		got, err := redisOptions(c.url, Redis{})
 		if c.err == "" && (err != nil || got != c.want) {
 			t.Errorf("%s: %+v %v, want %+v", c.url, got, err, c.want)
 		}
@@ -833,7 +833,7 @@ func FuzzRedisOptions(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		opts, err := redisOptions(raw, false)
+		opts, err := redisOptions(raw, Redis{})
 		if err != nil {
 			return
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
-	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
 )
 
@@ -132,6 +131,9 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 	cfg := doc.cfg
 	ps := doc.problems
 
+	// The Redis TLS files are read by the profile gate and by the field
+	// checks, both before Provision: make them relative to the file now.
+	cfg.resolveRedisFiles(dir)
 	// The profile gate runs before anything else reads the environment.
 	gate := applyProfileGate(cfg, getenv)
 
@@ -255,6 +257,8 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 		}
 	}
 
+	c.resolveRedisFiles(dir)
+
 	c.rlsDomains = nil
 	if r := &c.RLS; r.Addr != "" && r.ConfigFile != "" {
 		p := resolve(dir, r.ConfigFile)
@@ -307,6 +311,16 @@ func (c *Config) ready() error {
 	return nil
 }
 
+// resolveRedisFiles makes redis.ca_file, cert_file and key_file relative
+// to dir (idempotent).
+func (c *Config) resolveRedisFiles(dir string) {
+	for _, f := range []*string{&c.Redis.CAFile, &c.Redis.CertFile, &c.Redis.KeyFile} {
+		if *f != "" {
+			*f = resolve(dir, *f)
+		}
+	}
+}
+
 // resolve makes a relative file name absolute, relative to dir ("" is
 // the working directory), so that resolving twice changes nothing.
 func resolve(dir, name string) string {
@@ -332,11 +346,12 @@ func (c *Config) quotaStoreConfig() pgquota.Config {
 // (redisconn, on go-redis's redis.ParseURL), so the profile gate refuses
 // exactly what the store would. rediss:// gets TLS with the server's name
 // and certificate verified. Errors never echo the URL.
-func redisOptions(raw string, cluster bool) (redisstore.Options, error) {
-	if err := (redisconn.Options{URL: raw, Cluster: cluster}).Validate(); err != nil {
-		return redisstore.Options{}, fmt.Errorf("%s (value not shown)", strings.TrimPrefix(err.Error(), redisconn.ErrConfig.Error()+": "))
+func redisOptions(raw string, r Redis) (redisstore.Options, error) {
+	if err := r.options(raw).Validate(); err != nil {
+		return redisstore.Options{}, fmt.Errorf("%s (value not shown)", redisFileKeys(err))
 	}
-	return redisstore.Options{URL: raw, Cluster: cluster}, nil
+	return redisstore.Options{URL: raw, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout,
+		WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize, CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile}, nil
 }
 
 // applyProfileGate settles the effective profile and, only for the
@@ -391,7 +406,7 @@ func applyProfileGate(cfg *Config, getenv func(string) string) []Problem {
 
 	if raw := getenv(EnvRedisURL); raw == "" {
 		add(EnvRedisURL, "required in the cluster profile")
-	} else if _, err := redisOptions(raw, cfg.Redis.Cluster); err != nil {
+	} else if _, err := redisOptions(raw, cfg.Redis); err != nil {
 		add(EnvRedisURL, "%v", err)
 	} else {
 		env.RedisURL = raw

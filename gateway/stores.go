@@ -48,12 +48,11 @@ func (g *Gateway) openStores(cfg *Config) error {
 		g.depMons = append(g.depMons, g.pgMon, g.authMon)
 	}
 	if hasLogin(cfg) {
-		if _, err := redisOptions(cfg.Env.RedisURL, cfg.Redis.Cluster); err != nil {
+		ro, err := redisOptions(cfg.Env.RedisURL, cfg.Redis)
+		if err != nil {
 			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
 		}
-		ro := cfg.Redis.options(cfg.Env.RedisURL)
-		s, err := redisstore.Open(redisstore.Options{URL: ro.URL, Cluster: ro.Cluster, DialTimeout: ro.DialTimeout,
-			ReadTimeout: ro.ReadTimeout, WriteTimeout: ro.WriteTimeout, PoolSize: ro.PoolSize})
+		s, err := redisstore.Open(ro)
 		if err != nil {
 			return fmt.Errorf("gateway: login store: %w", err)
 		}

@@ -819,15 +819,31 @@ func (r Redis) Validate() error {
 	}
 	f.int("pool_size", int64(r.PoolSize), intRange{0, redisconn.MaxPoolSize})
 	if f.ok() {
-		o := r.options("redis://127.0.0.1:6379")
-		f.guard("", o.Validate())
+		// The URL is a secret read from the environment at start; check
+		// the settings here with a stand-in (rediss:// when TLS files are
+		// named, so that they are read and checked now).
+		url := "redis://127.0.0.1:6379"
+		if r.CAFile != "" || r.CertFile != "" || r.KeyFile != "" {
+			url = "rediss://127.0.0.1:6379"
+		}
+		if err := r.options(url).Validate(); err != nil {
+			f.add("", "%s", redisFileKeys(err))
+		}
 	}
 	return f.err()
 }
 
+// redisFileKeys names redisconn's file options by their keys here
+// (ca_file for CAFile, ...) in err's message.
+func redisFileKeys(err error) string {
+	return strings.NewReplacer("CAFile", "ca_file", "CertFile", "cert_file", "KeyFile", "key_file",
+		redisconn.ErrConfig.Error()+": ", "").Replace(err.Error())
+}
+
 // options are the redisconn.Options of r for url.
 func (r Redis) options(url string) redisconn.Options {
-	return redisconn.Options{URL: url, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize}
+	return redisconn.Options{URL: url, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
+		PoolSize: r.PoolSize, CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile}
 }
 
 // Validate checks the global limiter's settings with global's own check.
