@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 )
 
@@ -843,4 +844,33 @@ func FuzzRedisOptions(f *testing.F) {
 		}
 		_ = s.Close()
 	})
+}
+
+// redis.ca_file is relative to the configuration file, like every other
+// file name in it, for bulwark check and serve alike.
+func TestRedisCAFileRelativeToConfig(t *testing.T) {
+	dir := t.TempDir()
+	ca := testsvc.NewCA(t, "redis-test-ca")
+	pem, err := os.ReadFile(ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "redis-ca.pem"), pem, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "bulwark.yaml")
+	if err := os.WriteFile(path, []byte(minimal+"redis: {ca_file: redis-ca.pem}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	getenv := env(EnvProfile, "cluster", EnvRedisURL, "rediss://cache.internal:6380/0", EnvPostgresURL, "postgres://u:p@db.internal/b").get
+	cfg, err := Load(path, getenv)
+	if err != nil {
+		t.Fatalf("Load from another directory: %v", err)
+	}
+	if want := filepath.Join(dir, "redis-ca.pem"); cfg.Redis.CAFile != want {
+		t.Fatalf("redis.ca_file = %q, want %q", cfg.Redis.CAFile, want)
+	}
+	if o, err := redisOptions(cfg.Env.RedisURL, cfg.Redis); err != nil || o.CAFile != cfg.Redis.CAFile {
+		t.Fatalf("the login store's options: %+v %v", o, err)
+	}
 }
