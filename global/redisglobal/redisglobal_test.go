@@ -133,14 +133,17 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		Pace: envDuration("BULWARK_GLOBAL_PROOF_PACE", 250*time.Microsecond)}
 	if raceEnabled || cluster {
 		// Four replicas and the Redis server(s) share the machine (two
-		// cores here): with three cluster nodes, or the race detector
-		// slowing every goroutine, CPU contention alone makes decisions
-		// wait longer than the default 2 ms for refills queued behind the
-		// round trip in flight; they give up, and the breakers open. That
-		// is the outage path (TestRedisKilledMidLoad), whose fallback
-		// admissions are paid back only after the breaker closes, not the
-		// accounting this proof is about.
-		spec.Budget = 5 * time.Millisecond
+		// cores here, and the rest of the test suite runs beside it):
+		// with three cluster nodes, or the race detector slowing every
+		// goroutine, CPU contention alone makes decisions wait longer
+		// than the default 2 ms for refills queued behind the round trip
+		// in flight (5 ms was seen to be too little in CI); they give up,
+		// and the breakers open. That is the outage path
+		// (TestRedisKilledMidLoad), whose fallback admissions are paid
+		// back only after the breaker closes, not the accounting this
+		// proof is about: give the decisions a budget no healthy Redis on
+		// loopback misses.
+		spec.Budget = 50 * time.Millisecond
 	}
 	raw, _ := json.Marshal(spec)
 	var (
@@ -202,7 +205,11 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		t.Fatalf("replicas decided over %v, want about %v", span, dur)
 	}
 	if float64(total) > ideal*1.01 {
-		t.Errorf("admitted %d > 1.01 × bound %.0f", total, ideal)
+		var opened uint64
+		for _, r := range results {
+			opened += r.Stats.Opened
+		}
+		t.Errorf("admitted %d > 1.01 × bound %.0f (breakers opened %d times: decisions that gave up on Redis were made from the fallback share)", total, ideal, opened)
 	}
 	if float64(total) < ideal*0.75 {
 		t.Errorf("admitted %d < 0.75 × bound %.0f: leases strand too much", total, ideal)
