@@ -61,6 +61,7 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 	if trusted {
 		if full, err := x.Request(); err == nil {
 			r = full
+			p.headers.apply(r.Header) // as on net/http: before any policy reads it
 		}
 		ex.client, ex.clientOK = p.resolver.Client(r)
 		if ex.clientOK {
@@ -85,6 +86,7 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 	if rt.limit != nil && rt.limit.kind == keyHeader && r == stub {
 		if full, err := x.Request(); err == nil {
 			r = full
+			p.headers.apply(r.Header)
 		}
 	}
 	if reason, refused := rt.limitRequest(x, r, ex); refused {

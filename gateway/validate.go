@@ -376,6 +376,11 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 		if rl := r.RateLimit; rl != nil && rl.Scope == "global" && c.Profile != Cluster {
 			rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
 		}
+		if rl := r.RateLimit; rl != nil {
+			if k, err := parseKey(rl.Key); err == nil && k.kind == keyHeader && c.stripped(k.header) {
+				rf.add("rate_limit.key", "%q: the gateway removes %s from every request before any policy (request_headers.strip, or a quota route's asserted header): the key would never be seen", rl.Key, strings.TrimPrefix(rl.Key, "header:"))
+			}
+		}
 		if q := r.Quota; q != nil {
 			if c.Profile == Standalone {
 				rf.add("quota", "quota needs PostgreSQL and is only available in the cluster profile")
@@ -736,6 +741,18 @@ func (m Match) compile(route int, name string) (*matchRule, error) {
 		strictSlash:   m.StrictSlash,
 		allowUnsafe:   m.AllowUnsafeEncoding,
 	})
+}
+
+// stripped reports whether the gateway removes header name from every
+// request before any policy runs (see newHeaderRules).
+func (c *Config) stripped(name string) bool {
+	var asserted []string
+	for _, r := range c.Routes {
+		if q := r.Quota; q != nil {
+			asserted = append(asserted, q.Auth.ProjectHeader, q.Auth.SubjectHeader)
+		}
+	}
+	return newHeaderRules(c.RequestHeaders.Strip, asserted).strips([]byte(name))
 }
 
 // Validate checks the limit's ranges and key, then the algorithm's and
