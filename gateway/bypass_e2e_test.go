@@ -148,6 +148,16 @@ func testBypassHeaders(t *testing.T) {
 	if got.Header.Get("X-Forwarded-Proto") != "http" || got.Header.Get("X-Forwarded-Host") != "app.example" {
 		t.Errorf("X-Forwarded-Proto/Host %q %q", got.Header.Get("X-Forwarded-Proto"), got.Header.Get("X-Forwarded-Host"))
 	}
+	// CGI-style servers read X_Forwarded_For as X-Forwarded-For.
+	got = req("GET /x HTTP/1.1\nHost: app.example\nX_Forwarded_For: 6.6.6.6\nX-Forwarded_Host: evil.example\nx_forwarded_proto: https")
+	for k := range got.Header {
+		if strings.Contains(k, "_") {
+			t.Errorf("%s reached the upstream: %q", k, got.Header[k])
+		}
+	}
+	if xff := got.Header.Values("X-Forwarded-For"); len(xff) != 1 || xff[0] != "127.0.61.1" {
+		t.Errorf("X-Forwarded-For %q, want the socket peer only", xff)
+	}
 	got = req("GET /x HTTP/1.1\nHost: app.example\nConnection: Upgrade, HTTP2-Settings\nUpgrade: h2c\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")
 	if got.Header.Get("Upgrade") != "" || got.Header.Get("Http2-Settings") != "" {
 		t.Errorf("an h2c upgrade reached the upstream: %v", got.Header)

@@ -730,6 +730,8 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 			continue
 		case e.named(name):
 			continue
+		case forwardingAlias(name):
+			continue
 		case len(name) > 12 && h1.EqualFold(name[:12], "x-forwarded-"):
 			if !f.Trusted {
 				continue // only a trusted proxy may speak about earlier hops

@@ -48,7 +48,9 @@
 // cannot swallow the proxy's own element with an unterminated quote), and
 // the inbound X-Forwarded-Host and X-Forwarded-Proto are kept. From any
 // other client every X-Forwarded-* field and Forwarded are replaced: the
-// upstream sees exactly one hop, this one.
+// upstream sees exactly one hop, this one. Spellings with '_' for '-'
+// (X_Forwarded_For), which CGI-style servers read as the real field, are
+// dropped from every client.
 //
 // Headers the gateway asserts (an identity established by forward-auth)
 // are set by [Options.Assert] after hop-by-hop removal, so a client's
@@ -463,6 +465,36 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	completed = true
 }
 
+// forwardingAlias reports a field name that is not X-Forwarded-* but
+// reads as one where '_' and '-' are the same: CGI-style servers (PHP,
+// WSGI and CGI gateways) see X_Forwarded_For as HTTP_X_FORWARDED_FOR,
+// exactly like X-Forwarded-For. A genuine proxy writes the hyphenated
+// names, so both engines drop these from every client, trusted or not.
+func forwardingAlias[T string | []byte](name T) bool {
+	const xf = "x-forwarded-"
+	if len(name) <= len(xf) {
+		return false
+	}
+	under := false
+	for i := 0; i < len(xf); i++ {
+		c := name[i]
+		switch {
+		case c == '_' && xf[i] == '-':
+			under = true
+		case c|0x20 != xf[i] && c != xf[i]:
+			return false
+		}
+	}
+	if !under {
+		for i := len(xf); i < len(name); i++ {
+			if name[i] == '_' {
+				return true
+			}
+		}
+	}
+	return under
+}
+
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// The target (scheme, host and path prefix) is chosen per attempt by
 	// the round tripper; the first one here keeps the outbound URL well
@@ -471,6 +503,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = p.targets[0].Host
 	in, out := pr.In, pr.Out.Header
 	trusted := p.trust != nil && p.trust(in)
+	for k := range out {
+		if forwardingAlias(k) {
+			delete(out, k)
+		}
+	}
 	if trusted {
 		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
 			out["X-Forwarded-For"] = append([]string(nil), prior...)
