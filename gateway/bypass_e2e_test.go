@@ -216,6 +216,11 @@ func testBypassRateLimitKeys(t *testing.T) {
 	if st, code := send("127.0.62.1", "X-Api-Key", "a", "X-Api-Key", "b"); st != 400 || code != "ambiguous_rate_limit_key" {
 		t.Fatalf("repeated key: %d %s", st, code)
 	}
+	// The same under a '_' spelling, which CGI-style servers read as the
+	// same field.
+	if st, code := send("127.0.62.1", "X-Api-Key", "a", "X_Api_Key", "b"); st != 400 || code != "ambiguous_rate_limit_key" {
+		t.Fatalf("key beside its '_' spelling: %d %s", st, code)
+	}
 	// Rotating keys from one address: the per-client limit stops it after
 	// 20, and the key table (50) is never filled by one client.
 	allowed := 0

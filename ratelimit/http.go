@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"strings"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/limit"
@@ -39,15 +40,31 @@ func ClientIP(res *peer.Resolver) KeyFunc {
 
 // Header keys by the value of the named request header. A header sent
 // more than once is ErrAmbiguousKey (the application may read another
-// line than the limiter). A missing or empty header is keyed by fallback,
-// or shares one bucket when fallback is nil.
+// line than the limiter); so is a header sent under two spellings that
+// differ only in '_' for '-' (X_Api_Key beside X-Api-Key), which
+// CGI-style servers read as one field, and a lone '_' spelling is the
+// key. A missing or empty header is keyed by fallback, or shares one
+// bucket when fallback is nil.
 //
 // A header the client chooses only limits honest clients: combine it with
 // a ClientIP limit checked first.
 func Header(name string, fallback KeyFunc) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
+	aliases := strings.Contains(name, "-") // only a name with '-' has '_' spellings
 	return func(r *http.Request) (Key, error) {
 		vs := r.Header[name]
+		if aliases {
+			n := len(vs)
+			for k, kvs := range r.Header {
+				if k != name && underscoreSpelling(k, name) {
+					n += len(kvs)
+					vs = kvs
+				}
+			}
+			if n > 1 {
+				return Key{}, ErrAmbiguousKey
+			}
+		}
 		if len(vs) > 1 {
 			return Key{}, ErrAmbiguousKey
 		}
@@ -59,6 +76,30 @@ func Header(name string, fallback KeyFunc) KeyFunc {
 		}
 		return StringKey(vs[0]), nil
 	}
+}
+
+// underscoreSpelling reports whether k is name with some '-' written as
+// '_', ignoring case.
+func underscoreSpelling(k, name string) bool {
+	if len(k) != len(name) || !strings.Contains(k, "_") {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		a, b := k[i], name[i]
+		if a == '_' && b == '-' {
+			continue
+		}
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // Route keys every request by the same name: one bucket shared by all

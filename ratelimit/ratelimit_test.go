@@ -375,3 +375,51 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Fatalf("refused: %d", w.Code)
 	}
 }
+
+// Header treats X_Api_Key as another spelling of X-Api-Key (CGI-style
+// servers read both as HTTP_X_API_KEY): both together are ambiguous, the
+// '_' spelling alone is the key.
+func TestHeaderUnderscoreSpellings(t *testing.T) {
+	kf := Header("X-Api-Key", nil)
+	for _, c := range []struct {
+		name    string
+		fields  [][2]string
+		want    string
+		wantErr bool
+	}{
+		{"canonical", [][2]string{{"X-Api-Key", "a"}}, "a", false},
+		{"underscore alone", [][2]string{{"X_Api_Key", "b"}}, "b", false},
+		{"lower underscore alone", [][2]string{{"x_api_key", "b"}}, "b", false},
+		{"both", [][2]string{{"X-Api-Key", "a"}, {"X_Api_Key", "b"}}, "", true},
+		{"two underscore spellings", [][2]string{{"X_Api-Key", "a"}, {"X-Api_Key", "b"}}, "", true},
+		{"repeated", [][2]string{{"X-Api-Key", "a"}, {"X-Api-Key", "b"}}, "", true},
+		{"other header", [][2]string{{"X-Api-Key", "a"}, {"X_Api_Keys", "b"}}, "a", false},
+	} {
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		for _, f := range c.fields {
+			r.Header[f[0]] = append(r.Header[f[0]], f[1]) // as sent: no canonicalisation of '_' names
+		}
+		k, err := kf(r)
+		if c.wantErr {
+			if !errors.Is(err, ErrAmbiguousKey) {
+				t.Errorf("%s: key %v err %v, want ErrAmbiguousKey", c.name, k, err)
+			}
+			continue
+		}
+		if err != nil || k != StringKey(c.want) {
+			t.Errorf("%s: key %v err %v, want %q", c.name, k, err, c.want)
+		}
+	}
+}
+
+// Looking for '_' spellings costs no allocation.
+func TestHeaderKeyAllocs(t *testing.T) {
+	kf := Header("X-Api-Key", nil)
+	r, _ := http.NewRequest("GET", "http://x/", nil)
+	r.Header.Set("X-Api-Key", "a")
+	r.Header.Set("Accept", "*/*")
+	r.Header.Set("User-Agent", "t")
+	if n := testing.AllocsPerRun(100, func() { _, _ = kf(r) }); n != 0 {
+		t.Fatalf("%v allocs per key", n)
+	}
+}
