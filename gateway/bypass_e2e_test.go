@@ -173,6 +173,17 @@ func testBypassHeaders(t *testing.T) {
 	if got.Header.Get("X-Keep") != "" {
 		t.Errorf("an ordinary hop-by-hop header named in Connection passed: %v", got.Header)
 	}
+	// A '_' spelling of the key (read as the key by CGI-style servers)
+	// does not reach the upstream beside the key the receipt is bound to.
+	got = req("GET /x HTTP/1.1\nHost: app.example\nIdempotency-Key: k-1\nIdempotency_Key: k-2\nidempotency_key: k-3")
+	if got.Header.Get("Idempotency-Key") != "k-1" {
+		t.Errorf("Idempotency-Key %q, want k-1", got.Header.Get("Idempotency-Key"))
+	}
+	for k := range got.Header {
+		if strings.Contains(k, "_") {
+			t.Errorf("%s reached the upstream: %q", k, got.Header[k])
+		}
+	}
 }
 
 // keyBypassConfig limits an API per X-Api-Key, with a per-client limit in

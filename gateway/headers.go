@@ -18,7 +18,9 @@ import (
 // Connection token naming a protected header (an asserted, identity or
 // forwarding header, or Idempotency-Key) is ignored, so "Connection:
 // X-Auth-Project" cannot strip what the gateway set and "Connection:
-// Idempotency-Key" cannot hide the key from the upstream.
+// Idempotency-Key" cannot hide the key from the upstream; Idempotency_Key
+// and the key's other '_' spellings are removed, so the upstream reads
+// the key the receipt is bound to.
 //
 // Header names compare case-insensitively and with "_" equal to "-":
 // several servers (CGI-style environments, some WSGI and PHP setups)
@@ -105,6 +107,22 @@ func (hr *headerRules) strips(name []byte) bool {
 			return true
 		}
 	}
+	return keyAlias(name)
+}
+
+// keyAlias reports Idempotency_Key and the other '_' spellings of
+// Idempotency-Key: CGI-style servers read them as the key, so an upstream
+// could deduplicate on another key than the receipt the gateway bound.
+// The real field passes; its aliases are removed.
+func keyAlias[T string | []byte](name T) bool {
+	if !sameHeader(name, headerIdempotencyKey) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '_' {
+			return true
+		}
+	}
 	return false
 }
 
@@ -122,6 +140,10 @@ func (hr *headerRules) protects(name []byte) bool {
 // protected ones. It allocates only when it changes something.
 func (hr *headerRules) apply(h http.Header) {
 	for k := range h {
+		if keyAlias(k) {
+			delete(h, k)
+			continue
+		}
 		for _, s := range hr.strip {
 			if sameHeader(k, s) {
 				delete(h, k)
