@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"strings"
+
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 )
 
 // Headers the client must not choose
@@ -54,7 +56,7 @@ func newHeaderRules(strip, asserted []string) *headerRules {
 	next:
 		for _, n := range names {
 			for _, have := range *list {
-				if sameHeader(have, n) {
+				if fieldname.Equal(have, n) {
 					continue next
 				}
 			}
@@ -69,41 +71,11 @@ func newHeaderRules(strip, asserted []string) *headerRules {
 	return hr
 }
 
-// sameHeader compares header names case-insensitively with '_' equal to
-// '-'. It does not allocate.
-func sameHeader[T string | []byte](a T, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
-			continue
-		}
-		if x == '_' {
-			x = '-'
-		}
-		if y == '_' {
-			y = '-'
-		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // strips reports whether a request field named name is removed (the
 // fast engine's forwarder asks it field by field).
 func (hr *headerRules) strips(name []byte) bool {
 	for _, s := range hr.strip {
-		if sameHeader(name, s) {
+		if fieldname.Equal(name, s) {
 			return true
 		}
 	}
@@ -115,21 +87,13 @@ func (hr *headerRules) strips(name []byte) bool {
 // could deduplicate on another key than the receipt the gateway bound.
 // The real field passes; its aliases are removed.
 func keyAlias[T string | []byte](name T) bool {
-	if !sameHeader(name, headerIdempotencyKey) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == '_' {
-			return true
-		}
-	}
-	return false
+	return fieldname.Underscored(name) && fieldname.Equal(name, headerIdempotencyKey)
 }
 
 // protects reports whether a Connection token naming name is ignored.
 func (hr *headerRules) protects(name []byte) bool {
 	for _, s := range hr.protected {
-		if sameHeader(name, s) {
+		if fieldname.Equal(name, s) {
 			return true
 		}
 	}
@@ -145,7 +109,7 @@ func (hr *headerRules) apply(h http.Header) {
 			continue
 		}
 		for _, s := range hr.strip {
-			if sameHeader(k, s) {
+			if fieldname.Equal(k, s) {
 				delete(h, k)
 				break
 			}
@@ -168,7 +132,7 @@ func filterTokens(values []string, names []string) (kept []string, changed bool)
 	drop := func(tok string) bool {
 		tok = strings.TrimSpace(tok)
 		for _, n := range names {
-			if sameHeader(tok, n) {
+			if fieldname.Equal(tok, n) {
 				return true
 			}
 		}

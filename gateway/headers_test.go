@@ -73,14 +73,3 @@ func TestFilterUpgrade(t *testing.T) {
 		}
 	}
 }
-
-func TestSameHeader(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{{"X-Real-IP", "x_real_ip", true}, {"X-Real-IP", "X-Real-IPs", false}, {"A-B", "a-c", false}, {"", "", true}} {
-		if got := sameHeader(c.a, c.b); got != c.want {
-			t.Errorf("%q %q: %v", c.a, c.b, got)
-		}
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/limit"
@@ -528,13 +529,13 @@ func (h RequestHeaders) Validate() error {
 			continue
 		}
 		for j := 0; j < i; j++ {
-			if sameHeader(h.Strip[j], name) {
+			if fieldname.Equal(h.Strip[j], name) {
 				f.add(p, "%q repeats strip[%d]", name, j)
 				break
 			}
 		}
 		switch {
-		case sameHeader(name, "Host"), sameHeader(name, "Content-Length"), sameHeader(name, "Transfer-Encoding"):
+		case fieldname.Equal(name, "Host"), fieldname.Equal(name, "Content-Length"), fieldname.Equal(name, "Transfer-Encoding"):
 			f.add(p, "%q frames the request and cannot be stripped", name)
 		}
 	}

@@ -84,6 +84,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -472,27 +473,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // names, so both engines drop these from every client, trusted or not.
 func forwardingAlias[T string | []byte](name T) bool {
 	const xf = "x-forwarded-"
-	if len(name) <= len(xf) {
-		return false
-	}
-	under := false
-	for i := 0; i < len(xf); i++ {
-		c := name[i]
-		switch {
-		case c == '_' && xf[i] == '-':
-			under = true
-		case c|0x20 != xf[i] && c != xf[i]:
-			return false
-		}
-	}
-	if !under {
-		for i := len(xf); i < len(name); i++ {
-			if name[i] == '_' {
-				return true
-			}
-		}
-	}
-	return under
+	return len(name) > len(xf) && fieldname.Underscored(name) && fieldname.Equal(name[:len(xf)], xf)
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/limit"
 
 	"github.com/bulwarkhq/bulwark/peer"
@@ -56,7 +57,7 @@ func Header(name string, fallback KeyFunc) KeyFunc {
 		if aliases {
 			n := len(vs)
 			for k, kvs := range r.Header {
-				if k != name && underscoreSpelling(k, name) {
+				if fieldname.Underscored(k) && fieldname.Equal(k, name) {
 					n += len(kvs)
 					vs = kvs
 				}
@@ -76,30 +77,6 @@ func Header(name string, fallback KeyFunc) KeyFunc {
 		}
 		return StringKey(vs[0]), nil
 	}
-}
-
-// underscoreSpelling reports whether k is name with some '-' written as
-// '_', ignoring case.
-func underscoreSpelling(k, name string) bool {
-	if len(k) != len(name) || !strings.Contains(k, "_") {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		a, b := k[i], name[i]
-		if a == '_' && b == '-' {
-			continue
-		}
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
-			return false
-		}
-	}
-	return true
 }
 
 // Route keys every request by the same name: one bucket shared by all

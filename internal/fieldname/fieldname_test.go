@@ -1,0 +1,25 @@
+package fieldname
+
+import "testing"
+
+func TestEqual(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{{"X-Real-IP", "x_real_ip", true}, {"X-Real-IP", "X-Real-IPs", false}, {"A-B", "a-c", false}, {"", "", true}, {"X_A", "X-A", true}, {"X_A", "XxA", false}} {
+		if got := Equal(c.a, c.b); got != c.want {
+			t.Errorf("Equal(%q, %q) = %v", c.a, c.b, got)
+		}
+		if got := Equal([]byte(c.a), c.b); got != c.want {
+			t.Errorf("Equal([]byte(%q), %q) = %v", c.a, c.b, got)
+		}
+	}
+}
+
+func TestUnderscored(t *testing.T) {
+	for name, want := range map[string]bool{"X_A": true, "X-A": false, "_": true, "": false} {
+		if got := Underscored(name); got != want {
+			t.Errorf("Underscored(%q) = %v", name, got)
+		}
+	}
+}
