@@ -423,18 +423,12 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		return nil, fmt.Errorf("gateway: client_ip: %w", err)
 	}
 	b.resolver = resolver
-	var asserted []string
-	for _, rc := range cfg.Routes {
-		if q := rc.Quota; q != nil {
-			asserted = append(asserted, q.Auth.ProjectHeader, q.Auth.SubjectHeader)
-		}
-	}
 	p := &pipeline{
 		g:            g,
 		noRoute:      g.metrics.durationOf(unmatchedRoute),
 		access:       g.newAccessLog(cfg.AccessLog),
 		shadowShield: cfg.Shield.Mode == "shadow",
-		headers:      newHeaderRules(cfg.RequestHeaders.Strip, asserted),
+		headers:      cfg.headerRules(),
 		resolver:     resolver,
 		behindLB:     len(cfg.ClientIP.TrustedProxies.CIDRs) > 0,
 		unmatched:    g.metrics.forUnmatched(),

@@ -368,6 +368,7 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 	first := firstNames{}
 	ops := map[string]int{} // quota operation → first route using it
 	keys := schemaOf(reflect.TypeFor[Route]()).keys
+	headers := c.headerRules() // what step 1 removes, for header:NAME keys
 	for i, r := range rs {
 		var rf fieldErrs
 		first.check(&rf, "route", r.Name, i)
@@ -378,7 +379,7 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 			rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
 		}
 		if rl := r.RateLimit; rl != nil {
-			if k, err := parseKey(rl.Key); err == nil && k.kind == keyHeader && c.stripped(k.header) {
+			if k, err := parseKey(rl.Key); err == nil && k.kind == keyHeader && headers.strips([]byte(k.header)) {
 				rf.add("rate_limit.key", "%q: the gateway removes %s from every request before any policy (request_headers.strip, or a quota route's asserted header): the key would never be seen", rl.Key, strings.TrimPrefix(rl.Key, "header:"))
 			}
 		}
@@ -744,16 +745,16 @@ func (m Match) compile(route int, name string) (*matchRule, error) {
 	})
 }
 
-// stripped reports whether the gateway removes header name from every
-// request before any policy runs (see newHeaderRules).
-func (c *Config) stripped(name string) bool {
+// headerRules is the gateway-wide header policy cfg asks for:
+// request_headers.strip and every quota route's asserted headers.
+func (c *Config) headerRules() *headerRules {
 	var asserted []string
 	for _, r := range c.Routes {
 		if q := r.Quota; q != nil {
 			asserted = append(asserted, q.Auth.ProjectHeader, q.Auth.SubjectHeader)
 		}
 	}
-	return newHeaderRules(c.RequestHeaders.Strip, asserted).strips([]byte(name))
+	return newHeaderRules(c.RequestHeaders.Strip, asserted)
 }
 
 // Validate checks the limit's ranges and key, then the algorithm's and
