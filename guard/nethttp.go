@@ -3,15 +3,13 @@ package guard
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 
-	"golang.org/x/net/http2"
-
+	"github.com/bulwarkhq/bulwark/internal/h2conn"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -174,48 +172,10 @@ func (g *Guard) ConfigureServer(srv *http.Server) error {
 // Guard.ConfigureServer uses, exported for servers that wire the hooks
 // themselves.
 func ServeHTTP2(srv *http.Server, wrap func(c net.Conn, prefaceRead bool) net.Conn) error {
-	//lint:ignore SA1019 see the note on serveH2
-	h2s := &http2.Server{}
-	//lint:ignore SA1019 see the note on serveH2
-	if err := http2.ConfigureServer(srv, h2s); err != nil {
+	if err := h2conn.Serve(srv, wrap); err != nil {
 		return fmt.Errorf("guard: configure http2: %w", err)
 	}
-	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		serveH2(h2s, hs, c, wrap(c, false), h, false)
-	}
-	srv.TLSNextProto[unencryptedHTTP2] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		u, ok := c.NetConn().(interface{ UnencryptedNetConn() net.Conn })
-		if !ok {
-			return
-		}
-		nc := u.UnencryptedNetConn()
-		serveH2(h2s, hs, nc, wrap(nc, true), h, true)
-	}
 	return nil
-}
-
-// unencryptedHTTP2 is net/http's TLSNextProto key for cleartext HTTP/2.
-const unencryptedHTTP2 = "unencrypted_http2"
-
-// serveH2 serves one HTTP/2 connection with x/net's server.
-// http2.Server is marked deprecated in favour of net/http's built-in
-// server, but that one takes only a *tls.Conn for HTTP/2 over TLS and
-// cannot read through a wrapper; ServeConn is the supported way to serve
-// HTTP/2 on a given net.Conn (x/net keeps it working on Go 1.27 and later
-// through net/http's own connection hook).
-//
-//lint:ignore SA1019 see above
-func serveH2(s *http2.Server, hs *http.Server, orig, c net.Conn, h http.Handler, sawPreface bool) {
-	if c == nil {
-		_ = orig.Close()
-		return
-	}
-	var ctx context.Context
-	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
-		ctx = bc.BaseContext()
-	}
-	//lint:ignore SA1019 see the note on serveH2
-	s.ServeConn(c, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs, SawClientPreface: sawPreface})
 }
 
 // rawResponse renders p as a complete HTTP/1.1 response that closes the

@@ -81,7 +81,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
+	"github.com/bulwarkhq/bulwark/internal/h2conn"
 )
 
 // Errors reported by the host. Use errors.Is.
@@ -382,50 +382,10 @@ func New(cfg Config) (*Host, error) {
 // serveHTTP2 makes srv serve HTTP/2 with golang.org/x/net/http2 over the
 // connections wrap returns (see Config.WrapH2Conn).
 func serveHTTP2(srv *http.Server, wrap func(net.Conn, bool) net.Conn) error {
-	//lint:ignore SA1019 see the note on serveH2Conn
-	h2s := &http2.Server{}
-	//lint:ignore SA1019 see the note on serveH2Conn
-	if err := http2.ConfigureServer(srv, h2s); err != nil {
+	if err := h2conn.Serve(srv, wrap); err != nil {
 		return fmt.Errorf("host: configure http2: %w", err)
 	}
-	srv.TLSNextProto[http2.NextProtoTLS] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		serveH2Conn(h2s, hs, c, wrap(c, false), h, false)
-	}
-	srv.TLSNextProto[unencryptedHTTP2] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
-		u, ok := c.NetConn().(interface{ UnencryptedNetConn() net.Conn })
-		if !ok {
-			return
-		}
-		nc := u.UnencryptedNetConn()
-		serveH2Conn(h2s, hs, nc, wrap(nc, true), h, true)
-	}
 	return nil
-}
-
-// unencryptedHTTP2 is net/http's TLSNextProto key for cleartext HTTP/2
-// with prior knowledge.
-const unencryptedHTTP2 = "unencrypted_http2"
-
-// serveH2Conn serves one HTTP/2 connection with x/net's server.
-// http2.Server is marked deprecated in favour of net/http's built-in
-// server, but that one takes only a *tls.Conn for HTTP/2 over TLS and
-// cannot read through a wrapper; ServeConn is the supported way to serve
-// HTTP/2 on a given net.Conn (x/net keeps it working on Go 1.27 and later
-// through net/http's own connection hook).
-//
-//lint:ignore SA1019 see above
-func serveH2Conn(s *http2.Server, hs *http.Server, orig, c net.Conn, h http.Handler, sawPreface bool) {
-	if c == nil {
-		_ = orig.Close()
-		return
-	}
-	// net/http passes the connection's base context through the handler.
-	var ctx context.Context
-	if bc, ok := h.(interface{ BaseContext() context.Context }); ok {
-		ctx = bc.BaseContext()
-	}
-	//lint:ignore SA1019 see the note on serveH2Conn
-	s.ServeConn(c, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: hs, SawClientPreface: sawPreface})
 }
 
 // Limits returns the effective limits (defaults applied).
