@@ -27,6 +27,9 @@ func BenchmarkProgram(b *testing.B) {
 			h.deny.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 65 + byte(i>>8), byte(i), 0}), 24), 0, "bench")
 		}
 		h.deny.Add(netip.MustParsePrefix("100.90.0.0/16"), 0, "bench")
+		for i := range 100 { // prefixes only the trie holds
+			h.deny.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 91, byte(4 * i), 0}), 22), 0, "bench")
+		}
 		for i := range 100 {
 			h.allow.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 80, byte(i), 0}), 24), 0, "bench")
 		}
@@ -44,11 +47,13 @@ func BenchmarkProgram(b *testing.B) {
 	}{
 		{name: "trivial", pkt: ack, want: xdpPass},
 		{name: "trivial/one-run-each", pkt: ack, want: xdpPass, live: true},
+		{name: "trivial/one-hash-lookup", pkt: ack, want: xdpDrop},
 		{name: "pass/empty-lists", pkt: ack, want: xdpPass},
 		{name: "pass/11k-deny-100-allow", pkt: ack, lists: true, want: xdpPass},
 		{name: "pass/udp", pkt: udp4(cli4, 53, 64), lists: true, want: xdpPass},
 		{name: "drop/deny-exact", pkt: tcp4(netip.AddrFrom4([4]byte{100, 64, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
-		{name: "drop/deny-cidr", pkt: tcp4(netip.AddrFrom4([4]byte{100, 66, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "drop/deny-cidr-/24", pkt: tcp4(netip.AddrFrom4([4]byte{100, 66, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "drop/deny-cidr-/22-trie", pkt: tcp4(netip.AddrFrom4([4]byte{100, 91, 9, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 90, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "pass/syn-scored", pkt: syn(cli4, 1), lists: true, want: xdpPass},
 		{name: "synproxy/syn-ack/one-run-each", pkt: syn(cli4, 1), lists: true, want: xdpTX, live: true, alwaysPX: true},
@@ -57,7 +62,13 @@ func BenchmarkProgram(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var prog *ebpf.Program
 			var h *harness
-			if strings.HasPrefix(c.name, "trivial") {
+			if c.name == "trivial/one-hash-lookup" {
+				// The floor of any exact-match list: one lookup of a
+				// 16-byte key in an LRU hash map of the deny list's
+				// default size, and nothing else.
+				requireRoot(b)
+				prog = oneLookupProgram(b)
+			} else if strings.HasPrefix(c.name, "trivial") {
 				requireRoot(b)
 				p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
 					Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()}})
@@ -128,4 +139,39 @@ func BenchmarkProgram(b *testing.B) {
 			b.ReportMetric(float64(per.Nanoseconds()), "ns/pkt")
 		})
 	}
+}
+
+// oneLookupProgram returns an XDP program that looks up one 16-byte key
+// (present) in an LRU hash map of DefaultDenyEntries and drops.
+func oneLookupProgram(b *testing.B) *ebpf.Program {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 16, ValueSize: 16, MaxEntries: DefaultDenyEntries})
+	if err != nil {
+		skipIfRefused(b, err)
+	}
+	b.Cleanup(func() { m.Close() })
+	key := make([]byte, 16)
+	key[0] = 1
+	if err := m.Put(key, make([]byte, 16)); err != nil {
+		b.Fatal(err)
+	}
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreMem(asm.RFP, -16, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "miss"),
+		asm.Mov.Imm(asm.R0, xdpDrop),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("miss"),
+		asm.Return(),
+	}})
+	if err != nil {
+		skipIfRefused(b, err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return p
 }

@@ -206,6 +206,7 @@ const (
 	bulwarkMapPortStats          = "port_stats"
 	bulwarkMapScores             = "scores"
 	bulwarkMapStats              = "stats"
+	bulwarkMapSummary24          = "summary24"
 	bulwarkMapSummary4           = "summary4"
 	bulwarkMapSynSample          = "syn_sample"
 	bulwarkMapUdpLimits          = "udp_limits"
@@ -281,6 +282,7 @@ type bulwarkMapSpecs struct {
 	PortStats  *ebpf.MapSpec `ebpf:"port_stats"`
 	Scores     *ebpf.MapSpec `ebpf:"scores"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	Summary24  *ebpf.MapSpec `ebpf:"summary24"`
 	Summary4   *ebpf.MapSpec `ebpf:"summary4"`
 	SynSample  *ebpf.MapSpec `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.MapSpec `ebpf:"udp_limits"`
@@ -332,6 +334,7 @@ type bulwarkMaps struct {
 	PortStats  *ebpf.Map `ebpf:"port_stats"`
 	Scores     *ebpf.Map `ebpf:"scores"`
 	Stats      *ebpf.Map `ebpf:"stats"`
+	Summary24  *ebpf.Map `ebpf:"summary24"`
 	Summary4   *ebpf.Map `ebpf:"summary4"`
 	SynSample  *ebpf.Map `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.Map `ebpf:"udp_limits"`
@@ -353,6 +356,7 @@ func (m *bulwarkMaps) Close() error {
 		m.PortStats,
 		m.Scores,
 		m.Stats,
+		m.Summary24,
 		m.Summary4,
 		m.SynSample,
 		m.UdpLimits,

@@ -96,6 +96,15 @@ func full(p netip.Prefix, v bulwarkListVal) bool {
 	return p.Addr().Is4() && p.Bits() <= 16 && v.Expires == 0
 }
 
+// full24 reports whether a list value is a never-expiring IPv4 /24 (a bit
+// of the summary24 map).
+func full24(p netip.Prefix, v bulwarkListVal) bool {
+	return p.Addr().Is4() && p.Bits() == 24 && v.Expires == 0
+}
+
+// s24Words is the program's S24_WORDS: summary24 words per list.
+const s24Words = 1 << 18
+
 // summaryOf returns the list's summary, the row and the /16 range of
 // list map i's IPv4 prefix p, or ok false for IPv6.
 func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi uint32, ok bool) {
@@ -120,13 +129,51 @@ func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi u
 	return &k.sum[list], row, lo, hi, true
 }
 
-// adjustSummary adds d to the counts of p's /16s in list map i (and in
-// the FULL row when isFull) and writes the bitmaps when a bit changed.
-func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, isFull bool) error {
-	if err := k.adjustRow(i, p, d, false); err != nil || !isFull {
+// adjustSummary adds d to the counts of p's /16s in list map i, and to
+// the FULL row or the /24 bits when v makes p a never-expiring whole /16
+// (or shorter) or /24, and writes the bitmaps when a bit changed.
+func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, v bulwarkListVal) error {
+	if err := k.adjustRow(i, p, d, false); err != nil {
 		return err
 	}
-	return k.adjustRow(i, p, d, true)
+	return k.adjustFull(i, p, d, v)
+}
+
+// adjustFull adjusts only what a never-expiring entry adds: the FULL row
+// or the /24 bit.
+func (k *kernel) adjustFull(i int, p netip.Prefix, d int, v bulwarkListVal) error {
+	switch {
+	case full(p, v):
+		return k.adjustRow(i, p, d, true)
+	case full24(p, v):
+		return k.setBit24(i, p, d > 0)
+	}
+	return nil
+}
+
+// setBit24 sets or clears the summary24 bit of list map i's /24 p. A list
+// holds a prefix once, so the bit needs no count.
+func (k *kernel) setBit24(i int, p netip.Prefix, on bool) error {
+	list := 0
+	if i >= mDeny {
+		list = 1
+	}
+	b := p.Addr().As4()
+	h := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+	idx := uint32(list*s24Words) + h>>6
+	s := &k.sum[list]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var w uint64
+	if err := k.objs.Summary24.Lookup(idx, &w); err != nil {
+		return err
+	}
+	if on {
+		w |= 1 << (h & 63)
+	} else {
+		w &^= 1 << (h & 63)
+	}
+	return k.objs.Summary24.Update(idx, w, ebpf.UpdateAny)
 }
 
 func (k *kernel) adjustRow(i int, p netip.Prefix, d int, fullRow bool) error {
@@ -490,19 +537,19 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 		if err := k.lists[i].Update(key, v, ebpf.UpdateExist); err != nil {
 			return false, err
 		}
-		if was, is := full(e.Prefix, old), full(e.Prefix, v); was != is {
-			d := 1
+		// Only an expiry added or dropped changes the summaries.
+		if was, is := old.Expires == 0, v.Expires == 0; was != is {
 			if was {
-				d = -1
+				return false, k.adjustFull(i, e.Prefix, -1, old)
 			}
-			return false, k.adjustRow(i, e.Prefix, d, true)
+			return false, k.adjustFull(i, e.Prefix, +1, v)
 		}
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if err := k.adjustSummary(i, e.Prefix, +1, full(e.Prefix, v)); err != nil {
+	if err := k.adjustSummary(i, e.Prefix, +1, v); err != nil {
 		return false, err
 	}
 	return m.count(k, i, +1), nil
@@ -532,7 +579,7 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if err := k.adjustSummary(i, p, -1, full(p, old)); err != nil {
+	if err := k.adjustSummary(i, p, -1, old); err != nil {
 		return false, err
 	}
 	return m.count(k, i, -1), nil
@@ -654,7 +701,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 		if set != nil {
 			if _, ok := set.Get(f.prefix); ok {
 				k.n[f.i].Add(1) // the copy of the lists rewrites it
-				if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
+				if err := k.adjustSummary(f.i, f.prefix, +1, bulwarkListVal{Expires: f.expires}); err != nil {
 					return 0, err
 				}
 				continue
@@ -670,7 +717,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 			continue
 		}
 		k.n[f.i].Add(1)
-		if err := k.adjustSummary(f.i, f.prefix, +1, full(f.prefix, bulwarkListVal{Expires: f.expires})); err != nil {
+		if err := k.adjustSummary(f.i, f.prefix, +1, bulwarkListVal{Expires: f.expires}); err != nil {
 			return 0, err
 		}
 		restored++

@@ -244,7 +244,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.m.count(k, i, 1)
-		k.adjustSummary(i, pp, 1, full(pp, bulwarkListVal{Expires: expires}))
+		k.adjustSummary(i, pp, 1, bulwarkListVal{Expires: expires})
 		h.m.refreshConfig()
 	}
 	// A live /8, an expired /16 inside it, a live /24 inside that, and an
@@ -272,7 +272,7 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	_, key := target(false, netip.MustParsePrefix("198.51.100.7/32"))
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: now - 1, Prefixlen: 32}, ebpf.UpdateAny)
 	h.m.count(k, mDeny, 1)
-	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1, false)
+	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1, bulwarkListVal{Expires: now - 1})
 	h.m.refreshConfig()
 	h.expect("expired exact", icmp4(cli4), xdpPass)
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: monoNow() + uint64(time.Hour), Prefixlen: 32}, ebpf.UpdateAny)
@@ -940,6 +940,62 @@ func TestIPv4Summary(t *testing.T) {
 		t.Error("bits of the /8 remain after its removal")
 	}
 	h.expect("after removing the /8", icmp4(netip.MustParseAddr("10.77.1.1")), xdpPass)
+
+	// A never-expiring /24 is also one bit of summary24 (0 allow, 1 deny),
+	// which alone matches; a TTL, another length or the removal take it
+	// out.
+	bit24 := func(list int, a string) bool {
+		b := netip.MustParseAddr(a).As4()
+		x := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+		var w uint64
+		if err := h.m.kern.objs.Summary24.Lookup(uint32(list*s24Words)+x>>6, &w); err != nil {
+			t.Fatal(err)
+		}
+		return w>>(x&63)&1 == 1
+	}
+	h.deny.Add(pfx("192.0.2.0/24"), 0, "")
+	h.deny.Add(pfx("192.0.4.0/23"), 0, "")
+	h.deny.Add(pfx("192.0.6.0/24"), time.Hour, "")
+	h.allow.Add(pfx("192.0.2.0/24"), 0, "")
+	if !bit24(1, "192.0.2.0") || bit24(1, "192.0.3.0") || bit24(1, "192.0.4.0") || bit24(1, "192.0.5.0") || bit24(1, "192.0.6.0") || !bit24(0, "192.0.2.0") || bit24(0, "192.0.3.0") {
+		t.Error("/24 bits: only never-expiring /24s, per list")
+	}
+	h.expect("allowed /24 over denied /24", icmp4(netip.MustParseAddr("192.0.2.1")), xdpPass)
+	h.allow.Remove(pfx("192.0.2.0/24"))
+	if bit24(0, "192.0.2.0") {
+		t.Error("the allow list's /24 bit remains after its removal")
+	}
+	h.expect("denied /24", icmp4(netip.MustParseAddr("192.0.2.1")), xdpDrop)
+	h.expect("denied /23", icmp4(netip.MustParseAddr("192.0.5.1")), xdpDrop)
+	h.expect("denied /24 with a TTL", icmp4(netip.MustParseAddr("192.0.6.1")), xdpDrop)
+	// The bit alone decides: with the trie's entry deleted behind the
+	// manager's back, the /24 is still dropped.
+	_, key := target(false, pfx("192.0.2.0/24"))
+	var v bulwarkListVal
+	if err := h.m.kern.lists[mDeny4].Lookup(key, &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.kern.lists[mDeny4].Delete(key); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("/24 on its bit alone", icmp4(netip.MustParseAddr("192.0.2.200")), xdpDrop)
+	if err := h.m.kern.lists[mDeny4].Put(key, v); err != nil {
+		t.Fatal(err)
+	}
+	h.deny.Add(pfx("192.0.2.0/24"), time.Hour, "")
+	if bit24(1, "192.0.2.0") {
+		t.Error("a TTL must clear the /24 bit")
+	}
+	h.expect("/24 given a TTL", icmp4(netip.MustParseAddr("192.0.2.1")), xdpDrop)
+	h.deny.Add(pfx("192.0.2.0/24"), 0, "")
+	if !bit24(1, "192.0.2.0") {
+		t.Error("dropping the TTL must set the /24 bit again")
+	}
+	h.deny.Remove(pfx("192.0.2.0/24"))
+	if bit24(1, "192.0.2.0") {
+		t.Error("the /24 bit remains after its removal")
+	}
+	h.expect("/24 removed", icmp4(netip.MustParseAddr("192.0.2.1")), xdpPass)
 }
 
 // An allowed source is never dropped nor answered by the proxy.

@@ -11,7 +11,8 @@
  *      allowed source is never dropped nor answered by the proxy, and the
  *      allow list is consulted only when it would be;
  *   2. (a one-bit-per-/16 summary of each IPv4 list lets most sources
- *      skip the lookups altogether);
+ *      skip the lookups altogether, and a one-bit-per-/24 row marks the
+ *      never-expiring /24 entries, matched without a trie walk);
  *   3. fragments -> XDP_DROP when F_DROP_FRAGMENTS is set;
  *   4. TCP: SYN scoring per source with exponential decay, the SYN proxy
  *      (a syncookie SYN-ACK built here and sent back with XDP_TX, the
@@ -333,6 +334,20 @@ struct {
 	__type(value, struct summary);
 } summary4 SEC(".maps");
 
+/*
+ * One bit per IPv4 /24 and list (allow words first, then deny), set while
+ * the list's CIDR map holds that /24 itself without an expiry: blocklists
+ * are mostly /24s, and a bit test costs a fraction of an LPM trie walk.
+ */
+#define S24_WORDS (1 << 18)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * S24_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} summary24 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
@@ -530,6 +545,15 @@ static __always_inline int in_summary(__u32 idx, __be32 addr)
 	return (s->w[(hi >> 6) & 1023] >> (hi & 63)) & 1;
 }
 
+/* list: 0 allow, 1 deny. */
+static __always_inline int in_summary24(__u32 list, __be32 addr)
+{
+	__u32 h = bpf_ntohl(addr) >> 8;
+	__u32 idx = list * S24_WORDS + (h >> 6);
+	__u64 *w = bpf_map_lookup_elem(&summary24, &idx);
+	return w && ((*w >> (h & 63)) & 1);
+}
+
 static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact, void *cidr4,
 				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u32 sidx,
 				  __u64 *now)
@@ -547,7 +571,8 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 		return 0;
 	if (v4)
 		return (cfg->lists & b4) && in_summary(sidx + 1, p->src[3]) &&
-		       lpm4_hit(cidr4, p->src[3], now);
+		       (in_summary24(sidx == S_ALLOW_EXACT ? 0 : 1, p->src[3]) ||
+			lpm4_hit(cidr4, p->src[3], now));
 	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src, now);
 }
 
