@@ -20,7 +20,10 @@
 //     live shorter one;
 //  2. one bit per IPv4 /16 summarizes each list: a source whose /16 holds
 //     no entry skips the lookups, and a /16 wholly inside a never-expiring
-//     prefix of /16 or shorter matches on its bit alone;
+//     prefix of /16 or shorter matches on its bit alone; one bit per IPv4
+//     /24 (a 4 MiB array for both lists) marks the never-expiring /24
+//     entries, the bulk of most blocklists, matched without walking the
+//     trie. Other prefixes, and those with an expiry, take the trie;
 //  3. fragments are dropped ([FlagDropFragments]): their later parts carry
 //     no L4 header to check;
 //  4. TCP: SYNs are scored per source (IPv6 per /64, per CPU) with
