@@ -331,17 +331,6 @@ func TestRejectionWithBodyCloses(t *testing.T) {
 	}
 }
 
-func BenchmarkAllowHotKey(b *testing.B) {
-	l, err := New(limit.GCRA{Rate: 100, Burst: 100}, Options{MaxKeys: 100_000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		l.Allow("hot")
-	}
-}
-
 func BenchmarkAllowAddrParallel(b *testing.B) {
 	l, err := New(limit.GCRA{Rate: 100, Burst: 100}, Options{MaxKeys: 100_000})
 	if err != nil {
