@@ -30,7 +30,9 @@ const (
 // read-mostly index and advances the state with one compare-and-swap, so
 // readers of different keys, and of one hot key, never serialize on a
 // mutex. Inserting a new key, removing one and reclaiming expired ones
-// take the key's shard lock, as in a [Table].
+// take the key's shard lock, as in a [Table]. [Cells.Load] and [Ref]
+// offer that lock-free path without a callback, to hot paths that run
+// their own compare-and-swap (see ExampleCells_Load).
 //
 // Cells keeps every guarantee of a Table: hard capacity (the global
 // count is reserved before an entry exists), bounded reclaim (an insert
@@ -238,6 +240,16 @@ func encode(state int64, base uint64) uint64 { return base + uint64(state)<<1 }
 // hash returns the table's hash of key (mixWords under its salts).
 func (t *Cells[K]) hash(key *K) uint64 { return mixWords(&t.salt, key) }
 
+// mix2 is mixWords for a two-word key ([Key128]) at p, small enough to
+// inline. The lock-free paths call it directly for such keys (the size
+// test is a constant in each instantiation; a method choosing between it
+// and mixWords would not inline).
+func mix2(salt *[8]uint64, p unsafe.Pointer) uint64 {
+	hi, lo := bits.Mul64(*(*uint64)(p)^salt[1], *(*uint64)(unsafe.Add(p, 8))^salt[0])
+	hi, lo = bits.Mul64(hi^lo^salt[7], salt[1]^salt[2])
+	return hi ^ lo
+}
+
 // mixWords hashes a plain-word key: its 8-byte words folded with a
 // multiply-mix (the 128-bit product of two words, each XORed with a
 // random per-table salt, high and low halves XORed together; the
@@ -327,7 +339,12 @@ func (t *Cells[K]) Update(key K, now int64, f func(state int64, created bool) (n
 	if len(t.shards) == 0 {
 		return ErrClosed // zero Cells
 	}
-	h := t.hash(&key)
+	var h uint64
+	if unsafe.Sizeof(key) == 16 {
+		h = mix2(&t.salt, unsafe.Pointer(&key))
+	} else {
+		h = t.hash(&key)
+	}
 	sh := &t.shards[h>>t.shardShift]
 	h32 := uint32(h)
 	// The lock-free path: probe the index (atomic loads; a slot may move
@@ -408,7 +425,12 @@ func (t *Cells[K]) Load(key *K) (r Ref, ok bool) {
 	if len(t.shards) == 0 {
 		return Ref{}, false
 	}
-	h := t.hash(key)
+	var h uint64
+	if unsafe.Sizeof(*key) == 16 {
+		h = mix2(&t.salt, unsafe.Pointer(key))
+	} else {
+		h = t.hash(key)
+	}
 	sh := &t.shards[h>>t.shardShift]
 	h32 := uint32(h)
 	idx, mask := sh.idx, sh.mask

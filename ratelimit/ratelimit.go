@@ -155,65 +155,79 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 
 // Allow charges one unit to key's bucket. Any string is a key, the empty
 // one included; keys are hashed, never stored.
-func (l *Limiter) Allow(key string) Decision { return l.decide(&l.strings, key, 1) }
+func (l *Limiter) Allow(key string) (d Decision) {
+	k := l.stringKey(key)
+	l.decide(&d, &k, 1)
+	return d
+}
 
 // AllowN charges n units to key's bucket: all or none. n ≤ 0 is a
 // read-only query; n > Burst is never admitted.
-func (l *Limiter) AllowN(key string, n int64) Decision { return l.decide(&l.strings, key, n) }
+func (l *Limiter) AllowN(key string, n int64) (d Decision) {
+	k := l.stringKey(key)
+	l.decide(&d, &k, n)
+	return d
+}
 
 // AllowAddr charges n units to the bucket of a client address without
 // allocating. Addresses and strings are separate key spaces.
-func (l *Limiter) AllowAddr(a netip.Addr, n int64) Decision {
-	b := a.As16()
-	// decide does not retain its key: viewing the stack array as a
-	// string is safe and saves an allocation per request.
-	return l.decide(&l.addrs, unsafe.String(&b[0], len(b)), n)
+func (l *Limiter) AllowAddr(a netip.Addr, n int64) (d Decision) {
+	k := l.addrKey(a)
+	l.decide(&d, &k, n)
+	return d
 }
 
 // AllowKey charges n units to k's bucket.
-func (l *Limiter) AllowKey(k Key, n int64) Decision {
+func (l *Limiter) AllowKey(k Key, n int64) (d Decision) {
+	var bk keyed.Key128
 	if k.addr {
-		return l.AllowAddr(k.a, n)
+		bk = l.addrKey(k.a)
+	} else {
+		bk = l.stringKey(k.s)
 	}
-	return l.AllowN(k.s, n)
+	l.decide(&d, &bk, n)
+	return d
 }
 
-// decide runs the GCRA now for the bucket of key, hashed by h. For an
-// existing key that is one lock-free lookup, one GCRA step on the arrival
-// time it holds and, when the request is admitted, one compare-and-swap;
-// the Decision comes from that same step. A new key, or a
-// compare-and-swap lost to another request on the same key, goes through
-// the table's Update.
-//
-// decide is the one function on the hot path that handles a Decision,
-// and it has the GCRA step write it in place (AdvanceInto): copying a
-// Decision (a struct too large for registers) right after its fields
-// were stored stalls the processor on store forwarding for longer than
-// the rest of the decision takes.
-func (l *Limiter) decide(h *keyed.Hasher, key string, n int64) (d Decision) {
+// The entry points above build the key in place and have decide write
+// the Decision into their result: a Decision is a struct too large for
+// registers, and copying one right after its fields were stored (as
+// returning decide's result would) stalls the processor on store
+// forwarding for longer than the rest of the decision takes.
+
+func (l *Limiter) stringKey(s string) keyed.Key128 {
+	a, b := l.strings.Sum2(s)
+	return keyed.Key128{a, b}
+}
+
+func (l *Limiter) addrKey(a netip.Addr) keyed.Key128 {
+	b := a.As16()
+	// Sum2 does not retain its argument: viewing the stack array as a
+	// string is safe and saves an allocation per request.
+	x, y := l.addrs.Sum2(unsafe.String(&b[0], len(b)))
+	return keyed.Key128{x, y}
+}
+
+// decide runs the GCRA now for k's bucket and writes the decision to
+// *d, which must be the zero Decision. For an existing key that is one
+// lock-free lookup, one GCRA step on the arrival time it holds and, when
+// the request is admitted, one compare-and-swap; the Decision comes from
+// that same step. A new key, or a compare-and-swap lost to another
+// request on the same key, goes through the table's Update.
+func (l *Limiter) decide(d *Decision, k *keyed.Key128, n int64) {
 	var now int64
 	if c := l.coarse; c != nil {
 		now = c.Nanos()
 	} else {
 		now = l.read()
 	}
-	a, b := h.Sum2(key)
-	k := keyed.Key128{a, b}
-	if r, ok := l.cells.Load(&k); ok {
+	if r, ok := l.cells.Load(k); ok {
 		tat := r.State()
 		// A refusal or a query (next == tat) writes nothing.
 		if next := l.c.AdvanceInto(&d.Decision, tat, now, n); next == tat || r.CompareAndSwap(next) {
-			return d
+			return
 		}
 	}
-	l.update(&d, &k, now, n)
-	return d
-}
-
-// update is decide through the table's Update, writing to *d: it
-// inserts a new key (under its shard lock) and retries lost
-// compare-and-swaps.
-func (l *Limiter) update(d *Decision, k *keyed.Key128, now, n int64) {
 	var seen int64
 	err := l.cells.Update(*k, now, func(tat int64, created bool) (int64, bool) {
 		if created {
@@ -231,7 +245,6 @@ func (l *Limiter) update(d *Decision, k *keyed.Key128, now, n int64) {
 		return
 	}
 	l.c.AdvanceInto(&d.Decision, seen, now, n)
-	d.Full = false
 }
 
 // Len returns the number of buckets held (live and not yet reclaimed).
