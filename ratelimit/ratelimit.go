@@ -122,7 +122,7 @@ type Limiter struct {
 	// key is updated without a lock (keyed.Cells).
 	cells   *keyed.Cells[keyed.Key128]
 	strings keyed.Hasher // string keys
-	addrs   keyed.Hasher // address keys: another seed pair, so the key spaces never meet
+	addrs   keyed.Hasher // address keys: other seeds, so the key spaces never meet
 }
 
 // New returns a limiter admitting g.Rate units per second per key with
