@@ -479,3 +479,47 @@ func TestCoarseClock(t *testing.T) {
 		l.Close()
 	}
 }
+
+// Decisions allocate nothing: new and existing string and address keys,
+// admitted and refused, on the monotonic and the coarse clock.
+func TestAllowNoAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	defer c.Stop()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprint("client-", i) // short and long keys
+		if i%2 == 1 {
+			keys[i] += "-with-a-name-longer-than-sixteen-bytes"
+		}
+	}
+	a := netip.MustParseAddr("2001:db8::1")
+	for _, clk := range []clock.Clock{nil, c} {
+		l, err := New(limit.GCRA{Rate: 1, Burst: 2}, Options{MaxKeys: 1000, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, n := 0, 0
+		if allocs := testing.AllocsPerRun(1000, func() {
+			k := keys[i%len(keys)]
+			i++
+			for _, d := range []Decision{l.Allow(k), l.AllowN(k, 2), l.AllowAddr(a, 1), l.AllowKey(AddrKey(a), 1), l.AllowKey(StringKey(k), 0)} {
+				if d.Allowed {
+					n++
+				}
+			}
+		}); allocs != 0 {
+			t.Errorf("clock %T: %v allocations per round", clk, allocs)
+		}
+		if n == 0 {
+			t.Error("nothing admitted: the test did not exercise admissions")
+		}
+		l.Close()
+	}
+}
