@@ -308,7 +308,7 @@ type reader struct {
 
 func newReader(c clock.Clock) reader {
 	switch c := c.(type) {
-	case nil:
+	case nil, clock.Real:
 		return reader{}
 	case *clock.Coarse:
 		return reader{coarse: c}
