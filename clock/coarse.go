@@ -84,8 +84,12 @@ func (c *Coarse) Nanos() int64 {
 	if w := c.word.Load(); w&1 != 0 {
 		return w >> 1
 	}
-	return c.advance(Real{}.Nanos(), false)
+	return c.stopped()
 }
+
+// stopped is Nanos on a stopped clock, kept out of line so that Nanos is
+// small enough to inline.
+func (c *Coarse) stopped() int64 { return c.advance(Real{}.Nanos(), false) }
 
 // Now returns the current instant, MonoTime(c.Nanos()); it carries a
 // monotonic clock reading.

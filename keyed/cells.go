@@ -30,7 +30,9 @@ const (
 // read-mostly index and advances the state with one compare-and-swap, so
 // readers of different keys, and of one hot key, never serialize on a
 // mutex. Inserting a new key, removing one and reclaiming expired ones
-// take the key's shard lock, as in a [Table].
+// take the key's shard lock, as in a [Table]. [Cells.Load] and [Ref]
+// offer that lock-free path without a callback, to hot paths that run
+// their own compare-and-swap (see ExampleCells_Load).
 //
 // Cells keeps every guarantee of a Table: hard capacity (the global
 // count is reserved before an entry exists), bounded reclaim (an insert
@@ -238,6 +240,16 @@ func encode(state int64, base uint64) uint64 { return base + uint64(state)<<1 }
 // hash returns the table's hash of key (mixWords under its salts).
 func (t *Cells[K]) hash(key *K) uint64 { return mixWords(&t.salt, key) }
 
+// mix2 is mixWords for a two-word key ([Key128]) at p, small enough to
+// inline. The lock-free paths call it directly for such keys (the size
+// test is a constant in each instantiation; a method choosing between it
+// and mixWords would not inline).
+func mix2(salt *[8]uint64, p unsafe.Pointer) uint64 {
+	hi, lo := bits.Mul64(*(*uint64)(p)^salt[1], *(*uint64)(unsafe.Add(p, 8))^salt[0])
+	hi, lo = bits.Mul64(hi^lo^salt[7], salt[1]^salt[2])
+	return hi ^ lo
+}
+
 // mixWords hashes a plain-word key: its 8-byte words folded with a
 // multiply-mix (the 128-bit product of two words, each XORed with a
 // random per-table salt, high and low halves XORed together; the
@@ -327,7 +339,12 @@ func (t *Cells[K]) Update(key K, now int64, f func(state int64, created bool) (n
 	if len(t.shards) == 0 {
 		return ErrClosed // zero Cells
 	}
-	h := t.hash(&key)
+	var h uint64
+	if unsafe.Sizeof(key) == 16 {
+		h = mix2(&t.salt, unsafe.Pointer(&key))
+	} else {
+		h = t.hash(&key)
+	}
 	sh := &t.shards[h>>t.shardShift]
 	h32 := uint32(h)
 	// The lock-free path: probe the index (atomic loads; a slot may move
@@ -368,6 +385,77 @@ func (t *Cells[K]) Update(key K, now int64, f func(state int64, created bool) (n
 		}
 	}
 	return t.updateLocked(sh, &key, h32, now, f)
+}
+
+// A Ref is one key's entry as [Cells.Load] found it: the state it held
+// then, and the means to replace that state as long as nothing has
+// written to the entry since. It is how a hot path runs its own
+// compare-and-swap loop without a callback: Load, decide from State,
+// CompareAndSwap, and on failure either Load again or fall back to
+// [Cells.Update]. A Ref is a small value; the zero Ref holds state 0 and
+// never swaps.
+type Ref struct {
+	word *atomic.Uint64
+	w, b uint64 // the word Load saw (even) and the entry's base
+}
+
+// State returns the state the entry held when it was loaded.
+func (r Ref) State() int64 { return decode(r.w, r.b) }
+
+// CompareAndSwap stores next as the entry's state and reports true if no
+// write of any kind (an update, a removal, a reclaim, the entry passing
+// to another key) has reached the entry since r was loaded, and next
+// moves the state forward within the bounds: State() < next <= MaxState.
+// Otherwise it writes nothing and reports false; a next that does not
+// move forward will never be stored (Update would return ErrState or,
+// for next == State(), nothing to do), so a caller's retry loop checks
+// next itself or gives up to Update after a few attempts.
+func (r Ref) CompareAndSwap(next int64) bool {
+	return r.word != nil && next > decode(r.w, r.b) && next <= MaxState &&
+		r.word.CompareAndSwap(r.w, encode(next, r.b))
+}
+
+// Load finds key's entry without taking a lock, as the lock-free path of
+// [Cells.Update] does. ok is false when key has no entry, when the table
+// is closed, and also when the probe could not tell (an index slot or
+// the entry changed under it); the caller then uses Update, which is
+// authoritative, inserts new keys and never misses. Load does not
+// allocate; key is only read.
+func (t *Cells[K]) Load(key *K) (r Ref, ok bool) {
+	if len(t.shards) == 0 {
+		return Ref{}, false
+	}
+	var h uint64
+	if unsafe.Sizeof(*key) == 16 {
+		h = mix2(&t.salt, unsafe.Pointer(key))
+	} else {
+		h = t.hash(key)
+	}
+	sh := &t.shards[h>>t.shardShift]
+	h32 := uint32(h)
+	idx, mask := sh.idx, sh.mask
+	for p, n := h32&mask, uint32(0); n <= mask; p, n = (p+1)&mask, n+1 {
+		s := idx[p].Load()
+		if s == 0 {
+			return Ref{}, false
+		}
+		if uint32(s>>32) != h32 {
+			continue
+		}
+		e := &sh.slab[uint32(s)-1]
+		w := e.word.Load()
+		if w&1 != 0 || !keyEqual(&e.key, key) {
+			continue // not key's cell (any more): probe on
+		}
+		b := e.base.Load()
+		if e.word.Load() != w {
+			return Ref{}, false // written meanwhile: let Update sort it out
+		}
+		// w is even and was the word on both sides of the key and base
+		// reads: key owned e at w, and b is its base.
+		return Ref{&e.word, w, b}, true
+	}
+	return Ref{}, false
 }
 
 // probe looks key up without the lock. It returns the cell that held key

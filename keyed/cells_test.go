@@ -656,6 +656,80 @@ func TestCellsStaleReaderCannotWrite(t *testing.T) {
 	checkCells(t, tab)
 }
 
+// TestCellsLoadCompareAndSwap: Load finds existing keys only, a Ref
+// swaps only forward and only while nothing has written to the entry
+// since it was loaded, and never lands on an entry that changed owner.
+func TestCellsLoadCompareAndSwap(t *testing.T) {
+	tab := mustCells[Digest](t, Config{Capacity: 4, Shards: 1, ScanLimit: 4}, expAt)
+	a, b := dkey(1), dkey(2)
+	if _, ok := tab.Load(&a); ok {
+		t.Fatal("absent key loaded")
+	}
+	if err := setExp(tab, a, c0, c0+100); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := tab.Load(&a)
+	if !ok || r.State() != c0+100 {
+		t.Fatalf("Load = %d, %v; want %d, true", r.State(), ok, c0+100)
+	}
+	for _, next := range []int64{c0 + 100, c0 + 50, MinState, MaxState + 1} {
+		if r.CompareAndSwap(next) {
+			t.Fatalf("swapped to %d from %d: not forward or out of range", next, r.State())
+		}
+	}
+	if s, _ := tab.Get(a); s != c0+100 {
+		t.Fatalf("refused swaps wrote %d", s)
+	}
+	if !r.CompareAndSwap(c0 + 200) {
+		t.Fatal("forward swap on an untouched entry failed")
+	}
+	if r.CompareAndSwap(c0 + 300) {
+		t.Fatal("a Ref swapped twice: the entry was written since it was loaded")
+	}
+	if s, _ := tab.Get(a); s != c0+200 {
+		t.Fatalf("state %d, want %d", s, c0+200)
+	}
+	// Written by an Update since the load: the swap fails.
+	r, _ = tab.Load(&a)
+	if err := setExp(tab, a, c0, c0+250); err != nil {
+		t.Fatal(err)
+	}
+	if r.CompareAndSwap(c0 + 260) {
+		t.Fatal("swap over a concurrent update")
+	}
+	// The entry passes to another key: a Ref loaded for a never lands on b.
+	r, _ = tab.Load(&a)
+	tab.Delete(a)
+	if err := setExp(tab, b, c0, c0+250); err != nil {
+		t.Fatal(err)
+	}
+	if rb, ok := tab.Load(&b); !ok || rb.word != r.word {
+		t.Fatal("b did not reuse a's cell; the test needs it to")
+	}
+	if r.CompareAndSwap(c0 + 400) {
+		t.Fatal("stale Ref swapped on another key's entry")
+	}
+	if s, _ := tab.Get(b); s != c0+250 {
+		t.Fatalf("b's state changed to %d", s)
+	}
+	if _, ok := tab.Load(&a); ok {
+		t.Fatal("deleted key loaded")
+	}
+	var zero Ref
+	if zero.State() != 0 || zero.CompareAndSwap(1) {
+		t.Fatal("the zero Ref")
+	}
+	checkCells(t, tab)
+	tab.Close()
+	if _, ok := tab.Load(&b); ok {
+		t.Fatal("Load on a closed table")
+	}
+	var zc Cells[Digest]
+	if _, ok := zc.Load(&b); ok {
+		t.Fatal("Load on the zero Cells")
+	}
+}
+
 // TestCellsConcurrentChurn hammers a small sharded table with distinct
 // keys, write=false refusals and deletes while a watcher checks Len <=
 // Capacity throughout. Run with -race.
@@ -892,6 +966,19 @@ func gcraAllow(tab *Cells[Key128], g limit.GCRA, key Key128, now, n int64) (limi
 	return d, err
 }
 
+// gcraAllowLoad is gcraAllow the way a hot path does it: Load, one GCRA
+// step and one CompareAndSwap for an existing key, Update when the key
+// is absent or the swap loses a race.
+func gcraAllowLoad(tab *Cells[Key128], g limit.GCRA, key Key128, now, n int64) (limit.Decision, error) {
+	if r, ok := tab.Load(&key); ok {
+		tat := r.State()
+		if next, d := g.Advance(tat, now, n); next == tat || r.CompareAndSwap(next) {
+			return d, nil
+		}
+	}
+	return gcraAllow(tab, g, key, now, n)
+}
+
 // TestCellsConcurrentGCRAModel runs N goroutines on M keys against a
 // serial reference. Time moves in phases; within a phase every request
 // sees the same now and costs one unit, so the number admitted per key
@@ -909,12 +996,20 @@ func TestCellsConcurrentGCRAModel(t *testing.T) {
 		phases    int
 		churners  int
 		scanLimit int
+		load      bool // gcraAllowLoad instead of gcraAllow
 	}{
-		{"hot-key", 1, 8, 60, 40, 2, 4},
-		{"16-keys", 16, 8, 80, 40, 2, 4},
-		{"200-keys", 200, 6, 300, 20, 2, 8},
+		{"hot-key", 1, 8, 60, 40, 2, 4, false},
+		{"16-keys", 16, 8, 80, 40, 2, 4, false},
+		{"200-keys", 200, 6, 300, 20, 2, 8, false},
+		{"hot-key/load", 1, 8, 60, 40, 2, 4, true},
+		{"16-keys/load", 16, 8, 80, 40, 2, 4, true},
+		{"200-keys/load", 200, 6, 300, 20, 2, 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			allow := gcraAllow
+			if tc.load {
+				allow = gcraAllowLoad
+			}
 			g := limit.GCRA{Rate: 1000, Burst: 7} // T = 1ms
 			T := int64(time.Millisecond)
 			r := rand.New(rand.NewPCG(uint64(tc.keys), 7))
@@ -995,7 +1090,7 @@ func TestCellsConcurrentGCRAModel(t *testing.T) {
 								// while the other workers read them.
 								churnOp(tab, g, h, wr, "worker-"+string(rune('a'+w)), i, nows[p])
 							}
-							d, err := gcraAllow(tab, g, keys[k], nows[p], 1)
+							d, err := allow(tab, g, keys[k], nows[p], 1)
 							if err != nil {
 								t.Errorf("phase %d key %d: %v", p, k, err)
 								return

@@ -145,3 +145,49 @@ func ExampleCells() {
 	// carol: allowed, 1 left
 	// len:   2
 }
+
+// ExampleCells_Load is the hot path of ExampleCells without a callback,
+// as ratelimit.Limiter runs it: Load the key's TAT without a lock, take
+// one GCRA step, and store the new TAT with the Ref's compare-and-swap.
+// Only a key that is not in the table yet, or a swap lost to another
+// request on the same key, goes through Update.
+func ExampleCells_Load() {
+	g := limit.GCRA{Rate: 1, Burst: 2}
+	tab, err := keyed.NewCells[keyed.Key128](keyed.Config{Capacity: 100}, g.ExpiredAt)
+	if err != nil {
+		panic(err)
+	}
+	defer tab.Close()
+	h := keyed.NewHasher()
+	c := g.Compile()
+
+	allow := func(key string, now int64) (d limit.Decision, path string) {
+		k := h.Sum(key)
+		if r, ok := tab.Load(&k); ok {
+			tat := r.State()
+			if next := c.AdvanceInto(&d, tat, now, 1); next == tat || r.CompareAndSwap(next) {
+				return d, "lock-free"
+			}
+		}
+		err := tab.Update(k, now, func(tat int64, created bool) (int64, bool) {
+			if created {
+				tat = limit.FullTAT
+			}
+			next := c.AdvanceInto(&d, tat, now, 1)
+			return next, next != tat
+		})
+		if err != nil {
+			return limit.Decision{}, err.Error() // fail closed
+		}
+		return d, "update"
+	}
+
+	for i := range 3 {
+		d, path := allow("alice", int64(i))
+		fmt.Printf("allowed %v, %d left (%s)\n", d.Allowed, d.Remaining, path)
+	}
+	// Output:
+	// allowed true, 1 left (update)
+	// allowed true, 0 left (lock-free)
+	// allowed false, 0 left (lock-free)
+}

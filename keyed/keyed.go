@@ -190,23 +190,6 @@ func (k Key128) Hash(seed maphash.Seed) uint64 {
 	return maphash.Bytes(seed, (*[16]byte)(unsafe.Pointer(&k))[:])
 }
 
-// Hasher turns strings into Key128 values with per-process random seeds,
-// so clients cannot craft colliding keys. Distinct strings collide only
-// with probability about 2^-128 for a client that does not know the seeds.
-// A Hasher is safe for concurrent use. The zero value is not usable (Sum
-// panics); call NewHasher.
-type Hasher struct {
-	s0, s1 maphash.Seed
-}
-
-// NewHasher returns a hasher with two fresh random seeds.
-func NewHasher() Hasher { return Hasher{s0: maphash.MakeSeed(), s1: maphash.MakeSeed()} }
-
-// Sum hashes s without allocating.
-func (h Hasher) Sum(s string) Key128 {
-	return Key128{maphash.String(h.s0, s), maphash.String(h.s1, s)}
-}
-
 // Table maps fixed-size comparable keys to values of type V with a hard
 // capacity. It starts no goroutines and keeps no timers. A Table is safe
 // for concurrent use. The zero Table is not usable (Do returns ErrClosed);

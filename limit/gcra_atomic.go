@@ -60,27 +60,44 @@ func (g GCRA) Compile() CompiledGCRA {
 
 // Advance is [GCRA.Advance] with the parameters compiled in.
 func (c CompiledGCRA) Advance(tat, now, n int64) (next int64, d Decision) {
+	next = c.AdvanceInto(&d, tat, now, n)
+	return next, d
+}
+
+// AdvanceInto is [CompiledGCRA.Advance] storing the decision in *d
+// instead of returning it. A Decision is too large to travel in
+// registers: a hot path that returns one inside a larger struct (or
+// stores it anywhere) and gets it from Advance pays for a copy, and a
+// copy read right after the call's stores stalls the processor on store
+// forwarding for longer than the decision takes to compute. Pointing d
+// at the final destination avoids it.
+func (c CompiledGCRA) AdvanceInto(d *Decision, tat, now, n int64) (next int64) {
 	t, tau := c.t, c.tau
 	if t == 0 {
-		return tat, reject(c.burst)
+		*d = reject(c.burst)
+		return tat
 	}
 	var ahead time.Duration // how far the TAT is ahead of now
 	if tat > now {
 		ahead = time.Duration(tat - now)
 	}
 	if n <= 0 {
-		return tat, Decision{Allowed: true, Limit: c.burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead}
+		*d = Decision{Allowed: true, Limit: c.burst, Remaining: int64(max(tau-ahead, 0) / t), ResetAfter: ahead}
+		return tat
 	}
 	if n > c.burst {
-		return tat, Decision{Limit: c.burst, RetryAfter: InfDuration, ResetAfter: ahead}
+		*d = Decision{Limit: c.burst, RetryAfter: InfDuration, ResetAfter: ahead}
+		return tat
 	}
 	// ahead < 2^63 and n*T <= tau <= MaxRefill: no overflow for tat and now
 	// within the documented range.
 	nxt := ahead + time.Duration(n)*t
 	if nxt > tau {
-		return tat, Decision{Limit: c.burst, RetryAfter: nxt - tau, ResetAfter: ahead}
+		*d = Decision{Limit: c.burst, RetryAfter: nxt - tau, ResetAfter: ahead}
+		return tat
 	}
-	return now + int64(nxt), Decision{Allowed: true, Limit: c.burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
+	*d = Decision{Allowed: true, Limit: c.burst, Remaining: int64((tau - nxt) / t), ResetAfter: nxt}
+	return now + int64(nxt)
 }
 
 // Next is the part of Advance a compare-and-swap loop needs: the TAT after
@@ -134,13 +151,12 @@ func (s *AtomicGCRAState) Reset() { s.w.Store(0) }
 // [GCRA.Advance]) if the bucket holds them. It is exact under contention:
 // concurrent calls are linearizable, each deciding on the state left by
 // those before it, and a rejection writes nothing. It does not allocate.
-func (g GCRA) AllowAtomic(s *AtomicGCRAState, now, n int64) Decision {
+func (g GCRA) AllowAtomic(s *AtomicGCRAState, now, n int64) (d Decision) {
 	c := g.Compile()
 	for {
 		w := s.w.Load()
 		tat := w ^ FullTAT
-		next, d := c.Advance(tat, now, n)
-		if next == tat || s.w.CompareAndSwap(w, next^FullTAT) {
+		if next := c.AdvanceInto(&d, tat, now, n); next == tat || s.w.CompareAndSwap(w, next^FullTAT) {
 			return d
 		}
 	}

@@ -56,6 +56,28 @@ func TestGCRAAdvanceSteps(t *testing.T) {
 	}
 }
 
+// AdvanceInto is Advance writing in place: the same next and the same
+// decision, every field of a previously used Decision overwritten, on
+// every branch (invalid parameters, query, n > Burst, refusal,
+// admission).
+func TestCompiledGCRAAdvanceInto(t *testing.T) {
+	dirty := limit.Decision{Allowed: true, Limit: -1, Remaining: -2, RetryAfter: -3, ResetAfter: -4, ClockRegressed: true}
+	base := int64(1e15)
+	for _, g := range []limit.GCRA{{Rate: 1, Burst: 3}, {}} {
+		c := g.Compile()
+		S := int64(sec)
+		for _, tat := range []int64{limit.FullTAT, base - S, base, base + S, base + 3*S} {
+			for _, n := range []int64{-1, 0, 1, 2, 3, 4} {
+				wantNext, want := c.Advance(tat, base, n)
+				got := dirty
+				if next := c.AdvanceInto(&got, tat, base, n); next != wantNext || got != want {
+					t.Fatalf("%+v tat %d n %d: AdvanceInto = %d %+v, Advance = %d %+v", g, tat, n, next, got, wantNext, want)
+				}
+			}
+		}
+	}
+}
+
 func TestGCRAAdvanceInvalidFailsClosed(t *testing.T) {
 	for _, g := range []limit.GCRA{{}, {Rate: math.Inf(1), Burst: 1}, {Rate: 1, Burst: -1}, {Rate: limit.MinRate, Burst: limit.MaxBurst}} {
 		next, d := g.Advance(limit.FullTAT, 0, 1)

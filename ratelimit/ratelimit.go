@@ -115,14 +115,14 @@ type Decision struct {
 type Limiter struct {
 	gcra     limit.GCRA
 	c        limit.CompiledGCRA
-	nanos    func() int64 // the clock on the clock.Mono timeline
+	reader   // the time of every decision
 	policy   Policy
 	interval time.Duration
 	// cells holds one GCRA theoretical arrival time per key; an existing
 	// key is updated without a lock (keyed.Cells).
 	cells   *keyed.Cells[keyed.Key128]
 	strings keyed.Hasher // string keys
-	addrs   keyed.Hasher // address keys: another seed pair, so the key spaces never meet
+	addrs   keyed.Hasher // address keys: other seeds, so the key spaces never meet
 }
 
 // New returns a limiter admitting g.Rate units per second per key with
@@ -144,7 +144,7 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 	return &Limiter{
 		gcra:     g,
 		c:        g.Compile(),
-		nanos:    clock.NanoFunc(o.Clock),
+		reader:   newReader(o.Clock),
 		policy:   PolicyOf(o.Policy, g),
 		interval: g.Interval(),
 		cells:    cells,
@@ -155,42 +155,81 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 
 // Allow charges one unit to key's bucket. Any string is a key, the empty
 // one included; keys are hashed, never stored.
-func (l *Limiter) Allow(key string) Decision { return l.AllowN(key, 1) }
+func (l *Limiter) Allow(key string) (d Decision) {
+	k := l.stringKey(key)
+	l.decide(&d, &k, 1)
+	return d
+}
 
 // AllowN charges n units to key's bucket: all or none. n ≤ 0 is a
 // read-only query; n > Burst is never admitted.
-func (l *Limiter) AllowN(key string, n int64) Decision {
-	return l.decide(l.strings.Sum(key), n)
+func (l *Limiter) AllowN(key string, n int64) (d Decision) {
+	k := l.stringKey(key)
+	l.decide(&d, &k, n)
+	return d
 }
 
 // AllowAddr charges n units to the bucket of a client address without
 // allocating. Addresses and strings are separate key spaces.
-func (l *Limiter) AllowAddr(a netip.Addr, n int64) Decision {
-	return l.decide(l.addrKey(a), n)
+func (l *Limiter) AllowAddr(a netip.Addr, n int64) (d Decision) {
+	k := l.addrKey(a)
+	l.decide(&d, &k, n)
+	return d
 }
 
 // AllowKey charges n units to k's bucket.
-func (l *Limiter) AllowKey(k Key, n int64) Decision {
+func (l *Limiter) AllowKey(k Key, n int64) (d Decision) {
+	var bk keyed.Key128
 	if k.addr {
-		return l.AllowAddr(k.a, n)
+		bk = l.addrKey(k.a)
+	} else {
+		bk = l.stringKey(k.s)
 	}
-	return l.AllowN(k.s, n)
+	l.decide(&d, &bk, n)
+	return d
+}
+
+// The entry points above build the key in place and have decide write
+// the Decision into their result: a Decision is a struct too large for
+// registers, and copying one right after its fields were stored (as
+// returning decide's result would) stalls the processor on store
+// forwarding for longer than the rest of the decision takes.
+
+func (l *Limiter) stringKey(s string) keyed.Key128 {
+	a, b := l.strings.Sum2(s)
+	return keyed.Key128{a, b}
 }
 
 func (l *Limiter) addrKey(a netip.Addr) keyed.Key128 {
 	b := a.As16()
-	// Sum does not retain its argument: viewing the stack array as a
+	// Sum2 does not retain its argument: viewing the stack array as a
 	// string is safe and saves an allocation per request.
-	return l.addrs.Sum(unsafe.String(&b[0], len(b)))
+	x, y := l.addrs.Sum2(unsafe.String(&b[0], len(b)))
+	return keyed.Key128{x, y}
 }
 
-// decide runs the GCRA for one bucket now: one compare-and-swap on the
-// key's arrival time for an existing key, the shard lock only for a new
-// one.
-func (l *Limiter) decide(k keyed.Key128, n int64) Decision {
-	now := l.nanos()
+// decide runs the GCRA now for k's bucket and writes the decision to
+// *d, which must be the zero Decision. For an existing key that is one
+// lock-free lookup, one GCRA step on the arrival time it holds and, when
+// the request is admitted, one compare-and-swap; the Decision comes from
+// that same step. A new key, or a compare-and-swap lost to another
+// request on the same key, goes through the table's Update.
+func (l *Limiter) decide(d *Decision, k *keyed.Key128, n int64) {
+	var now int64
+	if c := l.coarse; c != nil {
+		now = c.Nanos()
+	} else {
+		now = l.read()
+	}
+	if r, ok := l.cells.Load(k); ok {
+		tat := r.State()
+		// A refusal or a query (next == tat) writes nothing.
+		if next := l.c.AdvanceInto(&d.Decision, tat, now, n); next == tat || r.CompareAndSwap(next) {
+			return
+		}
+	}
 	var seen int64
-	err := l.cells.Update(k, now, func(tat int64, created bool) (int64, bool) {
+	err := l.cells.Update(*k, now, func(tat int64, created bool) (int64, bool) {
 		if created {
 			tat = limit.FullTAT
 		}
@@ -202,10 +241,10 @@ func (l *Limiter) decide(k keyed.Key128, n int64) Decision {
 	})
 	if err != nil {
 		// Full (or closed): fail closed.
-		return Decision{Decision: limit.Decision{Limit: l.gcra.Burst, RetryAfter: max(l.interval, time.Second)}, Full: true}
+		*d = Decision{Decision: limit.Decision{Limit: l.gcra.Burst, RetryAfter: max(l.interval, time.Second)}, Full: true}
+		return
 	}
-	_, d := l.c.Advance(seen, now, n)
-	return Decision{Decision: d}
+	l.c.AdvanceInto(&d.Decision, seen, now, n)
 }
 
 // Len returns the number of buckets held (live and not yet reclaimed).
@@ -256,4 +295,32 @@ func PerSecond(requests float64, burst int64) limit.GCRA {
 		burst = max(1, int64(math.Ceil(requests)))
 	}
 	return limit.GCRA{Rate: requests, Burst: burst}
+}
+
+// reader reads the limiter's clock on the clock.Mono timeline at the
+// least cost: a started clock.Coarse inline (one atomic load; decide
+// reads it itself, as the whole read does not inline), the real clock
+// without an indirect call, any other clock through its Nanos.
+type reader struct {
+	coarse *clock.Coarse
+	nanos  func() int64 // nil for the real clock
+}
+
+func newReader(c clock.Clock) reader {
+	switch c := c.(type) {
+	case nil, clock.Real:
+		return reader{}
+	case *clock.Coarse:
+		return reader{coarse: c}
+	default:
+		return reader{nanos: clock.NanoFunc(c)}
+	}
+}
+
+// read reads a clock other than a clock.Coarse.
+func (r reader) read() int64 {
+	if r.nanos == nil {
+		return clock.Real{}.Nanos()
+	}
+	return r.nanos()
 }

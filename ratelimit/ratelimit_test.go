@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -330,17 +331,6 @@ func TestRejectionWithBodyCloses(t *testing.T) {
 	}
 }
 
-func BenchmarkAllowHotKey(b *testing.B) {
-	l, err := New(limit.GCRA{Rate: 100, Burst: 100}, Options{MaxKeys: 100_000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		l.Allow("hot")
-	}
-}
-
 func BenchmarkAllowAddrParallel(b *testing.B) {
 	l, err := New(limit.GCRA{Rate: 100, Burst: 100}, Options{MaxKeys: 100_000})
 	if err != nil {
@@ -421,5 +411,115 @@ func TestHeaderKeyAllocs(t *testing.T) {
 	r.Header.Set("User-Agent", "t")
 	if n := testing.AllocsPerRun(100, func() { _, _ = kf(r) }); n != 0 {
 		t.Fatalf("%v allocs per key", n)
+	}
+}
+
+// Every decision, on the lock-free path for existing keys and through
+// the table's Update for new ones, is exactly the GCRA's on the key's
+// arrival time: a random walk of keys, costs (queries and costs above
+// the burst included) and clock steps against limit.CompiledGCRA.Advance
+// on a map of arrival times.
+func TestAllowMatchesGCRA(t *testing.T) {
+	g := limit.GCRA{Rate: 5, Burst: 4}
+	l, clk := newTest(t, g, Options{})
+	c := g.Compile()
+	ref := map[string]int64{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 20_000 {
+		clk.Advance(time.Duration(r.IntN(int(100 * time.Millisecond))))
+		now := clock.Mono(clk.Now())
+		key := fmt.Sprint("k", r.IntN(5))
+		n := int64(r.IntN(7)) - 1 // -1 to 5: queries, admissions, n > Burst
+		tat, ok := ref[key]
+		if !ok {
+			tat = limit.FullTAT
+		}
+		next, want := c.Advance(tat, now, n)
+		if next != tat || ok {
+			ref[key] = next // a refused or queried new key leaves no bucket
+		}
+		var got Decision
+		if i%2 == 0 {
+			got = l.AllowN(key, n)
+		} else if n == 1 {
+			got = l.Allow(key)
+		} else {
+			got = l.AllowKey(StringKey(key), n)
+		}
+		if got.Decision != want || got.Full {
+			t.Fatalf("op %d: %s n=%d: got %+v, want %+v", i, key, n, got, want)
+		}
+	}
+}
+
+// A limiter on a clock.Coarse reads it inline, started or not.
+func TestCoarseClock(t *testing.T) {
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := limit.GCRA{Rate: limit.MinRate, Burst: 3} // refills in days: real time does not matter
+	for _, started := range []bool{false, true} {
+		if started {
+			c.Start()
+			defer c.Stop()
+		}
+		l, err := New(g, Options{Clock: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if d := l.Allow("k"); !d.Allowed || d.Remaining != int64(2-i) {
+				t.Fatalf("started %v attempt %d: %+v", started, i, d)
+			}
+		}
+		if d := l.Allow("k"); d.Allowed || d.RetryAfter < 23*time.Hour {
+			t.Fatalf("started %v, over burst: %+v", started, d)
+		}
+		l.Close()
+	}
+}
+
+// Decisions allocate nothing: new and existing string and address keys,
+// admitted and refused, on the monotonic and the coarse clock.
+func TestAllowNoAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	c, err := clock.NewCoarse(time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	defer c.Stop()
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprint("client-", i) // short and long keys
+		if i%2 == 1 {
+			keys[i] += "-with-a-name-longer-than-sixteen-bytes"
+		}
+	}
+	a := netip.MustParseAddr("2001:db8::1")
+	for _, clk := range []clock.Clock{nil, c} {
+		l, err := New(limit.GCRA{Rate: 1, Burst: 2}, Options{MaxKeys: 1000, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, n := 0, 0
+		if allocs := testing.AllocsPerRun(1000, func() {
+			k := keys[i%len(keys)]
+			i++
+			for _, d := range []Decision{l.Allow(k), l.AllowN(k, 2), l.AllowAddr(a, 1), l.AllowKey(AddrKey(a), 1), l.AllowKey(StringKey(k), 0)} {
+				if d.Allowed {
+					n++
+				}
+			}
+		}); allocs != 0 {
+			t.Errorf("clock %T: %v allocations per round", clk, allocs)
+		}
+		if n == 0 {
+			t.Error("nothing admitted: the test did not exercise admissions")
+		}
+		l.Close()
 	}
 }
