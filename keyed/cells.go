@@ -347,41 +347,25 @@ func (t *Cells[K]) Update(key K, now int64, f func(state int64, created bool) (n
 	}
 	sh := &t.shards[h>>t.shardShift]
 	h32 := uint32(h)
-	// The lock-free path: probe the index (atomic loads; a slot may move
-	// under us, then we miss the key and take the lock), and advance the
-	// state of the cell that holds key with one compare-and-swap.
-	idx, mask := sh.idx, sh.mask
-	for p, n := h32&mask, uint32(0); n <= mask; p, n = (p+1)&mask, n+1 {
-		s := idx[p].Load()
-		if s == 0 {
+	// The lock-free path: find key's cell (probe: atomic loads; a slot
+	// may move under us, then we miss the key and take the lock) and
+	// advance its state with one compare-and-swap; a swap lost to another
+	// writer looks again.
+	for {
+		r, ok := probe(sh, h32, &key)
+		if !ok {
 			break
 		}
-		if uint32(s>>32) != h32 {
-			continue
+		state := r.State()
+		next, write := f(state, false)
+		if !write {
+			return nil
 		}
-		e := &sh.slab[uint32(s)-1]
-		for {
-			w := e.word.Load()
-			if w&1 != 0 || !keyEqual(&e.key, &key) {
-				break // not key's cell (any more): probe on
-			}
-			b := e.base.Load()
-			if e.word.Load() != w {
-				continue // updated or retired meanwhile: look again
-			}
-			// w is even and was the word on both sides of the key and
-			// base reads: key owned e at w, and b is its base.
-			state := decode(w, b)
-			next, write := f(state, false)
-			if !write {
-				return nil
-			}
-			if next <= state || next > MaxState {
-				return stateError(next, state)
-			}
-			if e.word.CompareAndSwap(w, encode(next, b)) {
-				return nil
-			}
+		if next <= state || next > MaxState {
+			return stateError(next, state)
+		}
+		if r.CompareAndSwap(next) {
+			return nil
 		}
 	}
 	return t.updateLocked(sh, &key, h32, now, f)
@@ -431,8 +415,12 @@ func (t *Cells[K]) Load(key *K) (r Ref, ok bool) {
 	} else {
 		h = t.hash(key)
 	}
-	sh := &t.shards[h>>t.shardShift]
-	h32 := uint32(h)
+	return probe(&t.shards[h>>t.shardShift], uint32(h), key)
+}
+
+// probe is the lock-free lookup of Load and Update in key's shard sh, h32
+// the low word of key's hash.
+func probe[K comparable](sh *cellShard[K], h32 uint32, key *K) (Ref, bool) {
 	idx, mask := sh.idx, sh.mask
 	for p, n := h32&mask, uint32(0); n <= mask; p, n = (p+1)&mask, n+1 {
 		s := idx[p].Load()
