@@ -22,14 +22,14 @@ import (
 // overloaded (probes still answer); when one finishes the next is admitted.
 func TestInFlightCap(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			const n = 3
 			var rejects events
 			e := start(t, m, host.Limits{MaxInFlight: n}, func(c *host.Config) {
-				c.OnReject = rejects.add
+				c.OnReject = rejects.Add
 			})
 			gates := make(chan chan struct{}, n+2)
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				g := make(chan struct{})
 				gates <- g
 				<-g
@@ -38,9 +38,9 @@ func TestInFlightCap(t *testing.T) {
 			results := make(chan result, n+1)
 			launch := func() {
 				go func() {
-					r, err := e.try("GET", "/api/slow", nil)
+					r, err := e.Try("GET", "/api/slow", nil)
 					if err != nil {
-						r.body = err.Error()
+						r.Body = err.Error()
 					}
 					results <- r
 				}()
@@ -50,35 +50,35 @@ func TestInFlightCap(t *testing.T) {
 				launch()
 				open = append(open, <-gates)
 			}
-			if e.h.InFlight() != n {
-				t.Fatalf("InFlight %d", e.h.InFlight())
+			if e.H.InFlight() != n {
+				t.Fatalf("InFlight %d", e.H.InFlight())
 			}
-			r := e.do("GET", "/api/one-too-many", nil)
+			r := e.Do("GET", "/api/one-too-many", nil)
 			expect(t, "N+1th", r, 503, "overloaded")
-			if r.header.Get("Retry-After") != "1" {
-				t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
+			if r.Header.Get("Retry-After") != "1" {
+				t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
 			}
-			expect(t, "readyz at capacity", e.do("GET", "/readyz", nil), 200, "")
-			expect(t, "livez at capacity", e.do("GET", "/livez", nil), 200, "")
+			expect(t, "readyz at capacity", e.Do("GET", "/readyz", nil), 200, "")
+			expect(t, "livez at capacity", e.Do("GET", "/livez", nil), 200, "")
 
 			close(open[0])
-			if r := <-results; r.status != 200 || r.body != "done" {
-				t.Fatalf("first finished: %d %q", r.status, r.body)
+			if r := <-results; r.Status != 200 || r.Body != "done" {
+				t.Fatalf("first finished: %d %q", r.Status, r.Body)
 			}
 			launch() // admitted now
 			open[0] = <-gates
-			if e.h.InFlight() != n {
-				t.Fatalf("InFlight %d", e.h.InFlight())
+			if e.H.InFlight() != n {
+				t.Fatalf("InFlight %d", e.H.InFlight())
 			}
 			for _, g := range open {
 				close(g)
 			}
 			for range n {
-				if r := <-results; r.status != 200 {
-					t.Errorf("got %d", r.status)
+				if r := <-results; r.Status != 200 {
+					t.Errorf("got %d", r.Status)
 				}
 			}
-			if got := rejects.get(); len(got) != 1 || got[0] != host.RejectInFlight {
+			if got := rejects.Get(); len(got) != 1 || got[0] != host.RejectInFlight {
 				t.Errorf("OnReject %v", got)
 			}
 		})
@@ -88,33 +88,33 @@ func TestInFlightCap(t *testing.T) {
 // Requests per connection hold over a real keep-alive connection.
 func TestRequestsPerConnH1(t *testing.T) {
 	e := start(t, modeH1, host.Limits{MaxRequestsPerConn: 3})
-	e.h.Activate(http.HandlerFunc(okHandler))
+	e.H.Activate(http.HandlerFunc(okHandler))
 
 	rc := dialRaw(t, e)
 	for i := 1; i <= 3; i++ {
-		rc.send("GET /api/x HTTP/1.1\r\nHost: x\r\n\r\n")
-		r := rc.read("GET")
-		if r.status != 200 || r.close != (i == 3) {
-			t.Fatalf("request %d: %d close=%v", i, r.status, r.close)
+		rc.Send("GET /api/x HTTP/1.1\r\nHost: x\r\n\r\n")
+		r := rc.Read("GET")
+		if r.Status != 200 || r.Close != (i == 3) {
+			t.Fatalf("request %d: %d close=%v", i, r.Status, r.Close)
 		}
 	}
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	// Pipelined requests past the bound are not served on that socket.
 	rc = dialRaw(t, e)
-	rc.send(strings.Repeat("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", 5))
+	rc.Send(strings.Repeat("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", 5))
 	for i := 1; i <= 3; i++ {
-		if r := rc.read("GET"); r.status != 200 || r.close != (i == 3) {
-			t.Fatalf("pipelined %d: %d close=%v", i, r.status, r.close)
+		if r := rc.Read("GET"); r.Status != 200 || r.Close != (i == 3) {
+			t.Fatalf("pipelined %d: %d close=%v", i, r.Status, r.Close)
 		}
 	}
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	// A keep-alive client needs a new connection every 3 requests.
 	for range 7 {
-		expect(t, "api", e.do("GET", "/api/x", nil), 200, "")
+		expect(t, "api", e.Do("GET", "/api/x", nil), 200, "")
 	}
-	if d := e.dials.Load(); d != 3 {
+	if d := e.Dials.Load(); d != 3 {
 		t.Fatalf("7 requests used %d connections, want 3", d)
 	}
 }
@@ -125,22 +125,22 @@ func TestRequestsPerConnH1(t *testing.T) {
 // connection serves at most MaxRequestsPerConn+1 sequential requests.
 func TestRequestsPerConnH2(t *testing.T) {
 	for _, m := range []mode{modeH2, modeH2C} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			var rec *closeRecorder
 			e := start(t, m, host.Limits{MaxRequestsPerConn: 2}, func(c *host.Config) {
 				c.WrapListener = func(l net.Listener) net.Listener {
-					rec = &closeRecorder{Listener: l, onClose: func() {}}
+					rec = &closeRecorder{Listener: l, OnClose: func() {}}
 					return rec
 				}
 			})
-			e.h.Activate(http.HandlerFunc(okHandler))
+			e.H.Activate(http.HandlerFunc(okHandler))
 			const total = 9
 			for range total {
-				r := e.do("GET", "/api/x", nil)
-				e.checkProto(r)
+				r := e.Do("GET", "/api/x", nil)
+				e.CheckProto(r)
 				expect(t, "api", r, 200, "")
 			}
-			if a := rec.accepts.Load(); a < total/(2+1) {
+			if a := rec.Accepts.Load(); a < total/(2+1) {
 				t.Fatalf("%d sequential requests over %d connections; the per-connection bound did not hold", total, a)
 			}
 		})
@@ -150,34 +150,34 @@ func TestRequestsPerConnH2(t *testing.T) {
 // Header count and URL bounds hold over a real keep-alive connection.
 func TestHeaderCountKeepAliveH1(t *testing.T) {
 	var rejects events
-	e := start(t, modeH1, host.Limits{MaxHeaders: 5, MaxURLBytes: 256}, func(c *host.Config) { c.OnReject = rejects.add })
-	e.h.Activate(http.HandlerFunc(okHandler))
+	e := start(t, modeH1, host.Limits{MaxHeaders: 5, MaxURLBytes: 256}, func(c *host.Config) { c.OnReject = rejects.Add })
+	e.H.Activate(http.HandlerFunc(okHandler))
 
 	rc := dialRaw(t, e)
-	rc.send("GET /api/x HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n")
-	if r := rc.read("GET"); r.status != 200 || r.close {
-		t.Fatalf("5 headers: %d close=%v", r.status, r.close)
+	rc.Send("GET /api/x HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 200 || r.Close {
+		t.Fatalf("5 headers: %d close=%v", r.Status, r.Close)
 	}
-	rc.send("GET /api/x HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nE: 6\r\n\r\n")
-	r := rc.read("GET")
+	rc.Send("GET /api/x HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nE: 6\r\n\r\n")
+	r := rc.Read("GET")
 	expect(t, "6 headers", r, 431, "too_many_headers")
-	if !r.close {
+	if !r.Close {
 		t.Fatal("431 did not close the connection")
 	}
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	rc = dialRaw(t, e)
-	rc.send("GET /api/" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: x\r\n\r\n")
-	r = rc.read("GET")
+	rc.Send("GET /api/" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: x\r\n\r\n")
+	r = rc.Read("GET")
 	expect(t, "long url", r, 414, "url_too_long")
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	// Probes are not subject to the bounds.
 	rc = dialRaw(t, e)
-	rc.send("GET /readyz?" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: 6\r\n\r\n")
-	expect(t, "probe", rc.read("GET"), 200, "")
+	rc.Send("GET /readyz?" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: 6\r\n\r\n")
+	expect(t, "probe", rc.Read("GET"), 200, "")
 
-	got := rejects.get()
+	got := rejects.Get()
 	if len(got) != 2 || got[0] != host.RejectTooManyHeaders || got[1] != host.RejectURLTooLong {
 		t.Fatalf("OnReject %v", got)
 	}
@@ -185,10 +185,10 @@ func TestHeaderCountKeepAliveH1(t *testing.T) {
 
 func TestBoundsAllModes(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			called := make(chan struct{}, 10)
 			e := start(t, m, host.Limits{MaxHeaders: 10, MaxURLBytes: 256, MaxBodyBytes: 1000})
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				called <- struct{}{}
 				okHandler(w, r)
 			}))
@@ -196,17 +196,17 @@ func TestBoundsAllModes(t *testing.T) {
 			for i := range 11 {
 				hdr = append(hdr, fmt.Sprintf("X-H%d", i), "v")
 			}
-			r := e.do("GET", "/api/x", nil, hdr...)
-			e.checkProto(r)
+			r := e.Do("GET", "/api/x", nil, hdr...)
+			e.CheckProto(r)
 			expect(t, "headers", r, 431, "too_many_headers")
-			expect(t, "url", e.do("GET", "/api/"+strings.Repeat("a", 300), nil), 414, "url_too_long")
-			expect(t, "body", e.do("POST", "/api/x", strings.NewReader(strings.Repeat("a", 1001))), 413, "payload_too_large")
+			expect(t, "url", e.Do("GET", "/api/"+strings.Repeat("a", 300), nil), 414, "url_too_long")
+			expect(t, "body", e.Do("POST", "/api/x", strings.NewReader(strings.Repeat("a", 1001))), 413, "payload_too_large")
 			select {
 			case <-called:
 				t.Fatal("a rejected request reached the handler")
 			default:
 			}
-			expect(t, "ok", e.do("POST", "/api/x", strings.NewReader(strings.Repeat("a", 1000))), 200, "")
+			expect(t, "ok", e.Do("POST", "/api/x", strings.NewReader(strings.Repeat("a", 1000))), 200, "")
 		})
 	}
 }
@@ -216,10 +216,10 @@ func TestBoundsAllModes(t *testing.T) {
 // written.
 func TestStreamingBodyBound(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{MaxBodyBytes: 1000})
 			sawErr := make(chan error, 4)
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, err := io.Copy(io.Discard, r.Body)
 				sawErr <- err
 				if r.URL.Path == "/api/own" {
@@ -228,18 +228,18 @@ func TestStreamingBodyBound(t *testing.T) {
 			}))
 			// Unknown length (chunked / no content-length): bound while streaming.
 			body := func() io.Reader { return io.MultiReader(strings.NewReader(strings.Repeat("a", 3000))) }
-			r := e.do("POST", "/api/silent", body())
+			r := e.Do("POST", "/api/silent", body())
 			expect(t, "silent handler", r, 413, "payload_too_large")
 			var mbe *http.MaxBytesError
 			if err := <-sawErr; !errors.As(err, &mbe) || mbe.Limit != 1000 {
 				t.Fatalf("handler saw %v", err)
 			}
-			r = e.do("POST", "/api/own", body())
-			if r.status != http.StatusTeapot {
-				t.Fatalf("handler's own answer replaced: %d", r.status)
+			r = e.Do("POST", "/api/own", body())
+			if r.Status != http.StatusTeapot {
+				t.Fatalf("handler's own answer replaced: %d", r.Status)
 			}
 			<-sawErr
-			r = e.do("POST", "/api/silent", strings.NewReader("small"))
+			r = e.Do("POST", "/api/silent", strings.NewReader("small"))
 			expect(t, "small", r, 200, "")
 			if err := <-sawErr; err != nil {
 				t.Fatal(err)
@@ -253,10 +253,10 @@ func TestStreamingBodyBound(t *testing.T) {
 // 504) keeps it; a silent one gets the host's 504.
 func TestStreamingRequestTimeout(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{RequestTimeout: 20 * time.Millisecond})
 			causes := make(chan error, 2)
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if _, ok := r.Context().Deadline(); !ok {
 					t.Error("handler context has no deadline")
 				}
@@ -267,14 +267,14 @@ func TestStreamingRequestTimeout(t *testing.T) {
 					_, _ = io.WriteString(w, "gateway says")
 				}
 			}))
-			r := e.do("GET", "/api/silent", nil)
+			r := e.Do("GET", "/api/silent", nil)
 			expect(t, "silent", r, 504, "timeout")
 			if c := <-causes; !errors.Is(c, host.ErrRequestTimeout) {
 				t.Fatalf("cause %v", c)
 			}
-			r = e.do("GET", "/api/own", nil)
-			if r.status != 504 || r.body != "gateway says" {
-				t.Fatalf("own: %d %q", r.status, r.body)
+			r = e.Do("GET", "/api/own", nil)
+			if r.Status != 504 || r.Body != "gateway says" {
+				t.Fatalf("own: %d %q", r.Status, r.Body)
 			}
 			<-causes
 		})
@@ -289,25 +289,25 @@ func TestStreamingPanic(t *testing.T) {
 	e := start(t, modeH1, host.Limits{}, func(c *host.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/late" {
 			_, _ = io.WriteString(w, "partial")
 			w.(http.Flusher).Flush()
 		}
 		panic("SECRET postgres://u:pw@db")
 	}))
-	r := e.do("GET", "/api/early", nil)
+	r := e.Do("GET", "/api/early", nil)
 	expect(t, "early panic", r, 500, "internal")
-	if strings.Contains(r.body, "SECRET") {
+	if strings.Contains(r.Body, "SECRET") {
 		t.Fatal("panic value leaked")
 	}
-	if _, err := e.try("GET", "/api/late", nil); err == nil {
+	if _, err := e.Try("GET", "/api/late", nil); err == nil {
 		t.Fatal("late panic: response completed normally")
 	}
-	if e.h.InFlight() != 0 {
-		t.Fatalf("InFlight %d after panics", e.h.InFlight())
+	if e.H.InFlight() != 0 {
+		t.Fatalf("InFlight %d after panics", e.H.InFlight())
 	}
-	expect(t, "still serving", e.do("GET", "/livez", nil), 200, "")
+	expect(t, "still serving", e.Do("GET", "/livez", nil), 200, "")
 	logMu.Lock()
 	defer logMu.Unlock()
 	if strings.Contains(logs.String(), "SECRET") || strings.Contains(logs.String(), "postgres") {
@@ -334,7 +334,7 @@ func TestErrorLogHasNoClientAddress(t *testing.T) {
 	e := start(t, modeH2, host.Limits{}, func(c *host.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
-	c, err := net.Dial("tcp", e.h.Addr().String())
+	c, err := net.Dial("tcp", e.H.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,8 +342,8 @@ func TestErrorLogHasNoClientAddress(t *testing.T) {
 	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // plaintext to a TLS port
 	_, _ = io.ReadAll(c)                                          // the server answers and closes
 	c.Close()
-	e.tr.CloseIdleConnections()
-	if err := e.h.Shutdown(context.Background()); err != nil {
+	e.Tr.CloseIdleConnections()
+	if err := e.H.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	logMu.Lock()
@@ -361,33 +361,33 @@ func TestErrorLogHasNoClientAddress(t *testing.T) {
 func TestHold(t *testing.T) {
 	e := start(t, modeH1, host.Limits{MaxInFlight: 1})
 	releases := make(chan func(), 1)
-	e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		releases <- host.Hold(r.Context())
 		_, _ = io.WriteString(w, "answered")
 	}))
-	expect(t, "first", e.do("GET", "/api/x", nil), 200, "")
+	expect(t, "first", e.Do("GET", "/api/x", nil), 200, "")
 	release := <-releases
-	if e.h.InFlight() != 1 {
-		t.Fatalf("InFlight %d while held", e.h.InFlight())
+	if e.H.InFlight() != 1 {
+		t.Fatalf("InFlight %d while held", e.H.InFlight())
 	}
-	expect(t, "while held", e.do("GET", "/api/x", nil), 503, "overloaded")
+	expect(t, "while held", e.Do("GET", "/api/x", nil), 503, "overloaded")
 	var released atomic.Bool
-	e.h.OnStop("stack", func(context.Context) error {
+	e.H.OnStop("stack", func(context.Context) error {
 		if !released.Load() {
 			return errors.New("stack stopped while work was held")
 		}
 		return nil
 	})
 	shut := make(chan error, 1)
-	go func() { shut <- e.h.Shutdown(context.Background()) }()
+	go func() { shut <- e.H.Shutdown(context.Background()) }()
 	released.Store(true)
 	release()
 	release() // idempotent
 	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
-	if e.h.InFlight() != 0 {
-		t.Fatalf("InFlight %d", e.h.InFlight())
+	if e.H.InFlight() != 0 {
+		t.Fatalf("InFlight %d", e.H.InFlight())
 	}
 	// Outside a request Hold is a no-op.
 	host.Hold(context.Background())()

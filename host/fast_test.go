@@ -54,7 +54,7 @@ func (f *fastHandler) ServeHTTP1(x *h1.Exchange) bool {
 func startFast(t *testing.T, lim host.Limits, f *fastHandler, opts ...option) *env {
 	t.Helper()
 	e := start(t, modeFast, lim, opts...)
-	e.h.Activate(f)
+	e.H.Activate(f)
 	return e
 }
 
@@ -65,16 +65,16 @@ func TestFastServesKeepAlive(t *testing.T) {
 	f := &fastHandler{}
 	e := startFast(t, host.Limits{}, f)
 	rc := dialRaw(t, e)
-	rc.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcPOST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+	rc.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcPOST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
 	for _, want := range []string{"fast /a ", "fast /b abc", "fast /c hi"} {
-		r := rc.read("GET")
-		if r.status != 200 || r.body != want || r.close || r.header.Get("X-Engine") != "fast" || r.header.Get("Date") == "" {
-			t.Fatalf("got %d %q close %v %v, want 200 %q", r.status, r.body, r.close, r.header, want)
+		r := rc.Read("GET")
+		if r.Status != 200 || r.Body != want || r.Close || r.Header.Get("X-Engine") != "fast" || r.Header.Get("Date") == "" {
+			t.Fatalf("got %d %q close %v %v, want 200 %q", r.Status, r.Body, r.Close, r.Header, want)
 		}
 	}
-	rc.send("HEAD /d HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("HEAD"); r.status != 200 || r.body != "" {
-		t.Fatalf("HEAD: %d %q", r.status, r.body)
+	rc.Send("HEAD /d HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("HEAD"); r.Status != 200 || r.Body != "" {
+		t.Fatalf("HEAD: %d %q", r.Status, r.Body)
 	}
 	if f.fast.Load() != 4 || f.nethttp.Load() != 0 {
 		t.Fatalf("fast %d, nethttp %d", f.fast.Load(), f.nethttp.Load())
@@ -92,16 +92,16 @@ func TestFastHandsOver(t *testing.T) {
 		for i, c := range []struct{ path, engine string }{
 			{"/a", "fast"}, {"/b", "fast"}, {"/slow", "nethttp"}, {"/a", "nethttp"},
 		} {
-			rc.send("GET " + c.path + " HTTP/1.1\r\nHost: x\r\n\r\n")
-			r := rc.read("GET")
-			if r.header.Get("X-Engine") != c.engine {
-				t.Fatalf("request %d %s served by %q, want %s", i, c.path, r.header.Get("X-Engine"), c.engine)
+			rc.Send("GET " + c.path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+			r := rc.Read("GET")
+			if r.Header.Get("X-Engine") != c.engine {
+				t.Fatalf("request %d %s served by %q, want %s", i, c.path, r.Header.Get("X-Engine"), c.engine)
 			}
-			if last := i == 3; r.close != last {
-				t.Fatalf("request %d: close %v (max_requests_per_conn 4 counts across engines)", i, r.close)
+			if last := i == 3; r.Close != last {
+				t.Fatalf("request %d: close %v (max_requests_per_conn 4 counts across engines)", i, r.Close)
 			}
 		}
-		rc.expectEOF()
+		rc.ExpectEOF()
 	})
 	for _, c := range []struct{ name, req string }{
 		{"http10", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n"},
@@ -114,23 +114,23 @@ func TestFastHandsOver(t *testing.T) {
 			f := &fastHandler{}
 			e := startFast(t, host.Limits{}, f)
 			rc := dialRaw(t, e)
-			rc.send(c.req)
-			r := rc.read("GET")
-			if r.status == 100 {
-				r = rc.read("POST")
+			rc.Send(c.req)
+			r := rc.Read("GET")
+			if r.Status == 100 {
+				r = rc.Read("POST")
 			}
-			if r.header.Get("X-Engine") != "nethttp" || r.status != 200 {
-				t.Fatalf("%d %q by %q, want net/http", r.status, r.body, r.header.Get("X-Engine"))
+			if r.Header.Get("X-Engine") != "nethttp" || r.Status != 200 {
+				t.Fatalf("%d %q by %q, want net/http", r.Status, r.Body, r.Header.Get("X-Engine"))
 			}
 		})
 	}
 	t.Run("h2c", func(t *testing.T) {
 		f := &fastHandler{}
 		e := start(t, modeFast, host.Limits{}, func(c *host.Config) { c.H2C = true })
-		e.h.Activate(f)
+		e.H.Activate(f)
 		tr := newTransport(modeH2C, nil)
 		defer tr.CloseIdleConnections()
-		res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(e.base + "/a")
+		res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(e.Base + "/a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,15 +147,15 @@ func TestFastHostAnswers(t *testing.T) {
 	e := start(t, modeFast, host.Limits{MaxURLBytes: 256, MaxHeaders: 2, MaxBodyBytes: 10})
 	f := &fastHandler{}
 	rc := dialRaw(t, e)
-	rc.send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("GET"); r.status != 200 || r.close {
-		t.Fatalf("livez: %d close %v", r.status, r.close)
+	rc.Send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 200 || r.Close {
+		t.Fatalf("livez: %d close %v", r.Status, r.Close)
 	}
-	rc.send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("GET"); r.status != 503 || r.code != "not_ready" || !r.close {
-		t.Fatalf("before Activate: %d %q close %v", r.status, r.code, r.close)
+	rc.Send("GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 503 || r.Code != "not_ready" || !r.Close {
+		t.Fatalf("before Activate: %d %q close %v", r.Status, r.Code, r.Close)
 	}
-	e.h.Activate(f)
+	e.H.Activate(f)
 	for _, c := range []struct {
 		req, code string
 		status    int
@@ -169,10 +169,10 @@ func TestFastHostAnswers(t *testing.T) {
 		{"POST /livez HTTP/1.1\r\nHost: x\r\n\r\n", "method_not_allowed", 405},
 	} {
 		rc := dialRaw(t, e)
-		rc.send(c.req)
-		r := rc.read("GET")
-		if r.status != c.status || r.code != c.code {
-			t.Errorf("%q: %d %q, want %d %q", c.req[:20], r.status, r.code, c.status, c.code)
+		rc.Send(c.req)
+		r := rc.Read("GET")
+		if r.Status != c.status || r.Code != c.code {
+			t.Errorf("%q: %d %q, want %d %q", c.req[:20], r.Status, r.Code, c.status, c.code)
 		}
 	}
 	if f.fast.Load() != 1 { // only the chunked body reached the handler
@@ -196,19 +196,19 @@ func TestFastHostFallbacks(t *testing.T) {
 	}}
 	e := startFast(t, host.Limits{RequestTimeout: 50 * time.Millisecond}, f)
 	rc := dialRaw(t, e)
-	rc.send("GET /timeout HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("GET"); r.status != 504 || r.code != "timeout" {
-		t.Fatalf("timeout: %d %q", r.status, r.code)
+	rc.Send("GET /timeout HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 504 || r.Code != "timeout" {
+		t.Fatalf("timeout: %d %q", r.Status, r.Code)
 	}
 	rc = dialRaw(t, e)
-	rc.send("GET /panic HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("GET"); r.status != 500 || r.code != "internal" || !r.close {
-		t.Fatalf("panic: %d %q close %v", r.status, r.code, r.close)
+	rc.Send("GET /panic HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 500 || r.Code != "internal" || !r.Close {
+		t.Fatalf("panic: %d %q close %v", r.Status, r.Code, r.Close)
 	}
 	rc = dialRaw(t, e)
-	rc.send("GET /abort HTTP/1.1\r\nHost: x\r\n\r\n")
-	rc.expectEOF()
-	if n := e.h.InFlight(); n != 0 {
+	rc.Send("GET /abort HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.ExpectEOF()
+	if n := e.H.InFlight(); n != 0 {
 		t.Fatalf("in flight after the handlers returned: %d", n)
 	}
 }
@@ -230,14 +230,14 @@ func TestFastShutdownDrains(t *testing.T) {
 	}}
 	e := startFast(t, host.Limits{}, f)
 	idle := dialRaw(t, e)
-	idle.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-	idle.read("GET")
+	idle.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	idle.Read("GET")
 	busy := dialRaw(t, e)
-	busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	busy.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-entered
 	stopped := make(chan error, 1)
-	go func() { stopped <- e.h.Shutdown(context.Background()) }()
-	for e.h.IsReady() {
+	go func() { stopped <- e.H.Shutdown(context.Background()) }()
+	for e.H.IsReady() {
 		time.Sleep(time.Millisecond)
 	}
 	select {
@@ -246,9 +246,9 @@ func TestFastShutdownDrains(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	r := busy.read("GET")
-	if r.status != 200 || r.body != "done" {
-		t.Fatalf("in-flight request: %d %q", r.status, r.body)
+	r := busy.Read("GET")
+	if r.Status != 200 || r.Body != "done" {
+		t.Fatalf("in-flight request: %d %q", r.Status, r.Body)
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -256,8 +256,8 @@ func TestFastShutdownDrains(t *testing.T) {
 	if !returned.Load() {
 		t.Fatal("Shutdown returned before the handler")
 	}
-	idle.expectEOF()
-	busy.expectEOF()
+	idle.ExpectEOF()
+	busy.ExpectEOF()
 }
 
 // phaseRec is a connection that records the phases the engine reports
@@ -300,12 +300,12 @@ func TestFastReportsPhases(t *testing.T) {
 	e := start(t, modeFast, host.Limits{}, func(c *host.Config) {
 		c.WrapListener = func(ln net.Listener) net.Listener { return &phaseListener{Listener: ln, conns: pl} }
 	})
-	e.h.Activate(&fastHandler{})
+	e.H.Activate(&fastHandler{})
 	rc := dialRaw(t, e)
-	rc.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
-	rc.read("GET")
-	rc.send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
-	rc.read("POST")
+	rc.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.Read("GET")
+	rc.Send("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+	rc.Read("POST")
 	p := <-pl
 	deadline := time.Now().Add(5 * time.Second)
 	want := "head done head body body-done done"
@@ -335,9 +335,9 @@ func TestFastBodyErrors(t *testing.T) {
 	}}
 	e := startFast(t, host.Limits{MaxBodyBytes: 4}, f)
 	rc := dialRaw(t, e)
-	rc.send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-	if r := rc.read("POST"); r.status != 413 || !r.close {
-		t.Fatalf("%d close %v, want 413 and close", r.status, r.close)
+	rc.Send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	if r := rc.Read("POST"); r.Status != 413 || !r.Close {
+		t.Fatalf("%d close %v, want 413 and close", r.Status, r.Close)
 	}
 	if err, _ := gotErr.Load().(error); !errors.Is(err, h1.ErrBodyTooLarge) {
 		t.Fatalf("handler's read error %v, want ErrBodyTooLarge", err)
@@ -358,12 +358,12 @@ func TestFastServeAllocs(t *testing.T) {
 	req := []byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
 	buf := make([]byte, 4096)
 	round := func() {
-		if _, err := rc.c.Write(req); err != nil {
+		if _, err := rc.C.Write(req); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
 		for !bytes.HasSuffix(buf[:n], []byte("\r\n\r\nok")) {
-			m, err := rc.c.Read(buf[n:])
+			m, err := rc.C.Read(buf[n:])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,7 +39,7 @@ func (c *countingTLSConn) ConnectionState() tls.ConnectionState { return c.tc.Co
 // h2c connections arrive with the preface already consumed.
 func TestWrapH2ConnServesHTTP2ThroughWrapper(t *testing.T) {
 	for _, m := range []mode{modeH2, modeH2C} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			var read atomic.Int64
 			var wraps, prefaceRead atomic.Int64
 			e := start(t, m, host.Limits{}, func(c *host.Config) {
@@ -56,14 +56,14 @@ func TestWrapH2ConnServesHTTP2ThroughWrapper(t *testing.T) {
 				}
 			})
 			var sawTLS atomic.Bool
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				sawTLS.Store(r.TLS != nil)
 				okHandler(w, r)
 			}))
 			for range 3 {
-				r := e.do("GET", "/x", nil)
+				r := e.Do("GET", "/x", nil)
 				expect(t, "GET", r, 200, "")
-				e.checkProto(r)
+				e.CheckProto(r)
 			}
 			if wraps.Load() != 1 {
 				t.Fatalf("WrapH2Conn called %d times for one connection, want 1", wraps.Load())
@@ -71,11 +71,11 @@ func TestWrapH2ConnServesHTTP2ThroughWrapper(t *testing.T) {
 			if read.Load() == 0 {
 				t.Fatal("no byte was read through the wrapper")
 			}
-			if got, want := prefaceRead.Load() == 1, m.h2c; got != want {
+			if got, want := prefaceRead.Load() == 1, m.H2C; got != want {
 				t.Fatalf("prefaceRead = %v, want %v", got, want)
 			}
-			if sawTLS.Load() != m.tls {
-				t.Fatalf("handler saw r.TLS = %v, want %v", sawTLS.Load(), m.tls)
+			if sawTLS.Load() != m.TLS {
+				t.Fatalf("handler saw r.TLS = %v, want %v", sawTLS.Load(), m.TLS)
 			}
 		})
 	}
@@ -92,10 +92,10 @@ func TestWrapTLSListener(t *testing.T) {
 			return &tlsCounting{Listener: ln, cfg: cfg, n: &accepts}
 		}
 	})
-	e.h.Activate(http.HandlerFunc(okHandler))
-	r := e.do("GET", "/x", nil)
+	e.H.Activate(http.HandlerFunc(okHandler))
+	r := e.Do("GET", "/x", nil)
 	expect(t, "GET", r, 200, "")
-	e.checkProto(r)
+	e.CheckProto(r)
 	if accepts.Load() != 1 {
 		t.Fatalf("accepted %d connections through the wrapper, want 1", accepts.Load())
 	}
@@ -151,7 +151,7 @@ func (h *recHook) RequestEnd() { h.end.Add(1) }
 // handler, while probes keep answering.
 func TestRequestHookShedsButNotProbes(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			hook := &recHook{}
 			var rejects sync.Map
 			e := start(t, m, host.Limits{}, func(c *host.Config) {
@@ -163,24 +163,24 @@ func TestRequestHookShedsButNotProbes(t *testing.T) {
 				}
 			})
 			var served atomic.Int64
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				served.Add(1)
 				okHandler(w, r)
 			}))
-			expect(t, "before shedding", e.do("GET", "/x", nil), 200, "")
+			expect(t, "before shedding", e.Do("GET", "/x", nil), 200, "")
 			hook.shed.Store(true)
-			r := e.do("GET", "/x", nil)
+			r := e.Do("GET", "/x", nil)
 			expect(t, "shed", r, 503, "overloaded")
-			if !m.h2() && !r.close {
+			if !m.H2() && !r.Close {
 				t.Fatal("shed HTTP/1.1 answer did not close the connection")
 			}
-			expect(t, "livez while shedding", e.do("GET", "/livez", nil), 200, "")
-			expect(t, "readyz while shedding", e.do("GET", "/readyz", nil), 200, "")
+			expect(t, "livez while shedding", e.Do("GET", "/livez", nil), 200, "")
+			expect(t, "readyz while shedding", e.Do("GET", "/readyz", nil), 200, "")
 			if served.Load() != 1 {
 				t.Fatalf("handler served %d requests, want 1", served.Load())
 			}
 			want := int64(4)
-			if m.fast {
+			if m.Fast {
 				// The fast engine declines the served /x (a plain
 				// http.Handler): it is counted there, then again by
 				// net/http, which serves it.
@@ -209,11 +209,11 @@ func TestConnHooks(t *testing.T) {
 		c.ConnState = func(_ net.Conn, s http.ConnState) { states.Store(s, true) }
 	})
 	var got atomic.Value
-	e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Context().Value(key{}))
 		okHandler(w, r)
 	}))
-	expect(t, "GET", e.do("GET", "/x", nil), 200, "")
+	expect(t, "GET", e.Do("GET", "/x", nil), 200, "")
 	if got.Load() != "mine" {
 		t.Fatalf("handler context value %v, want the ConnContext hook's", got.Load())
 	}
@@ -260,7 +260,7 @@ func TestBodyReadTimeoutAnswers408(t *testing.T) {
 		c.WrapListener = func(ln net.Listener) net.Listener { return &armingListener{Listener: ln, armed: &armed} }
 		c.OnReject = func(reason string) { rejected.Store(reason) }
 	})
-	e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		armed.Store(true)
 		buf := make([]byte, 1<<20)
 		for {
@@ -272,8 +272,8 @@ func TestBodyReadTimeoutAnswers408(t *testing.T) {
 	rc := dialRaw(t, e)
 	// The head and part of the body arrive in one read; the rest never
 	// does.
-	rc.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\npartial")
-	r := rc.read("POST")
+	rc.Send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\npartial")
+	r := rc.Read("POST")
 	expect(t, "stalled body", r, 408, "request_timeout")
 	if rejected.Load() != host.RejectBodyTimeout {
 		t.Fatalf("OnReject got %v, want %q", rejected.Load(), host.RejectBodyTimeout)

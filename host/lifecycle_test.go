@@ -20,30 +20,30 @@ import (
 // not_ready, answered without reading the body.
 func TestBeforeReady(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
-			r := e.do("GET", "/livez", nil)
-			e.checkProto(r)
+			r := e.Do("GET", "/livez", nil)
+			e.CheckProto(r)
 			expect(t, "GET /livez", r, 200, "")
-			expect(t, "HEAD /livez", e.do("HEAD", "/livez", nil), 200, "")
-			r = e.do("GET", "/readyz", nil)
+			expect(t, "HEAD /livez", e.Do("HEAD", "/livez", nil), 200, "")
+			r = e.Do("GET", "/readyz", nil)
 			expect(t, "GET /readyz", r, 503, "not_ready")
-			if r.header.Get("Retry-After") != "1" {
-				t.Errorf("readyz Retry-After %q", r.header.Get("Retry-After"))
+			if r.Header.Get("Retry-After") != "1" {
+				t.Errorf("readyz Retry-After %q", r.Header.Get("Retry-After"))
 			}
-			expect(t, "HEAD /readyz", e.do("HEAD", "/readyz", nil), 503, "")
-			r = e.do("POST", "/readyz", nil)
+			expect(t, "HEAD /readyz", e.Do("HEAD", "/readyz", nil), 503, "")
+			r = e.Do("POST", "/readyz", nil)
 			expect(t, "POST /readyz", r, 405, "method_not_allowed")
-			if r.header.Get("Allow") != "GET, HEAD" {
-				t.Errorf("Allow %q", r.header.Get("Allow"))
+			if r.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("Allow %q", r.Header.Get("Allow"))
 			}
-			r = e.do("POST", "/api/things", strings.NewReader(`{"a":1}`), "Content-Type", "application/json")
+			r = e.Do("POST", "/api/things", strings.NewReader(`{"a":1}`), "Content-Type", "application/json")
 			expect(t, "POST /api before ready", r, 503, "not_ready")
-			if !m.h2() && !r.close {
+			if !m.H2() && !r.Close {
 				t.Errorf("HTTP/1.1 rejection did not close the connection")
 			}
-			if e.h.IsReady() || e.h.InFlight() != 0 {
-				t.Errorf("IsReady %v InFlight %d", e.h.IsReady(), e.h.InFlight())
+			if e.H.IsReady() || e.H.InFlight() != 0 {
+				t.Errorf("IsReady %v InFlight %d", e.H.IsReady(), e.H.InFlight())
 			}
 		})
 	}
@@ -56,33 +56,33 @@ func TestBeforeReadyBodyNotReadH1(t *testing.T) {
 	for _, cl := range []int{10 << 20, 100} { // above and below net/http's 256 KiB drain
 		t.Run(fmt.Sprint(cl), func(t *testing.T) {
 			rc := dialRaw(t, e)
-			rc.send(fmt.Sprintf("POST /api/upload HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", cl))
-			r := rc.read("POST")
+			rc.Send(fmt.Sprintf("POST /api/upload HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", cl))
+			r := rc.Read("POST")
 			expect(t, "announced body", r, 503, "not_ready")
-			if !r.close {
+			if !r.Close {
 				t.Errorf("no Connection: close")
 			}
-			rc.expectEOF()
+			rc.ExpectEOF()
 		})
 	}
 	// Expect: 100-continue is never granted either.
 	rc := dialRaw(t, e)
-	rc.send("POST /api/upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n")
-	r := rc.read("POST")
+	rc.Send("POST /api/upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n")
+	r := rc.Read("POST")
 	expect(t, "expect-continue", r, 503, "not_ready")
-	rc.expectEOF()
+	rc.ExpectEOF()
 }
 
 func TestBeforeReadyBodyNotReadH2(t *testing.T) {
 	for _, m := range []mode{modeH2, modeH2C} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
 			pr, pw := io.Pipe() // never written: the body never arrives
 			defer pw.Close()
-			r := e.do("POST", "/api/upload", pr, "Content-Length", "10485760", "Content-Type", "application/json")
+			r := e.Do("POST", "/api/upload", pr, "Content-Length", "10485760", "Content-Type", "application/json")
 			expect(t, "announced body", r, 503, "not_ready")
 			// The HTTP/2 connection stays usable for other streams.
-			expect(t, "livez after", e.do("GET", "/livez", nil), 200, "")
+			expect(t, "livez after", e.Do("GET", "/livez", nil), 200, "")
 		})
 	}
 }
@@ -92,7 +92,7 @@ func TestBeforeReadyBodyNotReadH2(t *testing.T) {
 // and then /readyz 503.
 func TestActivationHammer(t *testing.T) {
 	for _, m := range []mode{modeH1, modeH2} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
 			const workers = 6
 			const rounds = 3
@@ -116,21 +116,21 @@ func TestActivationHammer(t *testing.T) {
 							return
 						default:
 						}
-						a, err1 := e.try("GET", "/readyz", nil)
-						b, err2 := e.try("GET", "/api/x", nil)
-						c, err3 := e.try("GET", "/readyz", nil)
+						a, err1 := e.Try("GET", "/readyz", nil)
+						b, err2 := e.Try("GET", "/api/x", nil)
+						c, err3 := e.Try("GET", "/readyz", nil)
 						if err := errors.Join(err1, err2, err3); err != nil {
 							errs <- err
 							return
 						}
-						admitted := b.status == 200
+						admitted := b.Status == 200
 						switch {
-						case !admitted && (b.status != 503 || b.code != "not_ready"):
-							errs <- fmt.Errorf("api answered %d %q", b.status, b.code)
-						case a.status == 200 && !admitted:
-							errs <- fmt.Errorf("readyz 200 then api %d %q", b.status, b.code)
-						case admitted && c.status != 200:
-							errs <- fmt.Errorf("api admitted then readyz %d", c.status)
+						case !admitted && (b.Status != 503 || b.Code != "not_ready"):
+							errs <- fmt.Errorf("api answered %d %q", b.Status, b.Code)
+						case a.Status == 200 && !admitted:
+							errs <- fmt.Errorf("readyz 200 then api %d %q", b.Status, b.Code)
+						case admitted && c.Status != 200:
+							errs <- fmt.Errorf("api admitted then readyz %d", c.Status)
 						}
 						if admitted {
 							sawAdmission[i]++
@@ -160,7 +160,7 @@ func TestActivationHammer(t *testing.T) {
 				}
 			}
 			waitN(pre)
-			e.h.Activate(http.HandlerFunc(okHandler))
+			e.H.Activate(http.HandlerFunc(okHandler))
 			waitN(post)
 			close(stop)
 			wg.Wait()
@@ -178,18 +178,18 @@ func TestReadinessFailure(t *testing.T) {
 	var order events
 	e := start(t, modeH1, host.Limits{}, func(c *host.Config) {
 		c.WrapListener = func(l net.Listener) net.Listener {
-			return &closeRecorder{Listener: l, onClose: func() { order.add("listener") }}
+			return &closeRecorder{Listener: l, OnClose: func() { order.Add("listener") }}
 		}
 	})
-	addr := e.h.Addr().String()
+	addr := e.H.Addr().String()
 	schemaErr := errors.New("schema: role has superuser (postgres://admin:SECRET@db)")
-	err := e.h.Ready(context.Background(),
+	err := e.H.Ready(context.Background(),
 		host.Check{Name: "pool", Fn: func(context.Context) error {
-			e.h.OnStop("pool", func(context.Context) error { order.add("pool"); return nil })
+			e.H.OnStop("pool", func(context.Context) error { order.Add("pool"); return nil })
 			return nil
 		}},
 		host.Check{Name: "recovery", Fn: func(context.Context) error {
-			e.h.OnStop("recovery", func(context.Context) error { order.add("recovery"); return nil })
+			e.H.OnStop("recovery", func(context.Context) error { order.Add("recovery"); return nil })
 			return nil
 		}},
 		host.Check{Name: "schema", Fn: func(context.Context) error { return schemaErr }},
@@ -198,26 +198,26 @@ func TestReadinessFailure(t *testing.T) {
 	if !errors.Is(err, schemaErr) || !strings.Contains(err.Error(), `"schema"`) {
 		t.Fatalf("Ready error %v", err)
 	}
-	if got, want := order.get(), []string{"recovery", "pool", "listener"}; !slices.Equal(got, want) {
+	if got, want := order.Get(), []string{"recovery", "pool", "listener"}; !slices.Equal(got, want) {
 		t.Fatalf("close order %v, want %v", got, want)
 	}
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Fatal("dial succeeded after readiness failure")
 	}
-	e.h.Activate(http.HandlerFunc(okHandler))
-	if e.h.IsReady() {
+	e.H.Activate(http.HandlerFunc(okHandler))
+	if e.H.IsReady() {
 		t.Fatal("activated after readiness failure")
 	}
-	if err := e.h.Ready(context.Background()); !errors.Is(err, host.ErrStopped) {
+	if err := e.H.Ready(context.Background()); !errors.Is(err, host.ErrStopped) {
 		t.Fatalf("Ready after failure: %v", err)
 	}
-	if err := e.h.Shutdown(context.Background()); err != nil {
+	if err := e.H.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown after failed Ready: %v", err)
 	}
 	// A hook registered after cleanup runs at once rather than leaking.
 	ran := false
-	e.h.OnStop("late", func(context.Context) error { ran = true; return nil })
+	e.H.OnStop("late", func(context.Context) error { ran = true; return nil })
 	if !ran {
 		t.Fatal("late hook did not run")
 	}
@@ -225,7 +225,7 @@ func TestReadinessFailure(t *testing.T) {
 
 func TestReadinessCheckPanicsAndCancelledContext(t *testing.T) {
 	e := start(t, modeH1, host.Limits{})
-	err := e.h.Ready(context.Background(), host.Check{Name: "boom", Fn: func(context.Context) error { panic("SECRET") }})
+	err := e.H.Ready(context.Background(), host.Check{Name: "boom", Fn: func(context.Context) error { panic("SECRET") }})
 	if err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("Ready error %v", err)
 	}
@@ -233,10 +233,10 @@ func TestReadinessCheckPanicsAndCancelledContext(t *testing.T) {
 	e2 := start(t, modeH1, host.Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := e2.h.Ready(ctx, host.Check{Name: "x", Fn: func(context.Context) error { return nil }}); !errors.Is(err, context.Canceled) {
+	if err := e2.H.Ready(ctx, host.Check{Name: "x", Fn: func(context.Context) error { return nil }}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Ready with cancelled ctx: %v", err)
 	}
-	if err := e2.h.Ready(context.Background()); !errors.Is(err, host.ErrStopped) {
+	if err := e2.H.Ready(context.Background()); !errors.Is(err, host.ErrStopped) {
 		t.Fatalf("after: %v", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestReadyBeforeStart(t *testing.T) {
 
 func TestStartFailures(t *testing.T) {
 	e := start(t, modeH1, host.Limits{})
-	h, err := host.New(host.Config{Addr: e.h.Addr().String()})
+	h, err := host.New(host.Config{Addr: e.H.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestStartFailures(t *testing.T) {
 		c.Close()
 		t.Fatal("listener left open after failed Start")
 	}
-	if err := e.h.Start(); err == nil {
+	if err := e.H.Start(); err == nil {
 		t.Fatal("second Start accepted")
 	}
 }
@@ -308,33 +308,33 @@ func TestStartFailures(t *testing.T) {
 // and only then stack → pools → listener close.
 func TestCooperativeDrain(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			var order events
 			e := start(t, m, host.Limits{}, func(c *host.Config) {
 				c.WrapListener = func(l net.Listener) net.Listener {
-					return &closeRecorder{Listener: l, onClose: func() { order.add("listener") }}
+					return &closeRecorder{Listener: l, OnClose: func() { order.Add("listener") }}
 				}
 			})
-			e.h.OnStop("pool", func(context.Context) error { order.add("pool"); return nil })
-			e.h.OnStop("stack", func(context.Context) error { order.add("stack"); return nil })
+			e.H.OnStop("pool", func(context.Context) error { order.Add("pool"); return nil })
+			e.H.OnStop("stack", func(context.Context) error { order.Add("stack"); return nil })
 			const n = 3
 			entered := make(chan struct{}, n)
 			causes := make(chan error, n)
 			finish := make(chan struct{})
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				entered <- struct{}{}
 				<-r.Context().Done()
 				causes <- context.Cause(r.Context())
 				<-finish
-				order.add("handler")
+				order.Add("handler")
 				_, _ = io.WriteString(w, "finished")
 			}))
 			results := make(chan result, n)
 			for range n {
 				go func() {
-					r, err := e.try("GET", "/api/work", nil)
+					r, err := e.Try("GET", "/api/work", nil)
 					if err != nil {
-						r.body = err.Error()
+						r.Body = err.Error()
 					}
 					results <- r
 				}()
@@ -342,11 +342,11 @@ func TestCooperativeDrain(t *testing.T) {
 			for range n {
 				<-entered
 			}
-			if e.h.InFlight() != n {
-				t.Fatalf("InFlight %d", e.h.InFlight())
+			if e.H.InFlight() != n {
+				t.Fatalf("InFlight %d", e.H.InFlight())
 			}
 			shut := make(chan error, 1)
-			go func() { shut <- e.h.Shutdown(context.Background()) }()
+			go func() { shut <- e.H.Shutdown(context.Background()) }()
 			for range n {
 				if c := <-causes; !errors.Is(c, host.ErrDraining) {
 					t.Fatalf("handler cancel cause %v", c)
@@ -354,18 +354,18 @@ func TestCooperativeDrain(t *testing.T) {
 			}
 			// Drain has begun: not ready, new requests refused, nothing
 			// closed yet, Shutdown still waiting for the handlers.
-			if e.h.IsReady() {
+			if e.H.IsReady() {
 				t.Fatal("ready during drain")
 			}
-			expect(t, "readyz during drain", e.do("GET", "/readyz", nil), 503, "draining")
-			expect(t, "api during drain", e.do("GET", "/api/new", nil), 503, "draining")
-			expect(t, "livez during drain", e.do("GET", "/livez", nil), 200, "")
+			expect(t, "readyz during drain", e.Do("GET", "/readyz", nil), 503, "draining")
+			expect(t, "api during drain", e.Do("GET", "/api/new", nil), 503, "draining")
+			expect(t, "livez during drain", e.Do("GET", "/livez", nil), 200, "")
 			select {
 			case err := <-shut:
 				t.Fatalf("Shutdown returned %v before handlers returned", err)
 			default:
 			}
-			if got := order.get(); len(got) != 0 {
+			if got := order.Get(); len(got) != 0 {
 				t.Fatalf("closed before handlers returned: %v", got)
 			}
 			close(finish)
@@ -373,21 +373,21 @@ func TestCooperativeDrain(t *testing.T) {
 				t.Fatalf("Shutdown: %v", err)
 			}
 			want := []string{"handler", "handler", "handler", "stack", "pool", "listener"}
-			if got := order.get(); !slices.Equal(got, want) {
+			if got := order.Get(); !slices.Equal(got, want) {
 				t.Fatalf("order %v, want %v", got, want)
 			}
 			for range n {
 				r := <-results
-				if r.status != 200 || r.body != "finished" {
-					t.Errorf("in-flight client got %d %q", r.status, r.body)
+				if r.Status != 200 || r.Body != "finished" {
+					t.Errorf("in-flight client got %d %q", r.Status, r.Body)
 				}
 			}
 			select {
-			case <-e.h.Done():
+			case <-e.H.Done():
 			default:
 				t.Fatal("Done not closed after a clean drain")
 			}
-			if err := e.h.Shutdown(context.Background()); err != nil {
+			if err := e.H.Shutdown(context.Background()); err != nil {
 				t.Fatalf("second Shutdown: %v", err)
 			}
 		})
@@ -399,19 +399,19 @@ func TestCooperativeDrain(t *testing.T) {
 // straggler's return is still accounted for (Done, goleak).
 func TestNonCooperativeDrain(t *testing.T) {
 	for _, m := range []mode{modeH1, modeH2} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			var order events
 			e := start(t, m, host.Limits{DrainTimeout: 100 * time.Millisecond}, func(c *host.Config) {
 				c.WrapListener = func(l net.Listener) net.Listener {
-					return &closeRecorder{Listener: l, onClose: func() { order.add("listener") }}
+					return &closeRecorder{Listener: l, OnClose: func() { order.Add("listener") }}
 				}
 			})
-			e.h.OnStop("pool", func(context.Context) error { order.add("pool"); return nil })
-			e.h.OnStop("stack", func(context.Context) error { order.add("stack"); return nil })
+			e.H.OnStop("pool", func(context.Context) error { order.Add("pool"); return nil })
+			e.H.OnStop("stack", func(context.Context) error { order.Add("stack"); return nil })
 			entered := make(chan struct{})
 			release := make(chan struct{})
 			returned := make(chan struct{})
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				defer close(returned)
 				close(entered)
 				<-release // ignores r.Context()
@@ -419,33 +419,33 @@ func TestNonCooperativeDrain(t *testing.T) {
 			clientDone := make(chan struct{})
 			go func() {
 				defer close(clientDone)
-				_, _ = e.try("GET", "/api/stuck", nil)
+				_, _ = e.Try("GET", "/api/stuck", nil)
 			}()
 			<-entered
-			err := e.h.Shutdown(context.Background())
+			err := e.H.Shutdown(context.Background())
 			var dte *host.DrainTimeoutError
 			if !errors.Is(err, host.ErrDrainTimeout) || !errors.As(err, &dte) || dte.InFlight != 1 {
 				t.Fatalf("Shutdown: %v", err)
 			}
-			if got, want := order.get(), []string{"stack", "pool", "listener"}; !slices.Equal(got, want) {
+			if got, want := order.Get(), []string{"stack", "pool", "listener"}; !slices.Equal(got, want) {
 				t.Fatalf("cleanup order %v, want %v", got, want)
 			}
-			if e.h.InFlight() != 1 {
-				t.Fatalf("InFlight %d after timeout", e.h.InFlight())
+			if e.H.InFlight() != 1 {
+				t.Fatalf("InFlight %d after timeout", e.H.InFlight())
 			}
 			select {
-			case <-e.h.Done():
+			case <-e.H.Done():
 				t.Fatal("Done closed while a handler still runs")
 			default:
 			}
-			if err2 := e.h.Shutdown(context.Background()); !errors.Is(err2, host.ErrDrainTimeout) {
+			if err2 := e.H.Shutdown(context.Background()); !errors.Is(err2, host.ErrDrainTimeout) {
 				t.Fatalf("second Shutdown must report the same unclean stop: %v", err2)
 			}
 			close(release)
 			<-returned
-			<-e.h.Done()
-			if e.h.InFlight() != 0 {
-				t.Fatalf("InFlight %d after straggler returned", e.h.InFlight())
+			<-e.H.Done()
+			if e.H.InFlight() != 0 {
+				t.Fatalf("InFlight %d after straggler returned", e.H.InFlight())
 			}
 			<-clientDone
 		})
@@ -457,27 +457,27 @@ func TestNonCooperativeDrain(t *testing.T) {
 func TestDrainCallerContext(t *testing.T) {
 	e := start(t, modeH1, host.Limits{DrainTimeout: host.MaxDrainTimeout})
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.h.Activate(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(entered); <-release }))
+	e.H.Activate(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { close(entered); <-release }))
 	done := make(chan struct{})
-	go func() { defer close(done); _, _ = e.try("GET", "/api/x", nil) }()
+	go func() { defer close(done); _, _ = e.Try("GET", "/api/x", nil) }()
 	<-entered
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := e.h.Shutdown(ctx)
+	err := e.H.Shutdown(ctx)
 	if !errors.Is(err, host.ErrDrainTimeout) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	close(release)
-	<-e.h.Done()
+	<-e.H.Done()
 	<-done
 }
 
 func TestStopHookErrorsAreReported(t *testing.T) {
 	e := start(t, modeH1, host.Limits{})
-	e.h.OnStop("pool", func(context.Context) error { return errors.New("close failed") })
-	e.h.OnStop("stack", func(context.Context) error { panic("SECRET") })
-	e.h.Activate(http.HandlerFunc(okHandler))
-	err := e.h.Shutdown(context.Background())
+	e.H.OnStop("pool", func(context.Context) error { return errors.New("close failed") })
+	e.H.OnStop("stack", func(context.Context) error { panic("SECRET") })
+	e.H.Activate(http.HandlerFunc(okHandler))
+	err := e.H.Shutdown(context.Background())
 	if err == nil || errors.Is(err, host.ErrDrainTimeout) || !strings.Contains(err.Error(), `"pool"`) ||
 		!strings.Contains(err.Error(), `"stack"`) || strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("Shutdown: %v", err)
@@ -489,10 +489,10 @@ func TestStopHookErrorsAreReported(t *testing.T) {
 // handler the drain failed to cancel would surface as a drain timeout.
 func TestDrainUnderLoadCancelsEveryHandler(t *testing.T) {
 	for _, m := range []mode{modeH1, modeH2} {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{RequestTimeout: time.Hour, DrainTimeout: 5 * time.Second, MaxInFlight: 10000})
 			entered := make(chan struct{}, 1000)
-			e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				select {
 				case entered <- struct{}{}:
 				default:
@@ -511,7 +511,7 @@ func TestDrainUnderLoadCancelsEveryHandler(t *testing.T) {
 							return
 						default:
 						}
-						if _, err := e.try("GET", "/api/x", nil); err != nil {
+						if _, err := e.Try("GET", "/api/x", nil); err != nil {
 							return
 						}
 					}
@@ -520,7 +520,7 @@ func TestDrainUnderLoadCancelsEveryHandler(t *testing.T) {
 			for range 8 {
 				<-entered
 			}
-			err := e.h.Shutdown(context.Background())
+			err := e.H.Shutdown(context.Background())
 			close(stop)
 			wg.Wait()
 			if err != nil {
@@ -536,7 +536,7 @@ func TestDrainUnderLoadCancelsEveryHandler(t *testing.T) {
 func TestTimeoutsOnOneConnection(t *testing.T) {
 	e := start(t, modeH2, host.Limits{RequestTimeout: 30 * time.Millisecond})
 	causes := make(chan error, 4)
-	e.h.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.H.Activate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/fast" {
 			_, _ = io.WriteString(w, "fast")
 			return
@@ -544,13 +544,13 @@ func TestTimeoutsOnOneConnection(t *testing.T) {
 		<-r.Context().Done()
 		causes <- context.Cause(r.Context())
 	}))
-	expect(t, "warm-up", e.do("GET", "/api/fast", nil), 200, "") // one connection for all
+	expect(t, "warm-up", e.Do("GET", "/api/fast", nil), 200, "") // one connection for all
 	results := make(chan result, 4)
 	for _, p := range []string{"/api/slow", "/api/fast", "/api/slow", "/api/slow"} {
 		go func() {
-			r, err := e.try("GET", p, nil)
+			r, err := e.Try("GET", p, nil)
 			if err != nil {
-				r.body = err.Error()
+				r.Body = err.Error()
 			}
 			results <- r
 		}()
@@ -559,12 +559,12 @@ func TestTimeoutsOnOneConnection(t *testing.T) {
 	for range 4 {
 		r := <-results
 		switch {
-		case r.status == 504 && r.code == "timeout":
+		case r.Status == 504 && r.Code == "timeout":
 			timeouts++
-		case r.status == 200 && r.body == "fast":
+		case r.Status == 200 && r.Body == "fast":
 			fast++
 		default:
-			t.Fatalf("unexpected %d %q", r.status, r.body)
+			t.Fatalf("unexpected %d %q", r.Status, r.Body)
 		}
 	}
 	if timeouts != 3 || fast != 1 {
@@ -575,7 +575,7 @@ func TestTimeoutsOnOneConnection(t *testing.T) {
 			t.Fatalf("cause %v", c)
 		}
 	}
-	if d := e.dials.Load(); d != 1 {
+	if d := e.Dials.Load(); d != 1 {
 		t.Fatalf("requests used %d connections, want 1", d)
 	}
 }

@@ -97,15 +97,15 @@ func startJSON(t *testing.T, m mode, lim host.Limits, extra map[string]jsonapi.H
 		t.Fatal(err)
 	}
 	j.env = start(t, m, lim)
-	j.h.Activate(hd)
+	j.H.Activate(hd)
 	return j
 }
 
 func checkClean(t *testing.T, what string, r result) {
 	t.Helper()
-	if strings.Contains(r.body, "SECRET") || strings.Contains(r.body, "postgres") ||
-		strings.Contains(r.body, "SELECT") || strings.Contains(r.body, marker) || strings.Contains(r.body, "goroutine") {
-		t.Fatalf("%s: error body leaks: %s", what, r.body)
+	if strings.Contains(r.Body, "SECRET") || strings.Contains(r.Body, "postgres") ||
+		strings.Contains(r.Body, "SELECT") || strings.Contains(r.Body, marker) || strings.Contains(r.Body, "goroutine") {
+		t.Fatalf("%s: error body leaks: %s", what, r.Body)
 	}
 }
 
@@ -148,7 +148,7 @@ func TestJSONBadInputs(t *testing.T) {
 		{"method not for this path", "GET", "/api/echo", "", false, nil, 405, "method_not_allowed", true},
 	}
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			j := startJSON(t, m, host.Limits{}, nil)
 			for _, c := range cases {
 				var body io.Reader
@@ -158,30 +158,30 @@ func TestJSONBadInputs(t *testing.T) {
 						body = io.MultiReader(body)
 					}
 				}
-				r := j.do(c.method, c.path, body, c.hdr...)
-				j.checkProto(r)
+				r := j.Do(c.method, c.path, body, c.hdr...)
+				j.CheckProto(r)
 				expect(t, c.name, r, c.status, c.code)
 				checkClean(t, c.name, r)
-				if !m.h2() && r.close != c.closes {
-					t.Errorf("%s: connection close %v, want %v", c.name, r.close, c.closes)
+				if !m.H2() && r.Close != c.closes {
+					t.Errorf("%s: connection close %v, want %v", c.name, r.Close, c.closes)
 				}
 			}
 			// Allow headers.
-			r := j.do("PUT", "/api/echo", nil)
-			if r.header.Get("Allow") != "DELETE, GET, POST" {
-				t.Errorf("Allow for PUT: %q", r.header.Get("Allow"))
+			r := j.Do("PUT", "/api/echo", nil)
+			if r.Header.Get("Allow") != "DELETE, GET, POST" {
+				t.Errorf("Allow for PUT: %q", r.Header.Get("Allow"))
 			}
-			r = j.do("GET", "/api/echo", nil)
-			if r.header.Get("Allow") != "POST" {
-				t.Errorf("Allow for GET /api/echo: %q", r.header.Get("Allow"))
+			r = j.Do("GET", "/api/echo", nil)
+			if r.Header.Get("Allow") != "POST" {
+				t.Errorf("Allow for GET /api/echo: %q", r.Header.Get("Allow"))
 			}
 			// The typed error keeps its title and Retry-After; the owner
 			// still gets the real error through OnError.
-			r = j.do("POST", "/api/typed", nil)
+			r = j.Do("POST", "/api/typed", nil)
 			var p map[string]any
-			_ = json.Unmarshal([]byte(r.body), &p)
-			if p["detail"] != "Already exists" || r.header.Get("Retry-After") != "2" {
-				t.Errorf("typed: %v Retry-After %q", p, r.header.Get("Retry-After"))
+			_ = json.Unmarshal([]byte(r.Body), &p)
+			if p["detail"] != "Already exists" || r.Header.Get("Retry-After") != "2" {
+				t.Errorf("typed: %v Retry-After %q", p, r.Header.Get("Retry-After"))
 			}
 			if err := j.lastErr("conflict"); err == nil || !strings.Contains(err.Error(), "SECRET") {
 				t.Errorf("OnError did not receive the handler's error: %v", err)
@@ -189,11 +189,11 @@ func TestJSONBadInputs(t *testing.T) {
 			var pe *jsonapi.PanicError
 			if err := j.lastErr("internal"); err == nil {
 				t.Error("OnError not called for internal")
-			} else if j.do("POST", "/api/panic", nil); !errors.As(j.lastErr("internal"), &pe) || pe.Value != secret {
+			} else if j.Do("POST", "/api/panic", nil); !errors.As(j.lastErr("internal"), &pe) || pe.Value != secret {
 				t.Errorf("OnError for panic: %v", j.lastErr("internal"))
 			}
-			if j.h.InFlight() != 0 {
-				t.Errorf("InFlight %d", j.h.InFlight())
+			if j.H.InFlight() != 0 {
+				t.Errorf("InFlight %d", j.H.InFlight())
 			}
 		})
 	}
@@ -201,28 +201,28 @@ func TestJSONBadInputs(t *testing.T) {
 
 func TestJSONSuccess(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			j := startJSON(t, m, host.Limits{}, nil)
-			r := j.do("POST", "/api/echo", strings.NewReader(`{"a":[1,2,3]}`), "Content-Type", "application/json; charset=UTF-8")
-			if r.status != 200 || r.body != `{"got":{"a":[1,2,3]}}`+"\n" || r.header.Get("Content-Type") != "application/json" {
-				t.Fatalf("echo: %d %q %q", r.status, r.body, r.header.Get("Content-Type"))
+			r := j.Do("POST", "/api/echo", strings.NewReader(`{"a":[1,2,3]}`), "Content-Type", "application/json; charset=UTF-8")
+			if r.Status != 200 || r.Body != `{"got":{"a":[1,2,3]}}`+"\n" || r.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("echo: %d %q %q", r.Status, r.Body, r.Header.Get("Content-Type"))
 			}
-			if r.close {
+			if r.Close {
 				t.Error("success closed the connection")
 			}
-			r = j.do("POST", "/api/echo", nil)
-			if r.status != 200 || r.body != `{"got":null}`+"\n" {
-				t.Fatalf("no body: %d %q", r.status, r.body)
+			r = j.Do("POST", "/api/echo", nil)
+			if r.Status != 200 || r.Body != `{"got":null}`+"\n" {
+				t.Fatalf("no body: %d %q", r.Status, r.Body)
 			}
-			r = j.do("GET", "/api/items/42", nil)
-			if r.status != 200 || r.body != `{"id":"42"}`+"\n" {
-				t.Fatalf("path value: %d %q", r.status, r.body)
+			r = j.Do("GET", "/api/items/42", nil)
+			if r.Status != 200 || r.Body != `{"id":"42"}`+"\n" {
+				t.Fatalf("path value: %d %q", r.Status, r.Body)
 			}
-			if r = j.do("DELETE", "/api/items/42", nil); r.status != 204 || r.body != "" {
-				t.Fatalf("delete: %d %q", r.status, r.body)
+			if r = j.Do("DELETE", "/api/items/42", nil); r.Status != 204 || r.Body != "" {
+				t.Fatalf("delete: %d %q", r.Status, r.Body)
 			}
-			if r = j.do("HEAD", "/api/items/7", nil); r.status != 405 {
-				t.Fatalf("HEAD not in the method list: %d", r.status)
+			if r = j.Do("HEAD", "/api/items/7", nil); r.Status != 405 {
+				t.Fatalf("HEAD not in the method list: %d", r.Status)
 			}
 		})
 	}
@@ -235,29 +235,29 @@ func TestJSONFramingH1(t *testing.T) {
 	// An invalid Content-Length never reaches the host: net/http answers a
 	// plain 400 and closes.
 	rc := dialRaw(t, j.env)
-	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 12abc\r\n\r\n{}")
-	r := rc.read("POST")
-	if r.status != 400 || !r.close {
-		t.Fatalf("invalid Content-Length: %d close=%v", r.status, r.close)
+	rc.Send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 12abc\r\n\r\n{}")
+	r := rc.Read("POST")
+	if r.Status != 400 || !r.Close {
+		t.Fatalf("invalid Content-Length: %d close=%v", r.Status, r.Close)
 	}
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	// A body shorter than announced (the client half-closes).
 	rc = dialRaw(t, j.env)
-	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"" + marker + "\":")
-	_ = rc.c.(interface{ CloseWrite() error }).CloseWrite()
-	r = rc.read("POST")
+	rc.Send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"" + marker + "\":")
+	_ = rc.C.(interface{ CloseWrite() error }).CloseWrite()
+	r = rc.Read("POST")
 	expect(t, "short body", r, 400, "invalid_content_length")
 	checkClean(t, "short body", r)
-	rc.expectEOF()
+	rc.ExpectEOF()
 
 	// After a fully read bad body the connection stays usable.
 	rc = dialRaw(t, j.env)
-	rc.send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{{{")
-	expect(t, "invalid json", rc.read("POST"), 400, "invalid_json")
-	rc.send("GET /api/items/1 HTTP/1.1\r\nHost: x\r\n\r\n")
-	if r := rc.read("GET"); r.status != 200 {
-		t.Fatalf("keep-alive after invalid_json: %d", r.status)
+	rc.Send("POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{{{")
+	expect(t, "invalid json", rc.Read("POST"), 400, "invalid_json")
+	rc.Send("GET /api/items/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Status != 200 {
+		t.Fatalf("keep-alive after invalid_json: %d", r.Status)
 	}
 }
 
@@ -265,7 +265,7 @@ func TestJSONFramingH1(t *testing.T) {
 // the drain) waits for the handler's real return.
 func TestJSONTimeoutAwaitsHandler(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
+		t.Run(m.Name, func(t *testing.T) {
 			entered := make(chan error, 1)
 			finish := make(chan struct{})
 			var order events
@@ -274,26 +274,26 @@ func TestJSONTimeoutAwaitsHandler(t *testing.T) {
 					<-ctx.Done()
 					entered <- context.Cause(ctx)
 					<-finish
-					order.add("handler returned")
+					order.Add("handler returned")
 					return http.StatusOK, "too late", nil
 				},
 			})
-			j.h.OnStop("stack", func(context.Context) error { order.add("stack"); return nil })
-			r := j.do("POST", "/api/slow", nil)
+			j.H.OnStop("stack", func(context.Context) error { order.Add("stack"); return nil })
+			r := j.Do("POST", "/api/slow", nil)
 			expect(t, "slow", r, 504, "timeout")
 			if c := <-entered; !errors.Is(c, host.ErrRequestTimeout) {
 				t.Fatalf("cause %v", c)
 			}
-			if j.h.InFlight() != 1 {
-				t.Fatalf("InFlight %d after the 504: the handler still runs", j.h.InFlight())
+			if j.H.InFlight() != 1 {
+				t.Fatalf("InFlight %d after the 504: the handler still runs", j.H.InFlight())
 			}
 			shut := make(chan error, 1)
-			go func() { shut <- j.h.Shutdown(context.Background()) }()
+			go func() { shut <- j.H.Shutdown(context.Background()) }()
 			close(finish)
 			if err := <-shut; err != nil {
 				t.Fatal(err)
 			}
-			if got := order.get(); len(got) != 2 || got[0] != "handler returned" || got[1] != "stack" {
+			if got := order.Get(); len(got) != 2 || got[0] != "handler returned" || got[1] != "stack" {
 				t.Fatalf("order %v", got)
 			}
 		})
@@ -311,26 +311,26 @@ func TestJSONDrainAnswersEarly(t *testing.T) {
 			close(entered)
 			<-ctx.Done()
 			<-finish
-			order.add("handler returned")
+			order.Add("handler returned")
 			return 0, nil, ctx.Err()
 		},
 	})
-	j.h.OnStop("pool", func(context.Context) error { order.add("pool"); return nil })
+	j.H.OnStop("pool", func(context.Context) error { order.Add("pool"); return nil })
 	got := make(chan result, 1)
-	go func() { r, _ := j.try("POST", "/api/slow", nil); got <- r }()
+	go func() { r, _ := j.Try("POST", "/api/slow", nil); got <- r }()
 	<-entered
 	shut := make(chan error, 1)
-	go func() { shut <- j.h.Shutdown(context.Background()) }()
+	go func() { shut <- j.H.Shutdown(context.Background()) }()
 	r := <-got // answered before the handler returned
 	expect(t, "drained", r, 503, "draining")
-	if len(order.get()) != 0 {
-		t.Fatalf("cleanup ran before the handler returned: %v", order.get())
+	if len(order.Get()) != 0 {
+		t.Fatalf("cleanup ran before the handler returned: %v", order.Get())
 	}
 	close(finish)
 	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
-	if got := order.get(); len(got) != 2 || got[0] != "handler returned" {
+	if got := order.Get(); len(got) != 2 || got[0] != "handler returned" {
 		t.Fatalf("order %v", got)
 	}
 }
