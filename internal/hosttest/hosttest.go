@@ -331,6 +331,7 @@ type CloseRecorder struct {
 	Accepts atomic.Int64
 }
 
+// Accept accepts from the wrapped listener and counts it.
 func (l *CloseRecorder) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
@@ -339,6 +340,7 @@ func (l *CloseRecorder) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// Close calls OnClose (the first time) and closes the wrapped listener.
 func (l *CloseRecorder) Close() error {
 	l.once.Do(l.OnClose)
 	return l.Listener.Close()
