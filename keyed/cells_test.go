@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/bulwarkhq/bulwark/limit"
 )
@@ -1271,4 +1272,24 @@ func TestCellsReclaimRacesAnUpdate(t *testing.T) {
 		t.Fatalf("victim = %d, %v; want %d, true (never evict a live key)", s, ok, far)
 	}
 	checkCells(t, tab)
+}
+
+// mix2, the inlined hash of the lock-free paths, is mixWords for a
+// two-word key: the locked paths (insert, delete, reclaim) hash with
+// mixWords, and a key hashed two ways would be lost.
+func TestMix2IsMixWords(t *testing.T) {
+	var salt [8]uint64
+	seed := uint64(0x9E3779B97F4A7C15)
+	next := func() uint64 { seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17; return seed }
+	for range 100 {
+		for i := range salt {
+			salt[i] = next()
+		}
+		for range 100 {
+			k := Key128{next(), next()}
+			if got, want := mix2(&salt, unsafe.Pointer(&k)), mixWords(&salt, &k); got != want {
+				t.Fatalf("mix2 %#x, mixWords %#x for %x", got, want, k)
+			}
+		}
+	}
 }
