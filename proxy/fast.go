@@ -92,6 +92,10 @@ type fastPool struct {
 
 // upConn is one upstream connection with its buffers.
 type upConn struct {
+	// bodyRead is set by a concurrent body send once the client's body
+	// was read to its end (only the upstream flush is left).
+	bodyRead atomic.Bool
+
 	c      net.Conn
 	rd     *h1.Reader
 	bw     *bufio.Writer
@@ -502,8 +506,9 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 			}
 			e.sending = make(chan error, 1)
+			uc.bodyRead.Store(false)
 			go sendConcurrently(x, uc, e.sending)
-		} else if err := sendBody(x, uc); err != nil {
+		} else if err := sendBody(x, uc, nil); err != nil {
 			p.fast.discard(pl, uc)
 			return nil, err
 		}
@@ -571,6 +576,11 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 // not answered.
 const clientCheck = time.Second
 
+// flushGrace bounds the wait for a concurrent body send whose client
+// body is all read (the last bytes to the upstream) once the response
+// has been relayed.
+const flushGrace = time.Second
+
 // errClientGone: the client went away while the upstream was thinking.
 var errClientGone = errors.New("proxy: client went away")
 
@@ -592,6 +602,18 @@ func (e *exchange1) stopSending(uc *upConn) error {
 	case err := <-ch:
 		return err
 	default:
+	}
+	if uc.bodyRead.Load() {
+		// The client's body was read to its end and only the flush to
+		// the upstream is left: an upstream that answered once it had
+		// the whole body often does so before the sender has returned,
+		// and cutting here would close a client connection that can
+		// carry the next request. An upstream that answered early and
+		// reads no more gets flushGrace, then its connection fails.
+		if want := time.Now().Add(flushGrace); uc.wdl.IsZero() || want.Before(uc.wdl) {
+			uc.setWriteDeadline(want, 0)
+		}
+		return <-ch
 	}
 	_ = uc.c.Close()
 	e.x.InterruptBody()
@@ -891,7 +913,7 @@ func writeJoined(w *bufio.Writer, prefix string, path []byte) {
 // the outcome on ch; a failing client body cuts the upstream connection
 // so that the response read ends too.
 func sendConcurrently(x *h1.Exchange, uc *upConn, ch chan<- error) {
-	err := sendBody(x, uc)
+	err := sendBody(x, uc, &uc.bodyRead)
 	if err == nil {
 		if err = uc.bw.Flush(); err != nil {
 			err = errors.Join(errUpstreamWrite, err)
@@ -904,8 +926,9 @@ func sendConcurrently(x *h1.Exchange, uc *upConn, ch chan<- error) {
 }
 
 // sendBody streams the client's body to the upstream: as received
-// (Content-Length) or re-chunked.
-func sendBody(x *h1.Exchange, uc *upConn) error {
+// (Content-Length) or re-chunked. read, if not nil, is set when the
+// client's body has been read to its end.
+func sendBody(x *h1.Exchange, uc *upConn, read *atomic.Bool) error {
 	body := x.Body()
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
@@ -931,6 +954,9 @@ func sendBody(x *h1.Exchange, uc *upConn) error {
 			}
 		}
 		if err == io.EOF {
+			if read != nil {
+				read.Store(true)
+			}
 			break
 		}
 		if err != nil {
