@@ -236,3 +236,57 @@ func markCase(in, mark string) string {
 	}
 	return b.String()
 }
+
+// A chunked upload answered once the upstream has the whole body leaves
+// the client's connection open for the next request, every time: the
+// upstream's answer can arrive before the proxy's body sender has
+// returned (likelier with many connections busy at once), and that used
+// to close the connection now and then.
+func TestChunkedUploadsKeepTheConnection(t *testing.T) {
+	up := newSmugglingUpstream(t)
+	engines(t, func(t *testing.T) {
+		cfg, err := Parse("keep.yaml", []byte(strings.ReplaceAll(`
+upstreams: [{name: app, targets: ["{{APP}}"]}]
+routes: [{name: all, match: {path: /}, upstream: app}]
+control: {enabled: false}
+`, "{{APP}}", up.URL)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := startConfig(t, cfg, gwOpts{})
+		const conns, n = 16, 100
+		var wg sync.WaitGroup
+		for range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", strings.TrimPrefix(tg.url, "http://"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+				br := bufio.NewReader(c)
+				for i := range n {
+					if _, err := io.WriteString(c, "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"); err != nil {
+						t.Errorf("request %d: %v", i+1, err)
+						return
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("request %d of %d on one connection: %v", i+1, n, err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != 200 || res.Close {
+						t.Errorf("request %d of %d: %d, close %v; want 200 on a kept connection", i+1, n, res.StatusCode, res.Close)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
