@@ -116,13 +116,7 @@ type cellShardHead struct {
 	hi     int // slab[:hi] have been handed out at least once since New or Clear
 	nfree  int // free[:nfree] are the free positions below hi
 	hand   int // next slab position the reclaim scan inspects
-
-	// Statistics, guarded by mu.
-	inserts      uint64
-	reclaimed    uint64
-	full         uint64
-	inspected    uint64
-	maxInspected int
+	shardStats
 }
 
 const (
@@ -627,8 +621,7 @@ func (t *Cells[K]) insertLocked(sh *cellShard[K], key *K, h32 uint32, now int64)
 	if i < 0 && !reserved {
 		inspected, _, i = t.scanLocked(sh, inspected, steps, limit, now)
 	}
-	sh.inspected += uint64(inspected)
-	sh.maxInspected = max(sh.maxInspected, inspected)
+	sh.scanned(inspected)
 	if i < 0 {
 		if !reserved {
 			return 0, false
@@ -807,11 +800,7 @@ func (t *Cells[K]) Stats() Stats {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		s.Inserts += sh.inserts
-		s.Reclaimed += sh.reclaimed
-		s.Full += sh.full
-		s.Inspected += sh.inspected
-		s.MaxInspected = max(s.MaxInspected, sh.maxInspected)
+		sh.addTo(&s)
 		sh.mu.Unlock()
 	}
 	return s

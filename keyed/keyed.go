@@ -229,13 +229,32 @@ type shardHead struct {
 	closed bool
 	n      int // entries live in slab[:n]
 	hand   int // next slab position the reclaim scan inspects
+	shardStats
+}
 
-	// Statistics, guarded by mu.
+// shardStats are a shard's statistics (Table and Cells), guarded by its
+// lock.
+type shardStats struct {
 	inserts      uint64
 	reclaimed    uint64
 	full         uint64
 	inspected    uint64
 	maxInspected int
+}
+
+// scanned records one insert's reclaim scan of n entries.
+func (st *shardStats) scanned(n int) {
+	st.inspected += uint64(n)
+	st.maxInspected = max(st.maxInspected, n)
+}
+
+// addTo adds the shard's counts to s.
+func (st *shardStats) addTo(s *Stats) {
+	s.Inserts += st.inserts
+	s.Reclaimed += st.reclaimed
+	s.Full += st.full
+	s.Inspected += st.inspected
+	s.MaxInspected = max(s.MaxInspected, st.maxInspected)
 }
 
 // Padding that puts a shard's written fields (shardHead) and its fields
@@ -405,8 +424,7 @@ func (t *Table[K, V]) insertLocked(sh *shard[K, V], key K, h32 uint32, now time.
 	if i < 0 && !reserved {
 		inspected, i = t.scanLocked(sh, inspected, limit, now)
 	}
-	sh.inspected += uint64(inspected)
-	sh.maxInspected = max(sh.maxInspected, inspected)
+	sh.scanned(inspected)
 	if i < 0 {
 		if !reserved {
 			sh.full++
@@ -573,11 +591,7 @@ func (t *Table[K, V]) Stats() Stats {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		s.Inserts += sh.inserts
-		s.Reclaimed += sh.reclaimed
-		s.Full += sh.full
-		s.Inspected += sh.inspected
-		s.MaxInspected = max(s.MaxInspected, sh.maxInspected)
+		sh.addTo(&s)
 		sh.mu.Unlock()
 	}
 	return s
