@@ -408,41 +408,9 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 		h.probe(x, r, false)
 		return x.Finish(), false
 	}
-	switch stateOf(h.word.Load()) {
-	case stateActive:
-	case stateNotReady:
-		h.reject(x, r, RejectNotReady, probNotReady)
-		return x.Finish(), false
-	default:
-		h.reject(x, r, RejectDraining, probDraining)
-		return x.Finish(), false
-	}
-	if shed {
-		h.reject(x, r, RejectShed, probOverload)
-		return x.Finish(), false
-	}
-	if len(x.Req.Target) > lim.MaxURLBytes {
-		h.reject(x, r, RejectURLTooLong, probURL)
-		return x.Finish(), false
-	}
-	if len(x.Req.Fields)-1 > lim.MaxHeaders { // Host is not counted
-		h.reject(x, r, RejectTooManyHeaders, probHeaders)
-		return x.Finish(), false
-	}
-	if x.Req.ContentLength > lim.MaxBodyBytes {
-		h.reject(x, r, RejectBodyTooLarge, probBody)
-		return x.Finish(), false
-	}
-	switch reason := h.admit(); reason {
-	case "":
-	case RejectNotReady:
-		h.reject(x, r, reason, probNotReady)
-		return x.Finish(), false
-	case RejectInFlight:
-		h.reject(x, r, reason, probOverload)
-		return x.Finish(), false
-	default:
-		h.reject(x, r, reason, probDraining)
+	// Host is not counted among the header fields, as in net/http.
+	if reason, p := h.gate(shed, len(x.Req.Target), len(x.Req.Fields)-1, x.Req.ContentLength); reason != "" {
+		h.reject(x, r, reason, p)
 		return x.Finish(), false
 	}
 	handled := cs.run(now)

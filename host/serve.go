@@ -71,45 +71,47 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 		h.probe(w, r, false)
 		return
 	}
-	// Not ready or draining: nothing else matters, and nothing is read.
-	switch stateOf(h.word.Load()) {
-	case stateActive:
-	case stateNotReady:
-		h.reject(w, r, RejectNotReady, probNotReady)
-		return
-	default:
-		h.reject(w, r, RejectDraining, probDraining)
-		return
-	}
-	if shed {
-		h.reject(w, r, RejectShed, probOverload)
-		return
-	}
-	if len(r.RequestURI) > h.lim.MaxURLBytes {
-		h.reject(w, r, RejectURLTooLong, probURL)
-		return
-	}
-	if headerCount(r.Header) > h.lim.MaxHeaders {
-		h.reject(w, r, RejectTooManyHeaders, probHeaders)
-		return
-	}
-	if r.ContentLength > h.lim.MaxBodyBytes {
-		h.reject(w, r, RejectBodyTooLarge, probBody)
-		return
-	}
-	switch reason := h.admit(); reason {
-	case "":
-	case RejectNotReady:
-		h.reject(w, r, reason, probNotReady)
-		return
-	case RejectInFlight:
-		h.reject(w, r, reason, probOverload)
-		return
-	default:
-		h.reject(w, r, reason, probDraining)
+	if reason, p := h.gate(shed, len(r.RequestURI), headerCount(r.Header), r.ContentLength); reason != "" {
+		h.reject(w, r, reason, p)
 		return
 	}
 	h.run(w, r, &h.shards[shard])
+}
+
+// gate runs the checks every request passes before its handler, on
+// both engines and in this order: not ready or draining (then nothing
+// else matters and nothing is read), shed by the overload hooks, URL
+// length, header count, declared body length, and admission. It returns
+// "" when the request is admitted, holding an in-flight slot the caller
+// releases, else the rejection reason and its problem.
+func (h *Host) gate(shed bool, urlBytes, headers int, contentLength int64) (string, wire.Problem) {
+	switch stateOf(h.word.Load()) {
+	case stateActive:
+	case stateNotReady:
+		return RejectNotReady, probNotReady
+	default:
+		return RejectDraining, probDraining
+	}
+	switch {
+	case shed:
+		return RejectShed, probOverload
+	case urlBytes > h.lim.MaxURLBytes:
+		return RejectURLTooLong, probURL
+	case headers > h.lim.MaxHeaders:
+		return RejectTooManyHeaders, probHeaders
+	case contentLength > h.lim.MaxBodyBytes:
+		return RejectBodyTooLarge, probBody
+	}
+	switch reason := h.admit(); reason {
+	case "":
+		return "", wire.Problem{}
+	case RejectNotReady:
+		return reason, probNotReady
+	case RejectInFlight:
+		return reason, probOverload
+	default:
+		return reason, probDraining
+	}
 }
 
 func headerCount(hd http.Header) int {
