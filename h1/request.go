@@ -339,14 +339,8 @@ func parseLength(v []byte) (int64, bool) {
 // hasToken reports whether the comma-separated list v holds token
 // (case-insensitively), as httpguts.HeaderValuesContainsToken does.
 func hasToken(v []byte, token string) bool {
-	for len(v) > 0 {
-		var t []byte
-		if i := bytes.IndexByte(v, ','); i >= 0 {
-			t, v = v[:i], v[i+1:]
-		} else {
-			t, v = v, nil
-		}
-		if equalFold(trimOWS(t), token) {
+	for t, rest := NextToken(v); len(t) > 0; t, rest = NextToken(rest) {
+		if equalFold(t, token) {
 			return true
 		}
 	}
