@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/internal/deadline"
 )
 
 // The fast engine
@@ -223,7 +224,7 @@ type connServer struct {
 	x        h1.Exchange
 	strs     h1.Strings
 	requests int
-	rdl, wdl lazyDeadline
+	rdl, wdl deadline.Lazy
 }
 
 var (
@@ -236,7 +237,7 @@ func (s *fastServer) serve(fc *fastConn) {
 	h := s.h
 	lim := &h.lim
 	cs := &connServer{s: s, fc: fc, c: fc.c}
-	cs.wdl.write = true
+	cs.wdl.Write = true
 	cs.pc, _ = fc.c.(phaseConn)
 	cs.rd = readerPool.Get().(*h1.Reader)
 	cs.rd.Reset(fc.c)
@@ -322,14 +323,14 @@ func (cs *connServer) readHead(first bool) (ok, declined bool) {
 			// Incomplete: the head has begun; it has ReadHeaderTimeout.
 			if headStart.IsZero() {
 				headStart = time.Now()
-				cs.rdl.set(cs.c, headStart.Add(lim.ReadHeaderTimeout), 0)
+				cs.rdl.Set(cs.c, headStart.Add(lim.ReadHeaderTimeout), 0)
 			}
 		} else if first {
 			// net/http gives the first request ReadHeaderTimeout from
 			// accept, later ones IdleTimeout until their first byte.
-			cs.rdl.set(cs.c, time.Now().Add(lim.ReadHeaderTimeout), 0)
+			cs.rdl.Set(cs.c, time.Now().Add(lim.ReadHeaderTimeout), 0)
 		} else {
-			cs.rdl.set(cs.c, time.Now().Add(lim.IdleTimeout), slackOf(lim.IdleTimeout))
+			cs.rdl.Set(cs.c, time.Now().Add(lim.IdleTimeout), slackOf(lim.IdleTimeout))
 		}
 		if err := cs.rd.Fill(); err != nil {
 			if errors.Is(err, h1.ErrBufferFull) {
@@ -348,7 +349,7 @@ func (cs *connServer) clientGone() bool {
 	// millisecond lets the read see what is there.
 	_ = cs.c.SetReadDeadline(time.Now().Add(time.Millisecond))
 	err := cs.rd.Fill()
-	cs.rdl.at = time.Time{} // the next phase sets its own deadline
+	cs.rdl.Forget() // the next phase sets its own deadline
 	_ = cs.c.SetReadDeadline(cs.x.Deadline)
 	if err == nil {
 		return false
@@ -383,7 +384,7 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 	cs.rd.Pin()
 	x.Reset(cs.rd, lim.MaxBodyBytes, now)
 	cs.requests++
-	cs.wdl.set(cs.c, now.Add(lim.RequestTimeout+writeGrace), slackOf(lim.RequestTimeout))
+	cs.wdl.Set(cs.c, now.Add(lim.RequestTimeout+writeGrace), slackOf(lim.RequestTimeout))
 
 	shed := false
 	if rh := h.cfg.FastRequests; rh != nil {
@@ -445,7 +446,7 @@ func (cs *connServer) run(now time.Time) (handled bool) {
 	if x.HasBody() {
 		// The body is read by the request timeout and under the guard's
 		// receive-rate credit.
-		cs.rdl.set(cs.c, x.Deadline, 0)
+		cs.rdl.Set(cs.c, x.Deadline, 0)
 		if cs.pc != nil {
 			cs.pc.BodyStart()
 			defer cs.pc.BodyDone()
@@ -544,27 +545,6 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 	return 0
-}
-
-// lazyDeadline sets a connection deadline only when the one in force
-// does not already fit: a wanted deadline is met by any deadline in
-// [want, want+slack], so a busy connection re-arms at most once per
-// slack instead of once per request.
-type lazyDeadline struct {
-	at    time.Time
-	write bool // the write deadline, else the read deadline
-}
-
-func (d *lazyDeadline) set(c net.Conn, want time.Time, slack time.Duration) {
-	if !d.at.IsZero() && !d.at.Before(want) && !d.at.After(want.Add(slack)) {
-		return
-	}
-	d.at = want.Add(slack)
-	if d.write {
-		_ = c.SetWriteDeadline(d.at)
-	} else {
-		_ = c.SetReadDeadline(d.at)
-	}
 }
 
 // slackOf is the slack allowed on a deadline of timeout t: 1/8 of it,

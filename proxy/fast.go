@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/internal/deadline"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -103,28 +104,8 @@ type upConn struct {
 	body   h1.Body
 	idleAt time.Time
 	reused bool
-	rdl    time.Time
-	wdl    time.Time
-}
-
-// setReadDeadline makes the read deadline want, or up to slack later:
-// a deadline already in [want, want+slack] is kept, so a busy
-// connection re-arms about once per slack rather than per request.
-func (u *upConn) setReadDeadline(want time.Time, slack time.Duration) {
-	if !u.rdl.IsZero() && !u.rdl.Before(want) && !u.rdl.After(want.Add(slack)) {
-		return
-	}
-	u.rdl = want.Add(slack)
-	_ = u.c.SetReadDeadline(u.rdl)
-}
-
-// setWriteDeadline is setReadDeadline for writes.
-func (u *upConn) setWriteDeadline(want time.Time, slack time.Duration) {
-	if !u.wdl.IsZero() && !u.wdl.Before(want) && !u.wdl.After(want.Add(slack)) {
-		return
-	}
-	u.wdl = want.Add(slack)
-	_ = u.c.SetWriteDeadline(u.wdl)
+	rdl    deadline.Lazy
+	wdl    deadline.Lazy // Write set by dialConn
 }
 
 // slack is the lateness allowed on a deadline of timeout d: 1/16 of it,
@@ -293,9 +274,10 @@ func (fp *fastPools) dialConn(pl *fastPool, connectBy time.Time) (*upConn, error
 	fp.p.dials.Add(1)
 	fp.p.conns.Add(1)
 	return &upConn{
-		c:  c,
-		rd: h1.NewReader(c, upBufSize, MaxResponseHeaderBytes+2*h1.MaxChunkLine),
-		bw: bufio.NewWriterSize(c, upBufSize),
+		c:   c,
+		rd:  h1.NewReader(c, upBufSize, MaxResponseHeaderBytes+2*h1.MaxChunkLine),
+		bw:  bufio.NewWriterSize(c, upBufSize),
+		wdl: deadline.Lazy{Write: true},
 	}, nil
 }
 
@@ -493,7 +475,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 		}
 		return nil, e.timeoutCause(err, errConnectTimeout, connectBy, tryEnd)
 	}
-	uc.setWriteDeadline(tryEnd, slack(p.timeouts.PerTry))
+	uc.wdl.Set(uc.c, tryEnd, slack(p.timeouts.PerTry))
 	e.writeHead(uc, pl)
 	e.sending = nil
 	if x.HasBody() {
@@ -533,9 +515,9 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	checkAt := now.Add(clientCheck)
 	for {
 		if checkAt.Before(headBy) {
-			uc.setReadDeadline(checkAt, min(sl, clientCheck/4))
+			uc.rdl.Set(uc.c, checkAt, min(sl, clientCheck/4))
 		} else {
-			uc.setReadDeadline(headBy, sl)
+			uc.rdl.Set(uc.c, headBy, sl)
 		}
 		n, err := e.readHead(uc)
 		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) {
@@ -610,8 +592,8 @@ func (e *exchange1) stopSending(uc *upConn) error {
 		// and cutting here would close a client connection that can
 		// carry the next request. An upstream that answered early and
 		// reads no more gets flushGrace, then its connection fails.
-		if want := time.Now().Add(flushGrace); uc.wdl.IsZero() || want.Before(uc.wdl) {
-			uc.setWriteDeadline(want, 0)
+		if want := time.Now().Add(flushGrace); uc.wdl.At().IsZero() || want.Before(uc.wdl.At()) {
+			uc.wdl.Set(uc.c, want, 0)
 		}
 		return <-ch
 	}
@@ -1078,7 +1060,7 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 				// The body is read from the socket: by Total (or the
 				// request timeout), not the response-header deadline.
 				bodyDeadline = true
-				uc.setReadDeadline(e.end, 0)
+				uc.rdl.Set(uc.c, e.end, 0)
 			}
 		}
 		n, err := uc.body.Read(buf)
