@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -264,19 +263,13 @@ func TestFastShutdownDrains(t *testing.T) {
 // (what package guard's connections enforce their deadlines by).
 type phaseRec struct {
 	net.Conn
-	mu     sync.Mutex
-	events []string
+	events
 }
 
-func (p *phaseRec) add(s string) {
-	p.mu.Lock()
-	p.events = append(p.events, s)
-	p.mu.Unlock()
-}
-func (p *phaseRec) HeadDone()    { p.add("head") }
-func (p *phaseRec) BodyStart()   { p.add("body") }
-func (p *phaseRec) BodyDone()    { p.add("body-done") }
-func (p *phaseRec) RequestDone() { p.add("done") }
+func (p *phaseRec) HeadDone()    { p.Add("head") }
+func (p *phaseRec) BodyStart()   { p.Add("body") }
+func (p *phaseRec) BodyDone()    { p.Add("body-done") }
+func (p *phaseRec) RequestDone() { p.Add("done") }
 
 type phaseListener struct {
 	net.Listener
@@ -310,9 +303,7 @@ func TestFastReportsPhases(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	want := "head done head body body-done done"
 	for {
-		p.mu.Lock()
-		got := strings.Join(p.events, " ")
-		p.mu.Unlock()
+		got := strings.Join(p.Get(), " ")
 		if got == want {
 			break
 		}
