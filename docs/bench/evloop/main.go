@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -74,7 +75,8 @@ type loop struct {
 	req h1.Request
 	res h1.Response
 
-	shortWrites, refused int
+	// Counted by the loop, printed by the signal handler.
+	shortWrites, refused atomic.Int64
 }
 
 const (
@@ -141,7 +143,7 @@ func main() {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sig
-		fmt.Fprintf(os.Stderr, "evloop: %d connection pairs closed on a short write, %d requests refused\n", l.shortWrites, l.refused)
+		fmt.Fprintf(os.Stderr, "evloop: %d connection pairs closed on a short write, %d requests refused\n", l.shortWrites.Load(), l.refused.Load())
 		os.Exit(0)
 	}()
 
@@ -271,7 +273,7 @@ func (l *loop) write(fd int, b []byte) bool {
 		r, _, e = syscall.Syscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	}
 	if e != 0 || int(r) != len(b) {
-		l.shortWrites++
+		l.shortWrites.Add(1)
 		return false
 	}
 	return true
@@ -357,15 +359,15 @@ func (l *loop) request(c *conn) (used int, ok bool) {
 		return 0, true
 	}
 	if err != nil || l.req.ContentLength != 0 {
-		l.refused++
+		l.refused.Add(1)
 		return 0, false
 	}
 	if a := l.sh.AdmitKey(c.fp); !a.Allowed {
-		l.refused++
+		l.refused.Add(1)
 		return 0, false
 	}
 	if d := l.lim.AllowAddr(c.addr, 1); !d.Allowed {
-		l.refused++
+		l.refused.Add(1)
 		return 0, false
 	}
 	w := c.pair.w

@@ -36,7 +36,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-base=$((20000 + RANDOM % 20000))
+# Ports below the ephemeral range (a port inside it can be held by a
+# client socket), as the gateways harness picks them.
+read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
+base=$((10000 + RANDOM % (lo > 10200 ? lo - 10100 : 20000)))
 UP=127.0.0.1:$base BW=127.0.0.1:$((base + 1)) EV=127.0.0.1:$((base + 2)) NG=127.0.0.1:$((base + 3))
 
 echo "building (upstream, bulwark, evloop)..." >&2
@@ -120,6 +123,7 @@ run_evloop() { # label args...
 	shift
 	taskset -c 0 "$tmp/evloop" -addr "$EV" -upstream "$UP" "$@" >"$tmp/evloop.log" 2>&1 &
 	local p=$!
+	PIDS+=("$p")
 	ready "http://$EV" && measure "$label" "http://$EV" "$p"
 	kill "$p"
 	wait "$p" 2>/dev/null || true
@@ -129,13 +133,14 @@ for r in $(seq "$REPS"); do
 	echo "round $r/$REPS, wrk -t1 -c$CONNS -d${DURATION}s" >&2
 	taskset -c 0 "$tmp/bulwark" serve --config "$tmp/bulwark-on.yaml" >"$tmp/bulwark.log" 2>&1 &
 	p=$!
+	PIDS+=("$p")
 	ready "http://$BW" && measure "bulwark-on (fast engine)" "http://$BW" "$p"
 	kill "$p"
 	wait "$p" 2>/dev/null || true
 
 	run_evloop "evloop -layers" -layers
 	run_evloop "evloop -layers -io syscall" -layers -io syscall
-	run_evloop "evloop" 
+	run_evloop "evloop"
 	run_evloop "evloop -wait thread" -wait thread
 
 	taskset -c 0 nginx -p "$tmp" -c "$tmp/nginx.conf" -g 'daemon off;' >"$tmp/nginx.log" 2>&1 &
