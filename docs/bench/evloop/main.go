@@ -56,7 +56,8 @@ type conn struct {
 	pair *conn
 	w    *bufio.Writer // -layers: writes to this connection
 
-	// client side, -layers
+	// client side: the peer (for X-Forwarded-For) and, with -layers, its
+	// shield fingerprint
 	addr netip.Addr
 	fp   keyed.Digest
 }
@@ -234,7 +235,7 @@ func (l *loop) accept(lfd int) {
 			c.addr = netip.AddrFrom4(s4.Addr)
 		}
 		if l.layers {
-			c.fp = l.sh.Fingerprint(c.addr, false)
+			c.fp = l.sh.Fingerprint(c.addr, c.addr.IsValid())
 		}
 		l.conns[int32(cfd)], l.conns[int32(ufd)] = c, u
 		for _, fd := range []int{cfd, ufd} {
