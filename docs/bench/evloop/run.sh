@@ -26,10 +26,10 @@ done
 
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-declare -a PIDS=()
+UPSTREAM_PID="" CUR="" # the upstream, and the proxy being measured
 cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in $CUR $UPSTREAM_PID; do kill "$p" 2>/dev/null || true; done
 	[ -f "$tmp/nginx.pid" ] && kill "$(cat "$tmp/nginx.pid")" 2>/dev/null || true
 	wait 2>/dev/null || true
 	rm -rf "$tmp"
@@ -86,7 +86,7 @@ http {
 EOF
 
 taskset -c 1 "$tmp/upstream" -addr "$UP" >"$tmp/upstream.log" 2>&1 &
-PIDS+=("$!")
+UPSTREAM_PID=$!
 
 ready() { # url
 	local i
@@ -122,21 +122,23 @@ run_evloop() { # label args...
 	local label=$1
 	shift
 	taskset -c 0 "$tmp/evloop" -addr "$EV" -upstream "$UP" "$@" >"$tmp/evloop.log" 2>&1 &
-	local p=$!
-	PIDS+=("$p")
-	ready "http://$EV" && measure "$label" "http://$EV" "$p"
-	kill "$p"
-	wait "$p" 2>/dev/null || true
+	CUR=$!
+	ready "http://$EV" && measure "$label" "http://$EV" "$CUR"
+	stop
+}
+
+stop() { # the proxy being measured
+	kill "$CUR"
+	wait "$CUR" 2>/dev/null || true
+	CUR=""
 }
 
 for r in $(seq "$REPS"); do
 	echo "round $r/$REPS, wrk -t1 -c$CONNS -d${DURATION}s" >&2
 	taskset -c 0 "$tmp/bulwark" serve --config "$tmp/bulwark-on.yaml" >"$tmp/bulwark.log" 2>&1 &
-	p=$!
-	PIDS+=("$p")
-	ready "http://$BW" && measure "bulwark-on (fast engine)" "http://$BW" "$p"
-	kill "$p"
-	wait "$p" 2>/dev/null || true
+	CUR=$!
+	ready "http://$BW" && measure "bulwark-on (fast engine)" "http://$BW" "$CUR"
+	stop
 
 	run_evloop "evloop -layers" -layers
 	run_evloop "evloop -layers -io syscall" -layers -io syscall
@@ -144,11 +146,10 @@ for r in $(seq "$REPS"); do
 	run_evloop "evloop -wait thread" -wait thread
 
 	taskset -c 0 nginx -p "$tmp" -c "$tmp/nginx.conf" -g 'daemon off;' >"$tmp/nginx.log" 2>&1 &
-	p=$!
+	CUR=$!
 	if ready "http://$NG"; then
 		measure "nginx + limit_req" "http://$NG" "$(cat "$tmp/nginx.pid")" $(pgrep -P "$(cat "$tmp/nginx.pid")")
 	fi
-	kill "$p"
-	wait "$p" 2>/dev/null || true
+	stop
 	rm -f "$tmp/nginx.pid"
 done
