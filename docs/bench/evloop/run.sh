@@ -35,6 +35,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # Ports below the ephemeral range (a port inside it can be held by a
 # client socket), as the gateways harness picks them.
