@@ -20,6 +20,10 @@
 // (ratelimit.Limiter.AllowAddr), hop-by-hop removal and X-Forwarded-For
 // on the request, hop-by-hop removal on the response.
 //
+// -mode coro serves each connection pair with blocking-style code on a
+// coroutine instead (see coro.go): the loop resumes the coroutine when
+// the socket it waits on is readable.
+//
 // Deliberately missing (it is a measurement, and these are what a real
 // engine must add): request bodies (a request with one is refused),
 // chunked responses, timeouts, a shared upstream pool, partial writes (a
@@ -66,8 +70,10 @@ type loop struct {
 	ep       int
 	events   []syscall.EpollEvent
 	conns    map[int32]*conn
+	coros    map[int32]*coroConn
 	raw      bool
 	layers   bool
+	coro     bool
 	upstream syscall.SockaddrInet4
 	out      []byte
 
@@ -91,14 +97,20 @@ func main() {
 	ioMode := flag.String("io", "raw", "socket reads and writes: raw (syscall.RawSyscall) or syscall (syscall.Syscall)")
 	wait := flag.String("wait", "netpoll", "how the loop waits: netpoll (its epoll set registered with the Go poller) or thread (a locked thread blocked in epoll_wait)")
 	layers := flag.Bool("layers", false, "parse, admit (shield), rate-limit and rewrite headers with Bulwark's packages")
+	mode := flag.String("mode", "loop", "loop: the loop forwards each message itself; coro: each connection pair runs blocking-style code as a coroutine the loop resumes (implies -layers)")
 	flag.Parse()
 
 	l := &loop{
 		events: make([]syscall.EpollEvent, 128),
 		conns:  map[int32]*conn{},
+		coros:  map[int32]*coroConn{},
 		raw:    *ioMode == "raw",
-		layers: *layers,
+		layers: *layers || *mode == "coro",
+		coro:   *mode == "coro",
 		out:    make([]byte, 0, bufSize),
+	}
+	if *mode != "loop" && *mode != "coro" {
+		log.Fatalf("-mode: %q is neither loop nor coro", *mode)
 	}
 	if *ioMode != "raw" && *ioMode != "syscall" {
 		log.Fatalf("-io: %q is neither raw nor syscall", *ioMode)
@@ -174,6 +186,8 @@ func main() {
 			}
 			if c := l.conns[fd]; c != nil {
 				l.readable(c)
+			} else if cc := l.coros[fd]; cc != nil {
+				l.readableCoro(cc)
 			}
 		}
 	}
@@ -237,12 +251,16 @@ func (l *loop) accept(lfd int) {
 		if l.layers {
 			c.fp = l.sh.Fingerprint(c.addr, c.addr.IsValid())
 		}
-		l.conns[int32(cfd)], l.conns[int32(ufd)] = c, u
 		for _, fd := range []int{cfd, ufd} {
 			if err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}); err != nil {
 				log.Fatal(err)
 			}
 		}
+		if l.coro {
+			l.startCoro(cfd, ufd, c)
+			continue
+		}
+		l.conns[int32(cfd)], l.conns[int32(ufd)] = c, u
 	}
 }
 

@@ -6,7 +6,7 @@
 #   docs/bench/evloop/run.sh            # ~4 min
 #   REPS=1 DURATION=4 docs/bench/evloop/run.sh
 #
-# Needs go, wrk, nginx, taskset, curl and the harness's upstream
+# ~5 min with the defaults. Needs go, wrk, nginx, taskset, curl and the harness's upstream
 # (GATEWAYS=../shared/bench/gateways by default). Loopback only; every
 # process it starts is stopped on exit. One line per run: req/s, p99,
 # the proxy's CPU (user+system, all threads) per request, and how often
@@ -142,6 +142,7 @@ for r in $(seq "$REPS"); do
 	stop
 
 	run_evloop "evloop -layers" -layers
+	run_evloop "evloop -mode coro" -mode coro
 	run_evloop "evloop -layers -io syscall" -layers -io syscall
 	run_evloop "evloop"
 	run_evloop "evloop -wait thread" -wait thread
