@@ -240,11 +240,7 @@ func (l *loop) accept(lfd int) {
 		}
 		_ = syscall.SetNonblock(ufd, true)
 		_ = syscall.SetsockoptInt(ufd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-		c := &conn{fd: cfd, in: make([]byte, bufSize)}
-		u := &conn{fd: ufd, up: true, in: make([]byte, bufSize)}
-		c.w = bufio.NewWriterSize(fdWriter{l, cfd}, bufSize)
-		u.w = bufio.NewWriterSize(fdWriter{l, ufd}, bufSize)
-		c.pair, u.pair = u, c
+		c := &conn{fd: cfd}
 		if s4, ok := sa.(*syscall.SockaddrInet4); ok {
 			c.addr = netip.AddrFrom4(s4.Addr)
 		}
@@ -257,9 +253,14 @@ func (l *loop) accept(lfd int) {
 			}
 		}
 		if l.coro {
-			l.startCoro(cfd, ufd, c)
+			l.startCoro(cfd, ufd, c) // its own readers and writers
 			continue
 		}
+		u := &conn{fd: ufd, up: true, in: make([]byte, bufSize)}
+		c.in = make([]byte, bufSize)
+		c.w = bufio.NewWriterSize(fdWriter{l, cfd}, bufSize)
+		u.w = bufio.NewWriterSize(fdWriter{l, ufd}, bufSize)
+		c.pair, u.pair = u, c
 		l.conns[int32(cfd)], l.conns[int32(ufd)] = c, u
 	}
 }
