@@ -1,0 +1,530 @@
+//go:build linux
+
+package evloop
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Loop is an event loop. Create it with New, run it with Run on a
+// goroutine of its own, give it connections with Serve (from any
+// goroutine) and stop it with Close.
+type Loop struct {
+	cfg  Config
+	ep   int
+	file *os.File // ep, registered with the runtime's poller
+	rc   interface {
+		Read(func(uintptr) bool) error
+	}
+	evfd   int // eventfd: posts from other goroutines
+	events []unix.EpollEvent
+	got    int
+	poll   func(uintptr) bool
+
+	// Loop goroutine only.
+	conns map[int32]*Conn
+	heap  deadlineHeap
+	armed time.Time // the read deadline set on file
+
+	n       atomic.Int64 // connections registered or on their way
+	running atomic.Bool
+
+	mu      sync.Mutex
+	posts   []func()
+	spare   []func()
+	closing bool
+}
+
+// New returns a loop, or ErrUnsupported, or an error naming the
+// configuration field out of range.
+func New(cfg Config) (*Loop, error) {
+	if cfg.MaxConns < 1 || cfg.MaxConns > MaxConnsLimit {
+		return nil, fmt.Errorf("evloop: Config.MaxConns is %d, must be in [1, %d]", cfg.MaxConns, MaxConnsLimit)
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		_ = unix.Close(ep)
+		return nil, fmt.Errorf("evloop: eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}); err != nil {
+		_ = unix.Close(ep)
+		_ = unix.Close(evfd)
+		return nil, fmt.Errorf("evloop: epoll_ctl: %w", err)
+	}
+	// Non-blocking, so that os.NewFile registers it with the runtime's
+	// poller: the loop then waits for it like for a socket.
+	if err := unix.SetNonblock(ep, true); err != nil {
+		_ = unix.Close(ep)
+		_ = unix.Close(evfd)
+		return nil, fmt.Errorf("evloop: %w", err)
+	}
+	l := &Loop{
+		cfg:    cfg,
+		ep:     ep,
+		file:   os.NewFile(uintptr(ep), "evloop"),
+		evfd:   evfd,
+		events: make([]unix.EpollEvent, 128),
+		conns:  make(map[int32]*Conn),
+	}
+	rc, err := l.file.SyscallConn()
+	if err != nil {
+		_ = l.file.Close()
+		_ = unix.Close(evfd)
+		return nil, fmt.Errorf("evloop: %w", err)
+	}
+	l.rc = rc
+	l.poll = func(fd uintptr) bool {
+		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+		if e != 0 || r == 0 {
+			return false // EINTR or nothing: wait for the poller
+		}
+		l.got = int(r)
+		return true
+	}
+	return l, nil
+}
+
+// Run runs the loop on the calling goroutine until Close; it then closes
+// every connection (their Reads and Writes fail with net.ErrClosed and
+// their serve functions are expected to return) and returns nil. It may
+// be called once.
+func (l *Loop) Run() error {
+	if !l.running.CompareAndSwap(false, true) {
+		return errors.New("evloop: Run called twice")
+	}
+	defer l.release()
+	for {
+		n, err := l.wait()
+		if err != nil {
+			l.shutdown()
+			return err
+		}
+		for i := 0; i < n; i++ {
+			l.event(l.events[i])
+		}
+		l.expire(time.Now())
+		l.mu.Lock()
+		closing := l.closing
+		l.mu.Unlock()
+		if closing {
+			l.shutdown()
+			return nil
+		}
+	}
+}
+
+// wait waits for events or for the nearest deadline (0 events).
+func (l *Loop) wait() (int, error) {
+	var at time.Time
+	if len(l.heap) > 0 {
+		at = l.heap[0].deadline
+	}
+	if !at.Equal(l.armed) {
+		if err := l.file.SetReadDeadline(at); err != nil {
+			return 0, fmt.Errorf("evloop: %w", err)
+		}
+		l.armed = at
+	}
+	l.got = 0
+	if err := l.rc.Read(l.poll); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("evloop: %w", err)
+	}
+	return l.got, nil
+}
+
+func (l *Loop) event(ev unix.EpollEvent) {
+	if int(ev.Fd) == l.evfd {
+		l.runPosts()
+		return
+	}
+	c := l.conns[ev.Fd]
+	if c == nil {
+		return
+	}
+	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.readable = true
+	}
+	if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// The end (or an error) is queued behind whatever data came with
+		// it, and no further edge will say so: reads go on until they
+		// return it.
+		c.ended = true
+	}
+	if ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.writable = true
+	}
+	if c.waiting == waitRead && c.readable || c.waiting == waitWrite && c.writable {
+		l.resume(c)
+	}
+}
+
+// expire resumes the connections whose deadline passed.
+func (l *Loop) expire(now time.Time) {
+	for len(l.heap) > 0 && !l.heap[0].deadline.After(now) {
+		c := l.heap[0]
+		l.heap.remove(c)
+		if c.waiting != waitNone {
+			c.timedOut = true
+			l.resume(c)
+		}
+	}
+}
+
+// resume runs c's coroutine until it waits again or returns.
+func (l *Loop) resume(c *Conn) {
+	l.heap.remove(c)
+	c.waiting = waitNone
+	if _, more := c.next(); !more {
+		l.finish(c)
+	}
+}
+
+// finish closes the socket of a connection whose serve function returned
+// (or that the shutdown ends).
+func (l *Loop) finish(c *Conn) {
+	if c.finished {
+		return
+	}
+	c.finished = true
+	c.closed.Store(true)
+	l.heap.remove(c)
+	delete(l.conns, int32(c.fd))
+	_ = unix.Close(c.fd)
+	l.n.Add(-1)
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
+// post runs fn on the loop; false once the loop is closing.
+func (l *Loop) post(fn func()) bool {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return false
+	}
+	l.posts = append(l.posts, fn)
+	l.mu.Unlock()
+	l.wake()
+	return true
+}
+
+func (l *Loop) wake() {
+	one := uint64(1)
+	_, _ = unix.Write(l.evfd, (*[8]byte)(unsafe.Pointer(&one))[:])
+}
+
+func (l *Loop) runPosts() {
+	var buf [8]byte
+	_, _ = unix.Read(l.evfd, buf[:])
+	l.mu.Lock()
+	ps := l.posts
+	l.posts = l.spare[:0]
+	l.mu.Unlock()
+	for i, fn := range ps {
+		fn()
+		ps[i] = nil
+	}
+	l.mu.Lock()
+	l.spare = ps[:0]
+	l.mu.Unlock()
+}
+
+// Close stops the loop: Serve refuses connections from now on and Run
+// closes every connection and returns. It does not wait for Run.
+func (l *Loop) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return ErrLoopClosed
+	}
+	l.closing = true
+	l.mu.Unlock()
+	l.wake()
+	return nil
+}
+
+// shutdown ends every connection: waiting ones are resumed with
+// net.ErrClosed (their serve functions return), the rest finished.
+func (l *Loop) shutdown() {
+	l.mu.Lock()
+	l.closing = true
+	ps := l.posts
+	l.posts = nil
+	l.mu.Unlock()
+	for _, fn := range ps {
+		fn() // start: sees closing and closes the socket
+	}
+	for _, c := range l.conns {
+		c.closed.Store(true)
+		if c.waiting != waitNone {
+			l.resume(c)
+		}
+		l.finish(c)
+	}
+}
+
+// release closes the loop's own descriptors once Run is done.
+func (l *Loop) release() {
+	_ = l.file.Close()
+	_ = unix.Close(l.evfd)
+}
+
+// Len returns the number of connections the loop holds or is taking on.
+func (l *Loop) Len() int { return int(l.n.Load()) }
+
+// Serve hands tc to the loop, which runs serve(conn) as a coroutine until
+// it returns and then closes the connection. The socket is taken out of
+// the runtime's poller: tc itself is closed and must not be used again.
+// Serve is safe for concurrent use. With ErrFull or ErrLoopClosed (before
+// the hand-over), tc is left as it was.
+func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error {
+	if l.n.Add(1) > int64(l.cfg.MaxConns) {
+		l.n.Add(-1)
+		return ErrFull
+	}
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		l.n.Add(-1)
+		return ErrLoopClosed
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		l.n.Add(-1)
+		return fmt.Errorf("evloop: %w", err)
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		l.n.Add(-1)
+		return fmt.Errorf("evloop: dup: %w", errors.Join(err, derr))
+	}
+	// The duplicate shares the socket and its O_NONBLOCK; closing tc
+	// takes the socket out of the runtime's epoll set.
+	c := &Conn{l: l, fd: fd, laddr: tc.LocalAddr(), raddr: tc.RemoteAddr(), heapIndex: -1}
+	_ = tc.Close()
+	if !l.post(func() { l.start(c, serve) }) {
+		_ = unix.Close(fd)
+		l.n.Add(-1)
+		return ErrLoopClosed
+	}
+	return nil
+}
+
+// start registers c and runs its serve function up to its first wait.
+func (l *Loop) start(c *Conn, serve func(*Conn)) {
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		_ = unix.Close(c.fd)
+		l.n.Add(-1)
+		return
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(c.fd)}
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		_ = unix.Close(c.fd)
+		l.n.Add(-1)
+		return
+	}
+	l.conns[int32(c.fd)] = c
+	c.next, c.stop = iter.Pull(func(yield func(struct{}) bool) {
+		c.yield = yield
+		defer func() {
+			if p := recover(); p != nil && l.cfg.OnPanic != nil {
+				l.cfg.OnPanic(p)
+			}
+		}()
+		serve(c)
+	})
+	// A socket may hold data or room before it was added: try once.
+	c.readable, c.writable = true, true
+	l.resume(c)
+}
+
+const (
+	waitNone uint8 = iota
+	waitRead
+	waitWrite
+)
+
+// Conn is a connection served by a Loop. Read, Write and the deadline
+// setters must be called from its serve function only; Close may be
+// called from anywhere. Reads and writes that cannot proceed yield to the
+// loop until the socket is ready, the deadline passes (an error that is
+// os.ErrDeadlineExceeded and a net.Error with Timeout true) or the
+// connection is closed (net.ErrClosed).
+type Conn struct {
+	l            *Loop
+	fd           int
+	laddr, raddr net.Addr
+
+	next  func() (struct{}, bool)
+	stop  func()
+	yield func(struct{}) bool
+
+	// Loop goroutine (the serve function runs on it).
+	readable, writable bool
+	ended              bool // the peer's end or an error was signalled
+	waiting            uint8
+	timedOut           bool
+	finished           bool
+	rdl, wdl           time.Time
+	deadline           time.Time
+	heapIndex          int
+
+	closed atomic.Bool
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// wait yields until the socket is ready for kind, dl passes or c closes.
+func (c *Conn) wait(kind uint8, dl time.Time) error {
+	c.waiting = kind
+	c.timedOut = false
+	if !dl.IsZero() {
+		c.l.heap.set(c, dl)
+	}
+	if !c.yield(struct{}{}) {
+		c.closed.Store(true)
+		return net.ErrClosed
+	}
+	switch {
+	case c.closed.Load():
+		return net.ErrClosed
+	case c.timedOut:
+		return os.ErrDeadlineExceeded
+	}
+	return nil
+}
+
+// Read reads like net.Conn's Read: io.EOF at the end of the stream.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if c.closed.Load() {
+			return 0, opError("read", c, net.ErrClosed)
+		}
+		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
+			return 0, opError("read", c, os.ErrDeadlineExceeded)
+		}
+		if !c.readable {
+			if err := c.wait(waitRead, c.rdl); err != nil {
+				return 0, opError("read", c, err)
+			}
+			continue
+		}
+		c.readable = false // cleared first: data after the read brings a new edge
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case 0:
+		case unix.EAGAIN:
+			continue
+		case unix.EINTR:
+			c.readable = true
+			continue
+		default:
+			return 0, opError("read", c, os.NewSyscallError("read", e))
+		}
+		if n == 0 {
+			c.readable = true // the end stays readable
+			return 0, io.EOF
+		}
+		if int(n) == len(p) || c.ended {
+			c.readable = true // there may be more, or the end to return
+		}
+		return int(n), nil
+	}
+}
+
+// Write writes all of p or returns an error, like net.Conn's Write.
+func (c *Conn) Write(p []byte) (int, error) {
+	nn := 0
+	for nn < len(p) {
+		if c.closed.Load() {
+			return nn, opError("write", c, net.ErrClosed)
+		}
+		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
+			return nn, opError("write", c, os.ErrDeadlineExceeded)
+		}
+		if !c.writable {
+			if err := c.wait(waitWrite, c.wdl); err != nil {
+				return nn, opError("write", c, err)
+			}
+			continue
+		}
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&p[nn])), uintptr(len(p)-nn))
+		switch e {
+		case 0:
+			nn += int(n)
+		case unix.EAGAIN:
+			c.writable = false // the next edge says when there is room
+		case unix.EINTR:
+		default:
+			return nn, opError("write", c, os.NewSyscallError("write", e))
+		}
+	}
+	return nn, nil
+}
+
+// Close closes the connection: its Reads and Writes fail with
+// net.ErrClosed from now on, a serve function waiting in one is resumed
+// with that error, and the socket is closed when the serve function
+// returns. Safe from any goroutine; a second Close returns an error.
+func (c *Conn) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return opError("close", c, net.ErrClosed)
+	}
+	c.l.post(func() {
+		if !c.finished && c.waiting != waitNone {
+			c.l.resume(c)
+		}
+	})
+	return nil
+}
+
+// LocalAddr returns the local address.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets both deadlines (serve function only).
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rdl, c.wdl = t, t
+	return nil
+}
+
+// SetReadDeadline sets the read deadline (serve function only).
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.rdl = t
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline (serve function only).
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wdl = t
+	return nil
+}

@@ -1,0 +1,34 @@
+//go:build !linux
+
+package evloop
+
+import (
+	"net"
+	"time"
+)
+
+// Loop is an event loop; New returns ErrUnsupported on this platform.
+type Loop struct{}
+
+// New returns ErrUnsupported on this platform.
+func New(cfg Config) (*Loop, error) { return nil, ErrUnsupported }
+
+// Run returns ErrUnsupported.
+func (l *Loop) Run() error { return ErrUnsupported }
+
+// Close returns ErrUnsupported.
+func (l *Loop) Close() error { return ErrUnsupported }
+
+// Len returns 0.
+func (l *Loop) Len() int { return 0 }
+
+// Serve returns ErrUnsupported.
+func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error { return ErrUnsupported }
+
+// Conn is a connection served by a Loop (none on this platform).
+type Conn struct {
+	net.Conn
+	laddr, raddr net.Addr
+	deadline     time.Time
+	heapIndex    int
+}

@@ -1,0 +1,477 @@
+//go:build linux
+
+package evloop
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// started is a running loop fed by a loopback listener.
+type started struct {
+	l    *Loop
+	addr string
+	ran  chan error
+}
+
+// start runs a loop whose connections are served by serve; the loop and
+// the listener are closed at the end of the test.
+func start(t *testing.T, cfg Config, serve func(*Conn)) *started {
+	t.Helper()
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 1024
+	}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &started{l: l, addr: ln.Addr().String(), ran: make(chan error, 1)}
+	go func() { s.ran <- l.Run() }()
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if err := l.Serve(c.(*net.TCPConn), serve); err != nil {
+				_ = c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-accepted
+		_ = l.Close()
+		if err := <-s.ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return s
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// echo serves lines back until the connection fails.
+func echo(c *Conn) {
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if _, err := c.Write([]byte(line)); err != nil {
+			return
+		}
+	}
+}
+
+// Many connections, each a sequence of round trips, served at once by one
+// loop: every answer is the request's own.
+func TestEchoManyConnections(t *testing.T) {
+	s := start(t, Config{}, echo)
+	const conns, lines = 32, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", s.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			r := bufio.NewReader(c)
+			for j := range lines {
+				want := fmt.Sprintf("conn %d line %d %s\n", i, j, strings.Repeat("x", j%50))
+				if _, err := io.WriteString(c, want); err != nil {
+					errs <- err
+					return
+				}
+				got, err := r.ReadString('\n')
+				if err != nil || got != want {
+					errs <- fmt.Errorf("conn %d line %d: got %q, %v", i, j, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	waitLen(t, s.l, 0)
+}
+
+// waitLen waits (bounded) for the loop to hold n connections: a closed
+// client's connection ends once the loop has seen its end.
+func waitLen(t *testing.T, l *Loop, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Len() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop holds %d connections, want %d", l.Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A read deadline that passes ends the Read with a timeout error that is
+// os.ErrDeadlineExceeded, and the connection stays usable.
+func TestReadDeadline(t *testing.T) {
+	res := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := c.Read(make([]byte, 10))
+		res <- err
+		_ = c.SetReadDeadline(time.Time{})
+		_, _ = c.Write([]byte("after\n"))
+		echo(c)
+	})
+	c := dial(t, s.addr)
+	select {
+	case err := <-res:
+		var ne net.Error
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("Read after its deadline: %v, want a timeout that is os.ErrDeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deadline did not end the Read")
+	}
+	r := bufio.NewReader(c)
+	if got, err := r.ReadString('\n'); got != "after\n" {
+		t.Fatalf("after the timeout: %q, %v", got, err)
+	}
+	_, _ = io.WriteString(c, "still here\n")
+	if got, err := r.ReadString('\n'); got != "still here\n" {
+		t.Fatalf("echo after the timeout: %q, %v", got, err)
+	}
+}
+
+// A deadline far away does not end a Read whose data comes, and a
+// deadline of a finished wait does not fire later.
+func TestDeadlineNotReached(t *testing.T) {
+	res := make(chan error, 2)
+	s := start(t, Config{}, func(c *Conn) {
+		buf := make([]byte, 10)
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+		_, err := c.Read(buf) // data is there at once
+		res <- err
+		_ = c.SetReadDeadline(time.Time{})
+		_, err = c.Read(buf) // waits past the first deadline: no timeout
+		res <- err
+	})
+	c := dial(t, s.addr)
+	_, _ = c.Write([]byte("a"))
+	if err := <-res; err != nil {
+		t.Fatalf("first Read: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // past the first deadline, on purpose
+	_, _ = c.Write([]byte("b"))
+	if err := <-res; err != nil {
+		t.Fatalf("second Read, after the first deadline's time: %v", err)
+	}
+}
+
+// Close from another goroutine resumes a waiting Read with net.ErrClosed
+// and the peer sees the end.
+func TestCloseFromAnotherGoroutine(t *testing.T) {
+	conns := make(chan *Conn, 1)
+	res := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		conns <- c
+		_, err := c.Read(make([]byte, 10))
+		res <- err
+	})
+	c := dial(t, s.addr)
+	sc := <-conns
+	if err := sc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read of a closed connection: %v, want net.ErrClosed", err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("peer after Close: %d, %v; want EOF", n, err)
+	}
+	if err := sc.Close(); err == nil {
+		t.Fatal("a second Close returned nil")
+	}
+	waitLen(t, s.l, 0)
+}
+
+// A write larger than the socket buffers yields until the peer reads,
+// and the loop serves other connections meanwhile.
+func TestLargeWriteYields(t *testing.T) {
+	const size = 16 << 20
+	payload := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	wrote := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		r := bufio.NewReader(c)
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if line == "big\n" {
+			_, err := c.Write(payload)
+			wrote <- err
+			return
+		}
+		_, _ = c.Write([]byte(line))
+		echo(c)
+	})
+	big := dial(t, s.addr)
+	_, _ = io.WriteString(big, "big\n")
+
+	// While the big write waits for room, another connection is served.
+	other := dial(t, s.addr)
+	_, _ = io.WriteString(other, "ping\n")
+	if got, err := bufio.NewReader(other).ReadString('\n'); got != "ping\n" {
+		t.Fatalf("other connection during the big write: %q, %v", got, err)
+	}
+	select {
+	case err := <-wrote:
+		t.Fatalf("the big write ended (%v) before the peer read anything", err)
+	default:
+	}
+	got, err := io.ReadAll(io.LimitReader(big, size))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("big read: %d bytes, %v; want the %d-byte payload", len(got), err, size)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("big write: %v", err)
+	}
+}
+
+// The peer's close is io.EOF for Read.
+func TestPeerCloseIsEOF(t *testing.T) {
+	res := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		_, err := io.ReadAll(c)
+		res <- err
+	})
+	c := dial(t, s.addr)
+	_, _ = c.Write([]byte("bye"))
+	_ = c.Close()
+	if err := <-res; err != nil {
+		t.Fatalf("ReadAll until the peer's close: %v", err)
+	}
+	waitLen(t, s.l, 0)
+}
+
+// Data and the peer's end arriving together (one edge): after reading
+// the data, the next Read returns io.EOF at once instead of waiting for
+// an edge that never comes.
+func TestDataWithEndIsOneEdge(t *testing.T) {
+	waiting := make(chan struct{})
+	res := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		close(waiting)
+		buf := make([]byte, 64)
+		n, err := c.Read(buf) // waits: nothing sent yet
+		if err != nil || string(buf[:n]) != "bye" {
+			res <- fmt.Errorf("first Read: %q, %v", buf[:n], err)
+			return
+		}
+		_, err = c.Read(buf)
+		res <- err
+	})
+	c := dial(t, s.addr).(*net.TCPConn)
+	<-waiting
+	// Corked, the data leaves with the FIN in one segment.
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1) })
+	_, _ = c.Write([]byte("bye"))
+	_ = c.CloseWrite()
+	select {
+	case err := <-res:
+		if err != io.EOF {
+			t.Fatalf("Read after the data: %v, want io.EOF", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the end that came with the data was never read")
+	}
+}
+
+// Closing the loop resumes waiting connections with net.ErrClosed, closes
+// their sockets, makes Run return nil and leaves no goroutine behind; a
+// connection offered afterwards is refused and left open.
+func TestLoopClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	l, err := New(Config{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	res := make(chan error, 1)
+	waiting := make(chan struct{})
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Serve(sc.(*net.TCPConn), func(c *Conn) {
+		close(waiting)
+		_, err := c.Read(make([]byte, 1))
+		res <- err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-waiting
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if err := <-res; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read when the loop closed: %v, want net.ErrClosed", err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("peer after the loop closed: %v, want EOF", err)
+	}
+	if l.Len() != 0 {
+		t.Fatalf("Len after Run returned: %d", l.Len())
+	}
+
+	late, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	lc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if err := l.Serve(lc.(*net.TCPConn), echo); !errors.Is(err, ErrLoopClosed) {
+		t.Fatalf("Serve after Close: %v, want ErrLoopClosed", err)
+	}
+	if _, err := lc.Write([]byte("x")); err != nil {
+		t.Fatalf("a refused connection was touched: %v", err)
+	}
+}
+
+// At MaxConns, Serve refuses with ErrFull and leaves the connection open.
+func TestMaxConns(t *testing.T) {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	l, err := New(Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run() }()
+	t.Cleanup(func() { _ = l.Close(); <-ran })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for i := range 3 {
+		cc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Serve(sc.(*net.TCPConn), func(c *Conn) { _, _ = c.Read(make([]byte, 1)) })
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("connection %d: %v", i, err)
+		case i == 2:
+			if !errors.Is(err, ErrFull) {
+				t.Fatalf("connection over the bound: %v, want ErrFull", err)
+			}
+			if _, err := sc.Write([]byte("x")); err != nil {
+				t.Fatalf("the refused connection was touched: %v", err)
+			}
+			_ = sc.Close()
+		}
+	}
+}
+
+// A serve function that panics is reported to OnPanic, its connection is
+// closed, and the loop goes on serving.
+func TestPanicContained(t *testing.T) {
+	panics := make(chan any, 1)
+	s := start(t, Config{OnPanic: func(v any) { panics <- v }}, func(c *Conn) {
+		r := bufio.NewReader(c)
+		line, _ := r.ReadString('\n')
+		if line == "panic\n" {
+			panic("serve panicked")
+		}
+		_, _ = c.Write([]byte(line))
+		echo(c)
+	})
+	bad := dial(t, s.addr)
+	_, _ = io.WriteString(bad, "panic\n")
+	if v := <-panics; v != "serve panicked" {
+		t.Fatalf("OnPanic got %v", v)
+	}
+	if _, err := bad.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the panicking connection: %v, want EOF", err)
+	}
+	good := dial(t, s.addr)
+	_, _ = io.WriteString(good, "ok\n")
+	if got, err := bufio.NewReader(good).ReadString('\n'); got != "ok\n" {
+		t.Fatalf("after a panic: %q, %v", got, err)
+	}
+}
+
+// A configuration out of range is an error naming the field and range.
+func TestConfigRange(t *testing.T) {
+	for _, n := range []int{0, -1, MaxConnsLimit + 1} {
+		_, err := New(Config{MaxConns: n})
+		if err == nil || !strings.Contains(err.Error(), "Config.MaxConns") || !strings.Contains(err.Error(), fmt.Sprint(MaxConnsLimit)) {
+			t.Errorf("MaxConns %d: %v", n, err)
+		}
+	}
+}
