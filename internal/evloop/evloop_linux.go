@@ -40,10 +40,11 @@ type Loop struct {
 	n       atomic.Int64 // connections registered or on their way
 	running atomic.Bool
 
-	mu      sync.Mutex
-	posts   []func()
-	spare   []func()
-	closing bool
+	mu       sync.Mutex
+	posts    []func()
+	spare    []func()
+	closing  bool
+	released bool // evfd closed: no more wake-ups (its number may be reused)
 }
 
 // New returns a loop, or ErrUnsupported, or an error naming the
@@ -222,12 +223,17 @@ func (l *Loop) post(fn func()) bool {
 		return false
 	}
 	l.posts = append(l.posts, fn)
+	l.wakeLocked()
 	l.mu.Unlock()
-	l.wake()
 	return true
 }
 
-func (l *Loop) wake() {
+// wakeLocked wakes the loop; l.mu is held, so that the eventfd cannot be
+// closed (and its number reused) under the write.
+func (l *Loop) wakeLocked() {
+	if l.released {
+		return
+	}
 	one := uint64(1)
 	_, _ = unix.Write(l.evfd, (*[8]byte)(unsafe.Pointer(&one))[:])
 }
@@ -257,8 +263,8 @@ func (l *Loop) Close() error {
 		return ErrLoopClosed
 	}
 	l.closing = true
+	l.wakeLocked()
 	l.mu.Unlock()
-	l.wake()
 	return nil
 }
 
@@ -284,8 +290,11 @@ func (l *Loop) shutdown() {
 
 // release closes the loop's own descriptors once Run is done.
 func (l *Loop) release() {
-	_ = l.file.Close()
+	l.mu.Lock()
+	l.released = true
 	_ = unix.Close(l.evfd)
+	l.mu.Unlock()
+	_ = l.file.Close()
 }
 
 // Len returns the number of connections the loop holds or is taking on.
