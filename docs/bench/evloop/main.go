@@ -28,7 +28,9 @@
 // engine must add): request bodies (a request with one is refused),
 // chunked responses, timeouts, a shared upstream pool, partial writes (a
 // write that does not complete closes the connection pair; the count is
-// printed at exit), TLS, graceful shutdown.
+// printed at exit), TLS, graceful shutdown, and a peer's end that arrives
+// with its last data (read to a short read, the end waits for an edge that
+// does not come; internal/evloop keeps the EPOLLRDHUP edge for that).
 package main
 
 import (
