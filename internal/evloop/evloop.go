@@ -15,8 +15,9 @@
 // poller, so the loop goroutine parks like any other when nothing is
 // ready and no OS thread is locked. A socket given to Serve is taken out
 // of the runtime's poller (its descriptor is duplicated and the
-// *net.TCPConn closed) and read until a short read, never speculatively,
-// with raw system calls: the sockets are non-blocking.
+// *net.TCPConn closed) and read until a short read (or until the peer's
+// end, when it came with the last data), never speculatively, with raw
+// system calls: the sockets are non-blocking.
 //
 // The rule a serve function must keep: nothing in it may block except its
 // own connection's Read and Write. A lock held elsewhere, a channel, a
@@ -38,10 +39,11 @@ var ErrUnsupported = errors.New("evloop: not supported on this platform")
 // connections; the connection given is left untouched.
 var ErrFull = errors.New("evloop: connection limit reached")
 
-// ErrLoopClosed is returned by Serve once Close was called.
+// ErrLoopClosed is returned by Serve, and by a second Close, once Close
+// was called.
 var ErrLoopClosed = errors.New("evloop: loop closed")
 
-// MaxConnsLimit bounds New's maxConns.
+// MaxConnsLimit bounds Config.MaxConns.
 const MaxConnsLimit = 1 << 20
 
 func opError(op string, c *Conn, err error) error {
@@ -54,8 +56,8 @@ type Config struct {
 	// MaxConnsLimit]. Serve refuses more with ErrFull.
 	MaxConns int
 	// OnPanic, when set, is called on the loop with the value of a serve
-	// function that panicked; its connection is closed either way and
-	// the loop goes on.
+	// function that panicked (without it the panic is dropped); its
+	// connection is closed either way and the loop goes on.
 	OnPanic func(v any)
 }
 
