@@ -19,11 +19,13 @@
 // end, when it came with the last data), never speculatively, with raw
 // system calls: the sockets are non-blocking.
 //
-// The rule a serve function must keep: nothing in it may block except its
-// own connection's Read and Write. A lock held elsewhere, a channel, a
-// sleep, a dial or any other socket stalls every connection of the loop
-// while it waits, and waiting for something only another connection of
-// the same loop can do never ends.
+// The rule a serve function must keep: nothing in it may block except the
+// Read, Write and DialTCP of its own connections. A lock held elsewhere, a
+// channel, a sleep, net.Dial or any other socket stalls every connection
+// of the loop while it waits, and waiting for something only another
+// connection of the same loop can do never ends. What must block leaves
+// the loop: Conn.Detach gives the socket back to the runtime's poller as
+// an ordinary net.Conn for a goroutine to go on with.
 package evloop
 
 import (

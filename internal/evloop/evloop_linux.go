@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -189,30 +190,56 @@ func (l *Loop) expire(now time.Time) {
 	}
 }
 
-// resume runs c's coroutine until it waits again or returns.
+// resume ends c's wait and runs its coroutine until it waits again or
+// returns.
 func (l *Loop) resume(c *Conn) {
 	l.heap.remove(c)
 	c.waiting = waitNone
-	if _, more := c.next(); !more {
-		l.finish(c)
-	}
+	l.run(c.co)
 }
 
-// finish closes the socket of a connection whose serve function returned
-// (or that the shutdown ends).
-func (l *Loop) finish(c *Conn) {
-	if c.finished {
+// run runs co until it waits again or returns; when it returns, every
+// connection it still owns is closed.
+func (l *Loop) run(co *coro) {
+	if co.done {
 		return
 	}
+	if _, more := co.next(); more {
+		return
+	}
+	co.done = true
+	for len(co.owned) > 0 {
+		l.finish(co.owned[len(co.owned)-1])
+	}
+	co.stop()
+}
+
+// forget takes c off the loop: out of the map, the heap, its owner's
+// list and the count. Its socket is the caller's.
+func (l *Loop) forget(c *Conn) {
 	c.finished = true
 	c.closed.Store(true)
 	l.heap.remove(c)
 	delete(l.conns, int32(c.fd))
-	_ = unix.Close(c.fd)
-	l.n.Add(-1)
-	if c.stop != nil {
-		c.stop()
+	for i, o := range c.co.owned {
+		if o == c {
+			last := len(c.co.owned) - 1
+			c.co.owned[i] = c.co.owned[last]
+			c.co.owned[last] = nil
+			c.co.owned = c.co.owned[:last]
+			break
+		}
 	}
+	l.n.Add(-1)
+}
+
+// finish closes c's socket and forgets it.
+func (l *Loop) finish(c *Conn) {
+	if c.finished {
+		return
+	}
+	l.forget(c)
+	_ = unix.Close(c.fd)
 }
 
 // post runs fn on the loop; false once the loop is closing.
@@ -281,10 +308,14 @@ func (l *Loop) shutdown() {
 	}
 	for _, c := range l.conns {
 		c.closed.Store(true)
+	}
+	for _, c := range l.conns {
 		if c.waiting != waitNone {
 			l.resume(c)
 		}
-		l.finish(c)
+		if !c.finished {
+			l.finish(c)
+		}
 	}
 }
 
@@ -357,8 +388,10 @@ func (l *Loop) start(c *Conn, serve func(*Conn)) {
 		return
 	}
 	l.conns[int32(c.fd)] = c
-	c.next, c.stop = iter.Pull(func(yield func(struct{}) bool) {
-		c.yield = yield
+	co := &coro{owned: []*Conn{c}}
+	c.co = co
+	co.next, co.stop = iter.Pull(func(yield func(struct{}) bool) {
+		co.yield = yield
 		defer func() {
 			if p := recover(); p != nil && l.cfg.OnPanic != nil {
 				l.cfg.OnPanic(p)
@@ -368,7 +401,17 @@ func (l *Loop) start(c *Conn, serve func(*Conn)) {
 	})
 	// A socket may hold data or room before it was added: try once.
 	c.readable, c.writable = true, true
-	l.resume(c)
+	l.run(co)
+}
+
+// coro is a serve function's coroutine and the connections it owns (the
+// one it serves and those it dialed).
+type coro struct {
+	next  func() (struct{}, bool)
+	stop  func()
+	yield func(struct{}) bool
+	owned []*Conn
+	done  bool
 }
 
 const (
@@ -387,10 +430,7 @@ type Conn struct {
 	l            *Loop
 	fd           int
 	laddr, raddr net.Addr
-
-	next  func() (struct{}, bool)
-	stop  func()
-	yield func(struct{}) bool
+	co           *coro // the coroutine that owns it
 
 	// Loop goroutine (the serve function runs on it).
 	readable, writable bool
@@ -414,7 +454,7 @@ func (c *Conn) wait(kind uint8, dl time.Time) error {
 	if !dl.IsZero() {
 		c.l.heap.set(c, dl)
 	}
-	if !c.yield(struct{}{}) {
+	if !c.co.yield(struct{}{}) {
 		c.closed.Store(true)
 		return net.ErrClosed
 	}
@@ -507,8 +547,14 @@ func (c *Conn) Close() error {
 		return opError("close", c, net.ErrClosed)
 	}
 	c.l.post(func() {
-		if !c.finished && c.waiting != waitNone {
-			c.l.resume(c)
+		if c.finished {
+			return
+		}
+		if c.waiting != waitNone {
+			c.l.resume(c) // its wait returns net.ErrClosed
+		}
+		if !c.finished && c.waiting == waitNone {
+			c.l.finish(c) // the peer sees the end now, not when the coroutine returns
 		}
 	})
 	return nil
@@ -536,4 +582,107 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.wdl = t
 	return nil
+}
+
+// Detach takes c off the loop and returns its socket as an ordinary
+// net.Conn (a *net.TCPConn in the runtime's poller, deadlines cleared),
+// for a goroutine to go on with: the way out of the loop for whatever
+// must block. Call it from the serve function that owns c; c is closed
+// for the loop afterwards (its Read and Write fail with net.ErrClosed)
+// and no longer counts against MaxConns. Bytes the serve function
+// buffered from c are its own to pass on.
+func (c *Conn) Detach() (net.Conn, error) {
+	if c.closed.Load() {
+		return nil, opError("detach", c, net.ErrClosed)
+	}
+	l := c.l
+	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, c.fd, nil)
+	l.forget(c)
+	f := os.NewFile(uintptr(c.fd), "evloop")
+	nc, err := net.FileConn(f) // a duplicate, registered with the runtime's poller
+	_ = f.Close()
+	if err != nil {
+		return nil, opError("detach", c, err)
+	}
+	return nc, nil
+}
+
+// DialTCP connects to addr from the serve function that owns c, yielding
+// to the loop until the connection is made, refused, or deadline (if not
+// zero) passes. The new connection belongs to the same serve function:
+// its waits resume it, and it is closed when the serve function returns
+// unless it was closed or detached before. It counts against MaxConns.
+func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
+	l := c.l
+	raddr := net.TCPAddrFromAddrPort(addr)
+	fail := func(err error) (*Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raddr, Err: err}
+	}
+	if c.closed.Load() {
+		return fail(net.ErrClosed)
+	}
+	if l.n.Add(1) > int64(l.cfg.MaxConns) {
+		l.n.Add(-1)
+		return fail(ErrFull)
+	}
+	family, sa := unix.AF_INET, unix.Sockaddr(nil)
+	if a := addr.Addr(); a.Is4() || a.Is4In6() {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.Unmap().As4()}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: a.As16()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		l.n.Add(-1)
+		return fail(os.NewSyscallError("socket", err))
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	d := &Conn{l: l, fd: fd, raddr: raddr, co: c.co, heapIndex: -1}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		_ = unix.Close(fd)
+		l.n.Add(-1)
+		return fail(os.NewSyscallError("epoll_ctl", err))
+	}
+	l.conns[int32(fd)] = d
+	c.co.owned = append(c.co.owned, d)
+	for {
+		err := unix.Connect(fd, sa)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil && err != unix.EINPROGRESS {
+			l.finish(d)
+			return fail(os.NewSyscallError("connect", err))
+		}
+		break
+	}
+	// Connected (or failed) when the socket turns writable.
+	for !d.writable {
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			l.finish(d)
+			return fail(os.ErrDeadlineExceeded)
+		}
+		if err := d.wait(waitWrite, deadline); err != nil {
+			l.finish(d)
+			return fail(err)
+		}
+	}
+	if soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || soerr != 0 {
+		l.finish(d)
+		if err == nil {
+			err = unix.Errno(soerr)
+		}
+		return fail(os.NewSyscallError("connect", err))
+	}
+	if la, err := unix.Getsockname(fd); err == nil {
+		switch a := la.(type) {
+		case *unix.SockaddrInet4:
+			d.laddr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+		case *unix.SockaddrInet6:
+			d.laddr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+		}
+	}
+	return d, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -473,5 +474,180 @@ func TestConfigRange(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "Config.MaxConns") || !strings.Contains(err.Error(), fmt.Sprint(MaxConnsLimit)) {
 			t.Errorf("MaxConns %d: %v", n, err)
 		}
+	}
+}
+
+// Detach hands the socket to an ordinary goroutine: the bytes go on over
+// it with blocking I/O and deadlines, the loop no longer holds or counts
+// the connection, and the loop's Conn is closed for the serve function.
+func TestDetach(t *testing.T) {
+	detached := make(chan net.Conn, 1)
+	afterRead := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		r := bufio.NewReader(c)
+		if line, err := r.ReadString('\n'); err != nil || line != "hello\n" {
+			return
+		}
+		nc, err := c.Detach()
+		if err != nil {
+			t.Errorf("Detach: %v", err)
+			return
+		}
+		_, err = c.Read(make([]byte, 1))
+		afterRead <- err
+		detached <- nc
+	})
+	c := dial(t, s.addr)
+	_, _ = io.WriteString(c, "hello\n")
+	nc := <-detached
+	defer nc.Close()
+	if err := <-afterRead; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read of a detached Conn: %v, want net.ErrClosed", err)
+	}
+	waitLen(t, s.l, 0)
+	go func() {
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		echo2(nc)
+	}()
+	_, _ = io.WriteString(c, "over the runtime's poller\n")
+	if got, err := bufio.NewReader(c).ReadString('\n'); got != "over the runtime's poller\n" {
+		t.Fatalf("after Detach: %q, %v", got, err)
+	}
+}
+
+// echo2 is echo for a net.Conn.
+func echo2(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if _, err := c.Write([]byte(line)); err != nil {
+			return
+		}
+	}
+}
+
+// upstream starts a goroutine-per-connection echo server (outside the
+// loop) and returns its address.
+func upstream(t *testing.T) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); echo2(c) }()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// A serve function dials with DialTCP, which yields while connecting:
+// each line goes through a new upstream connection and back, and the
+// loop serves other connections meanwhile.
+func TestDialTCPProxy(t *testing.T) {
+	up := upstream(t)
+	s := start(t, Config{}, func(c *Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			u, err := c.DialTCP(up, time.Now().Add(5*time.Second))
+			if err != nil {
+				_, _ = fmt.Fprintf(c, "dial: %v\n", err)
+				return
+			}
+			if u.RemoteAddr().String() != up.String() || u.LocalAddr() == nil {
+				_, _ = fmt.Fprintf(c, "addresses: %v %v\n", u.LocalAddr(), u.RemoteAddr())
+				return
+			}
+			_, _ = u.Write([]byte(line))
+			reply, err := bufio.NewReader(u).ReadString('\n')
+			_ = u.Close()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(reply))
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", s.addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			r := bufio.NewReader(c)
+			for j := range 50 {
+				want := fmt.Sprintf("conn %d line %d\n", i, j)
+				_, _ = io.WriteString(c, want)
+				if got, err := r.ReadString('\n'); got != want {
+					t.Errorf("conn %d line %d: %q, %v", i, j, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitLen(t, s.l, 0)
+}
+
+// A refused dial is an error at once, and its socket is released.
+func TestDialTCPRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).AddrPort()
+	_ = ln.Close() // nothing listens there now
+	res := make(chan error, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		_, err := c.DialTCP(closed, time.Now().Add(5*time.Second))
+		res <- err
+		_, _ = c.Read(make([]byte, 1))
+	})
+	_ = dial(t, s.addr)
+	if err := <-res; !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial to a closed port: %v, want ECONNREFUSED", err)
+	}
+	waitLen(t, s.l, 1) // the client's connection only
+}
+
+// Closing a dialed connection releases its socket at once, not when the
+// serve function returns: a long-lived connection that dials and closes
+// many times holds no more sockets than it uses.
+func TestCloseReleasesSocket(t *testing.T) {
+	up := upstream(t)
+	held := make(chan int, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		for range 200 {
+			u, err := c.DialTCP(up, time.Now().Add(5*time.Second))
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			_ = u.Close()
+		}
+		// Every dial yielded, so every Close but maybe the last was
+		// carried out by the loop (this runs on the loop).
+		held <- len(c.l.conns)
+		_, _ = c.Read(make([]byte, 1))
+	})
+	_ = dial(t, s.addr)
+	if n := <-held; n > 2 {
+		t.Fatalf("after 200 dials, each closed at once, the loop holds %d sockets (want the client's and at most the last)", n)
 	}
 }
