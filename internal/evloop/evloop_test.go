@@ -79,8 +79,9 @@ func dial(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// echo serves lines back until the connection fails.
-func echo(c *Conn) {
+// echo serves lines back until the connection fails (a loop Conn or an
+// ordinary one).
+func echo(c net.Conn) {
 	r := bufio.NewReader(c)
 	for {
 		line, err := r.ReadString('\n')
@@ -93,10 +94,13 @@ func echo(c *Conn) {
 	}
 }
 
+// serveEcho serves a loop connection with echo.
+func serveEcho(c *Conn) { echo(c) }
+
 // Many connections, each a sequence of round trips, served at once by one
 // loop: every answer is the request's own.
 func TestEchoManyConnections(t *testing.T) {
-	s := start(t, Config{}, echo)
+	s := start(t, Config{}, serveEcho)
 	const conns, lines = 32, 200
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
@@ -389,7 +393,7 @@ func TestLoopClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	if err := l.Serve(lc.(*net.TCPConn), echo); !errors.Is(err, ErrLoopClosed) {
+	if err := l.Serve(lc.(*net.TCPConn), serveEcho); !errors.Is(err, ErrLoopClosed) {
 		t.Fatalf("Serve after Close: %v, want ErrLoopClosed", err)
 	}
 	if _, err := lc.Write([]byte("x")); err != nil {
@@ -507,25 +511,11 @@ func TestDetach(t *testing.T) {
 	waitLen(t, s.l, 0)
 	go func() {
 		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-		echo2(nc)
+		echo(nc)
 	}()
 	_, _ = io.WriteString(c, "over the runtime's poller\n")
 	if got, err := bufio.NewReader(c).ReadString('\n'); got != "over the runtime's poller\n" {
 		t.Fatalf("after Detach: %q, %v", got, err)
-	}
-}
-
-// echo2 is echo for a net.Conn.
-func echo2(c net.Conn) {
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		if _, err := c.Write([]byte(line)); err != nil {
-			return
-		}
 	}
 }
 
@@ -544,7 +534,7 @@ func upstream(t *testing.T) netip.AddrPort {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); echo2(c) }()
+			go func() { defer c.Close(); echo(c) }()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).AddrPort()
