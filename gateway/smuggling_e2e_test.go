@@ -245,15 +245,7 @@ func markCase(in, mark string) string {
 func TestChunkedUploadsKeepTheConnection(t *testing.T) {
 	up := newSmugglingUpstream(t)
 	engines(t, func(t *testing.T) {
-		cfg, err := Parse("keep.yaml", []byte(strings.ReplaceAll(`
-upstreams: [{name: app, targets: ["{{APP}}"]}]
-routes: [{name: all, match: {path: /}, upstream: app}]
-control: {enabled: false}
-`, "{{APP}}", up.URL)), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg := startConfig(t, cfg, gwOpts{})
+		tg := startGateway(t, oneRoute+"control: {enabled: false}\n", map[string]string{"APP": up.URL}, gwOpts{})
 		const conns, n = 16, 100
 		var wg sync.WaitGroup
 		for range conns {
