@@ -136,19 +136,7 @@ func (l *loop) serveCoro(co *coro, c *conn) {
 			l.refused.Add(1)
 			return
 		}
-		_, _ = uw.Write(req.Method)
-		_ = uw.WriteByte(' ')
-		_, _ = uw.Write(req.Target)
-		_, _ = uw.WriteString(" HTTP/1.1\r\n")
-		for _, f := range req.Fields {
-			if hopByHop(f.Name) || h1.EqualFold(f.Name, "x-forwarded-for") {
-				continue
-			}
-			h1.WriteField(uw, f.Name, f.Value)
-		}
-		_, _ = uw.WriteString("X-Forwarded-For: ")
-		_, _ = uw.Write(c.addr.AppendTo(scratch[:0]))
-		_, _ = uw.WriteString("\r\n\r\n")
+		writeRequest(uw, &req, c.addr, scratch[:0])
 		if uw.Flush() != nil {
 			return
 		}
@@ -173,15 +161,7 @@ func (l *loop) serveCoro(co *coro, c *conn) {
 				return
 			}
 		}
-		h1.WriteStatusLine(cw, res.Status)
-		for _, f := range res.Fields {
-			if !hopByHop(f.Name) {
-				h1.WriteField(cw, f.Name, f.Value)
-			}
-		}
-		h1.WriteContentLength(cw, res.ContentLength)
-		_, _ = cw.WriteString("\r\n")
-		_, _ = cw.Write(urd.Buffered()[n:total])
+		writeResponse(cw, &res, urd.Buffered()[n:total])
 		urd.Discard(total)
 		if cw.Flush() != nil {
 			return

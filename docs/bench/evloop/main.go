@@ -392,21 +392,27 @@ func (l *loop) request(c *conn) (used int, ok bool) {
 		l.refused.Add(1)
 		return 0, false
 	}
-	w := c.pair.w
-	_, _ = w.Write(l.req.Method)
+	writeRequest(c.pair.w, &l.req, c.addr, l.out[:0])
+	return n, c.pair.w.Flush() == nil
+}
+
+// writeRequest writes req's head for the upstream: hop-by-hop fields and
+// the client's X-Forwarded-For removed, the peer's address as
+// X-Forwarded-For (scratch is room to format it).
+func writeRequest(w *bufio.Writer, req *h1.Request, client netip.Addr, scratch []byte) {
+	_, _ = w.Write(req.Method)
 	_ = w.WriteByte(' ')
-	_, _ = w.Write(l.req.Target)
+	_, _ = w.Write(req.Target)
 	_, _ = w.WriteString(" HTTP/1.1\r\n")
-	for _, f := range l.req.Fields {
+	for _, f := range req.Fields {
 		if hopByHop(f.Name) || h1.EqualFold(f.Name, "x-forwarded-for") {
 			continue
 		}
 		h1.WriteField(w, f.Name, f.Value)
 	}
 	_, _ = w.WriteString("X-Forwarded-For: ")
-	_, _ = w.Write(c.addr.AppendTo(l.out[:0]))
+	_, _ = w.Write(client.AppendTo(scratch))
 	_, _ = w.WriteString("\r\n\r\n")
-	return n, w.Flush() == nil
 }
 
 // response relays one complete response from upstream u; used is 0
@@ -435,17 +441,22 @@ func (l *loop) response(u *conn) (used int, ok bool) {
 	if total > len(buf) {
 		return 0, true
 	}
-	w := u.pair.w
-	h1.WriteStatusLine(w, l.res.Status)
-	for _, f := range l.res.Fields {
+	writeResponse(u.pair.w, &l.res, buf[n:total])
+	return total, u.pair.w.Flush() == nil
+}
+
+// writeResponse writes res for the client, hop-by-hop fields removed,
+// with its body.
+func writeResponse(w *bufio.Writer, res *h1.Response, body []byte) {
+	h1.WriteStatusLine(w, res.Status)
+	for _, f := range res.Fields {
 		if !hopByHop(f.Name) {
 			h1.WriteField(w, f.Name, f.Value)
 		}
 	}
-	h1.WriteContentLength(w, l.res.ContentLength)
+	h1.WriteContentLength(w, res.ContentLength)
 	_, _ = w.WriteString("\r\n")
-	_, _ = w.Write(buf[n:total])
-	return total, w.Flush() == nil
+	_, _ = w.Write(body)
 }
 
 func hopByHop(name []byte) bool {
