@@ -195,7 +195,9 @@ func (l *Loop) expire(now time.Time) {
 func (l *Loop) resume(c *Conn) {
 	l.heap.remove(c)
 	c.waiting = waitNone
-	l.run(c.co)
+	if c.co != nil {
+		l.run(c.co)
+	}
 }
 
 // run runs co until it waits again or returns; when it returns, every
@@ -221,16 +223,26 @@ func (l *Loop) forget(c *Conn) {
 	c.closed.Store(true)
 	l.heap.remove(c)
 	delete(l.conns, int32(c.fd))
-	for i, o := range c.co.owned {
+	c.disown()
+	l.n.Add(-1)
+}
+
+// disown takes c off its owner's list.
+func (c *Conn) disown() {
+	co := c.co
+	if co == nil {
+		return
+	}
+	c.co = nil
+	for i, o := range co.owned {
 		if o == c {
-			last := len(c.co.owned) - 1
-			c.co.owned[i] = c.co.owned[last]
-			c.co.owned[last] = nil
-			c.co.owned = c.co.owned[:last]
-			break
+			last := len(co.owned) - 1
+			co.owned[i] = co.owned[last]
+			co.owned[last] = nil
+			co.owned = co.owned[:last]
+			return
 		}
 	}
-	l.n.Add(-1)
 }
 
 // finish closes c's socket and forgets it.
@@ -418,6 +430,7 @@ const (
 	waitNone uint8 = iota
 	waitRead
 	waitWrite
+	waitSleep
 )
 
 // Conn is a connection served by a Loop. Read, Write and the deadline
@@ -447,8 +460,14 @@ type Conn struct {
 
 var _ net.Conn = (*Conn)(nil)
 
+// errNotOwned: a released connection was used before it was adopted.
+var errNotOwned = errors.New("evloop: connection released and not adopted")
+
 // wait yields until the socket is ready for kind, dl passes or c closes.
 func (c *Conn) wait(kind uint8, dl time.Time) error {
+	if c.co == nil {
+		return errNotOwned
+	}
 	c.waiting = kind
 	c.timedOut = false
 	if !dl.IsZero() {
@@ -475,6 +494,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	for {
 		if c.closed.Load() {
 			return 0, opError("read", c, net.ErrClosed)
+		}
+		if c.co == nil {
+			return 0, opError("read", c, errNotOwned)
 		}
 		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
 			return 0, opError("read", c, os.ErrDeadlineExceeded)
@@ -514,6 +536,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 	for nn < len(p) {
 		if c.closed.Load() {
 			return nn, opError("write", c, net.ErrClosed)
+		}
+		if c.co == nil {
+			return nn, opError("write", c, errNotOwned)
 		}
 		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
 			return nn, opError("write", c, os.ErrDeadlineExceeded)
@@ -686,3 +711,60 @@ func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
 	}
 	return d, nil
 }
+
+// Sleep yields to the loop until t passes (nil) or c is closed
+// (net.ErrClosed). Call it from the serve function that owns c: it is
+// how that function waits for something other than its sockets, such as
+// a connection another serve function of the loop gives back.
+func (c *Conn) Sleep(t time.Time) error {
+	if c.closed.Load() {
+		return opError("sleep", c, net.ErrClosed)
+	}
+	if !time.Now().Before(t) {
+		return nil
+	}
+	if err := c.wait(waitSleep, t); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return opError("sleep", c, err)
+	}
+	return nil
+}
+
+// Release gives up the ownership of c, which the serve function calling
+// it owns (one it dialed or adopted): c stays open on the loop, and is
+// not closed when that serve function returns, until another serve
+// function of the same loop adopts it or it is closed. A released
+// connection waits for nobody; what its peer sends meanwhile (data, the
+// end) is there for its next owner to read. A pool of upstream
+// connections shared by a loop's serve functions releases a connection
+// when it is put back and adopts it when it is taken.
+func (c *Conn) Release() {
+	if c.finished || c.co == nil {
+		return
+	}
+	c.l.heap.remove(c)
+	c.waiting = waitNone
+	c.disown()
+}
+
+// Adopt makes d, a released connection of the same loop, c's serve
+// function's own: its waits resume that function, and it is closed when
+// that function returns. It fails for a connection of another loop, one
+// that is owned or closed.
+func (c *Conn) Adopt(d *Conn) error {
+	switch {
+	case d.l != c.l:
+		return opError("adopt", d, errors.New("evloop: connection of another loop"))
+	case d.closed.Load() || d.finished:
+		return opError("adopt", d, net.ErrClosed)
+	case d.co != nil:
+		return opError("adopt", d, errors.New("evloop: connection owned by another serve function"))
+	case c.co == nil || c.co.done:
+		return opError("adopt", c, errors.New("evloop: adopting connection has no serve function"))
+	}
+	d.co = c.co
+	c.co.owned = append(c.co.owned, d)
+	return nil
+}
+
+// Loop returns the loop that serves c.
+func (c *Conn) Loop() *Loop { return c.l }

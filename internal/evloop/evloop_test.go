@@ -641,3 +641,209 @@ func TestCloseReleasesSocket(t *testing.T) {
 		t.Fatalf("after 200 dials, each closed at once, the loop holds %d sockets (want the client's and at most the last)", n)
 	}
 }
+
+// A connection released by the serve function that dialed it outlives
+// that function, and the next serve function that adopts it uses it and
+// closes it when it returns: one upstream connection carries both
+// clients' lines, as a pool shared by a loop's connections needs.
+func TestReleaseAdopt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan struct{}, 4)
+	ended := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			go func() { defer c.Close(); echo(c); ended <- struct{}{} }()
+		}
+	}()
+	up := ln.Addr().(*net.TCPAddr).AddrPort()
+
+	var pooled *Conn // the loop's one-connection pool: touched on the loop only
+	s := start(t, Config{}, func(c *Conn) {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		u := pooled
+		if u == nil {
+			if u, err = c.DialTCP(up, time.Now().Add(5*time.Second)); err != nil {
+				_, _ = fmt.Fprintf(c, "dial: %v\n", err)
+				return
+			}
+		} else if err := c.Adopt(u); err != nil {
+			_, _ = fmt.Fprintf(c, "adopt: %v\n", err)
+			return
+		}
+		pooled = nil
+		_, _ = u.Write([]byte(line))
+		buf := make([]byte, len(line))
+		if _, err := io.ReadFull(u, buf); err != nil {
+			_, _ = fmt.Fprintf(c, "upstream: %v\n", err)
+			return
+		}
+		if strings.HasPrefix(line, "keep") {
+			if err := c.Adopt(u); err == nil {
+				_, _ = io.WriteString(c, "adopted an owned connection\n")
+				return
+			}
+			u.Release()
+			if err := c.Adopt(u); err != nil { // its own again
+				_, _ = fmt.Fprintf(c, "re-adopt: %v\n", err)
+				return
+			}
+			u.Release()
+			pooled = u
+		}
+		_, _ = c.Write(buf)
+	})
+	roundTrip := func(line string) {
+		t.Helper()
+		c := dial(t, s.addr)
+		_, _ = io.WriteString(c, line)
+		got, err := bufio.NewReader(c).ReadString('\n')
+		if got != line {
+			t.Fatalf("%q: got %q, %v", line, got, err)
+		}
+		_ = c.Close()
+	}
+	roundTrip("keep 1\n")
+	waitLen(t, s.l, 1) // the client is gone; the released upstream stays
+	select {
+	case <-ended:
+		t.Fatal("the released upstream connection was closed with its serve function")
+	default:
+	}
+	roundTrip("keep 2\n")
+	waitLen(t, s.l, 1)
+	roundTrip("last\n") // adopts it and does not release it
+	waitLen(t, s.l, 0)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the adopted connection was not closed when its new owner returned")
+	}
+	if n := len(accepted); n != 1 {
+		t.Fatalf("upstream accepted %d connections, want 1", n)
+	}
+}
+
+// A connection of another loop, a closed one and one used before it is
+// adopted are refused.
+func TestAdoptRefusals(t *testing.T) {
+	up := upstream(t)
+	foreign := make(chan *Conn, 1)
+	other := start(t, Config{}, func(c *Conn) {
+		u, err := c.DialTCP(up, time.Now().Add(5*time.Second))
+		if err != nil {
+			close(foreign)
+			return
+		}
+		u.Release()
+		foreign <- u
+	})
+	_ = dial(t, other.addr)
+	f := <-foreign
+	if f == nil {
+		t.Fatal("the other loop could not dial")
+	}
+	res := make(chan string, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		u, err := c.DialTCP(up, time.Now().Add(5*time.Second))
+		if err != nil {
+			res <- "dial: " + err.Error()
+			return
+		}
+		u.Release()
+		var msgs []string
+		if _, err := u.Write([]byte("x")); err == nil {
+			msgs = append(msgs, "a released connection was written")
+		}
+		if err := c.Adopt(f); err == nil {
+			msgs = append(msgs, "adopted a connection of another loop")
+		}
+		_ = u.Close()
+		if err := c.Adopt(u); err == nil {
+			msgs = append(msgs, "adopted a closed connection")
+		}
+		res <- strings.Join(msgs, "; ")
+	})
+	_ = dial(t, s.addr)
+	select {
+	case got := <-res:
+		if got != "" {
+			t.Fatal(got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve function did not finish")
+	}
+	waitLen(t, s.l, 0)
+	_ = f.Close()
+	waitLen(t, other.l, 0)
+}
+
+// Sleep yields: while one connection's serve function sleeps, the loop
+// serves another; Close ends a sleep at once with net.ErrClosed.
+func TestSleep(t *testing.T) {
+	const nap = 300 * time.Millisecond
+	woke := make(chan error, 2)
+	sleeping := make(chan struct{}, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch line {
+		case "sleep\n":
+			woke <- c.Sleep(time.Now().Add(nap))
+			_, _ = io.WriteString(c, "woke\n")
+		case "long\n":
+			sleeping <- struct{}{} // the loop sees Close only once this function yields
+			woke <- c.Sleep(time.Now().Add(time.Hour))
+		default:
+			_, _ = c.Write([]byte(line))
+		}
+	})
+	t0 := time.Now()
+	sleeper := dial(t, s.addr)
+	_, _ = io.WriteString(sleeper, "sleep\n")
+	other := dial(t, s.addr)
+	_, _ = io.WriteString(other, "echo\n")
+	if got, err := bufio.NewReader(other).ReadString('\n'); got != "echo\n" {
+		t.Fatalf("echo during a sleep: %q, %v", got, err)
+	}
+	select {
+	case err := <-woke:
+		t.Fatalf("the sleep ended (%v) before the other connection was served", err)
+	default:
+	}
+	if got, err := bufio.NewReader(sleeper).ReadString('\n'); got != "woke\n" {
+		t.Fatalf("sleeper: %q, %v", got, err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("Sleep: %v", err)
+	}
+	if d := time.Since(t0); d < nap {
+		t.Fatalf("woke after %v, before %v", d, nap)
+	}
+
+	long := dial(t, s.addr)
+	_, _ = io.WriteString(long, "long\n")
+	<-sleeping
+	_ = s.l.Close() // resumes every waiting serve function with net.ErrClosed
+	select {
+	case err := <-woke:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Sleep after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the sleep")
+	}
+}
