@@ -265,7 +265,7 @@ func (l *denyListener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 		l.denied() // before the close, so the count is visible when the peer sees it
-		if tc, ok := c.(*net.TCPConn); ok {
+		if tc, ok := c.(interface{ SetLinger(int) error }); ok {
 			_ = tc.SetLinger(0) // close with RST: no FIN handshake, no TIME_WAIT
 		}
 		_ = c.Close()

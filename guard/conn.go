@@ -111,6 +111,10 @@ func newConn(g *Guard, c net.Conn, key keyed.Key128, lim *limits, isTLS bool) *C
 	return gc
 }
 
+// NetConn returns the connection c guards (the accepted socket, or a
+// server's wrapper of it).
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // ConnOf returns the Guard connection under c: c itself, the socket under
 // a *tls.Conn returned by a Guard's TLS listener, the connection under an
 // HTTP/2 wrapper, or under any wrapper with a NetConn method (package

@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -38,6 +39,13 @@ type Exchange struct {
 	Start time.Time
 	// Deadline is when the request times out (zero: never).
 	Deadline time.Time
+	// Loop is set when the connection is served on an event loop (the
+	// host's loop engine), nil otherwise. A handler on a loop must not
+	// block except in the exchange's own I/O and Loop's methods: any
+	// other wait stalls every connection of the loop. A handler that
+	// cannot keep that rule declines the request (see host.FastHandler)
+	// and is called again for it off the loop.
+	Loop Loop
 
 	body  Body
 	w     *bufio.Writer
@@ -62,6 +70,28 @@ type Exchange struct {
 	stubbed  bool // stub describes this request
 	stubURL  url.URL
 	stubBody stubBody
+}
+
+// Loop is what a handler served on an event loop may wait on besides
+// its exchange's connection. Its connections belong to the calling
+// request: they are closed when the connection it came on is done,
+// unless released first.
+type Loop interface {
+	// DialTCP connects to addr, waiting until deadline (zero: none).
+	DialTCP(addr netip.AddrPort, deadline time.Time) (net.Conn, error)
+	// Release gives up a connection DialTCP or Adopt returned, keeping
+	// it open for a later request of the same loop to Adopt (an
+	// idle pooled connection).
+	Release(c net.Conn)
+	// Adopt makes a released connection of the same loop this
+	// request's; it fails for any other.
+	Adopt(c net.Conn) error
+	// Sleep waits until t (nil) or until the client's connection is
+	// closed (an error).
+	Sleep(t time.Time) error
+	// Key identifies the loop: connections released on one loop can be
+	// adopted on that loop only.
+	Key() any
 }
 
 // Strings caches per-connection strings of the request head, so that a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/internal/deadline"
+	"github.com/bulwarkhq/bulwark/internal/evloop"
 )
 
 // The fast engine
@@ -89,6 +90,7 @@ type fastServer struct {
 	h        *Host
 	handoff  *handoffListener
 	shutting atomic.Bool
+	loops    *loops // the loop engine's, or nil
 
 	mu      sync.Mutex
 	conns   map[*fastConn]struct{}
@@ -146,6 +148,9 @@ func (s *fastServer) acceptLoop(ln net.Listener) {
 			_ = c.Close()
 			continue
 		}
+		if s.loops != nil && s.serveOnLoop(fc) {
+			continue
+		}
 		go s.serve(fc)
 	}
 }
@@ -187,7 +192,13 @@ func (s *fastServer) shutdown(ctx context.Context, graceful bool) {
 	}
 	s.mu.Unlock()
 	idle := make(chan struct{})
-	go func() { s.wg.Wait(); close(idle) }()
+	go func() {
+		s.wg.Wait()
+		if s.loops != nil {
+			s.loops.close() // and the upstream connections left on them
+		}
+		close(idle)
+	}()
 	for {
 		select {
 		case <-idle:
@@ -225,6 +236,7 @@ type connServer struct {
 	strs     h1.Strings
 	requests int
 	rdl, wdl deadline.Lazy
+	lc       *evloop.Conn // the loop's connection while a loop serves it
 }
 
 var (
@@ -233,9 +245,11 @@ var (
 )
 
 // serve serves one connection until it closes or is handed over.
-func (s *fastServer) serve(fc *fastConn) {
-	h := s.h
-	lim := &h.lim
+func (s *fastServer) serve(fc *fastConn) { s.serveConn(s.begin(fc), true) }
+
+// begin prepares the serving of fc.
+func (s *fastServer) begin(fc *fastConn) *connServer {
+	lim := &s.h.lim
 	cs := &connServer{s: s, fc: fc, c: fc.c}
 	cs.wdl.Write = true
 	cs.pc, _ = fc.c.(phaseConn)
@@ -254,8 +268,19 @@ func (s *fastServer) serve(fc *fastConn) {
 	} else {
 		cs.x.Remote, _ = netip.ParseAddrPort(cs.x.RemoteAddr)
 	}
-	handedOff := false
+	return cs
+}
+
+// serveConn serves cs's requests until the connection closes, is handed
+// over to net/http or leaves its loop. first is true before the
+// connection's first request.
+func (s *fastServer) serveConn(cs *connServer, first bool) {
+	fc := cs.fc
+	handedOff, moved := false, false
 	defer func() {
+		if moved {
+			return // a goroutine serves it now, with cs
+		}
 		if !handedOff {
 			_ = fc.c.Close()
 			fc.state.Store(connClosed)
@@ -269,14 +294,13 @@ func (s *fastServer) serve(fc *fastConn) {
 		s.untrack(fc)
 	}()
 
-	first := true
 	for {
 		ok, declined := cs.readHead(first)
-		first = false
 		if declined {
-			handedOff = s.handover(cs)
+			handedOff, moved = s.decline(cs, first)
 			return
 		}
+		first = false
 		if !ok {
 			return
 		}
@@ -288,7 +312,7 @@ func (s *fastServer) serve(fc *fastConn) {
 		}
 		keep, decline := cs.serveRequest()
 		if decline {
-			handedOff = s.handover(cs)
+			handedOff, moved = s.decline(cs, false)
 			return
 		}
 		cs.rd.Unpin()
@@ -302,6 +326,16 @@ func (s *fastServer) serve(fc *fastConn) {
 			return
 		}
 	}
+}
+
+// decline passes on a connection whose next request the fast engine
+// does not serve: to net/http, or first off its loop to a goroutine of
+// the fast engine (which may then hand it to net/http).
+func (s *fastServer) decline(cs *connServer, first bool) (handedOff, moved bool) {
+	if cs.lc != nil {
+		return false, s.leaveLoop(cs, first)
+	}
+	return s.handover(cs), false
 }
 
 // readHead reads until a complete head is buffered and parsed into
@@ -379,6 +413,13 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 	h := cs.s.h
 	lim := &h.lim
 	x := &cs.x
+	if cs.lc != nil {
+		if hb := h.handler.Load(); hb != nil {
+			if _, ok := hb.h.(FastHandler); !ok {
+				return false, true // off the loop before anything counts it
+			}
+		}
+	}
 	now := time.Now()
 	cs.rd.Discard(x.Req.HeadLen)
 	cs.rd.Pin()

@@ -50,9 +50,9 @@ func (f *fastHandler) ServeHTTP1(x *h1.Exchange) bool {
 	return true
 }
 
-func startFast(t *testing.T, lim host.Limits, f *fastHandler, opts ...option) *env {
+func startFast(t *testing.T, m mode, lim host.Limits, f *fastHandler, opts ...option) *env {
 	t.Helper()
-	e := start(t, modeFast, lim, opts...)
+	e := start(t, m, lim, opts...)
 	e.H.Activate(f)
 	return e
 }
@@ -60,9 +60,11 @@ func startFast(t *testing.T, lim host.Limits, f *fastHandler, opts ...option) *e
 // Requests the fast engine serves keep their connection; a response
 // without a length is chunked; HEAD has no body; pipelined requests are
 // answered in order.
-func TestFastServesKeepAlive(t *testing.T) {
+func TestFastServesKeepAlive(t *testing.T) { fastModes(t, testFastServesKeepAlive) }
+
+func testFastServesKeepAlive(t *testing.T, m mode) {
 	f := &fastHandler{}
-	e := startFast(t, host.Limits{}, f)
+	e := startFast(t, m, host.Limits{}, f)
 	rc := dialRaw(t, e)
 	rc.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcPOST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
 	for _, want := range []string{"fast /a ", "fast /b abc", "fast /c hi"} {
@@ -83,10 +85,12 @@ func TestFastServesKeepAlive(t *testing.T) {
 // What the fast engine declines (its parser, or the handler) is served by
 // net/http on the same connection, which keeps it from then on; the
 // host's per-connection request count carries over.
-func TestFastHandsOver(t *testing.T) {
+func TestFastHandsOver(t *testing.T) { fastModes(t, testFastHandsOver) }
+
+func testFastHandsOver(t *testing.T, m mode) {
 	t.Run("handler", func(t *testing.T) {
 		f := &fastHandler{decline: "/slow"}
-		e := startFast(t, host.Limits{MaxRequestsPerConn: 4}, f)
+		e := startFast(t, m, host.Limits{MaxRequestsPerConn: 4}, f)
 		rc := dialRaw(t, e)
 		for i, c := range []struct{ path, engine string }{
 			{"/a", "fast"}, {"/b", "fast"}, {"/slow", "nethttp"}, {"/a", "nethttp"},
@@ -111,7 +115,7 @@ func TestFastHandsOver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fastHandler{}
-			e := startFast(t, host.Limits{}, f)
+			e := startFast(t, m, host.Limits{}, f)
 			rc := dialRaw(t, e)
 			rc.Send(c.req)
 			r := rc.Read("GET")
@@ -125,7 +129,7 @@ func TestFastHandsOver(t *testing.T) {
 	}
 	t.Run("h2c", func(t *testing.T) {
 		f := &fastHandler{}
-		e := start(t, modeFast, host.Limits{}, func(c *host.Config) { c.H2C = true })
+		e := start(t, m, host.Limits{}, func(c *host.Config) { c.H2C = true })
 		e.H.Activate(f)
 		tr := newTransport(modeH2C, nil)
 		defer tr.CloseIdleConnections()
@@ -142,8 +146,10 @@ func TestFastHandsOver(t *testing.T) {
 
 // The host's answers on the fast engine are the net/http path's: probes,
 // readiness, the bounds.
-func TestFastHostAnswers(t *testing.T) {
-	e := start(t, modeFast, host.Limits{MaxURLBytes: 256, MaxHeaders: 2, MaxBodyBytes: 10})
+func TestFastHostAnswers(t *testing.T) { fastModes(t, testFastHostAnswers) }
+
+func testFastHostAnswers(t *testing.T, m mode) {
+	e := start(t, m, host.Limits{MaxURLBytes: 256, MaxHeaders: 2, MaxBodyBytes: 10})
 	f := &fastHandler{}
 	rc := dialRaw(t, e)
 	rc.Send("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -182,7 +188,9 @@ func TestFastHostAnswers(t *testing.T) {
 // A handler that writes nothing by the request timeout gets the host's
 // 504; a panic is a 500 (and the connection closes); http.ErrAbortHandler
 // cuts the connection without an answer.
-func TestFastHostFallbacks(t *testing.T) {
+func TestFastHostFallbacks(t *testing.T) { fastModes(t, testFastHostFallbacks) }
+
+func testFastHostFallbacks(t *testing.T, m mode) {
 	f := &fastHandler{serve: func(x *h1.Exchange) {
 		switch string(x.Req.Path()) {
 		case "/timeout":
@@ -193,7 +201,7 @@ func TestFastHostFallbacks(t *testing.T) {
 			panic(http.ErrAbortHandler)
 		}
 	}}
-	e := startFast(t, host.Limits{RequestTimeout: 50 * time.Millisecond}, f)
+	e := startFast(t, m, host.Limits{RequestTimeout: 50 * time.Millisecond}, f)
 	rc := dialRaw(t, e)
 	rc.Send("GET /timeout HTTP/1.1\r\nHost: x\r\n\r\n")
 	if r := rc.Read("GET"); r.Status != 504 || r.Code != "timeout" {
@@ -215,7 +223,9 @@ func TestFastHostFallbacks(t *testing.T) {
 // Shutdown drains the fast engine: readiness turns 503 at once, the
 // request in flight completes, idle keep-alive connections are closed,
 // and Shutdown returns only after the handler did.
-func TestFastShutdownDrains(t *testing.T) {
+func TestFastShutdownDrains(t *testing.T) { fastModes(t, testFastShutdownDrains) }
+
+func testFastShutdownDrains(t *testing.T, m mode) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var returned atomic.Bool
@@ -227,7 +237,7 @@ func TestFastShutdownDrains(t *testing.T) {
 		}
 		_, _ = io.WriteString(x, "done")
 	}}
-	e := startFast(t, host.Limits{}, f)
+	e := startFast(t, m, host.Limits{}, f)
 	idle := dialRaw(t, e)
 	idle.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
 	idle.Read("GET")
@@ -288,9 +298,11 @@ func (l *phaseListener) Accept() (net.Conn, error) {
 
 // The fast engine reports each request's phases to the connection, as
 // net/http's adapters do for a connection guard.
-func TestFastReportsPhases(t *testing.T) {
+func TestFastReportsPhases(t *testing.T) { fastModes(t, testFastReportsPhases) }
+
+func testFastReportsPhases(t *testing.T, m mode) {
 	pl := make(chan *phaseRec, 1)
-	e := start(t, modeFast, host.Limits{}, func(c *host.Config) {
+	e := start(t, m, host.Limits{}, func(c *host.Config) {
 		c.WrapListener = func(ln net.Listener) net.Listener { return &phaseListener{Listener: ln, conns: pl} }
 	})
 	e.H.Activate(&fastHandler{})
@@ -316,7 +328,9 @@ func TestFastReportsPhases(t *testing.T) {
 
 // A closed or broken client body is the handler's to answer; reading
 // past the bound fails with h1.ErrBodyTooLarge.
-func TestFastBodyErrors(t *testing.T) {
+func TestFastBodyErrors(t *testing.T) { fastModes(t, testFastBodyErrors) }
+
+func testFastBodyErrors(t *testing.T, m mode) {
 	var gotErr atomic.Value
 	f := &fastHandler{serve: func(x *h1.Exchange) {
 		_, err := io.ReadAll(x.Body())
@@ -324,7 +338,7 @@ func TestFastBodyErrors(t *testing.T) {
 			gotErr.Store(err)
 		}
 	}}
-	e := startFast(t, host.Limits{MaxBodyBytes: 4}, f)
+	e := startFast(t, m, host.Limits{MaxBodyBytes: 4}, f)
 	rc := dialRaw(t, e)
 	rc.Send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
 	if r := rc.Read("POST"); r.Status != 413 || !r.Close {
@@ -337,11 +351,13 @@ func TestFastBodyErrors(t *testing.T) {
 
 // The fast engine serves a keep-alive request without allocating (the
 // handler's own work aside).
-func TestFastServeAllocs(t *testing.T) {
+func TestFastServeAllocs(t *testing.T) { fastModes(t, testFastServeAllocs) }
+
+func testFastServeAllocs(t *testing.T, m mode) {
 	if raceEnabled {
 		t.Skip("allocations are not meaningful under -race")
 	}
-	e := startFast(t, host.Limits{MaxRequestsPerConn: 1_000_000}, &fastHandler{serve: func(x *h1.Exchange) {
+	e := startFast(t, m, host.Limits{MaxRequestsPerConn: 1_000_000}, &fastHandler{serve: func(x *h1.Exchange) {
 		x.Header()["Content-Length"] = contentLength2
 		_, _ = x.Write(ok2)
 	}})
@@ -373,3 +389,56 @@ var (
 	contentLength2 = []string{"2"}
 	ok2            = []byte("ok")
 )
+
+// fastModes runs body on the fast engine with a goroutine per connection
+// and on event loops, as the subtests mode=fast and mode=loop.
+func fastModes(t *testing.T, body func(t *testing.T, m mode)) {
+	for _, m := range []mode{modeFast, modeLoop} {
+		t.Run("mode="+m.Name, func(t *testing.T) { body(t, m) })
+	}
+}
+
+// On the loop engine a handler sees Exchange.Loop; one that declines
+// there is called again for the same request off the loop, where the
+// connection stays: pipelined requests behind it are answered in order.
+func TestLoopLeavesForADeclinedRequest(t *testing.T) {
+	var onLoop, offLoop atomic.Int64
+	f := &fastHandler{}
+	f.serve = func(x *h1.Exchange) {
+		where := "goroutine"
+		if x.Loop != nil {
+			where = "loop"
+			onLoop.Add(1)
+		} else {
+			offLoop.Add(1)
+		}
+		_, _ = io.WriteString(x, where+" "+string(x.Req.Path()))
+	}
+	e := start(t, modeLoop, host.Limits{}) // the handler below declines /block on a loop
+	e.H.Activate(&loopDecliner{f})
+	rc := dialRaw(t, e)
+	rc.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	if r := rc.Read("GET"); r.Body != "loop /a" {
+		t.Fatalf("first request: %d %q", r.Status, r.Body)
+	}
+	rc.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	for _, want := range []string{"goroutine /block", "goroutine /b"} {
+		if r := rc.Read("GET"); r.Status != 200 || r.Body != want {
+			t.Fatalf("got %d %q, want %q", r.Status, r.Body, want)
+		}
+	}
+	if onLoop.Load() != 1 || offLoop.Load() != 2 {
+		t.Fatalf("served on a loop %d, off %d; want 1 and 2", onLoop.Load(), offLoop.Load())
+	}
+}
+
+// loopDecliner declines /block on a loop (as a handler that must block
+// does).
+type loopDecliner struct{ *fastHandler }
+
+func (d *loopDecliner) ServeHTTP1(x *h1.Exchange) bool {
+	if x.Loop != nil && string(x.Req.Path()) == "/block" {
+		return false
+	}
+	return d.fastHandler.ServeHTTP1(x)
+}

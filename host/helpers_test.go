@@ -25,7 +25,8 @@ var (
 	modeH2   = hosttest.ModeH2
 	modeH2C  = hosttest.ModeH2C
 	modeFast = hosttest.ModeFast
-	modes    = []mode{modeH1, modeH2, modeH2C, modeFast}
+	modeLoop = hosttest.ModeLoop
+	modes    = []mode{modeH1, modeH2, modeH2C, modeFast, modeLoop}
 
 	start        = hosttest.Start
 	newTransport = hosttest.NewTransport

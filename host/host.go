@@ -309,9 +309,9 @@ func New(cfg Config) (*Host, error) {
 		return nil, errors.New("host: config.h2c cannot be combined with config.tls")
 	}
 	switch cfg.Engine {
-	case "", EngineNetHTTP, EngineFast:
+	case "", EngineNetHTTP, EngineFast, EngineLoop:
 	default:
-		return nil, fmt.Errorf("host: config.engine %q: want %q or %q", cfg.Engine, EngineNetHTTP, EngineFast)
+		return nil, fmt.Errorf("host: config.engine %q: want %q, %q or %q", cfg.Engine, EngineNetHTTP, EngineFast, EngineLoop)
 	}
 	if t := cfg.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
 		return nil, errors.New("host: config.tls has no certificate")
@@ -415,6 +415,10 @@ func (h *Host) Start() error {
 			return errors.Join(err, h.stop(context.Background(), ErrStopped))
 		}
 	}
+	loopEngine := h.cfg.Engine == EngineLoop && h.cfg.TLSConfig == nil
+	if loopEngine {
+		ln = swapListener{ln} // under the wrappers: a loop takes the socket
+	}
 	if h.cfg.WrapListener != nil {
 		w := h.cfg.WrapListener(ln)
 		if w == nil {
@@ -428,13 +432,21 @@ func (h *Host) Start() error {
 	h.ln = ln
 	h.started = true
 	h.serveDone = make(chan struct{})
-	if h.cfg.Engine == EngineFast && h.cfg.TLSConfig == nil {
+	if (h.cfg.Engine == EngineFast || loopEngine) && h.cfg.TLSConfig == nil {
 		h.fast = newFastServer(h, ln.Addr())
+	}
+	if loopEngine {
+		lp, err := newLoops(loopCount(), h.loopPanic)
+		if err != nil {
+			// No loops here (not Linux): the fast engine's goroutines.
+			h.log.Warn("host: no event loops; the loop engine serves with a goroutine per connection")
+		}
+		h.fast.loops = lp
 	}
 	h.mu.Unlock()
 
 	go h.serveLoop(ln)
-	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C, "fast_engine", h.fast != nil)
+	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C, "fast_engine", h.fast != nil, "loops", h.fast != nil && h.fast.loops != nil)
 	return nil
 }
 

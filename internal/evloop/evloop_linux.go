@@ -768,3 +768,31 @@ func (c *Conn) Adopt(d *Conn) error {
 
 // Loop returns the loop that serves c.
 func (c *Conn) Loop() *Loop { return c.l }
+
+// CloseWrite shuts down the writing side of the socket: the peer reads
+// the end once what was written is delivered (serve function only).
+func (c *Conn) CloseWrite() error {
+	if c.closed.Load() {
+		return opError("close", c, net.ErrClosed)
+	}
+	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+		return opError("close", c, os.NewSyscallError("shutdown", err))
+	}
+	return nil
+}
+
+// SetLinger sets SO_LINGER like net.TCPConn's SetLinger (0: a close
+// resets the connection).
+func (c *Conn) SetLinger(sec int) error {
+	if c.closed.Load() {
+		return opError("set", c, net.ErrClosed)
+	}
+	l := unix.Linger{}
+	if sec >= 0 {
+		l.Onoff, l.Linger = 1, int32(sec)
+	}
+	if err := unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &l); err != nil {
+		return opError("set", c, os.NewSyscallError("setsockopt", err))
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ package evloop
 
 import (
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -31,4 +32,24 @@ type Conn struct {
 	laddr, raddr net.Addr
 	deadline     time.Time
 	heapIndex    int
+}
+
+// Sleep returns ErrUnsupported.
+func (c *Conn) Sleep(t time.Time) error { return ErrUnsupported }
+
+// Release does nothing.
+func (c *Conn) Release() {}
+
+// Adopt returns ErrUnsupported.
+func (c *Conn) Adopt(d *Conn) error { return ErrUnsupported }
+
+// Loop returns nil.
+func (c *Conn) Loop() *Loop { return nil }
+
+// Detach returns ErrUnsupported.
+func (c *Conn) Detach() (net.Conn, error) { return nil, ErrUnsupported }
+
+// DialTCP returns ErrUnsupported.
+func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
+	return nil, ErrUnsupported
 }

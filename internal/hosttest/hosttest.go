@@ -35,6 +35,7 @@ type Mode struct {
 	TLS  bool // HTTP/2 over TLS
 	H2C  bool // HTTP/2 with prior knowledge
 	Fast bool // HTTP/1.1 on the fast engine (handing over to net/http what it declines)
+	Loop bool // the fast engine on event loops (host.EngineLoop)
 }
 
 // H2 reports whether the mode speaks HTTP/2.
@@ -46,6 +47,7 @@ var (
 	ModeH2   = Mode{Name: "h2", TLS: true}
 	ModeH2C  = Mode{Name: "h2c", H2C: true}
 	ModeFast = Mode{Name: "fast", Fast: true}
+	ModeLoop = Mode{Name: "loop", Fast: true, Loop: true}
 )
 
 // Cert returns a self-signed certificate for 127.0.0.1 and a pool that
@@ -100,6 +102,9 @@ func Start(t *testing.T, m Mode, lim host.Limits, opts ...Option) *Env {
 	cfg := host.Config{Addr: "127.0.0.1:0", Limits: lim, H2C: m.H2C}
 	if m.Fast {
 		cfg.Engine = host.EngineFast
+	}
+	if m.Loop {
+		cfg.Engine = host.EngineLoop
 	}
 	if m.TLS {
 		cert, _ := Cert()

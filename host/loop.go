@@ -1,0 +1,258 @@
+package host
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/internal/evloop"
+)
+
+// The loop engine
+//
+// With Config.Engine set to EngineLoop the fast engine's connections are
+// served on event loops (package internal/evloop, Linux): one per
+// GOMAXPROCS, each a goroutine that owns its sockets through its own
+// epoll set and runs every connection's serve code, the fast engine's
+// very code, as a coroutine resumed when its socket is ready. A request
+// costs no goroutine wake-up and no speculative read; on a core shared
+// with the load that is about half the CPU of a goroutine per
+// connection (docs/benchmarks.md).
+//
+// The rule of a loop is that nothing blocks but the connections' own
+// I/O, so a handler sees h1.Exchange.Loop set and declines what it
+// cannot do that way; the connection then leaves the loop (its socket
+// goes back to the runtime's poller) and goes on as on EngineFast, with
+// a goroutine: the declined request is served there, or handed to
+// net/http like any other the fast engine declines. So does every
+// connection the loop engine does not take (not TCP, a loop full, no
+// loops on this platform).
+
+// EngineLoop serves plain HTTP/1.1 like EngineFast, with its connections
+// on event loops where the platform has them (Linux); see FastHandler
+// and h1.Exchange.Loop.
+const EngineLoop Engine = "loop"
+
+// loopMaxConns bounds one loop's connections (client and upstream);
+// beyond it new connections are served by goroutines.
+const loopMaxConns = 1 << 16
+
+// loops are the loop engine's event loops.
+type loops struct {
+	ls   []*evloop.Loop
+	next atomic.Uint32
+	ran  sync.WaitGroup
+}
+
+// newLoops starts n loops; onPanic reports a serve function's panic.
+func newLoops(n int, onPanic func(any)) (*loops, error) {
+	g := &loops{}
+	for range n {
+		l, err := evloop.New(evloop.Config{MaxConns: loopMaxConns, OnPanic: onPanic})
+		if err != nil {
+			g.close()
+			return nil, err
+		}
+		g.ls = append(g.ls, l)
+		g.ran.Add(1)
+		go func() {
+			defer g.ran.Done()
+			_ = l.Run()
+		}()
+	}
+	return g, nil
+}
+
+// loopCount is the number of loops of a host: one per GOMAXPROCS.
+func loopCount() int { return max(1, runtime.GOMAXPROCS(0)) }
+
+// pick returns the loop for a new connection: the less loaded of two
+// taken in turn.
+func (g *loops) pick() *evloop.Loop {
+	i := g.next.Add(1)
+	a := g.ls[int(i)%len(g.ls)]
+	if len(g.ls) == 1 {
+		return a
+	}
+	b := g.ls[int(i+1)%len(g.ls)]
+	if b.Len() < a.Len() {
+		return b
+	}
+	return a
+}
+
+// close closes every loop and waits for them to return.
+func (g *loops) close() {
+	for _, l := range g.ls {
+		_ = l.Close()
+	}
+	g.ran.Wait()
+}
+
+// swapListener wraps the bound listener of the loop engine: its
+// connections (swapConn) can move their socket to a loop and back under
+// whatever wraps them (a deny list, a connection guard).
+type swapListener struct{ net.Listener }
+
+func (l swapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c, nil
+	}
+	sc := &swapConn{}
+	sc.set(tc)
+	return sc, nil
+}
+
+// swapConn is an accepted TCP connection whose socket is either the
+// *net.TCPConn in the runtime's poller or, while a loop serves it, the
+// loop's *evloop.Conn. The serve code switches it; Close may come from
+// any goroutine, hence the atomic.
+type swapConn struct {
+	cur atomic.Pointer[net.Conn]
+	// tcp is the accepted connection until a loop takes it.
+	tcp *net.TCPConn
+}
+
+func (c *swapConn) set(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.tcp = tc
+	} else {
+		c.tcp = nil
+	}
+	c.cur.Store(&nc)
+}
+
+func (c *swapConn) conn() net.Conn                     { return *c.cur.Load() }
+func (c *swapConn) Read(p []byte) (int, error)         { return c.conn().Read(p) }
+func (c *swapConn) Write(p []byte) (int, error)        { return c.conn().Write(p) }
+func (c *swapConn) Close() error                       { return c.conn().Close() }
+func (c *swapConn) LocalAddr() net.Addr                { return c.conn().LocalAddr() }
+func (c *swapConn) RemoteAddr() net.Addr               { return c.conn().RemoteAddr() }
+func (c *swapConn) SetDeadline(t time.Time) error      { return c.conn().SetDeadline(t) }
+func (c *swapConn) SetReadDeadline(t time.Time) error  { return c.conn().SetReadDeadline(t) }
+func (c *swapConn) SetWriteDeadline(t time.Time) error { return c.conn().SetWriteDeadline(t) }
+
+// NetConn returns the socket (for package guard's ConnOf and the like).
+func (c *swapConn) NetConn() net.Conn { return c.conn() }
+
+// CloseWrite shuts down the writing side.
+func (c *swapConn) CloseWrite() error {
+	if cw, ok := c.conn().(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// SetLinger sets SO_LINGER (a deny list resets a refused connection).
+func (c *swapConn) SetLinger(sec int) error {
+	if sl, ok := c.conn().(interface{ SetLinger(int) error }); ok {
+		return sl.SetLinger(sec)
+	}
+	return nil
+}
+
+// swapOf finds the swapConn under c's wrappers.
+func swapOf(c net.Conn) *swapConn {
+	for range 4 {
+		switch v := c.(type) {
+		case *swapConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// serveOnLoop starts serving fc on a loop; false when the loop engine
+// does not take it (the caller serves it with a goroutine).
+func (s *fastServer) serveOnLoop(fc *fastConn) bool {
+	sc := swapOf(fc.c)
+	if sc == nil || sc.tcp == nil {
+		return false
+	}
+	tc := sc.tcp
+	err := s.loops.pick().Serve(tc, func(lc *evloop.Conn) {
+		sc.set(lc)
+		if fc.state.Load() == connClosed {
+			// Closed by a shutdown before the swap: it closed the old
+			// socket only.
+			s.untrack(fc)
+			return
+		}
+		cs := s.begin(fc)
+		cs.lc = lc
+		cs.x.Loop = loopHandle{lc}
+		s.serveConn(cs, true)
+	})
+	return err == nil
+}
+
+// leaveLoop moves cs's connection off its loop: its socket goes back to
+// the runtime's poller and a goroutine serves it from now on. It is
+// called from the serve function, with the connection idle or its
+// current request not begun (declined).
+func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
+	if !cs.fc.state.CompareAndSwap(connActive, connIdle) && cs.fc.state.Load() != connIdle {
+		return false // closed by a shutdown
+	}
+	sc := swapOf(cs.c)
+	nc, err := cs.lc.Detach()
+	if err != nil || sc == nil {
+		return false
+	}
+	sc.set(nc)
+	cs.lc = nil
+	cs.x.Loop = nil
+	// The socket's deadlines were the loop's: the next phase sets its own.
+	cs.rdl.Forget()
+	cs.wdl.Forget()
+	go s.serveConn(cs, first)
+	return true
+}
+
+// loopHandle is the h1.Loop of a connection served on a loop.
+type loopHandle struct{ c *evloop.Conn }
+
+var errNotLoopConn = errors.New("host: not a connection of this loop")
+
+func (h loopHandle) DialTCP(addr netip.AddrPort, deadline time.Time) (net.Conn, error) {
+	c, err := h.c.DialTCP(addr, deadline)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (h loopHandle) Release(c net.Conn) {
+	if lc, ok := c.(*evloop.Conn); ok {
+		lc.Release()
+	}
+}
+
+func (h loopHandle) Adopt(c net.Conn) error {
+	lc, ok := c.(*evloop.Conn)
+	if !ok {
+		return errNotLoopConn
+	}
+	return h.c.Adopt(lc)
+}
+
+func (h loopHandle) Sleep(t time.Time) error { return h.c.Sleep(t) }
+
+func (h loopHandle) Key() any { return h.c.Loop() }
+
+// loopPanic reports a panic on a loop outside a handler (whose panics
+// the fast engine recovers itself): the connection was closed.
+func (h *Host) loopPanic(any) { h.log.Error("host: panic on an event loop; connection closed") }
