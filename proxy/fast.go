@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,9 @@ const (
 )
 
 // fastPools are the upstream connections of the fast path, one pool per
-// target.
+// target. The goroutine engine's requests share one set; each event loop
+// of the host's loop engine has a set of its own (its connections can be
+// used on that loop only), bounded together with the shared one.
 type fastPools struct {
 	p      *Proxy
 	pools  []*fastPool
@@ -75,20 +78,34 @@ type fastPools struct {
 }
 
 // fastPool holds the connections to one target: a LIFO of idle ones,
-// bounded by MaxIdleConnsPerHost, and a count of open ones, bounded by
-// MaxConnsPerHost (0: no bound). At the bound, a request waits for a
-// connection to come back, until its attempt's deadline.
+// bounded by MaxIdleConnsPerHost. The count of open ones, bounded by
+// MaxConnsPerHost (0: no bound), is the target's (poolBound), shared by
+// the goroutine engine's pool and the loops' pools. At the bound, a
+// request waits for a connection to come back, until its attempt's
+// deadline.
 type fastPool struct {
 	addr, serverName string
+	ap               netip.AddrPort // addr when it is an IP literal (what a loop dials)
 	tls              bool
-	maxIdle, maxOpen int
+	maxIdle          int
+	b                *poolBound
+
+	mu   sync.Mutex
+	idle []*upConn
+}
+
+// poolBound is the count of a target's open connections.
+type poolBound struct {
+	max int
 
 	mu      sync.Mutex
-	idle    []*upConn
 	open    int
-	waiting int           // requests waiting at the maxOpen bound
+	waiting int           // goroutines waiting at the bound
 	wake    chan struct{} // closed and replaced when a connection frees up for waiters
 	waits   atomic.Uint64
+	// members are the target's pools (the shared one, each loop's):
+	// one at the bound evicts another's idle connection.
+	members []*fastPool
 }
 
 // upConn is one upstream connection with its buffers.
@@ -129,13 +146,61 @@ func newFastPools(p *Proxy, u Upstream, dial func(ctx context.Context, network, 
 			}
 			host = net.JoinHostPort(t.Hostname(), port)
 		}
-		fp.pools = append(fp.pools, &fastPool{
-			addr: host, serverName: t.Hostname(), tls: t.Scheme == "https",
-			maxIdle: u.MaxIdleConnsPerHost, maxOpen: u.MaxConnsPerHost,
-			wake: make(chan struct{}),
-		})
+		ap, _ := netip.ParseAddrPort(host)
+		pl := &fastPool{
+			addr: host, ap: ap, serverName: t.Hostname(), tls: t.Scheme == "https",
+			maxIdle: u.MaxIdleConnsPerHost,
+			b:       &poolBound{max: u.MaxConnsPerHost, wake: make(chan struct{})},
+		}
+		pl.b.members = []*fastPool{pl}
+		fp.pools = append(fp.pools, pl)
 	}
 	return fp
+}
+
+// poolsFor returns the pools for x: the shared set, or its loop's own.
+func (p *Proxy) poolsFor(x *h1.Exchange) *fastPools {
+	if x.Loop == nil {
+		return p.fast
+	}
+	k := x.Loop.Key()
+	if v, ok := p.loopPools.Load(k); ok {
+		return v.(*fastPools)
+	}
+	v, _ := p.loopPools.LoadOrStore(k, p.fast.forLoop())
+	return v.(*fastPools)
+}
+
+// ServesOnLoop reports whether ServeHTTP1 can forward x on the event
+// loop serving it (x.Loop set) without blocking the loop: the upstream's
+// targets are cleartext IP literals dialed by the proxy itself (no
+// Options.DialContext, no name to resolve, no TLS handshake), and a body,
+// if x has one, has a Content-Length of at most 64 KiB (it is sent
+// before the response is read; longer and chunked bodies are sent while
+// the response is read, which takes a goroutine). A caller declines the
+// others (host.FastHandler) and they are forwarded off the loop.
+func (p *Proxy) ServesOnLoop(x *h1.Exchange) bool {
+	if !p.loopable {
+		return false
+	}
+	return !x.HasBody() || !x.Req.Chunked && x.Req.ContentLength <= syncBodyMax
+}
+
+// forLoop returns a set of pools for one event loop, bounded with fp's.
+func (fp *fastPools) forLoop() *fastPools {
+	lp := &fastPools{p: fp.p}
+	lp.closed.Store(fp.closed.Load())
+	for _, pl := range fp.pools {
+		m := &fastPool{
+			addr: pl.addr, ap: pl.ap, serverName: pl.serverName, tls: pl.tls,
+			maxIdle: pl.maxIdle, b: pl.b,
+		}
+		pl.b.mu.Lock()
+		pl.b.members = append(pl.b.members, m)
+		pl.b.mu.Unlock()
+		lp.pools = append(lp.pools, m)
+	}
+	return lp
 }
 
 var (
@@ -145,45 +210,64 @@ var (
 	errPoolWait = &timeoutError{"no free connection"}
 )
 
+// loopPoolPoll is how often a request on an event loop looks for a
+// connection at the max_conns_per_host bound (a loop cannot wait on a
+// channel).
+const loopPoolPoll = 2 * time.Millisecond
+
 // get returns an idle connection or dials a new one, waiting at the
 // MaxConnsPerHost bound until deadline. fresh forces a new connection.
-func (fp *fastPools) get(pl *fastPool, now, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
+// lp is the request's event loop, nil off a loop.
+func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
+	b := pl.b
 	for {
 		if fp.closed.Load() {
 			return nil, errPoolClosed
 		}
-		pl.mu.Lock()
-		for !fresh && len(pl.idle) > 0 {
-			uc := pl.idle[len(pl.idle)-1]
-			pl.idle[len(pl.idle)-1] = nil
-			pl.idle = pl.idle[:len(pl.idle)-1]
-			if now.Sub(uc.idleAt) < DefaultIdleConnTimeout {
-				pl.mu.Unlock()
-				uc.reused = true
+		if !fresh {
+			if uc := fp.takeIdle(pl, lp, now); uc != nil {
 				return uc, nil
 			}
-			pl.open--
-			fp.p.conns.Add(-1)
-			pl.mu.Unlock()
-			_ = uc.c.Close()
-			pl.mu.Lock()
 		}
-		if pl.maxOpen == 0 || pl.open < pl.maxOpen {
-			pl.open++
-			pl.mu.Unlock()
-			uc, err := fp.dialConn(pl, connectBy)
+		b.mu.Lock()
+		if b.max == 0 || b.open < b.max {
+			b.open++
+			b.mu.Unlock()
+			uc, err := fp.dialConn(pl, lp, connectBy)
 			if err != nil {
 				fp.release(pl)
 			}
 			return uc, err
 		}
-		wake := pl.wake
-		pl.waiting++
-		pl.mu.Unlock()
-		pl.waits.Add(1)
+		members := b.members
+		b.mu.Unlock()
+		if fp.evictIdle(pl, members) {
+			continue // one freed up: dial it
+		}
+		b.mu.Lock()
+		if lp != nil {
+			b.mu.Unlock()
+			b.waits.Add(1)
+			if !time.Now().Before(deadline) {
+				return nil, errPoolWait
+			}
+			until := time.Now().Add(loopPoolPoll)
+			if deadline.Before(until) {
+				until = deadline
+			}
+			if err := lp.Sleep(until); err != nil {
+				return nil, errClientGone
+			}
+			now = time.Now()
+			continue
+		}
+		wake := b.wake
+		b.waiting++
+		b.mu.Unlock()
+		b.waits.Add(1)
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			fp.unwait(pl)
+			b.unwait()
 			return nil, errPoolWait
 		}
 		t := time.NewTimer(wait)
@@ -191,43 +275,106 @@ func (fp *fastPools) get(pl *fastPool, now, deadline, connectBy time.Time, fresh
 		case <-wake:
 			t.Stop()
 		case <-t.C:
-			fp.unwait(pl)
+			b.unwait()
 			return nil, errPoolWait
 		}
 		now = time.Now()
 	}
 }
 
-func (fp *fastPools) unwait(pl *fastPool) {
+// takeIdle returns the most recently used idle connection still fresh,
+// closing the stale ones it finds, or nil.
+func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 	pl.mu.Lock()
-	pl.waiting--
-	pl.mu.Unlock()
+	defer pl.mu.Unlock()
+	for len(pl.idle) > 0 {
+		uc := pl.idle[len(pl.idle)-1]
+		pl.idle[len(pl.idle)-1] = nil
+		pl.idle = pl.idle[:len(pl.idle)-1]
+		if now.Sub(uc.idleAt) < DefaultIdleConnTimeout && (lp == nil || lp.Adopt(uc.c) == nil) {
+			uc.reused = true
+			return uc
+		}
+		_ = uc.c.Close()
+		fp.p.conns.Add(-1)
+		pl.b.mu.Lock()
+		pl.b.open--
+		pl.b.mu.Unlock()
+	}
+	return nil
 }
 
-// wakeLocked wakes every waiter; pl.mu is held.
-func (pl *fastPool) wakeLocked() (wake chan struct{}) {
-	if pl.waiting == 0 {
+// evictIdle closes the oldest idle connection of another pool of pl's
+// target (another event loop's, or the shared one), if there is one: at
+// the max_conns_per_host bound, connections idle where no request wants
+// them must not keep requests elsewhere waiting.
+func (fp *fastPools) evictIdle(pl *fastPool, members []*fastPool) bool {
+	for _, m := range members {
+		if m == pl {
+			continue
+		}
+		m.mu.Lock()
+		if len(m.idle) == 0 {
+			m.mu.Unlock()
+			continue
+		}
+		uc := m.idle[0]
+		copy(m.idle, m.idle[1:])
+		m.idle[len(m.idle)-1] = nil
+		m.idle = m.idle[:len(m.idle)-1]
+		m.mu.Unlock()
+		_ = uc.c.Close() // safe from any goroutine, a loop's connection too
+		fp.p.conns.Add(-1)
+		pl.b.mu.Lock()
+		pl.b.open--
+		pl.b.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+func (b *poolBound) unwait() {
+	b.mu.Lock()
+	b.waiting--
+	b.mu.Unlock()
+}
+
+// wakeLocked wakes every waiter; b.mu is held.
+func (b *poolBound) wakeLocked() (wake chan struct{}) {
+	if b.waiting == 0 {
 		return nil
 	}
-	pl.waiting = 0
-	w := pl.wake
-	pl.wake = make(chan struct{})
+	b.waiting = 0
+	w := b.wake
+	b.wake = make(chan struct{})
 	return w
 }
 
-// release forgets one open connection and wakes a waiter.
-func (fp *fastPools) release(pl *fastPool) {
-	pl.mu.Lock()
-	pl.open--
-	w := pl.wakeLocked()
-	pl.mu.Unlock()
+// wake wakes every waiter.
+func (b *poolBound) wakeAll() {
+	b.mu.Lock()
+	w := b.wakeLocked()
+	b.mu.Unlock()
 	if w != nil {
 		close(w)
 	}
 }
 
-// put returns a connection whose exchange completed cleanly (at now).
-func (fp *fastPools) put(pl *fastPool, uc *upConn, now time.Time) {
+// release forgets one open connection and wakes a waiter.
+func (fp *fastPools) release(pl *fastPool) {
+	b := pl.b
+	b.mu.Lock()
+	b.open--
+	w := b.wakeLocked()
+	b.mu.Unlock()
+	if w != nil {
+		close(w)
+	}
+}
+
+// put returns a connection whose exchange completed cleanly (at now); lp
+// is the request's event loop, nil off a loop.
+func (fp *fastPools) put(pl *fastPool, lp h1.Loop, uc *upConn, now time.Time) {
 	uc.idleAt = now
 	pl.mu.Lock()
 	if fp.closed.Load() || len(pl.idle) >= pl.maxIdle {
@@ -235,12 +382,12 @@ func (fp *fastPools) put(pl *fastPool, uc *upConn, now time.Time) {
 		fp.discard(pl, uc)
 		return
 	}
-	pl.idle = append(pl.idle, uc)
-	w := pl.wakeLocked()
-	pl.mu.Unlock()
-	if w != nil {
-		close(w)
+	if lp != nil {
+		lp.Release(uc.c) // the loop keeps it for the next request to adopt
 	}
+	pl.idle = append(pl.idle, uc)
+	pl.mu.Unlock()
+	pl.b.wakeAll()
 }
 
 // discard closes a connection.
@@ -250,26 +397,39 @@ func (fp *fastPools) discard(pl *fastPool, uc *upConn) {
 	fp.release(pl)
 }
 
-func (fp *fastPools) dialConn(pl *fastPool, connectBy time.Time) (*upConn, error) {
-	ctx, cancel := context.WithDeadlineCause(context.Background(), connectBy, errConnectTimeout)
-	defer cancel()
-	c, err := fp.dial(ctx, "tcp", pl.addr)
-	if err != nil {
-		if errors.Is(context.Cause(ctx), errConnectTimeout) {
-			return nil, errConnectTimeout
+func (fp *fastPools) dialConn(pl *fastPool, lp h1.Loop, connectBy time.Time) (*upConn, error) {
+	var c net.Conn
+	if lp != nil {
+		// A loop's own dial: an IP literal, cleartext (see ServesOnLoop).
+		var err error
+		if c, err = lp.DialTCP(pl.ap, connectBy); err != nil {
+			if isTimeout(err) {
+				return nil, errConnectTimeout
+			}
+			return nil, err
 		}
-		return nil, err
-	}
-	if pl.tls {
-		tc := tls.Client(c, &tls.Config{ServerName: pl.serverName, NextProtos: []string{"http/1.1"}})
-		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = c.Close()
+	} else {
+		ctx, cancel := context.WithDeadlineCause(context.Background(), connectBy, errConnectTimeout)
+		defer cancel()
+		var err error
+		c, err = fp.dial(ctx, "tcp", pl.addr)
+		if err != nil {
 			if errors.Is(context.Cause(ctx), errConnectTimeout) {
 				return nil, errConnectTimeout
 			}
 			return nil, err
 		}
-		c = tc
+		if pl.tls {
+			tc := tls.Client(c, &tls.Config{ServerName: pl.serverName, NextProtos: []string{"http/1.1"}})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = c.Close()
+				if errors.Is(context.Cause(ctx), errConnectTimeout) {
+					return nil, errConnectTimeout
+				}
+				return nil, err
+			}
+			c = tc
+		}
 	}
 	fp.p.dials.Add(1)
 	fp.p.conns.Add(1)
@@ -296,6 +456,14 @@ func (fp *fastPools) close() {
 	}
 }
 
+// loopSets calls f with each event loop's set of pools.
+func (p *Proxy) loopSets(f func(*fastPools)) {
+	p.loopPools.Range(func(_, v any) bool {
+		f(v.(*fastPools))
+		return true
+	})
+}
+
 func (fp *fastPools) idleCount() (n int64) {
 	for _, pl := range fp.pools {
 		pl.mu.Lock()
@@ -305,9 +473,11 @@ func (fp *fastPools) idleCount() (n int64) {
 	return n
 }
 
+// waitCount counts the waits at the bound (shared: counted once, on the
+// goroutine engine's set).
 func (fp *fastPools) waitCount() (n uint64) {
 	for _, pl := range fp.pools {
-		n += pl.waits.Load()
+		n += pl.b.waits.Load()
 	}
 	return n
 }
@@ -352,6 +522,7 @@ type exchange1 struct {
 	ntok    int
 	tokMore [][]byte
 	sending chan error // a body being sent concurrently, or nil
+	fp      *fastPools // the pools of the request's engine (a loop's own)
 }
 
 // ServeHTTP1 forwards a request of the host's fast engine to the next
@@ -367,7 +538,7 @@ func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	e := exchange1{p: p, x: x, f: f, start: start}
+	e := exchange1{p: p, x: x, f: f, start: start, fp: p.poolsFor(x)}
 	e.end = e.start.Add(p.timeouts.Total)
 	if !x.Deadline.IsZero() && x.Deadline.Before(e.end) {
 		e.end = x.Deadline
@@ -410,7 +581,7 @@ func (e *exchange1) serve() string {
 			}
 			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
 		}
-		pl := p.fast.pools[(first+uint64(i))%uint64(len(p.fast.pools))]
+		pl := e.fp.pools[(first+uint64(i))%uint64(len(e.fp.pools))]
 		now := e.start
 		if i > 0 {
 			now = time.Now()
@@ -468,7 +639,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	if tryEnd.Before(connectBy) {
 		connectBy = tryEnd
 	}
-	uc, err := p.fast.get(pl, now, tryEnd, connectBy, fresh)
+	uc, err := e.fp.get(pl, e.x.Loop, now, tryEnd, connectBy, fresh)
 	if err != nil {
 		if errors.Is(err, errPoolWait) {
 			return nil, e.timeoutCause(err, nil, tryEnd, tryEnd)
@@ -479,25 +650,28 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	e.writeHead(uc, pl)
 	e.sending = nil
 	if x.HasBody() {
-		if x.Req.Chunked || x.Req.ContentLength > syncBodyMax {
+		if (x.Req.Chunked || x.Req.ContentLength > syncBodyMax) && x.Loop == nil {
 			// A long body is sent while the response is read: an
 			// upstream that answers as it reads must not stall on a
 			// proxy that only reads once it has written everything.
+			// (On an event loop, which ServesOnLoop keeps such bodies
+			// off, it is sent before: a loop cannot start a goroutine
+			// on its connections.)
 			if err := uc.bw.Flush(); err != nil {
-				p.fast.discard(pl, uc)
+				e.fp.discard(pl, uc)
 				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
 			}
 			e.sending = make(chan error, 1)
 			uc.bodyRead.Store(false)
 			go sendConcurrently(x, uc, e.sending)
 		} else if err := sendBody(x, uc, nil); err != nil {
-			p.fast.discard(pl, uc)
+			e.fp.discard(pl, uc)
 			return nil, err
 		}
 	}
 	if e.sending == nil {
 		if err := uc.bw.Flush(); err != nil {
-			p.fast.discard(pl, uc)
+			e.fp.discard(pl, uc)
 			if uc.reused && e.replayable() {
 				return nil, errStale
 			}
@@ -524,7 +698,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 			// The client check's deadline, not the upstream's. (While a
 			// body is being sent, the client is the sender's to read.)
 			if e.sending == nil && x.ClientGone() {
-				p.fast.discard(pl, uc)
+				e.fp.discard(pl, uc)
 				return nil, errClientGone
 			}
 			checkAt = time.Now().Add(clientCheck)
@@ -537,7 +711,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 			if serr := e.stopSending(uc); errors.Is(serr, errClientBody) {
 				err = errClientBody
 			}
-			p.fast.discard(pl, uc)
+			e.fp.discard(pl, uc)
 			if uc.reused && n == 0 && e.replayable() && !isTimeout(err) {
 				return nil, errStale
 			}
@@ -690,7 +864,7 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	_, _ = w.Write(x.Req.Method)
 	_ = w.WriteByte(' ')
 	t := p.targets[0]
-	for i, pp := range p.fast.pools {
+	for i, pp := range e.fp.pools {
 		if pp == pl {
 			t = p.targets[i]
 		}
@@ -973,7 +1147,7 @@ func (e *exchange1) relayInformational(uc *upConn) {
 // relay writes the response to the client and disposes of the
 // connection.
 func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
-	p, x := e.p, e.x
+	x := e.x
 	resp := &uc.resp
 	w := x.BeginRaw(resp.Status)
 	h1.WriteStatusLine(w, resp.Status)
@@ -1029,9 +1203,9 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	x.EndRaw(ok)
 	sendErr := e.stopSending(uc)
 	if ok && sendErr == nil && !resp.Close && !untilEOF && uc.body.Done() {
-		p.fast.put(pl, uc, now)
+		e.fp.put(pl, e.x.Loop, uc, now)
 	} else {
-		p.fast.discard(pl, uc)
+		e.fp.discard(pl, uc)
 	}
 	return outcome
 }

@@ -229,6 +229,8 @@ type Proxy struct {
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
 	fast      *fastPools // ServeHTTP1's connections
+	loopPools sync.Map   // h1.Loop.Key() → *fastPools: each event loop's own
+	loopable  bool       // the targets can be dialed from an event loop (ServesOnLoop)
 }
 
 // Validate reports every problem of u: a missing name, a target count
@@ -334,6 +336,12 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		BufferPool:   copyBuffers,
 	}
 	p.fast = newFastPools(p, u, dial)
+	p.loopable = opts.DialContext == nil
+	for _, pl := range p.fast.pools {
+		if pl.tls || !pl.ap.IsValid() {
+			p.loopable = false
+		}
+	}
 	return p, nil
 }
 
@@ -342,6 +350,7 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 func (p *Proxy) Close() {
 	p.transport.CloseIdleConnections()
 	p.fast.close()
+	p.loopSets((*fastPools).close)
 }
 
 // PoolStats is the state of a proxy's connections to its targets.
@@ -364,8 +373,10 @@ type PoolStats struct {
 
 // Stats returns the state of the connection pool.
 func (p *Proxy) Stats() PoolStats {
+	idle := p.fast.idleCount()
+	p.loopSets(func(fp *fastPools) { idle += fp.idleCount() })
 	return PoolStats{
-		Open: p.conns.Load(), Idle: p.fast.idleCount(), Dials: p.dials.Load(), Waits: p.fast.waitCount(),
+		Open: p.conns.Load(), Idle: idle, Dials: p.dials.Load(), Waits: p.fast.waitCount(),
 		MaxIdle: p.transport.MaxIdleConnsPerHost, MaxConns: p.transport.MaxConnsPerHost,
 	}
 }

@@ -62,14 +62,17 @@ func (o *observed) last() string {
 type frontServer struct {
 	URL      string
 	Listener net.Listener
+	// OnLoop counts the requests forwarded on an event loop.
+	OnLoop *atomic.Int64
 }
 
 // engines runs body once per engine the proxy serves: net/http's
-// (ServeHTTP) and the host's fast engine (ServeHTTP1), as the subtests
-// engine=nethttp and engine=fast. front picks the engine from the name.
+// (ServeHTTP) and the host's fast engine (ServeHTTP1) with a goroutine
+// per connection and on event loops, as the subtests engine=nethttp,
+// engine=fast and engine=loop. front picks the engine from the name.
 func engines(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
-	for _, e := range []string{"nethttp", "fast"} {
+	for _, e := range []string{"nethttp", "fast", "loop"} {
 		t.Run("engine="+e, body)
 	}
 }
@@ -78,13 +81,20 @@ func engines(t *testing.T, body func(t *testing.T)) {
 // net/http), with Options.TrustForwarded and Assert applied as the
 // gateway applies them.
 type fastFront struct {
-	p    *proxy.Proxy
-	opts proxy.Options
+	p      *proxy.Proxy
+	opts   proxy.Options
+	onLoop *atomic.Int64
 }
 
 func (f fastFront) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.p.ServeHTTP(w, r) }
 
 func (f fastFront) ServeHTTP1(x *h1.Exchange) bool {
+	if x.Loop != nil && !f.p.ServesOnLoop(x) {
+		return false // forwarded off the loop
+	}
+	if x.Loop != nil {
+		f.onLoop.Add(1)
+	}
 	fw := proxy.Forward{}
 	if f.opts.TrustForwarded != nil {
 		fw.Trusted = f.opts.TrustForwarded(x.Stub())
@@ -117,16 +127,20 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
-	if !strings.Contains(t.Name(), "/engine=fast") {
+	engine := host.EngineFast
+	switch {
+	case strings.Contains(t.Name(), "/engine=loop"):
+		engine = host.EngineLoop
+	case !strings.Contains(t.Name(), "/engine=fast"):
 		s := httptest.NewServer(p)
 		t.Cleanup(func() { s.Close(); p.Close() })
-		return &frontServer{URL: s.URL, Listener: s.Listener}, obs
+		return &frontServer{URL: s.URL, Listener: s.Listener, OnLoop: new(atomic.Int64)}, obs
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Config{Listener: ln, Engine: host.EngineFast, Limits: host.Limits{MaxBodyBytes: 64 << 20}})
+	h, err := host.New(host.Config{Listener: ln, Engine: engine, Limits: host.Limits{MaxBodyBytes: 64 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +150,15 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 	if err := h.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.Activate(fastFront{p: p, opts: opts})
+	onLoop := new(atomic.Int64)
+	h.Activate(fastFront{p: p, opts: opts, onLoop: onLoop})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = h.Shutdown(ctx)
 		p.Close()
 	})
-	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln}, obs
+	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln, OnLoop: onLoop}, obs
 }
 
 func readProblem(t *testing.T, resp *http.Response) map[string]any {

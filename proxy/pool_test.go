@@ -1,0 +1,131 @@
+package proxy_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/proxy"
+)
+
+// countingUpstream is a loopback server that counts the connections it
+// accepted.
+type countingUpstream struct {
+	URL      *url.URL
+	accepted atomic.Int64
+}
+
+func startCountingUpstream(t *testing.T, h http.Handler) *countingUpstream {
+	t.Helper()
+	u := &countingUpstream{}
+	s := httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			u.accepted.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	u.URL, _ = url.Parse(s.URL)
+	return u
+}
+
+// Requests of several client connections, one after the other, share
+// one upstream connection: on an event loop it is released into the
+// loop's pool by one connection's request and adopted by the next. (A
+// loop's pool is its own: with one loop per GOMAXPROCS, the loop engine
+// opens at most that many; more client connections than loops prove
+// the hand-over between connections of one loop.)
+func TestPoolReusesConnections(t *testing.T) { engines(t, testPoolReusesConnections) }
+
+func testPoolReusesConnections(t *testing.T) {
+	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok "+r.URL.Path)
+	}))
+	fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{up.URL}}, proxy.Options{})
+	clients, want := 3, int64(1)
+	if strings.Contains(t.Name(), "engine=loop") {
+		want = int64(runtime.GOMAXPROCS(0))
+		clients = int(want) + 2
+	}
+	for c := range clients {
+		tr := &http.Transport{}
+		cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		for i := range 5 {
+			resp, err := cl.Get(fs.URL + "/r")
+			if err != nil {
+				t.Fatalf("client %d request %d: %v", c, i, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "ok /r" {
+				t.Fatalf("client %d request %d: %d %q", c, i, resp.StatusCode, b)
+			}
+		}
+		tr.CloseIdleConnections()
+	}
+	if n := up.accepted.Load(); n < 1 || n > want {
+		t.Fatalf("upstream accepted %d connections for %d client connections' sequential requests, want at most %d", n, clients, want)
+	}
+	if strings.Contains(t.Name(), "engine=loop") && fs.OnLoop.Load() != int64(5*clients) {
+		t.Fatalf("%d of %d requests forwarded on a loop", fs.OnLoop.Load(), 5*clients)
+	}
+}
+
+// MaxConnsPerHost bounds the connections open to a target under
+// concurrent load: requests beyond it wait for one to come back (on an
+// event loop too) and all are answered.
+func TestPoolBoundsConnsPerHost(t *testing.T) { engines(t, testPoolBoundsConnsPerHost) }
+
+func testPoolBoundsConnsPerHost(t *testing.T) {
+	// Requests in the upstream at once: a connection carries one at a
+	// time. (Counting the upstream's open sockets would count a closed
+	// connection until the upstream reads its end.)
+	var active, peak atomic.Int64
+	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(30 * time.Millisecond) // holds the connection: the others must wait
+		_, _ = io.WriteString(w, "ok")
+	}))
+	u := proxy.Upstream{Targets: []*url.URL{up.URL}, MaxConnsPerHost: 2}
+	u.Timeouts.PerTry = 20 * time.Second
+	u.Timeouts.Total = 20 * time.Second
+	p, _ := front(t, u, proxy.Options{})
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			cl := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
+			defer cl.CloseIdleConnections()
+			for i := range 3 {
+				resp, err := cl.Get(p.URL + "/")
+				if err != nil {
+					t.Errorf("client %d request %d: %v", c, i, err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Errorf("client %d request %d: %d", c, i, resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := peak.Load(); n != 2 {
+		t.Fatalf("upstream had %d requests at once, want 2 (max_conns_per_host)", n)
+	}
+	if strings.Contains(t.Name(), "engine=loop") && p.OnLoop.Load() != 24 {
+		t.Fatalf("%d of 24 requests forwarded on a loop", p.OnLoop.Load())
+	}
+}
