@@ -162,6 +162,7 @@ type Listen struct {
 // Engines of listen.engine.
 const (
 	EngineAuto    = "auto"
+	EngineLoop    = "loop"
 	EngineNetHTTP = "nethttp"
 )
 

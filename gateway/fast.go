@@ -34,12 +34,19 @@ import (
 
 // ServeHTTP1 serves a request of the host's fast engine with the current
 // pipeline (host.FastHandler). It returns false, having done nothing,
-// for a request whose route needs net/http.
+// for a request whose route needs net/http, and on an event loop
+// (listen.engine loop) for one that cannot be served without blocking
+// the loop: a global rate limit, an upstream named by host name or over
+// TLS, a chunked or long body (see proxy.ServesOnLoop). The host serves
+// those off the loop.
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 	p := g.cur.Load()
 	t := p.target(x.Method(), x.Target(), x.Host())
-	if t.err == nil && t.rule != nil && !p.routes[t.rule.route].fast {
-		return false
+	if t.err == nil && t.rule != nil {
+		rt := p.routes[t.rule.route]
+		if !rt.fast || x.Loop != nil && (!rt.loop || !rt.proxy.ServesOnLoop(x)) {
+			return false // net/http's, or off the loop
+		}
 	}
 	g.tally.requests.Add(1)
 	ex := exchanges.Get().(*exchange)

@@ -192,8 +192,12 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		OnReject:     func(reason string) { onReject(reason) },
 		ReadyDetail:  g.readyDetail,
 	}
-	if cfg.Listen.Engine != EngineNetHTTP {
-		hc.Engine = host.EngineFast // (net/http serves everything over TLS)
+	switch cfg.Listen.Engine { // (net/http serves everything over TLS)
+	case EngineLoop:
+		hc.Engine = host.EngineLoop
+	case EngineNetHTTP:
+	default:
+		hc.Engine = host.EngineFast
 	}
 	hostGuardHooks(&hc, g.guard)
 	h, err := host.New(hc)

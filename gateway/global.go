@@ -90,6 +90,13 @@ func (b globalBucket) allowKey(k ratelimit.Key) ratelimit.Decision {
 }
 func (b globalBucket) policy() ratelimit.Policy { return b.pol }
 
+// global reports whether a bucket of l counts in Redis.
+func (l *routeLimit) global() bool {
+	_, k := l.keyed.(globalBucket)
+	_, c := l.perClient.(globalBucket)
+	return k || c
+}
+
 // globalName names a route's global limiter. The route name, key and
 // parameters are in it: replicas with the same settings share buckets,
 // and a reload that keeps them keeps the state.

@@ -56,12 +56,13 @@ func startGateway(t *testing.T, yaml string, subst map[string]string, o gwOpts) 
 }
 
 // engines runs body once per HTTP/1.1 engine, as the subtests
-// engine=fast (listen.engine auto) and engine=nethttp, in parallel: every
+// engine=fast (listen.engine auto), engine=loop and engine=nethttp, in
+// parallel: every
 // end-to-end test holds for both. startGateway and startConfig pick the
 // engine from the subtest's name.
 func engines(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
-	for _, e := range []string{"fast", "nethttp"} {
+	for _, e := range []string{"fast", "loop", "nethttp"} {
 		t.Run("engine="+e, func(t *testing.T) {
 			t.Parallel()
 			body(t)
@@ -77,6 +78,8 @@ func engineOf(t *testing.T) string {
 		return EngineNetHTTP
 	case strings.Contains(t.Name(), "/engine=fast"):
 		return EngineAuto
+	case strings.Contains(t.Name(), "/engine=loop"):
+		return EngineLoop
 	}
 	return ""
 }

@@ -518,24 +518,27 @@ type stateCollector struct {
 	entries, capacity, conns *prometheus.Desc
 	dials, maxIdle           *prometheus.Desc
 	idle, maxConns, waits    *prometheus.Desc
+	loopConns, moved         *prometheus.Desc
 }
 
 func newStateCollector(g *Gateway) *stateCollector {
 	return &stateCollector{
-		g:        g,
-		entries:  prometheus.NewDesc("bulwark_table_entries", "Entries held in a bounded table (shield peers, route rate-limit keys, login logs and locks, list entries), by table and route ((none) for process-wide tables).", []string{"table", "route"}, nil),
-		capacity: prometheus.NewDesc("bulwark_table_capacity", "Hard capacity of a bounded table; a full table refuses new keys.", []string{"table", "route"}, nil),
-		conns:    prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
-		dials:    prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
-		maxIdle:  prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
-		idle:     prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
-		maxConns: prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
-		waits:    prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
+		g:         g,
+		entries:   prometheus.NewDesc("bulwark_table_entries", "Entries held in a bounded table (shield peers, route rate-limit keys, login logs and locks, list entries), by table and route ((none) for process-wide tables).", []string{"table", "route"}, nil),
+		capacity:  prometheus.NewDesc("bulwark_table_capacity", "Hard capacity of a bounded table; a full table refuses new keys.", []string{"table", "route"}, nil),
+		conns:     prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
+		dials:     prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
+		maxIdle:   prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
+		idle:      prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
+		maxConns:  prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
+		waits:     prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
+		loopConns: prometheus.NewDesc("bulwark_engine_loop_connections", "Connections held by the event loops of listen.engine loop (clients' and upstream connections).", nil, nil),
+		moved:     prometheus.NewDesc("bulwark_engine_connections_moved_total", "Client connections the fast HTTP/1.1 engine passed on, by where to: goroutine (off an event loop, for a request that cannot be served there) or nethttp.", []string{"to"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits} {
+	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits, c.loopConns, c.moved} {
 		ch <- d
 	}
 }
@@ -557,5 +560,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), name)
 		ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns), name)
 		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits), name)
+	}
+	if h := c.g.host; h != nil {
+		es := h.EngineStats()
+		ch <- prometheus.MustNewConstMetric(c.loopConns, prometheus.GaugeValue, float64(es.LoopConns))
+		ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(es.LeftLoop), "goroutine")
+		ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(es.HandedOver), "nethttp")
 	}
 }

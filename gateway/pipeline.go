@@ -156,7 +156,11 @@ type route struct {
 	proxy     *proxy.Proxy
 	// fast: the fast engine serves the route (no login, no quota:
 	// those need net/http's request).
-	fast     bool
+	fast bool
+	// loop: and on an event loop, where nothing may wait but the
+	// exchange's own I/O (not with a global rate limit, which may wait
+	// on Redis).
+	loop     bool
 	onHeader func(time.Duration) // rm.observe, made once
 	rm       *routeMetrics
 	metrics  *metrics
@@ -520,6 +524,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 				rt.tables = append(rt.tables, table{"rate_limit_per_client", lb.l})
 			}
 		}
+		rt.loop = rt.fast && (rt.limit == nil || !rt.limit.global())
 		p.routes = append(p.routes, rt)
 	}
 

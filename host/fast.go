@@ -92,6 +92,8 @@ type fastServer struct {
 	shutting atomic.Bool
 	loops    *loops // the loop engine's, or nil
 
+	leftLoop, handedOver atomic.Uint64 // EngineStats
+
 	mu      sync.Mutex
 	conns   map[*fastConn]struct{}
 	closing bool
@@ -403,6 +405,7 @@ func (s *fastServer) handover(cs *connServer) bool {
 	if !s.handoff.push(hc) {
 		return false
 	}
+	s.handedOver.Add(1)
 	cs.fc.state.Store(connClosed) // no longer ours
 	return true
 }

@@ -218,6 +218,7 @@ func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
 	// The socket's deadlines were the loop's: the next phase sets its own.
 	cs.rdl.Forget()
 	cs.wdl.Forget()
+	s.leftLoop.Add(1)
 	go s.serveConn(cs, first)
 	return true
 }
@@ -256,3 +257,34 @@ func (h loopHandle) Key() any { return h.c.Loop() }
 // loopPanic reports a panic on a loop outside a handler (whose panics
 // the fast engine recovers itself): the connection was closed.
 func (h *Host) loopPanic(any) { h.log.Error("host: panic on an event loop; connection closed") }
+
+// EngineStats tells how the fast engine's connections are served.
+type EngineStats struct {
+	// LoopConns is the number of connections the event loops hold now:
+	// clients' and upstream connections dialed from the loops (busy and
+	// idle).
+	LoopConns int
+	// LeftLoop counts client connections moved off an event loop to a
+	// goroutine, for a request a handler declined there.
+	LeftLoop uint64
+	// HandedOver counts client connections the fast engine handed to
+	// net/http.
+	HandedOver uint64
+}
+
+// EngineStats returns the fast engine's counts (zero without it).
+func (h *Host) EngineStats() EngineStats {
+	h.mu.Lock()
+	s := h.fast
+	h.mu.Unlock()
+	if s == nil {
+		return EngineStats{}
+	}
+	st := EngineStats{LeftLoop: s.leftLoop.Load(), HandedOver: s.handedOver.Load()}
+	if s.loops != nil {
+		for _, l := range s.loops.ls {
+			st.LoopConns += l.Len()
+		}
+	}
+	return st
+}
