@@ -34,7 +34,7 @@ type Loop struct {
 	poll   func(uintptr) bool
 
 	// Loop goroutine only.
-	conns map[int32]*Conn
+	conns []*Conn // by descriptor (bounded by the process's descriptor limit)
 	heap  deadlineHeap
 	armed time.Time // the read deadline set on file
 
@@ -81,7 +81,6 @@ func New(cfg Config) (*Loop, error) {
 		file:   os.NewFile(uintptr(ep), "evloop"),
 		evfd:   evfd,
 		events: make([]unix.EpollEvent, 128),
-		conns:  make(map[int32]*Conn),
 	}
 	rc, err := l.file.SyscallConn()
 	if err != nil {
@@ -157,6 +156,9 @@ func (l *Loop) event(ev unix.EpollEvent) {
 		l.runPosts()
 		return
 	}
+	if int(ev.Fd) >= len(l.conns) {
+		return
+	}
 	c := l.conns[ev.Fd]
 	if c == nil {
 		return
@@ -216,13 +218,21 @@ func (l *Loop) run(co *coro) {
 	co.stop()
 }
 
+// track puts c in the table of the loop's connections.
+func (l *Loop) track(c *Conn) {
+	if c.fd >= len(l.conns) {
+		l.conns = append(l.conns, make([]*Conn, c.fd+1-len(l.conns))...)
+	}
+	l.conns[c.fd] = c
+}
+
 // forget takes c off the loop: out of the map, the heap, its owner's
 // list and the count. Its socket is the caller's.
 func (l *Loop) forget(c *Conn) {
 	c.finished = true
 	c.closed.Store(true)
 	l.heap.remove(c)
-	delete(l.conns, int32(c.fd))
+	l.conns[c.fd] = nil
 	c.disown()
 	l.n.Add(-1)
 }
@@ -319,9 +329,14 @@ func (l *Loop) shutdown() {
 		fn() // start: sees closing and closes the socket
 	}
 	for _, c := range l.conns {
-		c.closed.Store(true)
+		if c != nil {
+			c.closed.Store(true)
+		}
 	}
 	for _, c := range l.conns {
+		if c == nil {
+			continue
+		}
 		if c.waiting != waitNone {
 			l.resume(c)
 		}
@@ -399,7 +414,7 @@ func (l *Loop) start(c *Conn, serve func(*Conn)) {
 		l.n.Add(-1)
 		return
 	}
-	l.conns[int32(c.fd)] = c
+	l.track(c)
 	co := &coro{owned: []*Conn{c}}
 	c.co = co
 	co.next, co.stop = iter.Pull(func(yield func(struct{}) bool) {
@@ -438,7 +453,9 @@ const (
 // called from anywhere. Reads and writes that cannot proceed yield to the
 // loop until the socket is ready, the deadline passes (an error that is
 // os.ErrDeadlineExceeded and a net.Error with Timeout true) or the
-// connection is closed (net.ErrClosed).
+// connection is closed (net.ErrClosed). A deadline bounds waiting: unlike
+// a net.TCPConn's, a Read or Write that can proceed at once does so even
+// when the deadline has passed (no clock read when nothing waits).
 type Conn struct {
 	l            *Loop
 	fd           int
@@ -498,10 +515,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.co == nil {
 			return 0, opError("read", c, errNotOwned)
 		}
-		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
-			return 0, opError("read", c, os.ErrDeadlineExceeded)
-		}
 		if !c.readable {
+			if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
+				return 0, opError("read", c, os.ErrDeadlineExceeded)
+			}
 			if err := c.wait(waitRead, c.rdl); err != nil {
 				return 0, opError("read", c, err)
 			}
@@ -540,10 +557,10 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if c.co == nil {
 			return nn, opError("write", c, errNotOwned)
 		}
-		if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
-			return nn, opError("write", c, os.ErrDeadlineExceeded)
-		}
 		if !c.writable {
+			if !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
+				return nn, opError("write", c, os.ErrDeadlineExceeded)
+			}
 			if err := c.wait(waitWrite, c.wdl); err != nil {
 				return nn, opError("write", c, err)
 			}
@@ -670,7 +687,7 @@ func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
 		l.n.Add(-1)
 		return fail(os.NewSyscallError("epoll_ctl", err))
 	}
-	l.conns[int32(fd)] = d
+	l.track(d)
 	c.co.owned = append(c.co.owned, d)
 	for {
 		err := unix.Connect(fd, sa)
