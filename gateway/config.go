@@ -153,17 +153,19 @@ type Listen struct {
 	// well as HTTP/1.1. Not allowed together with TLS.
 	H2C bool `yaml:"h2c"`
 	// Engine is how cleartext HTTP/1.1 is served: "auto" (the default)
-	// with the fast engine, handing every other protocol, upgrade and
-	// unusual request to net/http on the same listener; "nethttp" with
+	// with the fast engine on event loops (Linux; a goroutine per
+	// connection elsewhere), handing every other protocol, upgrade and
+	// unusual request to net/http on the same listener; "goroutine" with
+	// the fast engine on a goroutine per connection; "nethttp" with
 	// net/http alone. With TLS, net/http serves everything.
 	Engine string `yaml:"engine"`
 }
 
 // Engines of listen.engine.
 const (
-	EngineAuto    = "auto"
-	EngineLoop    = "loop"
-	EngineNetHTTP = "nethttp"
+	EngineAuto      = "auto"
+	EngineGoroutine = "goroutine"
+	EngineNetHTTP   = "nethttp"
 )
 
 // TLS names the certificate and key files (PEM).

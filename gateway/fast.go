@@ -13,8 +13,9 @@ import (
 
 // The fast engine's request path
 //
-// With listen.engine auto (the default, cleartext listeners) the host
-// serves plain HTTP/1.1 with its fast engine and calls ServeHTTP1. The
+// With listen.engine auto (the default, cleartext listeners: on event
+// loops) or goroutine, the host serves plain HTTP/1.1 with its fast
+// engine and calls ServeHTTP1. The
 // request takes the same path as on net/http, through the same code:
 // the route is worked out first (pure), then identify (client, lists,
 // shield, route), the route's rate limit and the proxy, whose fast
@@ -35,7 +36,7 @@ import (
 // ServeHTTP1 serves a request of the host's fast engine with the current
 // pipeline (host.FastHandler). It returns false, having done nothing,
 // for a request whose route needs net/http, and on an event loop
-// (listen.engine loop) for one that cannot be served without blocking
+// (listen.engine auto) for one that cannot be served without blocking
 // the loop: a global rate limit, an upstream named by host name or over
 // TLS, a chunked or long body (see proxy.ServesOnLoop). The host serves
 // those off the loop.

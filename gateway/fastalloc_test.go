@@ -2,15 +2,22 @@ package gateway
 
 import "testing"
 
-// A request proxied by the fast engine with the shield and a route rate
-// limit on allocates at most twice (the bound; it is 0 today):
+// A request proxied by the fast engine (on event loops and with a
+// goroutine per connection) with the shield and a route rate limit on
+// allocates at most twice (the bound; it is 0 today):
 // client, gateway and upstream on real loopback sockets, the client and
 // the upstream allocation-free.
 func TestFastEngineAllocs(t *testing.T) {
+	for _, engine := range []string{EngineAuto, EngineGoroutine} {
+		t.Run("engine="+engineLabel(engine), func(t *testing.T) { testFastEngineAllocs(t, engine) })
+	}
+}
+
+func testFastEngineAllocs(t *testing.T, engine string) {
 	if raceEnabled {
 		t.Skip("allocations are not meaningful under -race")
 	}
-	addr := startBenchGateway(t, "auto")
+	addr := startBenchGateway(t, engine)
 	rc := dialRaw(t, addr, "/items/1")
 	for range 100 { // warm: buffers, pools, the connection's caches
 		if err := rc.do(); err != nil {

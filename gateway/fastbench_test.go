@@ -167,7 +167,7 @@ func startBenchGateway(tb testing.TB, engine string) string {
 //
 //	go test -run XXX -bench ProxiedRequest -benchmem ./gateway
 func BenchmarkProxiedRequest(b *testing.B) {
-	for _, engine := range []string{"auto", "nethttp"} {
+	for _, engine := range []string{"auto", "goroutine", "nethttp"} {
 		b.Run("engine="+engineLabel(engine), func(b *testing.B) {
 			addr := startBenchGateway(b, engine)
 			warm := dialRaw(b, addr, "/items/1")
@@ -197,7 +197,7 @@ const benchConns = 50
 
 func engineLabel(e string) string {
 	if e == "auto" {
-		return "fast"
+		return "loop"
 	}
 	return e
 }

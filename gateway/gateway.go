@@ -17,10 +17,13 @@
 //
 // Two engines serve HTTP/1.1 (listen.engine): with "auto" (the default,
 // cleartext listeners) the host's fast engine serves it through
-// [Gateway.ServeHTTP1], the same layers through the same code, and hands
-// everything else (HTTP/2, upgrades, unusual heads, login and quota
-// routes) to net/http on the same listener; with "nethttp", net/http
-// serves everything.
+// [Gateway.ServeHTTP1], the same layers through the same code, on event
+// loops (Linux; "goroutine" asks for a goroutine per connection), and
+// hands everything else (HTTP/2, upgrades, unusual heads, login and
+// quota routes) to net/http on the same listener; with "nethttp",
+// net/http serves everything. A request that would block an event loop
+// (a global rate limit, an upstream by host name or over TLS, a chunked
+// or long body) moves its connection to a goroutine first.
 //
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
 // from it; [Gateway.Start] listens (client, metrics and control
@@ -193,11 +196,11 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		ReadyDetail:  g.readyDetail,
 	}
 	switch cfg.Listen.Engine { // (net/http serves everything over TLS)
-	case EngineLoop:
-		hc.Engine = host.EngineLoop
+	case EngineGoroutine:
+		hc.Engine = host.EngineFast
 	case EngineNetHTTP:
 	default:
-		hc.Engine = host.EngineFast
+		hc.Engine = host.EngineLoop // goroutines where there are no loops
 	}
 	hostGuardHooks(&hc, g.guard)
 	h, err := host.New(hc)

@@ -56,13 +56,13 @@ func startGateway(t *testing.T, yaml string, subst map[string]string, o gwOpts) 
 }
 
 // engines runs body once per HTTP/1.1 engine, as the subtests
-// engine=fast (listen.engine auto), engine=loop and engine=nethttp, in
-// parallel: every
+// engine=loop (listen.engine auto: the fast engine on event loops),
+// engine=goroutine and engine=nethttp, in parallel: every
 // end-to-end test holds for both. startGateway and startConfig pick the
 // engine from the subtest's name.
 func engines(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
-	for _, e := range []string{"fast", "loop", "nethttp"} {
+	for _, e := range []string{"loop", "goroutine", "nethttp"} {
 		t.Run("engine="+e, func(t *testing.T) {
 			t.Parallel()
 			body(t)
@@ -76,10 +76,10 @@ func engineOf(t *testing.T) string {
 	switch {
 	case strings.Contains(t.Name(), "/engine=nethttp"):
 		return EngineNetHTTP
-	case strings.Contains(t.Name(), "/engine=fast"):
-		return EngineAuto
+	case strings.Contains(t.Name(), "/engine=goroutine"):
+		return EngineGoroutine
 	case strings.Contains(t.Name(), "/engine=loop"):
-		return EngineLoop
+		return EngineAuto
 	}
 	return ""
 }

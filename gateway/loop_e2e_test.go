@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// With listen.engine loop, plain requests are served on the event loops:
+// With listen.engine auto (event loops on Linux), plain requests are served on the event loops:
 // the loops hold the client's connection and the upstream connection,
 // and nothing is moved. A chunked upload (sent while the response is
 // read, which takes a goroutine) moves its connection off the loop, once;
@@ -21,7 +21,7 @@ func TestLoopEngineServesOnLoops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen.Engine = EngineLoop
+	cfg.Listen.Engine = EngineAuto
 	tg := startConfig(t, cfg, gwOpts{})
 	c, err := net.Dial("tcp", strings.TrimPrefix(tg.url, "http://"))
 	if err != nil {

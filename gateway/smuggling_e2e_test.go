@@ -179,7 +179,7 @@ func exchangeRaw(t *testing.T, addr, in string) string {
 func TestSmugglingTable(t *testing.T) {
 	up := newSmugglingUpstream(t)
 	addrs := map[string]string{}
-	for _, e := range []string{EngineAuto, EngineLoop, EngineNetHTTP} {
+	for _, e := range []string{EngineAuto, EngineGoroutine, EngineNetHTTP} {
 		cfg, err := Parse("smuggling.yaml", []byte(strings.ReplaceAll(`
 limits: {max_url_bytes: 8192, max_header_bytes: 65536}
 upstreams: [{name: app, targets: ["{{APP}}"]}]
@@ -198,7 +198,7 @@ control: {enabled: false}
 			t.Parallel()
 			got := map[string]string{}
 			seen := map[string]string{}
-			for _, e := range []string{EngineNetHTTP, EngineAuto, EngineLoop} {
+			for _, e := range []string{EngineNetHTTP, EngineAuto, EngineGoroutine} {
 				// Every request of the case carries the case's marker,
 				// so the upstream's log can be told apart.
 				in := markCase(c.in, c.name+"/"+e)
@@ -208,7 +208,7 @@ control: {enabled: false}
 			if got[EngineNetHTTP] != c.want {
 				t.Errorf("net/http answered %q, table says %q", got[EngineNetHTTP], c.want)
 			}
-			for _, e := range []string{EngineAuto, EngineLoop} {
+			for _, e := range []string{EngineAuto, EngineGoroutine} {
 				if got[e] != got[EngineNetHTTP] {
 					t.Errorf("engine %s answered %q, net/http %q", e, got[e], got[EngineNetHTTP])
 				}

@@ -437,9 +437,9 @@ func (l Listen) Validate() error {
 		f.add("addr", "%q: %v", l.Addr, err)
 	}
 	switch l.Engine {
-	case EngineAuto, EngineLoop, EngineNetHTTP:
+	case EngineAuto, EngineGoroutine, EngineNetHTTP:
 	default:
-		f.add("engine", "%q: want %s, %s or %s", l.Engine, EngineAuto, EngineLoop, EngineNetHTTP)
+		f.add("engine", "%q: want %s, %s or %s", l.Engine, EngineAuto, EngineGoroutine, EngineNetHTTP)
 	}
 	if l.TLS != nil {
 		if l.H2C {
