@@ -66,7 +66,8 @@
 // else on the listener (heads the strict parser declines, HTTP/2 with
 // prior knowledge, upgrades, Expect, requests the handler declines) is
 // handed, connection and all, to net/http, which answers it as it always
-// does; see FastHandler.
+// does; see FastHandler. EngineLoop runs the same engine on event loops
+// (Linux): see "The loop engine" in loop.go and EngineLoop.
 package host
 
 import (
@@ -166,9 +167,10 @@ type Config struct {
 	// Not allowed together with TLSConfig.
 	H2C bool
 	// Engine selects how a cleartext listener serves HTTP/1.1: "" or
-	// EngineNetHTTP with net/http; EngineFast with the fast engine,
-	// handing everything else to net/http (see FastHandler). Ignored with
-	// TLSConfig.
+	// EngineNetHTTP with net/http; EngineFast with the fast engine and a
+	// goroutine per connection, EngineLoop with the fast engine on event
+	// loops, both handing everything else to net/http (see FastHandler
+	// and h1.Exchange.Loop). Ignored with TLSConfig.
 	Engine Engine
 	// Limits are the hard bounds; zero fields take their defaults.
 	Limits Limits

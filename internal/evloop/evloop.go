@@ -5,11 +5,11 @@
 // code over a net.Conn; its Read and Write yield to the loop instead of
 // parking a goroutine in the runtime's network poller.
 //
-// It is the foundation of an event-loop HTTP/1.1 engine (see
-// docs/benchmarks.md, "An event-loop prototype": a loop like this one
-// proxies at about half the CPU per request of a goroutine per
-// connection on a core shared with the load). It is not used by the
-// gateway yet.
+// It runs the host's loop engine (package host, EngineLoop: the
+// gateway's listen.engine auto), whose serve functions are the fast
+// HTTP/1.1 engine's code and whose upstream connections are dialed,
+// released into a loop's pool and adopted by the next request with
+// DialTCP, Release and Adopt (see docs/benchmarks.md).
 //
 // The loop's own epoll descriptor is registered with the runtime's
 // poller, so the loop goroutine parks like any other when nothing is
@@ -20,10 +20,11 @@
 // system calls: the sockets are non-blocking.
 //
 // The rule a serve function must keep: nothing in it may block except the
-// Read, Write and DialTCP of its own connections. A lock held elsewhere, a
-// channel, a sleep, net.Dial or any other socket stalls every connection
-// of the loop while it waits, and waiting for something only another
-// connection of the same loop can do never ends. What must block leaves
+// Read, Write, DialTCP and Sleep of its own connections. A lock held
+// elsewhere, a channel, time.Sleep, net.Dial or any other socket stalls
+// every connection of the loop while it waits, and waiting for something
+// only another connection of the same loop can do never ends (Sleep in
+// a loop of checks is how to wait for that). What must block leaves
 // the loop: Conn.Detach gives the socket back to the runtime's poller as
 // an ordinary net.Conn for a goroutine to go on with.
 package evloop
