@@ -13,8 +13,8 @@ import (
 // With listen.engine auto (event loops on Linux), plain requests are served on the event loops:
 // the loops hold the client's connection and the upstream connection,
 // and nothing is moved. A chunked upload (sent while the response is
-// read, which takes a goroutine) moves its connection off the loop, once;
-// its later requests are served there, and nothing goes to net/http.
+// read, which takes a goroutine) moves its connection off the loop, and
+// back once it is served; nothing goes to net/http.
 func TestLoopEngineServesOnLoops(t *testing.T) {
 	up := newSmugglingUpstream(t)
 	cfg, err := Parse("loop.yaml", []byte(strings.ReplaceAll(oneRoute+"control: {enabled: false}\n", "{{APP}}", up.URL)), nil)
@@ -59,6 +59,9 @@ func TestLoopEngineServesOnLoops(t *testing.T) {
 	roundTrip("GET /a HTTP/1.1\r\nHost: a\r\n\r\n")
 	if n := tg.counter(t, "bulwark_engine_connections_moved_total", "to", "goroutine"); n != 1 {
 		t.Fatalf("%v connections moved off a loop, want 1 (the chunked upload's)", n)
+	}
+	if n := tg.counter(t, "bulwark_engine_connections_moved_total", "to", "loop"); n != 1 {
+		t.Fatalf("%v connections moved back to a loop, want 1", n)
 	}
 	if n := tg.counter(t, "bulwark_engine_connections_moved_total", "to", "nethttp"); n != 0 {
 		t.Fatalf("%v connections handed to net/http, want 0", n)

@@ -92,7 +92,7 @@ type fastServer struct {
 	shutting atomic.Bool
 	loops    *loops // the loop engine's, or nil
 
-	leftLoop, handedOver atomic.Uint64 // EngineStats
+	leftLoop, rejoined, handedOver atomic.Uint64 // EngineStats
 
 	mu      sync.Mutex
 	conns   map[*fastConn]struct{}
@@ -280,21 +280,13 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 	fc := cs.fc
 	handedOff, moved := false, false
 	defer func() {
-		if moved {
-			return // a goroutine serves it now, with cs
+		if !moved { // (moved: another goroutine or a loop serves it now, with cs)
+			s.end(cs, handedOff)
 		}
-		if !handedOff {
-			_ = fc.c.Close()
-			fc.state.Store(connClosed)
-		}
-		cs.bw.Reset(nil)
-		writerPool.Put(cs.bw)
-		if cap(cs.rd.Buf()) == fastBufSize {
-			cs.rd.Reset(nil)
-			readerPool.Put(cs.rd)
-		}
-		s.untrack(fc)
 	}()
+	if fc.state.Load() == connClosed {
+		return // closed by a shutdown while it changed hands
+	}
 
 	for {
 		ok, declined := cs.readHead(first)
@@ -327,7 +319,27 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 		if !fc.state.CompareAndSwap(connActive, connIdle) || s.shutting.Load() {
 			return
 		}
+		if cs.lc == nil && s.loops != nil && s.rejoinLoop(cs) {
+			moved = true
+			return
+		}
 	}
+}
+
+// end closes the connection (unless handed over) and releases cs.
+func (s *fastServer) end(cs *connServer, handedOff bool) {
+	fc := cs.fc
+	if !handedOff {
+		_ = fc.c.Close()
+		fc.state.Store(connClosed)
+	}
+	cs.bw.Reset(nil)
+	writerPool.Put(cs.bw)
+	if cap(cs.rd.Buf()) == fastBufSize {
+		cs.rd.Reset(nil)
+		readerPool.Put(cs.rd)
+	}
+	s.untrack(fc)
 }
 
 // decline passes on a connection whose next request the fast engine

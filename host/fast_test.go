@@ -399,8 +399,9 @@ func fastModes(t *testing.T, body func(t *testing.T, m mode)) {
 }
 
 // On the loop engine a handler sees Exchange.Loop; one that declines
-// there is called again for the same request off the loop, where the
-// connection stays: pipelined requests behind it are answered in order.
+// there is called again for the same request off the loop, and once it
+// is served the connection goes back to a loop: pipelined requests
+// behind it are answered in order, on a loop again.
 func TestLoopLeavesForADeclinedRequest(t *testing.T) {
 	var onLoop, offLoop atomic.Int64
 	f := &fastHandler{}
@@ -422,13 +423,16 @@ func TestLoopLeavesForADeclinedRequest(t *testing.T) {
 		t.Fatalf("first request: %d %q", r.Status, r.Body)
 	}
 	rc.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
-	for _, want := range []string{"goroutine /block", "goroutine /b"} {
+	for _, want := range []string{"goroutine /block", "loop /b"} {
 		if r := rc.Read("GET"); r.Status != 200 || r.Body != want {
 			t.Fatalf("got %d %q, want %q", r.Status, r.Body, want)
 		}
 	}
-	if onLoop.Load() != 1 || offLoop.Load() != 2 {
-		t.Fatalf("served on a loop %d, off %d; want 1 and 2", onLoop.Load(), offLoop.Load())
+	if onLoop.Load() != 2 || offLoop.Load() != 1 {
+		t.Fatalf("served on a loop %d, off %d; want 2 and 1", onLoop.Load(), offLoop.Load())
+	}
+	if st := e.H.EngineStats(); st.LeftLoop != 1 || st.Rejoined != 1 || st.HandedOver != 0 || st.LoopConns != 1 {
+		t.Fatalf("engine stats %+v, want one connection on a loop, left and rejoined once", st)
 	}
 }
 

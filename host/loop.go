@@ -199,6 +199,30 @@ func (s *fastServer) serveOnLoop(fc *fastConn) bool {
 	return err == nil
 }
 
+// rejoinLoop moves an idle connection that left its loop back to a loop
+// (a connection that carried one request the loop could not serve, such
+// as a chunked upload, is served on a loop again from its next request);
+// false leaves it with the calling goroutine.
+func (s *fastServer) rejoinLoop(cs *connServer) bool {
+	sc := swapOf(cs.c)
+	if sc == nil || sc.tcp == nil {
+		return false
+	}
+	err := s.loops.pick().Serve(sc.tcp, func(lc *evloop.Conn) {
+		sc.set(lc)
+		cs.lc = lc
+		cs.x.Loop = loopHandle{lc}
+		cs.rdl.Forget()
+		cs.wdl.Forget()
+		s.serveConn(cs, false) // (a shutdown meanwhile: it only ends it)
+	})
+	if err != nil {
+		return false
+	}
+	s.rejoined.Add(1)
+	return true
+}
+
 // leaveLoop moves cs's connection off its loop: its socket goes back to
 // the runtime's poller and a goroutine serves it from now on. It is
 // called from the serve function, with the connection idle or its
@@ -267,6 +291,9 @@ type EngineStats struct {
 	// LeftLoop counts client connections moved off an event loop to a
 	// goroutine, for a request a handler declined there.
 	LeftLoop uint64
+	// Rejoined counts client connections moved back to an event loop
+	// once such a request was served.
+	Rejoined uint64
 	// HandedOver counts client connections the fast engine handed to
 	// net/http.
 	HandedOver uint64
@@ -280,7 +307,7 @@ func (h *Host) EngineStats() EngineStats {
 	if s == nil {
 		return EngineStats{}
 	}
-	st := EngineStats{LeftLoop: s.leftLoop.Load(), HandedOver: s.handedOver.Load()}
+	st := EngineStats{LeftLoop: s.leftLoop.Load(), Rejoined: s.rejoined.Load(), HandedOver: s.handedOver.Load()}
 	if s.loops != nil {
 		for _, l := range s.loops.ls {
 			st.LoopConns += l.Len()

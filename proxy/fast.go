@@ -86,6 +86,7 @@ type fastPools struct {
 type fastPool struct {
 	addr, serverName string
 	ap               netip.AddrPort // addr when it is an IP literal (what a loop dials)
+	name             *nameCache     // else its host name resolved for the loops
 	tls              bool
 	maxIdle          int
 	b                *poolBound
@@ -149,6 +150,7 @@ func newFastPools(p *Proxy, u Upstream, dial func(ctx context.Context, network, 
 		ap, _ := netip.ParseAddrPort(host)
 		pl := &fastPool{
 			addr: host, ap: ap, serverName: t.Hostname(), tls: t.Scheme == "https",
+			name:    newNameCache(host),
 			maxIdle: u.MaxIdleConnsPerHost,
 			b:       &poolBound{max: u.MaxConnsPerHost, wake: make(chan struct{})},
 		}
@@ -173,18 +175,47 @@ func (p *Proxy) poolsFor(x *h1.Exchange) *fastPools {
 
 // ServesOnLoop reports whether ServeHTTP1 can forward x on the event
 // loop serving it (x.Loop set) without blocking the loop: the upstream's
-// targets are cleartext IP literals dialed by the proxy itself (no
-// Options.DialContext, no name to resolve, no TLS handshake), and a body,
-// if x has one, has a Content-Length of at most 64 KiB (it is sent
-// before the response is read; longer and chunked bodies are sent while
-// the response is read, which takes a goroutine). A caller declines the
-// others (host.FastHandler) and they are forwarded off the loop.
+// targets are cleartext and dialed by the proxy itself (no TLS
+// handshake, no Options.DialContext), each an IP literal or a host name
+// with a fresh address looked up in the background (see names.go), and
+// a body, if x has one, has a Content-Length of at most 64 KiB (it is
+// sent before the response is read; longer and chunked bodies are sent
+// while the response is read, which takes a goroutine). A caller
+// declines the others (host.FastHandler) and they are forwarded off the
+// loop.
 func (p *Proxy) ServesOnLoop(x *h1.Exchange) bool {
 	if !p.loopable {
 		return false
 	}
-	return !x.HasBody() || !x.Req.Chunked && x.Req.ContentLength <= syncBodyMax
+	if x.HasBody() && (x.Req.Chunked || x.Req.ContentLength > syncBodyMax) {
+		return false
+	}
+	if p.named {
+		now := x.Start
+		if now.IsZero() {
+			now = time.Now()
+		}
+		ok := true
+		for _, pl := range p.fast.pools {
+			if pl.name != nil {
+				if _, fresh := p.loopAddrs(pl, now); !fresh {
+					ok = false // every target is looked at, so each gets its lookup
+				}
+			}
+		}
+		return ok
+	}
+	return true
 }
+
+// loopAddrs returns the addresses a loop dials for pl's name.
+func (p *Proxy) loopAddrs(pl *fastPool, now time.Time) ([]netip.AddrPort, bool) {
+	return pl.name.addrs(now, &p.lookups)
+}
+
+// errNoLoopAddr: a target's name had no fresh address for a loop (it went
+// stale after ServesOnLoop); retried like a refused connection.
+var errNoLoopAddr = errors.New("proxy: no address looked up for the target")
 
 // forLoop returns a set of pools for one event loop, bounded with fp's.
 func (fp *fastPools) forLoop() *fastPools {
@@ -192,7 +223,7 @@ func (fp *fastPools) forLoop() *fastPools {
 	lp.closed.Store(fp.closed.Load())
 	for _, pl := range fp.pools {
 		m := &fastPool{
-			addr: pl.addr, ap: pl.ap, serverName: pl.serverName, tls: pl.tls,
+			addr: pl.addr, ap: pl.ap, name: pl.name, serverName: pl.serverName, tls: pl.tls,
 			maxIdle: pl.maxIdle, b: pl.b,
 		}
 		pl.b.mu.Lock()
@@ -400,9 +431,22 @@ func (fp *fastPools) discard(pl *fastPool, uc *upConn) {
 func (fp *fastPools) dialConn(pl *fastPool, lp h1.Loop, connectBy time.Time) (*upConn, error) {
 	var c net.Conn
 	if lp != nil {
-		// A loop's own dial: an IP literal, cleartext (see ServesOnLoop).
+		// A loop's own dial: cleartext, to an IP literal or the
+		// addresses looked up for the name (see ServesOnLoop).
+		aps := []netip.AddrPort{pl.ap}
+		if !pl.ap.IsValid() {
+			ok := false
+			if aps, ok = fp.p.loopAddrs(pl, time.Now()); !ok {
+				return nil, errNoLoopAddr
+			}
+		}
 		var err error
-		if c, err = lp.DialTCP(pl.ap, connectBy); err != nil {
+		for _, ap := range aps { // the next when one refuses, as net.Dialer
+			if c, err = lp.DialTCP(ap, connectBy); err == nil || isTimeout(err) {
+				break
+			}
+		}
+		if err != nil {
 			if isTimeout(err) {
 				return nil, errConnectTimeout
 			}

@@ -129,3 +129,37 @@ func testPoolBoundsConnsPerHost(t *testing.T) {
 		t.Fatalf("%d of 24 requests forwarded on a loop", p.OnLoop.Load())
 	}
 }
+
+// A target named by host name is served on the event loops once its
+// name was looked up in the background: the first requests go off the
+// loop (the lookup runs meanwhile), the later ones on it, all answered.
+// ("localhost" may resolve to ::1 first, where nothing listens: the
+// loop's dial goes on to the next address, as net.Dialer does.)
+func TestLoopNamedTarget(t *testing.T) {
+	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	named, _ := url.Parse("http://localhost:" + up.URL.Port())
+	t.Run("engine=loop", func(t *testing.T) {
+		fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{named}}, proxy.Options{})
+		cl := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+		defer cl.CloseIdleConnections()
+		for i := 0; fs.OnLoop.Load() < 3; i++ {
+			if i == 500 {
+				t.Fatal("no request served on a loop after 500: the name was not looked up")
+			}
+			resp, err := cl.Get(fs.URL + "/")
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+			}
+			if fs.OnLoop.Load() == 0 {
+				time.Sleep(time.Millisecond) // the lookup runs on another goroutine
+			}
+		}
+	})
+}

@@ -231,6 +231,8 @@ type Proxy struct {
 	fast      *fastPools // ServeHTTP1's connections
 	loopPools sync.Map   // h1.Loop.Key() → *fastPools: each event loop's own
 	loopable  bool       // the targets can be dialed from an event loop (ServesOnLoop)
+	named     bool       // some are host names, looked up in the background for the loops
+	lookups   lookups    // those lookups
 }
 
 // Validate reports every problem of u: a missing name, a target count
@@ -337,8 +339,14 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 	}
 	p.fast = newFastPools(p, u, dial)
 	p.loopable = opts.DialContext == nil
+	p.lookups.lookup = net.DefaultResolver.LookupNetIP
 	for _, pl := range p.fast.pools {
-		if pl.tls || !pl.ap.IsValid() {
+		switch {
+		case pl.tls:
+			p.loopable = false
+		case pl.name != nil:
+			p.named = true
+		case !pl.ap.IsValid():
 			p.loopable = false
 		}
 	}
@@ -351,6 +359,7 @@ func (p *Proxy) Close() {
 	p.transport.CloseIdleConnections()
 	p.fast.close()
 	p.loopSets((*fastPools).close)
+	p.lookups.close() // at most nameLookupTimeout
 }
 
 // PoolStats is the state of a proxy's connections to its targets.
