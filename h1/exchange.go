@@ -89,6 +89,11 @@ type Loop interface {
 	// Sleep waits until t (nil) or until the client's connection is
 	// closed (an error).
 	Sleep(t time.Time) error
+	// Yield lets the loop serve its other connections first (nil), or
+	// fails once the client's connection is closed. A handler that may
+	// go on without waiting for long (a large body relayed between two
+	// fast peers) yields every so often.
+	Yield() error
 	// Key identifies the loop: connections released on one loop can be
 	// adopted on that loop only.
 	Key() any

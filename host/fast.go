@@ -323,6 +323,13 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 			moved = true
 			return
 		}
+		if cs.lc != nil && cs.requests%loopFairRequests == 0 {
+			// Pipelined requests answered without a wait would hold
+			// the loop: let the other connections in.
+			if cs.lc.Yield() != nil {
+				return
+			}
+		}
 	}
 }
 

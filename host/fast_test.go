@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -445,4 +446,37 @@ func (d *loopDecliner) ServeHTTP1(x *h1.Exchange) bool {
 		return false
 	}
 	return d.fastHandler.ServeHTTP1(x)
+}
+
+// One connection cannot hold a loop: pipelined requests answered without
+// a wait yield to the loop's other connections every few requests, so a
+// request on another connection of the same loop is answered while a
+// batch of thousands is still being served.
+func TestLoopFairness(t *testing.T) {
+	var served atomic.Int64
+	f := &fastHandler{serve: func(x *h1.Exchange) {
+		served.Add(1)
+		// A little work: the batch is all in the socket long before it
+		// is served, so reading it never waits.
+		for t0 := time.Now(); time.Since(t0) < 30*time.Microsecond; {
+		}
+		_, _ = io.WriteString(x, "ok")
+	}}
+	e := startFast(t, modeLoop, host.Limits{MaxRequestsPerConn: 100000}, f, func(c *host.Config) { c.Loops = 1 })
+	const batch = 3000 // 84 KB: within a loopback socket's receive buffer
+	flood := dialRaw(t, e)
+	go func() { _, _ = io.Copy(io.Discard, flood.C) }() // reads the answers as fast as they come
+	req := "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"
+	go func() { _, _ = io.WriteString(flood.C, strings.Repeat(req, batch)) }()
+	for served.Load() == 0 {
+		runtime.Gosched() // the batch is being served
+	}
+	other := dialRaw(t, e)
+	other.Send(req)
+	if r := other.Read("GET"); r.Status != 200 {
+		t.Fatalf("other connection: %d", r.Status)
+	}
+	if n := served.Load(); n >= batch {
+		t.Fatalf("the other connection was answered after all %d pipelined requests of the first", n)
+	}
 }

@@ -172,6 +172,9 @@ type Config struct {
 	// loops, both handing everything else to net/http (see FastHandler
 	// and h1.Exchange.Loop). Ignored with TLSConfig.
 	Engine Engine
+	// Loops is the number of event loops of EngineLoop, in [0,
+	// MaxLoops]; 0 (the default) is one per GOMAXPROCS.
+	Loops int
 	// Limits are the hard bounds; zero fields take their defaults.
 	Limits Limits
 	// Logger receives lifecycle and failure events; nil discards. Client
@@ -315,6 +318,9 @@ func New(cfg Config) (*Host, error) {
 	default:
 		return nil, fmt.Errorf("host: config.engine %q: want %q, %q or %q", cfg.Engine, EngineNetHTTP, EngineFast, EngineLoop)
 	}
+	if cfg.Loops < 0 || cfg.Loops > MaxLoops {
+		return nil, fmt.Errorf("host: config.loops %d: want 0 (one per GOMAXPROCS) to %d", cfg.Loops, MaxLoops)
+	}
 	if t := cfg.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
 		return nil, errors.New("host: config.tls has no certificate")
 	}
@@ -438,7 +444,11 @@ func (h *Host) Start() error {
 		h.fast = newFastServer(h, ln.Addr())
 	}
 	if loopEngine {
-		lp, err := newLoops(loopCount(), h.loopPanic)
+		n := h.cfg.Loops
+		if n == 0 {
+			n = loopCount()
+		}
+		lp, err := newLoops(n, h.loopPanic)
 		if err != nil {
 			// No loops here (not Linux): the fast engine's goroutines.
 			h.log.Warn("host: no event loops; the loop engine serves with a goroutine per connection")

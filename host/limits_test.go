@@ -67,6 +67,8 @@ func TestNewConfigErrors(t *testing.T) {
 		{host.Config{Addr: "127.0.0.1:0", H2C: true, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}, "h2c"},
 		{host.Config{Addr: "127.0.0.1:0", TLSConfig: &tls.Config{}}, "no certificate"},
 		{host.Config{Addr: "127.0.0.1:0", Limits: host.Limits{MaxInFlight: -1}}, "limits.max_in_flight"},
+		{host.Config{Addr: "127.0.0.1:0", Engine: host.EngineLoop, Loops: host.MaxLoops + 1}, "config.loops"},
+		{host.Config{Addr: "127.0.0.1:0", Engine: "loops"}, "config.engine"},
 	}
 	for _, c := range cases {
 		if _, err := host.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {

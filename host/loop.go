@@ -37,6 +37,13 @@ import (
 // and h1.Exchange.Loop.
 const EngineLoop Engine = "loop"
 
+// MaxLoops bounds Config.Loops.
+const MaxLoops = 256
+
+// loopFairRequests is how many requests a connection is served in a row
+// on a loop before it yields to the others (Conn.Yield).
+const loopFairRequests = 16
+
 // loopMaxConns bounds one loop's connections (client and upstream);
 // beyond it new connections are served by goroutines.
 const loopMaxConns = 1 << 16
@@ -275,6 +282,8 @@ func (h loopHandle) Adopt(c net.Conn) error {
 }
 
 func (h loopHandle) Sleep(t time.Time) error { return h.c.Sleep(t) }
+
+func (h loopHandle) Yield() error { return h.c.Yield() }
 
 func (h loopHandle) Key() any { return h.c.Loop() }
 

@@ -1261,6 +1261,7 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 	defer scratchPool.Put(sp)
 	buf := *sp
 	bodyDeadline := false
+	sinceYield := 0
 	for {
 		if uc.body.Done() {
 			if chunkedOut {
@@ -1282,6 +1283,16 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 			}
 		}
 		n, err := uc.body.Read(buf)
+		if lp := e.x.Loop; lp != nil && n > 0 {
+			// Two fast peers never make the relay wait: let the
+			// loop's other connections in every loopYieldBytes.
+			if sinceYield += n; sinceYield >= loopYieldBytes {
+				sinceYield = 0
+				if lp.Yield() != nil {
+					return "canceled", false
+				}
+			}
+		}
 		if n > 0 {
 			if chunkedOut {
 				h1.WriteChunkHeader(w, n)
@@ -1310,6 +1321,10 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 		}
 	}
 }
+
+// loopYieldBytes is how much of a response body is relayed on an event
+// loop before it yields to the loop's other connections.
+const loopYieldBytes = 256 << 10
 
 // namedIn reports whether a Connection field of fields names name.
 func namedIn(fields []h1.Field, name []byte) bool {

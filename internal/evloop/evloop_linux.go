@@ -134,6 +134,15 @@ func (l *Loop) wait() (int, error) {
 	var at time.Time
 	if len(l.heap) > 0 {
 		at = l.heap[0].deadline
+		if !at.After(time.Now()) {
+			// Due already (a yield, a deadline passed): look at the
+			// events without waiting. (The runtime's poller would
+			// report the passed deadline without looking, and a
+			// connection that keeps yielding would starve the rest.)
+			l.got = 0
+			l.poll(uintptr(l.ep))
+			return l.got, nil
+		}
 	}
 	if !at.Equal(l.armed) {
 		if err := l.file.SetReadDeadline(at); err != nil {
@@ -742,6 +751,23 @@ func (c *Conn) Sleep(t time.Time) error {
 	}
 	if err := c.wait(waitSleep, t); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return opError("sleep", c, err)
+	}
+	return nil
+}
+
+// Yield lets the loop serve its other connections before c's serve
+// function goes on (nil), or returns net.ErrClosed once c is closed. A
+// serve function whose sockets are always ready (pipelined requests
+// answered without waiting, a large body relayed between two fast
+// peers) never waits otherwise, and would hold the loop for as long as
+// that lasts: it yields every so often instead.
+func (c *Conn) Yield() error {
+	if c.closed.Load() {
+		return opError("yield", c, net.ErrClosed)
+	}
+	// Due at once: resumed after the events of the loop's next wait.
+	if err := c.wait(waitSleep, time.Now()); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return opError("yield", c, err)
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ type Conn struct {
 // Sleep returns ErrUnsupported.
 func (c *Conn) Sleep(t time.Time) error { return ErrUnsupported }
 
+// Yield returns ErrUnsupported.
+func (c *Conn) Yield() error { return ErrUnsupported }
+
 // Release does nothing.
 func (c *Conn) Release() {}
 

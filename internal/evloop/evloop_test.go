@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -851,5 +852,45 @@ func TestSleep(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end the sleep")
+	}
+}
+
+// A serve function that never waits but yields lets the loop serve its
+// other connections meanwhile (and their new connections start).
+func TestYield(t *testing.T) {
+	const rounds = 200000
+	var spun atomic.Int64
+	started := make(chan struct{}, 1)
+	s := start(t, Config{}, func(c *Conn) {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		if line == "spin\n" {
+			started <- struct{}{}
+			for range rounds {
+				spun.Add(1)
+				if c.Yield() != nil {
+					return
+				}
+			}
+			_, _ = io.WriteString(c, "spun\n")
+			return
+		}
+		_, _ = c.Write([]byte(line))
+	})
+	spinner := dial(t, s.addr)
+	_, _ = io.WriteString(spinner, "spin\n")
+	<-started
+	other := dial(t, s.addr) // started on the loop while the spinner spins
+	_, _ = io.WriteString(other, "echo\n")
+	if got, err := bufio.NewReader(other).ReadString('\n'); got != "echo\n" {
+		t.Fatalf("echo: %q, %v", got, err)
+	}
+	if n := spun.Load(); n >= rounds {
+		t.Fatalf("the other connection was served after all %d rounds of the spinner", n)
+	}
+	if got, err := bufio.NewReader(spinner).ReadString('\n'); got != "spun\n" {
+		t.Fatalf("spinner: %q, %v", got, err)
 	}
 }
