@@ -95,13 +95,15 @@ type fastPool struct {
 	idle []*upConn
 }
 
-// poolBound is the count of a target's open connections.
+// poolBound is the count of a target's open connections, and of its
+// idle ones (bounded by MaxIdleConnsPerHost across the target's pools).
 type poolBound struct {
-	max int
+	max   int
+	idleN atomic.Int64 // idle connections in the target's pools
 
 	mu      sync.Mutex
 	open    int
-	waiting int           // goroutines waiting at the bound
+	waiting atomic.Int32  // goroutines waiting at the bound (changed under mu)
 	wake    chan struct{} // closed and replaced when a connection frees up for waiters
 	waits   atomic.Uint64
 	// members are the target's pools (the shared one, each loop's):
@@ -275,9 +277,7 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 		if fp.evictIdle(pl, members) {
 			continue // one freed up: dial it
 		}
-		b.mu.Lock()
 		if lp != nil {
-			b.mu.Unlock()
 			b.waits.Add(1)
 			if !time.Now().Before(deadline) {
 				return nil, errPoolWait
@@ -292,13 +292,24 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 			now = time.Now()
 			continue
 		}
+		b.mu.Lock()
+		if b.open < b.max {
+			b.mu.Unlock()
+			continue // freed meanwhile
+		}
 		wake := b.wake
-		b.waiting++
+		b.waiting.Add(1)
 		b.mu.Unlock()
+		// A connection put back between the look above and the
+		// registration did not see a waiter to wake: look again.
+		if fp.hasIdle(pl) {
+			b.unwait(wake)
+			continue
+		}
 		b.waits.Add(1)
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			b.unwait()
+			b.unwait(wake)
 			return nil, errPoolWait
 		}
 		t := time.NewTimer(wait)
@@ -306,7 +317,7 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 		case <-wake:
 			t.Stop()
 		case <-t.C:
-			b.unwait()
+			b.unwait(wake)
 			return nil, errPoolWait
 		}
 		now = time.Now()
@@ -322,6 +333,7 @@ func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 		uc := pl.idle[len(pl.idle)-1]
 		pl.idle[len(pl.idle)-1] = nil
 		pl.idle = pl.idle[:len(pl.idle)-1]
+		pl.b.idleN.Add(-1)
 		if now.Sub(uc.idleAt) < DefaultIdleConnTimeout && (lp == nil || lp.Adopt(uc.c) == nil) {
 			uc.reused = true
 			return uc
@@ -353,6 +365,7 @@ func (fp *fastPools) evictIdle(pl *fastPool, members []*fastPool) bool {
 		copy(m.idle, m.idle[1:])
 		m.idle[len(m.idle)-1] = nil
 		m.idle = m.idle[:len(m.idle)-1]
+		m.b.idleN.Add(-1)
 		m.mu.Unlock()
 		_ = uc.c.Close() // safe from any goroutine, a loop's connection too
 		fp.p.conns.Add(-1)
@@ -364,25 +377,40 @@ func (fp *fastPools) evictIdle(pl *fastPool, members []*fastPool) bool {
 	return false
 }
 
-func (b *poolBound) unwait() {
+// hasIdle reports whether pl has an idle connection.
+func (fp *fastPools) hasIdle(pl *fastPool) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return len(pl.idle) > 0
+}
+
+// unwait takes back a waiter registered on wake (unless a wake-up
+// already counted it out).
+func (b *poolBound) unwait(wake chan struct{}) {
 	b.mu.Lock()
-	b.waiting--
+	if b.wake == wake {
+		b.waiting.Add(-1)
+	}
 	b.mu.Unlock()
 }
 
 // wakeLocked wakes every waiter; b.mu is held.
 func (b *poolBound) wakeLocked() (wake chan struct{}) {
-	if b.waiting == 0 {
+	if b.waiting.Load() == 0 {
 		return nil
 	}
-	b.waiting = 0
+	b.waiting.Store(0)
 	w := b.wake
 	b.wake = make(chan struct{})
 	return w
 }
 
-// wake wakes every waiter.
+// wakeAll wakes every waiter. Without waiters (the rule) it takes no
+// lock: a waiter looks at the idle connections again once registered.
 func (b *poolBound) wakeAll() {
+	if b.waiting.Load() == 0 {
+		return
+	}
 	b.mu.Lock()
 	w := b.wakeLocked()
 	b.mu.Unlock()
@@ -408,7 +436,15 @@ func (fp *fastPools) release(pl *fastPool) {
 func (fp *fastPools) put(pl *fastPool, lp h1.Loop, uc *upConn, now time.Time) {
 	uc.idleAt = now
 	pl.mu.Lock()
-	if fp.closed.Load() || len(pl.idle) >= pl.maxIdle {
+	if fp.closed.Load() {
+		pl.mu.Unlock()
+		fp.discard(pl, uc)
+		return
+	}
+	// MaxIdleConnsPerHost bounds the target's idle connections in all
+	// its pools together (the shared one, each loop's).
+	if pl.b.idleN.Add(1) > int64(pl.maxIdle) {
+		pl.b.idleN.Add(-1)
 		pl.mu.Unlock()
 		fp.discard(pl, uc)
 		return
@@ -493,6 +529,7 @@ func (fp *fastPools) close() {
 		pl.mu.Lock()
 		idle := pl.idle
 		pl.idle = nil
+		pl.b.idleN.Add(-int64(len(idle)))
 		pl.mu.Unlock()
 		for _, uc := range idle {
 			fp.discard(pl, uc)

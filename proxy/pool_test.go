@@ -163,3 +163,47 @@ func TestLoopNamedTarget(t *testing.T) {
 		}
 	})
 }
+
+// MaxIdleConnsPerHost bounds the idle connections kept for a target in
+// all its pools together: the goroutine engine's and every event loop's.
+func TestPoolIdleBound(t *testing.T) { engines(t, testPoolIdleBound) }
+
+func testPoolIdleBound(t *testing.T) {
+	release := make(chan struct{})
+	var arrived atomic.Int64
+	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-release // every request holds its connection until all are in
+		_, _ = io.WriteString(w, "ok")
+	}))
+	const clients, maxIdle = 8, 2
+	fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{up.URL}, MaxIdleConnsPerHost: maxIdle}, proxy.Options{})
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			cl := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
+			defer cl.CloseIdleConnections()
+			resp, err := cl.Get(fs.URL + "/")
+			if err != nil {
+				t.Errorf("client %d: %v", c, err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		})
+	}
+	for arrived.Load() < clients {
+		time.Sleep(time.Millisecond) // the requests are on their way
+	}
+	close(release)
+	wg.Wait()
+	if n := up.accepted.Load(); n != clients {
+		t.Fatalf("upstream accepted %d connections, want %d (one per concurrent request)", n, clients)
+	}
+	if strings.Contains(t.Name(), "engine=nethttp") {
+		return // net/http's Transport keeps its own (MaxIdleConnsPerHost too) and does not tell
+	}
+	if st := fs.Proxy.Stats(); st.Idle != maxIdle {
+		t.Fatalf("%d idle connections kept, want %d (max_idle_conns_per_host)", st.Idle, maxIdle)
+	}
+}

@@ -64,6 +64,8 @@ type frontServer struct {
 	Listener net.Listener
 	// OnLoop counts the requests forwarded on an event loop.
 	OnLoop *atomic.Int64
+	// Proxy is the proxy served.
+	Proxy *proxy.Proxy
 }
 
 // engines runs body once per engine the proxy serves: net/http's
@@ -134,7 +136,7 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 	case !strings.Contains(t.Name(), "/engine=fast"):
 		s := httptest.NewServer(p)
 		t.Cleanup(func() { s.Close(); p.Close() })
-		return &frontServer{URL: s.URL, Listener: s.Listener, OnLoop: new(atomic.Int64)}, obs
+		return &frontServer{URL: s.URL, Listener: s.Listener, OnLoop: new(atomic.Int64), Proxy: p}, obs
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,7 +160,7 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 		_ = h.Shutdown(ctx)
 		p.Close()
 	})
-	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln, OnLoop: onLoop}, obs
+	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln, OnLoop: onLoop, Proxy: p}, obs
 }
 
 func readProblem(t *testing.T, resp *http.Response) map[string]any {
