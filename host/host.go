@@ -451,7 +451,7 @@ func (h *Host) Start() error {
 		lp, err := newLoops(n, h.loopPanic)
 		if err != nil {
 			// No loops here (not Linux): the fast engine's goroutines.
-			h.log.Warn("host: no event loops; the loop engine serves with a goroutine per connection")
+			h.log.Info("host: no event loops on this platform; the fast engine serves with a goroutine per connection")
 		}
 		h.fast.loops = lp
 	}
