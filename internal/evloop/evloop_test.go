@@ -95,6 +95,17 @@ func echo(c net.Conn) {
 	}
 }
 
+// echoedOnce dials addr, sends line and fails the test (saying what)
+// unless the same line comes back.
+func echoedOnce(t *testing.T, addr, line, what string) {
+	t.Helper()
+	c := dial(t, addr)
+	_, _ = io.WriteString(c, line)
+	if got, err := bufio.NewReader(c).ReadString('\n'); got != line {
+		t.Fatalf("%s: %q, %v", what, got, err)
+	}
+}
+
 // serveEcho serves a loop connection with echo.
 func serveEcho(c *Conn) { echo(c) }
 
@@ -260,11 +271,7 @@ func TestLargeWriteYields(t *testing.T) {
 	_, _ = io.WriteString(big, "big\n")
 
 	// While the big write waits for room, another connection is served.
-	other := dial(t, s.addr)
-	_, _ = io.WriteString(other, "ping\n")
-	if got, err := bufio.NewReader(other).ReadString('\n'); got != "ping\n" {
-		t.Fatalf("other connection during the big write: %q, %v", got, err)
-	}
+	echoedOnce(t, s.addr, "ping\n", "other connection during the big write")
 	select {
 	case err := <-wrote:
 		t.Fatalf("the big write ended (%v) before the peer read anything", err)
@@ -821,11 +828,7 @@ func TestSleep(t *testing.T) {
 	t0 := time.Now()
 	sleeper := dial(t, s.addr)
 	_, _ = io.WriteString(sleeper, "sleep\n")
-	other := dial(t, s.addr)
-	_, _ = io.WriteString(other, "echo\n")
-	if got, err := bufio.NewReader(other).ReadString('\n'); got != "echo\n" {
-		t.Fatalf("echo during a sleep: %q, %v", got, err)
-	}
+	echoedOnce(t, s.addr, "echo\n", "echo during a sleep")
 	select {
 	case err := <-woke:
 		t.Fatalf("the sleep ended (%v) before the other connection was served", err)
@@ -882,11 +885,7 @@ func TestYield(t *testing.T) {
 	spinner := dial(t, s.addr)
 	_, _ = io.WriteString(spinner, "spin\n")
 	<-started
-	other := dial(t, s.addr) // started on the loop while the spinner spins
-	_, _ = io.WriteString(other, "echo\n")
-	if got, err := bufio.NewReader(other).ReadString('\n'); got != "echo\n" {
-		t.Fatalf("echo: %q, %v", got, err)
-	}
+	echoedOnce(t, s.addr, "echo\n", "echo while the spinner spins") // a new connection
 	if n := spun.Load(); n >= rounds {
 		t.Fatalf("the other connection was served after all %d rounds of the spinner", n)
 	}
