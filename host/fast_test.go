@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -478,5 +480,89 @@ func TestLoopFairness(t *testing.T) {
 	}
 	if n := served.Load(); n >= batch {
 		t.Fatalf("the other connection was answered after all %d pipelined requests of the first", n)
+	}
+}
+
+// Connections move off their loops and back under concurrent load, with
+// pipelined requests, bodies and clients that hang up mid-request: every
+// answer is the right one, from where it should come, and once the
+// clients are gone the loops hold nothing (goleak then checks, at the
+// end of the package, that no coroutine or goroutine is left).
+func TestLoopMovesUnderLoad(t *testing.T) {
+	f := &fastHandler{}
+	f.serve = func(x *h1.Exchange) {
+		where := "goroutine"
+		if x.Loop != nil {
+			where = "loop"
+		}
+		b, err := io.ReadAll(x.Body())
+		if err != nil {
+			return // the host answers for the body
+		}
+		_, _ = io.WriteString(x, where+" "+string(x.Req.Path())+" "+string(b))
+	}
+	e := start(t, modeLoop, host.Limits{MaxRequestsPerConn: 100000}, func(c *host.Config) { c.Loops = 2 })
+	e.H.Activate(&loopDecliner{f})
+	const clients, rounds = 12, 150
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", e.H.Addr().String())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(c)
+			for r := range rounds {
+				var reqs []string
+				var want []string
+				switch (i + r) % 5 {
+				case 0, 1:
+					reqs, want = []string{"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"}, []string{"loop /a "}
+				case 2: // off the loop for one, back for the pipelined next
+					reqs = []string{"GET /block HTTP/1.1\r\nHost: x\r\n\r\n", "GET /c HTTP/1.1\r\nHost: x\r\n\r\n"}
+					want = []string{"goroutine /block ", "loop /c "}
+				case 3:
+					reqs, want = []string{"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"}, []string{"loop /b hello"}
+				case 4:
+					if i%4 == 0 && r > rounds/2 {
+						// Hang up with a request in flight.
+						_, _ = io.WriteString(c, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+						return
+					}
+					reqs, want = []string{"GET /d HTTP/1.1\r\nHost: x\r\n\r\n"}, []string{"loop /d "}
+				}
+				if _, err := io.WriteString(c, strings.Join(reqs, "")); err != nil {
+					t.Errorf("client %d round %d: %v", i, r, err)
+					return
+				}
+				for _, w := range want {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("client %d round %d: %v", i, r, err)
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					if resp.StatusCode != 200 || string(b) != w {
+						t.Errorf("client %d round %d: %d %q, want %q", i, r, resp.StatusCode, b, w)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := e.H.EngineStats()
+	if st.LeftLoop == 0 || st.Rejoined == 0 || st.HandedOver != 0 {
+		t.Fatalf("engine stats %+v: want moves off and back, nothing to net/http", st)
+	}
+	for i := 0; e.H.EngineStats().LoopConns != 0; i++ {
+		if i == 2000 {
+			t.Fatalf("the loops still hold %d connections after every client left", e.H.EngineStats().LoopConns)
+		}
+		time.Sleep(time.Millisecond) // the loops see the clients' ends
 	}
 }
