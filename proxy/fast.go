@@ -253,6 +253,7 @@ const loopPoolPoll = 2 * time.Millisecond
 // lp is the request's event loop, nil off a loop.
 func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time.Time, fresh bool) (*upConn, error) {
 	b := pl.b
+	waited := false // counted once in b.waits
 	for {
 		if fp.closed.Load() {
 			return nil, errPoolClosed
@@ -277,8 +278,11 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 		if fp.evictIdle(pl, members) {
 			continue // one freed up: dial it
 		}
-		if lp != nil {
+		if !waited {
+			waited = true
 			b.waits.Add(1)
+		}
+		if lp != nil {
 			if !time.Now().Before(deadline) {
 				return nil, errPoolWait
 			}
@@ -306,7 +310,6 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 			b.unwait(wake)
 			continue
 		}
-		b.waits.Add(1)
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			b.unwait(wake)

@@ -128,6 +128,11 @@ func testPoolBoundsConnsPerHost(t *testing.T) {
 	if strings.Contains(t.Name(), "engine=loop") && p.OnLoop.Load() != 24 {
 		t.Fatalf("%d of 24 requests forwarded on a loop", p.OnLoop.Load())
 	}
+	// Waits counts requests that waited, once each (a loop's request
+	// looks again every few milliseconds while it waits).
+	if st := p.Proxy.Stats(); !strings.Contains(t.Name(), "engine=nethttp") && (st.Waits == 0 || st.Waits > 24) {
+		t.Fatalf("Stats().Waits = %d, want 1 to 24 (requests that waited at the bound)", st.Waits)
+	}
 }
 
 // A target named by host name is served on the event loops once its
