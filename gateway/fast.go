@@ -37,8 +37,8 @@ import (
 // pipeline (host.FastHandler). It returns false, having done nothing,
 // for a request whose route needs net/http, and on an event loop
 // (listen.engine auto) for one that cannot be served without blocking
-// the loop: a global rate limit, an upstream named by host name or over
-// TLS, a chunked or long body (see proxy.ServesOnLoop). The host serves
+// the loop: a global rate limit, an upstream over TLS or whose name is
+// not looked up yet, a chunked or long body (see proxy.ServesOnLoop). The host serves
 // those off the loop.
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 	p := g.cur.Load()

@@ -22,8 +22,9 @@
 // hands everything else (HTTP/2, upgrades, unusual heads, login and
 // quota routes) to net/http on the same listener; with "nethttp",
 // net/http serves everything. A request that would block an event loop
-// (a global rate limit, an upstream by host name or over TLS, a chunked
-// or long body) moves its connection to a goroutine first.
+// (a global rate limit, an upstream over TLS, a chunked or long body)
+// is served with a goroutine, its connection moved off the loop and
+// back.
 //
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
 // from it; [Gateway.Start] listens (client, metrics and control
