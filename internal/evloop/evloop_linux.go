@@ -765,7 +765,7 @@ func (c *Conn) Yield() error {
 	if c.closed.Load() {
 		return opError("yield", c, net.ErrClosed)
 	}
-	// Due at once: resumed after the events of the loop's next wait.
+	// Due at once: resumed after the connections that are ready now.
 	if err := c.wait(waitSleep, time.Now()); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return opError("yield", c, err)
 	}
