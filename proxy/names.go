@@ -15,10 +15,10 @@ import (
 // named by host name is resolved in the background for the loops: the
 // first request to it after start (or after its address went stale) is
 // forwarded off the loop, as before, while a lookup runs; later ones are
-// dialed from the loop to the address found. An address is used for
-// nameTTL and looked up again after half of it; a lookup that fails
-// keeps the loops off the target (its requests then dial off the loop,
-// where the failure is answered as always). The goroutine engine and
+// dialed from the loop to the addresses found, in order. Addresses serve
+// for nameTTL and are looked up again after half of it; a lookup that
+// fails leaves them to go stale, and the target's requests then dial off
+// the loop, where a failure is answered as always. The goroutine engine and
 // net/http resolve at every dial, as they always do.
 
 // nameTTL is how long a looked-up address serves the loops.
