@@ -15,10 +15,10 @@ import (
 //
 // With listen.engine auto (the default, cleartext listeners: on event
 // loops) or goroutine, the host serves plain HTTP/1.1 with its fast
-// engine and calls ServeHTTP1. The
-// request takes the same path as on net/http, through the same code:
-// the route is worked out first (pure), then identify (client, lists,
-// shield, route), the route's rate limit and the proxy, whose fast
+// engine and calls ServeHTTP1. The request takes the same path as on
+// net/http, through the same code: the route is worked out first
+// (pure), then identify (client, lists, shield, route), the route's
+// rate limit and the proxy, whose fast
 // forwarder applies request_headers (strip, protected Connection tokens)
 // and the forwarding rules field by field instead of on a header map.
 // Rejections are written by the same writers (wire, shield, ratelimit)
@@ -38,8 +38,8 @@ import (
 // for a request whose route needs net/http, and on an event loop
 // (listen.engine auto) for one that cannot be served without blocking
 // the loop: a global rate limit, an upstream over TLS or whose name is
-// not looked up yet, a chunked or long body (see proxy.ServesOnLoop). The host serves
-// those off the loop.
+// not looked up yet, a chunked or long body (see proxy.ServesOnLoop).
+// The host serves those off the loop.
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 	p := g.cur.Load()
 	t := p.target(x.Method(), x.Target(), x.Host())

@@ -532,7 +532,7 @@ func newStateCollector(g *Gateway) *stateCollector {
 		idle:      prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
 		maxConns:  prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
 		waits:     prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
-		loopConns: prometheus.NewDesc("bulwark_engine_loop_connections", "Connections held by the event loops of listen.engine loop (clients' and upstream connections).", nil, nil),
+		loopConns: prometheus.NewDesc("bulwark_engine_loop_connections", "Connections held by the fast HTTP/1.1 engine's event loops (listen.engine auto): clients' and upstream connections.", nil, nil),
 		moved:     prometheus.NewDesc("bulwark_engine_connections_moved_total", "Client connections the fast HTTP/1.1 engine passed on, by where to: goroutine (off an event loop, for a request that cannot be served there), loop (back to an event loop once it was served) or nethttp.", []string{"to"}, nil),
 	}
 }
