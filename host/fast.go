@@ -435,11 +435,11 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 	h := cs.s.h
 	lim := &h.lim
 	x := &cs.x
-	if cs.lc != nil {
-		if hb := h.handler.Load(); hb != nil {
-			if _, ok := hb.h.(FastHandler); !ok {
-				return false, true // off the loop before anything counts it
-			}
+	var fh FastHandler
+	if hb := h.handler.Load(); hb != nil {
+		fh, _ = hb.h.(FastHandler)
+		if fh == nil && cs.lc != nil {
+			return false, true // off the loop before anything counts it
 		}
 	}
 	now := time.Now()
@@ -477,7 +477,7 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 		h.reject(x, r, reason, p)
 		return x.Finish(), false
 	}
-	handled := cs.run(now)
+	handled := cs.run(now, fh)
 	if !handled {
 		cs.requests--
 		cs.rd.Unpin()
@@ -494,7 +494,7 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 
 // run is Host.run for the fast engine: the handler runs admitted, and
 // the host answers for it when it wrote nothing.
-func (cs *connServer) run(now time.Time) (handled bool) {
+func (cs *connServer) run(now time.Time, fh FastHandler) (handled bool) {
 	h := cs.s.h
 	x := &cs.x
 	x.Deadline = now.Add(h.lim.RequestTimeout)
@@ -515,7 +515,6 @@ func (cs *connServer) run(now time.Time) (handled bool) {
 			defer cs.pc.BodyDone()
 		}
 	}
-	fh, _ := h.handler.Load().h.(FastHandler)
 	if fh == nil {
 		return false
 	}

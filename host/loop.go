@@ -203,8 +203,7 @@ func (s *fastServer) serveOnLoop(fc *fastConn) bool {
 			return
 		}
 		cs := s.begin(fc)
-		cs.lc = lc
-		cs.x.Loop = loopHandle{lc}
+		cs.onLoop(lc)
 		s.serveConn(cs, true)
 	})
 	return err == nil
@@ -221,10 +220,7 @@ func (s *fastServer) rejoinLoop(cs *connServer) bool {
 	}
 	err := s.loops.pick().Serve(sc.tcp, func(lc *evloop.Conn) {
 		sc.set(lc)
-		cs.lc = lc
-		cs.x.Loop = loopHandle{lc}
-		cs.rdl.Forget()
-		cs.wdl.Forget()
+		cs.onLoop(lc)
 		s.serveConn(cs, false) // (a shutdown meanwhile: it only ends it)
 	})
 	if err != nil {
@@ -248,14 +244,23 @@ func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
 		return false
 	}
 	sc.set(nc)
-	cs.lc = nil
-	cs.x.Loop = nil
-	// The socket's deadlines were the loop's: the next phase sets its own.
-	cs.rdl.Forget()
-	cs.wdl.Forget()
+	cs.onLoop(nil)
 	s.leftLoop.Add(1)
 	go s.serveConn(cs, first)
 	return true
+}
+
+// onLoop records that lc now carries cs's connection, or with nil that a
+// goroutine serves it. The socket's deadlines were the other side's: the
+// next phase sets its own.
+func (cs *connServer) onLoop(lc *evloop.Conn) {
+	cs.lc = lc
+	cs.x.Loop = nil
+	if lc != nil {
+		cs.x.Loop = loopHandle{lc}
+	}
+	cs.rdl.Forget()
+	cs.wdl.Forget()
 }
 
 // loopHandle is the h1.Loop of a connection served on a loop.
