@@ -189,7 +189,7 @@ func (p *Proxy) ServesOnLoop(x *h1.Exchange) bool {
 	if !p.loopable {
 		return false
 	}
-	if x.HasBody() && (x.Req.Chunked || x.Req.ContentLength > syncBodyMax) {
+	if x.HasBody() && sentConcurrently(x) {
 		return false
 	}
 	if p.named {
@@ -341,11 +341,7 @@ func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 			uc.reused = true
 			return uc
 		}
-		_ = uc.c.Close()
-		fp.p.conns.Add(-1)
-		pl.b.mu.Lock()
-		pl.b.open--
-		pl.b.mu.Unlock()
+		fp.discard(pl, uc)
 	}
 	return nil
 }
@@ -370,11 +366,7 @@ func (fp *fastPools) evictIdle(pl *fastPool, members []*fastPool) bool {
 		m.idle = m.idle[:len(m.idle)-1]
 		m.b.idleN.Add(-1)
 		m.mu.Unlock()
-		_ = uc.c.Close() // safe from any goroutine, a loop's connection too
-		fp.p.conns.Add(-1)
-		pl.b.mu.Lock()
-		pl.b.open--
-		pl.b.mu.Unlock()
+		fp.discard(pl, uc) // (Close is safe from any goroutine, a loop's connection too)
 		return true
 	}
 	return false
@@ -734,7 +726,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	e.writeHead(uc, pl)
 	e.sending = nil
 	if x.HasBody() {
-		if (x.Req.Chunked || x.Req.ContentLength > syncBodyMax) && x.Loop == nil {
+		if sentConcurrently(x) && x.Loop == nil {
 			// A long body is sent while the response is read: an
 			// upstream that answers as it reads must not stall on a
 			// proxy that only reads once it has written everything.
@@ -827,6 +819,12 @@ var errClientGone = errors.New("proxy: client went away")
 // syncBodyMax is the largest Content-Length sent before the response is
 // read; longer and chunked bodies are sent concurrently.
 const syncBodyMax = 64 << 10
+
+// sentConcurrently reports whether x's body is sent while the response
+// is read (chunked, or longer than syncBodyMax).
+func sentConcurrently(x *h1.Exchange) bool {
+	return x.Req.Chunked || x.Req.ContentLength > syncBodyMax
+}
 
 // stopSending ends a concurrent body send: at once if it is done, else
 // by cutting the upstream connection and the client's body read. It
