@@ -743,16 +743,10 @@ func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
 // how that function waits for something other than its sockets, such as
 // a connection another serve function of the loop gives back.
 func (c *Conn) Sleep(t time.Time) error {
-	if c.closed.Load() {
-		return opError("sleep", c, net.ErrClosed)
-	}
-	if !time.Now().Before(t) {
+	if !c.closed.Load() && !time.Now().Before(t) {
 		return nil
 	}
-	if err := c.wait(waitSleep, t); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return opError("sleep", c, err)
-	}
-	return nil
+	return c.nap("sleep", t)
 }
 
 // Yield lets the loop serve its other connections before c's serve
@@ -762,12 +756,17 @@ func (c *Conn) Sleep(t time.Time) error {
 // peers) never waits otherwise, and would hold the loop for as long as
 // that lasts: it yields every so often instead.
 func (c *Conn) Yield() error {
+	return c.nap("yield", time.Now()) // due at once: resumed after the connections ready now
+}
+
+// nap yields until t or until c is closed (net.ErrClosed, in an error
+// for op).
+func (c *Conn) nap(op string, t time.Time) error {
 	if c.closed.Load() {
-		return opError("yield", c, net.ErrClosed)
+		return opError(op, c, net.ErrClosed)
 	}
-	// Due at once: resumed after the connections that are ready now.
-	if err := c.wait(waitSleep, time.Now()); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return opError("yield", c, err)
+	if err := c.wait(waitSleep, t); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return opError(op, c, err)
 	}
 	return nil
 }
