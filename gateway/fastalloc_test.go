@@ -7,7 +7,7 @@ import "testing"
 // allocates at most twice (the bound; it is 0 today):
 // client, gateway and upstream on real loopback sockets, the client and
 // the upstream allocation-free.
-func TestFastEngineAllocs(t *testing.T) {
+func TestNoRaceFastEngineAllocs(t *testing.T) {
 	for _, engine := range []string{EngineAuto, EngineGoroutine} {
 		t.Run("engine="+engineLabel(engine), func(t *testing.T) { testFastEngineAllocs(t, engine) })
 	}

@@ -251,7 +251,7 @@ func BenchmarkMatch50(b *testing.B) {
 	}
 }
 
-func TestMatchCanonicalNoAlloc(t *testing.T) {
+func TestNoRaceMatchCanonicalNoAlloc(t *testing.T) {
 	mt := buildMatcher(t, fiftyRoutes())
 	n := testing.AllocsPerRun(200, func() {
 		raw, _ := canon.Target("/api/v1/resource23/42?x=1")

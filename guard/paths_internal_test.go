@@ -155,7 +155,7 @@ func (f *h2Fixture) request() {
 // The guard's per-request paths do not allocate: an HTTP/1.1 keep-alive
 // GET and POST through every hook, and an HTTP/2 request's frames through
 // the frame guard.
-func TestGuardPathsDoNotAllocate(t *testing.T) {
+func TestNoRaceGuardPathsDoNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
@@ -178,7 +178,7 @@ func TestGuardPathsDoNotAllocate(t *testing.T) {
 
 // Per-connection memory, measured: a Conn from the listener, and an
 // HTTP/2 wrapper after its first read (read-ahead buffer included).
-func TestPerConnectionMemory(t *testing.T) {
+func TestNoRacePerConnectionMemory(t *testing.T) {
 	if raceEnabled {
 		t.Skip("memory figures are not meaningful under the race detector")
 	}

@@ -392,7 +392,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 // Parsing a head and framing its body allocate nothing.
-func TestParseAllocs(t *testing.T) {
+func TestNoRaceParseAllocs(t *testing.T) {
 	in := []byte("POST /a/b?c=d HTTP/1.1\r\nHost: example.com\r\nUser-Agent: x\r\nAccept: */*\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello")
 	var r Request
 	var b Body

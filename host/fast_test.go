@@ -354,7 +354,7 @@ func testFastBodyErrors(t *testing.T, m mode) {
 
 // The fast engine serves a keep-alive request without allocating (the
 // handler's own work aside).
-func TestFastServeAllocs(t *testing.T) { fastModes(t, testFastServeAllocs) }
+func TestNoRaceFastServeAllocs(t *testing.T) { fastModes(t, testFastServeAllocs) }
 
 func testFastServeAllocs(t *testing.T, m mode) {
 	if raceEnabled {

@@ -1171,7 +1171,7 @@ func (b *barrier) wait() bool {
 	return false
 }
 
-func TestCellsNoAllocs(t *testing.T) {
+func TestNoRaceCellsNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}

@@ -866,7 +866,7 @@ func TestHasher(t *testing.T) {
 	}
 }
 
-func TestHasherDoesNotAllocate(t *testing.T) {
+func TestNoRaceHasherDoesNotAllocate(t *testing.T) {
 	h := NewHasher()
 	for _, s := range []string{"hot", "192.0.2.1", strings.Repeat("x", 1000)} {
 		if n := testing.AllocsPerRun(100, func() { _ = h.Sum(s) }); n != 0 {
@@ -875,7 +875,7 @@ func TestHasherDoesNotAllocate(t *testing.T) {
 	}
 }
 
-func TestNoAllocs(t *testing.T) {
+func TestNoRaceTableNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}

@@ -464,7 +464,7 @@ func TestExtremeInstants(t *testing.T) {
 	}
 }
 
-func TestAllocations(t *testing.T) {
+func TestNoRaceAllocations(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation changes allocation counts")
 	}

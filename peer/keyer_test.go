@@ -128,7 +128,7 @@ func TestKeyerConcurrentClose(t *testing.T) {
 	wg.Wait()
 }
 
-func TestKeyerSumDoesNotAllocate(t *testing.T) {
+func TestNoRaceKeyerSumDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}

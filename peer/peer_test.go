@@ -73,7 +73,7 @@ func TestNormalizeLengthBoundary(t *testing.T) {
 	}
 }
 
-func TestNormalizeDoesNotAllocate(t *testing.T) {
+func TestNoRaceNormalizeDoesNotAllocate(t *testing.T) {
 	for _, s := range []string{"192.0.2.1:1234", "[2001:db8::1]:443", "192.0.2.1", "2001:db8::1"} {
 		if n := testing.AllocsPerRun(100, func() { Normalize(s) }); n != 0 {
 			t.Errorf("Normalize(%q) allocates %.0f times", s, n)

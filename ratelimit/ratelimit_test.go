@@ -403,7 +403,7 @@ func TestHeaderUnderscoreSpellings(t *testing.T) {
 }
 
 // Looking for '_' spellings costs no allocation.
-func TestHeaderKeyAllocs(t *testing.T) {
+func TestNoRaceHeaderKeyAllocs(t *testing.T) {
 	kf := Header("X-Api-Key", nil)
 	r, _ := http.NewRequest("GET", "http://x/", nil)
 	r.Header.Set("X-Api-Key", "a")
@@ -482,7 +482,7 @@ func TestCoarseClock(t *testing.T) {
 
 // Decisions allocate nothing: new and existing string and address keys,
 // admitted and refused, on the monotonic and the coarse clock.
-func TestAllowNoAllocs(t *testing.T) {
+func TestNoRaceAllowNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}

@@ -283,7 +283,7 @@ func TestGlobalRolloverRace(t *testing.T) {
 	}
 }
 
-func TestAdmitKeyDoesNotAllocate(t *testing.T) {
+func TestNoRaceAdmitKeyDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}

@@ -489,7 +489,7 @@ func TestNilHook(t *testing.T) {
 	mustReject(t, s, ip(1), true, OutcomeRateLimited, ReasonPeer, 60*time.Second, "no hook")
 }
 
-func TestAdmitDoesNotAllocate(t *testing.T) {
+func TestNoRaceAdmitDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
