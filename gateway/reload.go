@@ -10,7 +10,8 @@ import "reflect"
 // login state of unchanged login routes.
 //
 // Settings that need a restart (profile, listen, limits, metrics, log,
-// the environment, the set of quota operations) must be unchanged; a
+// the environment, the set of quota operations with their limits and
+// windows; max_replays may change) must be unchanged; a
 // *ConfigError naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
 	if err := cfg.ready(); err != nil {
@@ -35,7 +36,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("guards.tls.rate_slots", cfg.Guards.TLS.RateSlots == old.Guards.TLS.RateSlots, "the guards' handshake rate slots")
 	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
 	need("log", cfg.Log == old.Log, "the log settings")
-	need("routes", reflect.DeepEqual(quotaOperations(cfg), quotaOperations(old)), "the set of quota operations (with their limits and windows)")
+	need("routes", reflect.DeepEqual(quotaBudgets(cfg), quotaBudgets(old)), "the set of quota operations (with their limits and windows)")
 	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
 	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")
 	need("ipsets.allow_capacity", cfg.IPSets.AllowCapacity == old.IPSets.AllowCapacity, "the allow list's capacity")
@@ -85,6 +86,13 @@ func (g *Gateway) Reload(cfg *Config) error {
 	if err := g.reloadXDP(cfg.XDP); err != nil {
 		// The kernel refused new flags: the rest of the reload stands.
 		g.log.Error("xdp: flags and k not applied", "error", err.Error())
+	}
+	if g.quota != nil {
+		// Validated with the configuration (and the budgets checked
+		// above): only max_replays can differ, and nothing is refused.
+		if err := g.quota.SetOperations(quotaOperations(cfg)...); err != nil {
+			g.log.Error("quota: new max_replays not applied", "error", err.Error())
+		}
 	}
 	g.cur.Store(p)
 	g.cfg = cfg

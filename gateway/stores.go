@@ -9,15 +9,26 @@ import (
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
-// quotaOperations returns the distinct quota operations of cfg.
+// quotaOperations returns the distinct quota operations of cfg, each
+// with all its settings (validation makes the routes sharing one agree).
 func quotaOperations(cfg *Config) []quota.Operation {
 	var ops []quota.Operation
 	seen := map[string]bool{}
 	for _, r := range cfg.Routes {
 		if q := r.Quota; q != nil && !seen[q.Operation] {
 			seen[q.Operation] = true
-			ops = append(ops, quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window})
+			ops = append(ops, q.operation())
 		}
+	}
+	return ops
+}
+
+// quotaBudgets is quotaOperations without what a reload may change
+// (max_replays): the names, limits and windows, which need a restart.
+func quotaBudgets(cfg *Config) []quota.Operation {
+	ops := quotaOperations(cfg)
+	for i := range ops {
+		ops[i].MaxReplays = 0
 	}
 	return ops
 }

@@ -158,7 +158,7 @@ func configErr(setting, reason string) error {
 // concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
-	ops         *quota.Operations
+	ops         atomic.Pointer[quota.Operations]
 	callTimeout time.Duration
 	ownsPool    bool
 	closed      atomic.Bool
@@ -183,7 +183,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.New("pgquota: cannot create connection pool")
 	}
-	return &Store{pool: pool, ops: ops, callTimeout: cfg.CallTimeout, ownsPool: true}, nil
+	s := &Store{pool: pool, callTimeout: cfg.CallTimeout, ownsPool: true}
+	s.ops.Store(ops)
+	return s, nil
 }
 
 // ParsePoolConfig returns the pool configuration [Open] would use for dsn
@@ -246,7 +248,22 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{pool: pool, ops: ops, callTimeout: cfg.CallTimeout}, nil
+	s := &Store{pool: pool, callTimeout: cfg.CallTimeout}
+	s.ops.Store(ops)
+	return s, nil
+}
+
+// SetOperations replaces the store's operations (a configuration reload),
+// validated as [quota.NewOperations] does; on error the old set stays.
+// A Consume already running keeps the operation it resolved; every later
+// one uses the new set.
+func (s *Store) SetOperations(ops ...quota.Operation) error {
+	set, err := quota.NewOperations(ops...)
+	if err != nil {
+		return err
+	}
+	s.ops.Store(set)
+	return nil
 }
 
 // Close closes the pool if [Open] created it. Later calls fail with
@@ -263,7 +280,7 @@ func (s *Store) Close() {
 // Consume implements [quota.Consumer]. The request is validated and its
 // operation resolved before any SQL; the call is bounded by CallTimeout.
 func (s *Store) Consume(ctx context.Context, r quota.Request) (quota.Decision, error) {
-	op, err := s.ops.Resolve(r)
+	op, err := s.ops.Load().Resolve(r)
 	if err != nil {
 		return quota.Decision{}, err
 	}
