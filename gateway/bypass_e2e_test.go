@@ -203,6 +203,13 @@ routes:
       key_fallback: client_ip
       max_keys: 50
       per_client: {qps: 0.01, burst: 20}
+  - name: token
+    match: {path: /token/}
+    upstream: app
+    rate_limit:
+      qps: 0.01
+      burst: 20
+      key: header:Authorization
   - name: all
     match: {path: /}
     upstream: app
@@ -214,13 +221,22 @@ func testBypassRateLimitKeys(t *testing.T) {
 	up := newLenient(t)
 	tg := startGateway(t, keyBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	addr := strings.TrimPrefix(tg.url, "http://")
-	send := func(src string, hdr ...string) (int, string) {
-		head := "GET /api/items HTTP/1.1\nHost: app.example"
+	sendTo := func(path, src string, hdr ...string) (int, string) {
+		head := "GET " + path + " HTTP/1.1\nHost: app.example"
 		for i := 0; i+1 < len(hdr); i += 2 {
 			head += "\n" + hdr[i] + ": " + hdr[i+1]
 		}
 		resp, b := sendRaw(t, addr, src, parseCorpus("### r\n" + head + "\n\n")[0])
 		return resp.StatusCode, problemCode(b)
+	}
+	send := func(src string, hdr ...string) (int, string) { return sendTo("/api/items", src, hdr...) }
+	// A key header without '-' in its name (no '_' spelling to look
+	// for), sent twice, is as ambiguous.
+	if st, code := sendTo("/token/x", "127.0.62.1", "Authorization", "Bearer a"); st != 200 {
+		t.Fatalf("one Authorization: %d %s", st, code)
+	}
+	if st, code := sendTo("/token/x", "127.0.62.1", "Authorization", "Bearer a", "Authorization", "Bearer b"); st != 400 || code != "ambiguous_rate_limit_key" {
+		t.Fatalf("repeated Authorization key: %d %s", st, code)
 	}
 	// A repeated key header: the gateway could count one line while the
 	// upstream reads the other.

@@ -263,6 +263,61 @@ func TestPerAddrConnCap(t *testing.T) {
 	}
 }
 
+// Closing a connection gives its address's share back: with one
+// keep-alive connection held open throughout (so the address's entry
+// stays), an address that fills conns.max_per_addr and
+// conns.max_incomplete_per_addr (with connections that never send a head)
+// and closes them is served again as many times, with no refusal.
+func TestPerAddrCountsReleasedOnClose(t *testing.T) {
+	const capIncomplete = 4
+	cfg := guard.Config{Conns: guard.ConnConfig{MaxPerAddr: capIncomplete + 1, MaxIncompletePerAddr: capIncomplete}}
+	s := startServer(t, modeH1, cfg, http.HandlerFunc(okHandler))
+	const src = "127.0.0.32"
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := dialFrom(src, s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	request := func(c net.Conn, what string) {
+		t.Helper()
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 512)
+		if n, err := c.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
+			t.Fatalf("%s: %q %v (%s)", what, buf[:n], err, s.c)
+		}
+	}
+	anchor := dial()
+	defer anchor.Close()
+	request(anchor, "the anchor")
+	for round := range 3 {
+		conns := make([]net.Conn, 0, capIncomplete)
+		for range capIncomplete {
+			conns = append(conns, dial())
+		}
+		// Both caps are full now: every connection was counted.
+		waitFor(t, "the connections to be counted", func() bool {
+			st := s.g.Stats()
+			return st.Conns == capIncomplete+1 && st.Incomplete == capIncomplete
+		})
+		if round > 0 { // the first round's close with their heads never sent
+			for i, c := range conns {
+				request(c, fmt.Sprintf("round %d, connection %d", round, i))
+			}
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		waitFor(t, "the guard to see the closes", func() bool { return s.g.Stats().Conns == 1 })
+	}
+	if n := s.c.get("refused:"+guard.RefuseAddrConns) + s.c.get("refused:"+guard.RefuseAddrIncomplete); n != 0 {
+		t.Fatalf("%d refusals for an address within its caps (%s)", n, s.c)
+	}
+}
+
 // conns.accept_rate_per_addr: a burst, then refusals until time passes
 // (the manual clock drives the rate, not the wall clock).
 func TestAcceptRatePerAddr(t *testing.T) {

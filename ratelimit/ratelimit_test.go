@@ -402,6 +402,29 @@ func TestHeaderUnderscoreSpellings(t *testing.T) {
 	}
 }
 
+// A key header whose name has no '-' (so no '_' spelling to look for)
+// sent twice is ambiguous all the same: the limiter could count one line
+// while the application reads the other.
+func TestHeaderWithoutDashSentTwice(t *testing.T) {
+	for _, name := range []string{"Authorization", "apikey", "Token"} {
+		kf := Header(name, nil)
+		canonical := http.CanonicalHeaderKey(name)
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r.Header[canonical] = []string{"a"}
+		if k, err := kf(r); err != nil || k != StringKey("a") {
+			t.Errorf("%s once: key %v err %v, want \"a\"", name, k, err)
+		}
+		r.Header[canonical] = []string{"a", "b"}
+		if k, err := kf(r); !errors.Is(err, ErrAmbiguousKey) {
+			t.Errorf("%s twice: key %v err %v, want ErrAmbiguousKey", name, k, err)
+		}
+		r.Header[canonical] = []string{"a", "a"}
+		if k, err := kf(r); !errors.Is(err, ErrAmbiguousKey) {
+			t.Errorf("%s twice, same value: key %v err %v, want ErrAmbiguousKey", name, k, err)
+		}
+	}
+}
+
 // Looking for '_' spellings costs no allocation.
 func TestNoRaceHeaderKeyAllocs(t *testing.T) {
 	kf := Header("X-Api-Key", nil)
