@@ -124,8 +124,11 @@ type Config struct {
 	// provisioned is set by a successful Provision.
 	provisioned bool
 	tlsCert     *tls.Certificate
-	// rlsDomains is rls.config_file, parsed by Provision.
+	// rlsDomains is rls.config_file, parsed by Provision; rlsToken
+	// rls.token_file, and rlsTLS the RLS listener's TLS settings.
 	rlsDomains []rls.DomainConfig
+	rlsToken   string
+	rlsTLS     *tls.Config
 	// token is the control API's bearer token (from control.token_file
 	// or BULWARK_CONTROL_TOKEN). A pointer, so that printing a Config
 	// never prints it.
@@ -567,11 +570,34 @@ type Global struct {
 // forwarding. Cluster profile.
 type RLS struct {
 	// Addr is host:port of the gRPC listener; "" (default) turns it off.
+	// Beyond loopback it needs TokenFile or TLS.ClientCAFile: the
+	// protocol has no authentication of its own.
 	Addr string `yaml:"addr"`
 	// ConfigFile holds the domains, in envoyproxy/ratelimit's format
 	// (relative to this file). A reload re-reads it; unchanged limits
 	// keep their state.
 	ConfigFile string `yaml:"config_file"`
+	// MaxKeys bounds the RLS server's own table of keys in this replica
+	// (its clients choose the descriptor values), apart from
+	// global.capacity, so that it never crowds out the keys of scope:
+	// global routes.
+	MaxKeys int `yaml:"max_keys"`
+	// TokenFile holds a bearer token (relative to this file) that every
+	// call must carry as "authorization: Bearer <token>" metadata
+	// (Envoy: the rate limit service's grpc_service.initial_metadata).
+	TokenFile string `yaml:"token_file"`
+	// TLS serves gRPC over TLS; with a client CA, mutual TLS.
+	TLS *RLSTLS `yaml:"tls"`
+}
+
+// RLSTLS names the RLS listener's certificate and key files (PEM) and,
+// for mutual TLS, the CA that signs its clients' certificates.
+type RLSTLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, when set, makes every client present a certificate
+	// signed by one of its CAs (mutual TLS).
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 // UDPLimit bounds UDP traffic to one destination port (0: no limit).
@@ -662,6 +688,7 @@ func DefaultConfig() *Config {
 			Heartbeat: global.DefaultHeartbeat,
 			Summary:   global.DefaultSummary,
 		},
+		RLS: RLS{MaxKeys: global.DefaultCapacity},
 		XDP: XDP{
 			Mode:             "off",
 			Flags:            xdp.DefaultFlags.Names(),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
@@ -194,9 +195,27 @@ func (g *Gateway) startRLS(cfg *Config) error {
 	if cfg.RLS.Addr == "" || g.global == nil {
 		return nil
 	}
-	srv, err := rls.New(g.global, cfg.rlsDomains)
+	// The RLS clients choose its keys: a table of their own, so that they
+	// never crowd out the keys of scope: global routes.
+	tab, err := g.global.Table(cfg.RLS.MaxKeys)
 	if err != nil {
 		return fmt.Errorf("gateway: rls: %w", err)
+	}
+	srv, err := rls.New(tab, cfg.rlsDomains)
+	if err != nil {
+		return fmt.Errorf("gateway: rls: %w", err)
+	}
+	var opts []grpc.ServerOption
+	if cfg.rlsTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.rlsTLS)))
+	}
+	if cfg.rlsToken != "" {
+		opts = append(opts, rls.RequireToken(cfg.rlsToken)...)
+	}
+	// Validated with the configuration; checked again here so that a
+	// Config built in Go cannot expose an open RLS either.
+	if err := rls.CheckAddr(cfg.RLS.Addr, cfg.rlsToken != "" || cfg.rlsTLS != nil && cfg.rlsTLS.ClientCAs != nil); err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	ln := g.deps.RLSListener
 	if ln == nil {
@@ -204,7 +223,7 @@ func (g *Gateway) startRLS(cfg *Config) error {
 			return fmt.Errorf("gateway: rls listener: %w", err)
 		}
 	}
-	gs := srv.GRPC()
+	gs := srv.GRPC(opts...)
 	g.rls = &rlsServer{srv: srv, gs: gs, ln: ln}
 	go func() { _ = gs.Serve(ln) }()
 	if err := g.metrics.register(newRLSCollector(srv)); err != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -197,38 +198,7 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 
 	c.tlsCert = nil
 	if t := c.Listen.TLS; t != nil {
-		var pem [2][]byte
-		ok := true
-		for i, f := range []struct {
-			key  string
-			name *string
-		}{{"listen.tls.cert_file", &t.CertFile}, {"listen.tls.key_file", &t.KeyFile}} {
-			if *f.name == "" {
-				ok = false // Validate reports it
-				continue
-			}
-			p := resolve(dir, *f.name)
-			data, err := readBounded(p, maxFileBytes)
-			if err != nil {
-				if why, found := strings.CutPrefix(err.Error(), "cannot read: "); found {
-					at(f.key, "cannot read %q: %s", *f.name, why)
-				} else {
-					at(f.key, "%q: %v", *f.name, err)
-				}
-				ok = false
-				continue
-			}
-			pem[i] = data
-			*f.name = p
-		}
-		if ok {
-			cert, err := tls.X509KeyPair(pem[0], pem[1])
-			if err != nil {
-				at("listen.tls", "bad certificate or key: %v", strings.TrimPrefix(err.Error(), "tls: "))
-			} else {
-				c.tlsCert = &cert
-			}
-		}
+		c.tlsCert = loadKeyPair(dir, "listen.tls", &t.CertFile, &t.KeyFile, at)
 	}
 
 	c.token = nil
@@ -278,6 +248,11 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 				c.rlsDomains = domains
 			}
 		}
+	}
+
+	c.rlsToken, c.rlsTLS = "", nil
+	if r := &c.RLS; r.Addr != "" {
+		c.provisionRLSAuth(dir, at)
 	}
 
 	if c.Profile == Cluster && c.Env.PostgresURL != "" {
@@ -420,4 +395,94 @@ func truncate(s string) string {
 		s = s[:32] + "…"
 	}
 	return strings.ToValidUTF8(s, "?")
+}
+
+// loadKeyPair reads the PEM certificate and key files named by *certFile
+// and *keyFile (relative to dir; Validate reports empty names) of the
+// section at key, resolves the names, and returns the pair, or nil after
+// reporting the problem through at.
+func loadKeyPair(dir, key string, certFile, keyFile *string, at func(path, format string, args ...any)) *tls.Certificate {
+	var pem [2][]byte
+	ok := true
+	for i, f := range []struct {
+		key  string
+		name *string
+	}{{key + ".cert_file", certFile}, {key + ".key_file", keyFile}} {
+		if *f.name == "" {
+			ok = false // Validate reports it
+			continue
+		}
+		data, ok2 := readNamed(dir, f.key, f.name, at)
+		ok = ok && ok2
+		pem[i] = data
+	}
+	if !ok {
+		return nil
+	}
+	cert, err := tls.X509KeyPair(pem[0], pem[1])
+	if err != nil {
+		at(key, "bad certificate or key: %v", strings.TrimPrefix(err.Error(), "tls: "))
+		return nil
+	}
+	return &cert
+}
+
+// readNamed reads the file *name (relative to dir) of the setting at key,
+// bounded by maxFileBytes, and resolves *name; on failure it reports the
+// problem through at.
+func readNamed(dir, key string, name *string, at func(path, format string, args ...any)) ([]byte, bool) {
+	p := resolve(dir, *name)
+	data, err := readBounded(p, maxFileBytes)
+	if err != nil {
+		if why, found := strings.CutPrefix(err.Error(), "cannot read: "); found {
+			at(key, "cannot read %q: %s", *name, why)
+		} else {
+			at(key, "%q: %v", *name, err)
+		}
+		return nil, false
+	}
+	*name = p
+	return data, true
+}
+
+// provisionRLSAuth reads rls.token_file and the rls.tls files into
+// c.rlsToken and c.rlsTLS.
+func (c *Config) provisionRLSAuth(dir string, at func(path, format string, args ...any)) {
+	r := &c.RLS
+	if r.TokenFile != "" {
+		p := resolve(dir, r.TokenFile)
+		tok, err := control.ReadTokenFile(p)
+		if err != nil {
+			at("rls.token_file", "%s", strings.TrimPrefix(err.Error(), "control: "))
+		} else {
+			r.TokenFile, c.rlsToken = p, tok
+		}
+	}
+	t := r.TLS
+	if t == nil {
+		return
+	}
+	cert := loadKeyPair(dir, "rls.tls", &t.CertFile, &t.KeyFile, at)
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	ok := cert != nil
+	if ok {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	if t.ClientCAFile != "" {
+		data, read := readNamed(dir, "rls.tls.client_ca_file", &t.ClientCAFile, at)
+		switch {
+		case !read:
+			ok = false
+		default:
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(data) {
+				at("rls.tls.client_ca_file", "%q holds no PEM certificate", t.ClientCAFile)
+				ok = false
+			}
+			cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+	}
+	if ok {
+		c.rlsTLS = cfg
+	}
 }

@@ -44,7 +44,9 @@ func (g *Gateway) Reload(cfg *Config) error {
 	xNew, xOld := cfg.XDP, old.XDP
 	xNew.Flags, xNew.K, xOld.Flags, xOld.K = nil, 0, nil, 0
 	need("xdp", reflect.DeepEqual(xNew, xOld), "xdp settings other than flags and k")
-	need("rls.addr", cfg.RLS.Addr == old.RLS.Addr, "rls.addr")
+	rNew, rOld := cfg.RLS, old.RLS
+	rNew.ConfigFile, rOld.ConfigFile = "", ""
+	need("rls", reflect.DeepEqual(rNew, rOld) && cfg.rlsToken == old.rlsToken, "rls settings other than config_file")
 	need("redis", cfg.Redis == old.Redis, "the redis settings")
 	need("global", cfg.Global == old.Global, "the global limiter's settings")
 	need("routes", needsGlobal(cfg) == needsGlobal(old), "using the global limiter or not")

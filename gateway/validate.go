@@ -25,6 +25,7 @@ import (
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/redisconn"
+	"github.com/bulwarkhq/bulwark/rls"
 	"github.com/bulwarkhq/bulwark/shield"
 )
 
@@ -60,6 +61,7 @@ var (
 	rangeBurst            = intRange{0, 1_000_000}
 	rangeRateLimitStatus  = intRange{400, 599}
 	rangeRateLimitMaxKeys = intRange{1, 10_000_000}
+	rangeRLSMaxKeys       = intRange{1, keyed.MaxCapacity}
 
 	rangeLoginLimit          = intRange{1, login.MaxLimit}
 	rangeLoginWindow         = durRange{login.MinWindow, login.MaxWindow}
@@ -893,6 +895,19 @@ func (r RLS) Validate() error {
 	}
 	if r.ConfigFile == "" {
 		f.add("config_file", "required when rls.addr is set")
+	}
+	f.int("max_keys", int64(r.MaxKeys), rangeRLSMaxKeys)
+	if t := r.TLS; t != nil {
+		if t.CertFile == "" {
+			f.add("tls.cert_file", "required when rls.tls is set")
+		}
+		if t.KeyFile == "" {
+			f.add("tls.key_file", "required when rls.tls is set")
+		}
+	}
+	mtls := r.TLS != nil && r.TLS.ClientCAFile != ""
+	if err := rls.CheckAddr(r.Addr, r.TokenFile != "" || mtls); errors.Is(err, rls.ErrExposed) {
+		f.add("addr", "%q is not a loopback address and the RLS protocol has no authentication: set rls.token_file or rls.tls.client_ca_file (mutual TLS)", r.Addr)
 	}
 	return f.err()
 }

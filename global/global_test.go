@@ -475,3 +475,62 @@ func TestBreakerOpeningKeepsFallbackAdmissions(t *testing.T) {
 		_ = n.Close()
 	}
 }
+
+// A table of its own: keys flooding one table fill it and are refused
+// there (fail closed), while the limiters of the node's own table keep
+// admitting new keys, and the other way round.
+func TestTablesKeepTheirKeysApart(t *testing.T) {
+	clk := clock.NewManual(t0)
+	st := memStore(t, clk)
+	const capacity = 8
+	n := newNode(t, global.Config{Store: st, Clock: clk, Capacity: capacity, Budget: global.MaxBudget})
+	own := newLimiter(t, n, "route", limit.GCRA{Rate: 1, Burst: 5})
+	tab, err := n.Table(capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, err := tab.Limiter("route", limit.GCRA{Rate: 1, Burst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sep == own {
+		t.Fatal("the same name in two tables gave one limiter")
+	}
+	flood := func(l *global.Limiter, prefix string) (allowed int) {
+		for i := range 4 * capacity {
+			if l.Allow(prefix + string(rune('a'+i))).Allowed {
+				allowed++
+			}
+		}
+		return allowed
+	}
+	// Fill the separate table: at most its capacity of keys get in.
+	if got := flood(sep, "flood-"); got > capacity {
+		t.Fatalf("separate table admitted %d new keys, capacity %d", got, capacity)
+	}
+	if tab.Len() != capacity {
+		t.Fatalf("separate table holds %d keys, want %d (full)", tab.Len(), capacity)
+	}
+	if sep.Allow("one-more").Allowed {
+		t.Fatal("a full table admitted a new key")
+	}
+	// The node's own table is untouched: every new key gets in.
+	for i := range capacity {
+		if d := own.Allow("user-" + string(rune('a'+i))); !d.Allowed {
+			t.Fatalf("own table refused new key %d after the other table filled: %+v", i, d)
+		}
+	}
+	if n.Stats().Keys != capacity {
+		t.Fatalf("own table holds %d keys, want %d", n.Stats().Keys, capacity)
+	}
+	// Now the own table is full; the separate one still serves its keys.
+	if own.Allow("one-more").Allowed {
+		t.Fatal("a full own table admitted a new key")
+	}
+	if !sep.Allow("flood-a").Allowed {
+		t.Fatal("a key held in the separate table was refused")
+	}
+	if _, err := n.Table(0); err == nil {
+		t.Fatal("a table of capacity 0 was accepted")
+	}
+}

@@ -28,6 +28,7 @@ import (
 //   - ClockRegressed is never set: L2 runs on the store's clock.
 type Limiter struct {
 	node     *Node
+	tab      *keyed.Table[keyed.Key128, entry] // of its Table
 	name     string
 	g        limit.GCRA
 	interval time.Duration // T rounded to microseconds (L2's resolution)
@@ -124,7 +125,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 			need     int64
 			wait     *round
 		)
-		err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+		err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 			if created {
 				e.lim = l
 			}
@@ -208,7 +209,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 // denial meanwhile.
 func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64) (rd *round, full bool) {
 	nd := l.node
-	_ = nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+	_ = l.tab.Do(k1, now, func(e *entry, created bool) bool {
 		if created {
 			e.lim = l
 		}
@@ -272,7 +273,7 @@ func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decisi
 		g.Rate = limit.MinRate
 	}
 	var d limit.Decision
-	err := nd.tab.Do(k1, now, func(e *entry, created bool) bool {
+	err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 		if created {
 			e.lim = l
 		}

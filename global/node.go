@@ -46,6 +46,7 @@ const (
 	MinSummary        = 100 * time.Millisecond
 	MaxSummary        = time.Hour
 	MaxLimiters       = 65536
+	MaxTables         = 64
 	MaxNameLen        = 128
 	MaxRate           = 1e6 // one token per microsecond: the L2 resolution
 	workerTick        = 10 * time.Millisecond
@@ -256,7 +257,8 @@ type Stats struct {
 	// Failures counts failed round trips and budget misses; Opened how often
 	// the breaker opened; Probes the half-open probes.
 	Failures, Opened, Probes uint64
-	// Keys is the number of L1 entries.
+	// Keys is the number of entries in the node's own L1 table
+	// ([Table.Len] tells those of another).
 	Keys int
 }
 
@@ -270,7 +272,7 @@ type Node struct {
 	store    Store
 	epoch    time.Time // origin of the int64 instants in entries
 	hasher   keyed.Hasher
-	tab      *keyed.Table[keyed.Key128, entry]
+	tab      *Table // the node's own table: Node.Limiter
 	instance string
 
 	state    atomic.Int32
@@ -291,7 +293,8 @@ type Node struct {
 	closed  atomic.Bool
 
 	limMu    sync.Mutex
-	limiters map[keyed.Key128]*Limiter // by name and parameters, at most MaxLimiters
+	limiters map[keyed.Key128]*Limiter // by table, name and parameters, at most MaxLimiters
+	tables   int                       // tables made, the node's own included, at most MaxTables
 
 	// Worker-only state.
 	failures     int   // consecutive failed round trips
@@ -385,11 +388,9 @@ func New(cfg Config) (*Node, error) {
 		limiters: map[keyed.Key128]*Limiter{},
 	}
 	n.epoch = n.clk.Now()
-	tab, err := keyed.New[keyed.Key128, entry](keyed.Config{Capacity: cfg.Capacity}, func(e *entry, now time.Time) bool {
-		return e.expired(now, n.epoch)
-	})
+	tab, err := n.Table(cfg.Capacity)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, err
 	}
 	n.tab = tab
 	n.replicas.Store(1)
@@ -457,17 +458,68 @@ func (c *Config) fill() error {
 	return nil
 }
 
+// Table is an L1 table of a [Node] of its own: the keys of the limiters
+// made from it ([Table.Limiter]) are held there and nowhere else, so a
+// flood of keys through one table can fill it (and be refused, fail
+// closed) but never crowds the keys of another table out. Every table of
+// a node shares its worker, breaker, heartbeat and store. The node's own
+// table (Config.Capacity) serves [Node.Limiter].
+type Table struct {
+	n   *Node
+	id  int // 0: the node's own
+	tab *keyed.Table[keyed.Key128, entry]
+}
+
+// Table makes a new L1 table of capacity keys, in [1,
+// keyed.MaxCapacity], for limiters that must not share the node's own
+// table (the RLS server's, whose keys come from its clients). A node
+// makes at most MaxTables.
+func (n *Node) Table(capacity int) (*Table, error) {
+	if n.closed.Load() {
+		return nil, ErrClosed
+	}
+	n.limMu.Lock()
+	defer n.limMu.Unlock()
+	if n.tables >= MaxTables {
+		return nil, fmt.Errorf("%w: more than %d tables on one node", ErrConfig, MaxTables)
+	}
+	tab, err := keyed.New[keyed.Key128, entry](keyed.Config{Capacity: capacity}, func(e *entry, now time.Time) bool {
+		return e.expired(now, n.epoch)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	t := &Table{n: n, id: n.tables, tab: tab}
+	n.tables++
+	return t, nil
+}
+
+// Len returns the number of keys the table holds.
+func (t *Table) Len() int { return t.tab.Len() }
+
+// Capacity returns the table's capacity.
+func (t *Table) Capacity() int { return t.tab.Capacity() }
+
+// Node returns the table's node.
+func (t *Table) Node() *Node { return t.n }
+
 // Limiter returns a limiter called name enforcing g across every replica
-// whose node shares the store. name (1 to MaxNameLen printable ASCII
-// bytes) scopes the keys: limiters with the same name share L2 buckets
-// across replicas, so give each distinct limit its own name. Asking again
-// for the same name and parameters returns the same limiter, with its L1
-// state (configuration reloads keep their state); a node holds at most
-// MaxLimiters distinct ones.
+// whose node shares the store, with its keys in the node's own table.
+// name (1 to MaxNameLen printable ASCII bytes) scopes the keys: limiters
+// with the same name share L2 buckets across replicas, so give each
+// distinct limit its own name. Asking again for the same name and
+// parameters returns the same limiter, with its L1 state (configuration
+// reloads keep their state); a node holds at most MaxLimiters distinct
+// ones, over all its tables.
 //
 // g must pass g.Validate with Rate at most MaxRate (L2 counts in
 // microseconds).
-func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
+func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) { return n.tab.Limiter(name, g) }
+
+// Limiter is [Node.Limiter] with the limiter's keys in t: the same name
+// in two tables makes two limiters (sharing their L2 buckets).
+func (t *Table) Limiter(name string, g limit.GCRA) (*Limiter, error) {
+	n := t.n
 	if n.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -485,8 +537,8 @@ func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
 	if g.Rate > MaxRate {
 		return nil, fmt.Errorf("%w: Rate %v above %v (L2 counts in microseconds)", ErrConfig, g.Rate, float64(MaxRate))
 	}
-	t := g.Interval()
-	id := n.hasher.Sum(fmt.Sprintf("%s\x00%d\x00%d", name, t, g.Burst))
+	iv := g.Interval()
+	id := n.hasher.Sum(fmt.Sprintf("%d\x00%s\x00%d\x00%d", t.id, name, iv, g.Burst))
 	n.limMu.Lock()
 	defer n.limMu.Unlock()
 	if l, ok := n.limiters[id]; ok {
@@ -496,7 +548,7 @@ func (n *Node) Limiter(name string, g limit.GCRA) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: more than %d distinct limiters on one node", ErrConfig, MaxLimiters)
 	}
 	maxDebt := g.Burst + int64(math.Ceil(g.Rate*n.cfg.OpenFor.Seconds()))
-	l := &Limiter{node: n, name: name, g: g, interval: t.Round(time.Microsecond), id: id, maxDebt: maxDebt}
+	l := &Limiter{node: n, tab: t.tab, name: name, g: g, interval: iv.Round(time.Microsecond), id: id, maxDebt: maxDebt}
 	n.limiters[id] = l
 	return l, nil
 }
@@ -670,7 +722,7 @@ func (n *Node) drainAll() {
 func (n *Node) drop(reqs []refill) {
 	now := n.clk.Now()
 	for _, r := range reqs {
-		_ = n.tab.Do(r.l1, now, func(e *entry, created bool) bool {
+		_ = r.lim.tab.Do(r.l1, now, func(e *entry, created bool) bool {
 			e.pending = nil
 			return !created
 		})
@@ -706,7 +758,7 @@ func (n *Node) lease(rd *round) {
 			n.hookLease(l.Want, l.Granted)
 		}
 		granted += l.Granted
-		_ = n.tab.Do(r.l1, now, func(e *entry, created bool) bool {
+		_ = r.lim.tab.Do(r.l1, now, func(e *entry, created bool) bool {
 			e.pending = nil
 			if created {
 				// The entry was reclaimed while in flight (it cannot be:

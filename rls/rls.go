@@ -35,6 +35,15 @@
 // [Server.Reload] swaps configurations atomically; descriptors whose
 // domain, path and limit are unchanged keep their state (same limiter),
 // and a changed limit keeps the shared L2 bucket.
+//
+// The server's keys live in a [global.Table] of their own (see [New]):
+// its clients choose the descriptor values, so a flood of distinct values
+// may fill that table (new keys are then refused, fail closed) but never
+// the table of the node's other limiters.
+//
+// The protocol has no authentication of its own. [CheckAddr] refuses a
+// listener beyond loopback unless the caller secures it: mutual TLS
+// (grpc.Creds with a client CA) or a bearer token ([RequireToken]).
 package rls
 
 import (
@@ -74,7 +83,7 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 // concurrent use.
 type Server struct {
 	pb.UnimplementedRateLimitServiceServer
-	node   *global.Node
+	tab    *global.Table
 	cur    atomic.Pointer[snapshot]
 	health *health.Server
 	c      counters
@@ -117,10 +126,12 @@ type node struct {
 	sub        *level
 }
 
-// New returns a server for domains (see [Validate]) on node, which the
-// caller keeps owning.
-func New(node *global.Node, domains []DomainConfig) (*Server, error) {
-	s := &Server{node: node, health: health.NewServer()}
+// New returns a server for domains (see [Validate]) whose limiters keep
+// their keys in tab, which the caller keeps owning (with its node). Give
+// the server a table of its own ([global.Node.Table]): its clients pick
+// the keys.
+func New(tab *global.Table, domains []DomainConfig) (*Server, error) {
+	s := &Server{tab: tab, health: health.NewServer()}
 	if err := s.Reload(domains); err != nil {
 		return nil, err
 	}
@@ -171,7 +182,7 @@ func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
 				// node's path: stable across replicas and reloads.
 				sum := sha256.Sum256([]byte(here))
 				g := limit.GCRA{Rate: float64(r.RequestsPerUnit) / n.window.Seconds(), Burst: int64(r.RequestsPerUnit)}
-				lim, err := s.node.Limiter("rls."+hex.EncodeToString(sum[:12]), g)
+				lim, err := s.tab.Limiter("rls."+hex.EncodeToString(sum[:12]), g)
 				if err != nil {
 					return nil, fmt.Errorf("%w: %s: %v", ErrConfig, here, err)
 				}

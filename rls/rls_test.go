@@ -74,7 +74,11 @@ func start(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rls.New(node, domains)
+	tab, err := node.Table(10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rls.New(tab, domains)
 	if err != nil {
 		t.Fatal(err)
 	}
