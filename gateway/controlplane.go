@@ -288,7 +288,11 @@ type Status struct {
 	StartedAt     time.Time `json:"started_at"`
 	UptimeSeconds int64     `json:"uptime_seconds"`
 	InFlight      int       `json:"in_flight"`
-	Config        struct {
+	// Dependencies is the state ("up" or "down") of each dependency the
+	// cluster profile monitors (postgres, redis); the client listener's
+	// /readyz does not disclose it.
+	Dependencies map[string]string `json:"dependencies,omitempty"`
+	Config       struct {
 		File       string     `json:"file"`
 		Routes     int        `json:"routes"`
 		Upstreams  int        `json:"upstreams"`
@@ -318,6 +322,19 @@ type ListStatus struct {
 	Capacity int `json:"capacity"`
 }
 
+// readiness is what /readyz answers and the state it is in: starting,
+// ready or draining.
+func (g *Gateway) readiness() (ready bool, state string) {
+	ready = g.host.IsReady()
+	switch {
+	case g.tally.draining.Load():
+		return ready, "draining"
+	case ready:
+		return ready, "ready"
+	}
+	return ready, "starting"
+}
+
 // Status returns the current status document.
 func (g *Gateway) Status() Status {
 	var s Status
@@ -328,15 +345,8 @@ func (g *Gateway) Status() Status {
 	g.mu.Unlock()
 	s.Version = g.deps.Version
 	s.Profile = string(cfg.Profile)
-	s.Ready = g.host.IsReady()
-	switch {
-	case g.tally.draining.Load():
-		s.State = "draining"
-	case s.Ready:
-		s.State = "ready"
-	default:
-		s.State = "starting"
-	}
+	s.Ready, s.State = g.readiness()
+	s.Dependencies = g.readyDetail()
 	s.StartedAt = g.started.UTC()
 	s.UptimeSeconds = int64(now.Sub(g.started) / time.Second)
 	s.InFlight = g.host.InFlight()

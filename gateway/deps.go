@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,7 +163,28 @@ func isTimeout(err error) bool {
 	return false
 }
 
-// readyDetail is the host's /readyz detail: each monitored dependency.
+// operatorReadyz is /readyz on the metrics listener: the client
+// listener's answer (200 ready, 503 otherwise) with the state of each
+// monitored dependency, which the client listener does not disclose.
+func (g *Gateway) operatorReadyz(w http.ResponseWriter, _ *http.Request) {
+	ready, state := g.readiness()
+	doc := struct {
+		Status       string            `json:"status"`
+		Dependencies map[string]string `json:"dependencies,omitempty"`
+	}{Status: state, Dependencies: g.readyDetail()}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	b, _ := json.Marshal(doc)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// readyDetail is the state of each monitored dependency (operators only).
 func (g *Gateway) readyDetail() map[string]string {
 	if len(g.depMons) == 0 {
 		return nil

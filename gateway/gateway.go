@@ -194,7 +194,10 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		Limits:       hostLimits(cfg.Limits),
 		Logger:       log,
 		OnReject:     func(reason string) { onReject(reason) },
-		ReadyDetail:  g.readyDetail,
+		// No ReadyDetail: the client listener's /readyz answers ready or
+		// not ready only. Which dependency is down (the moment the
+		// cluster login throttle fails open) is for operators: the
+		// metrics listener's /readyz and the control API's status.
 	}
 	switch cfg.Listen.Engine { // (net/http serves everything over TLS)
 	case EngineGoroutine:

@@ -111,7 +111,7 @@ func (g *Gateway) startMetrics() error {
 	}
 	g.metricsLn = ln
 	g.metricsSrv = &http.Server{
-		Handler:           metricsHandler(gath),
+		Handler:           metricsHandler(gath, g.operatorReadyz),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,

@@ -500,9 +500,12 @@ func (rm *routeMetrics) observe(d time.Duration) {
 	}
 }
 
-// metricsHandler serves /metrics with bounded concurrency and time.
-func metricsHandler(g prometheus.Gatherer) http.Handler {
+// metricsHandler serves /metrics with bounded concurrency and time, and
+// readyz (GET /readyz with the dependencies' states) on the operators'
+// listener.
+func metricsHandler(g prometheus.Gatherer, readyz http.HandlerFunc) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /readyz", readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,

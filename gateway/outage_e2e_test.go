@@ -54,10 +54,11 @@ routes:
 global: {budget: 20ms}
 `
 
-// readyz returns /readyz's status and dependency states.
-func readyz(t *testing.T, base string) (int, map[string]string) {
+// readyz returns the status and the dependency states of /readyz on the
+// gateway's metrics listener (the client listener does not name them).
+func readyz(t *testing.T, tg *testGateway) (int, map[string]string) {
 	t.Helper()
-	r := do(t, "GET", base+"/readyz", nil)
+	r := do(t, "GET", strings.TrimSuffix(tg.metrics, "/metrics")+"/readyz", nil)
 	var doc struct{ Dependencies map[string]string }
 	_ = json.Unmarshal(r.body, &doc)
 	return r.status, doc.Dependencies
@@ -88,7 +89,7 @@ func testStartWithDependenciesDown(t *testing.T) {
 	if r := do(t, "GET", tg.url+"/hello", nil); r.status != 200 {
 		t.Fatalf("plain route with both down: %d %s", r.status, r.body)
 	}
-	st, deps := readyz(t, tg.url)
+	st, deps := readyz(t, tg)
 	if st != 200 || deps["postgres"] != "down" || deps["redis"] != "down" {
 		t.Fatalf("/readyz: %d %v, want 200 with postgres and redis down", st, deps)
 	}
@@ -127,7 +128,7 @@ func testStartWithDependenciesDown(t *testing.T) {
 	rd.Restart()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, deps = readyz(t, tg.url)
+		_, deps = readyz(t, tg)
 		if deps["postgres"] == "up" && deps["redis"] == "up" {
 			break
 		}

@@ -62,7 +62,7 @@ redis:
 		if admitted != 2 {
 			t.Fatalf("global limit (burst 2): %d admitted", admitted)
 		}
-		if st, deps := readyz(t, tg.url); st != 200 || deps["redis"] != "up" {
+		if st, deps := readyz(t, tg); st != 200 || deps["redis"] != "up" {
 			t.Fatalf("/readyz: %d %v, want redis up", st, deps)
 		}
 		c := redis.NewClient(&redis.Options{Addr: rd.Addr(), TLSConfig: rd.ClientTLS()})
@@ -82,7 +82,7 @@ redis:
 		if s := do(t, "POST", tg.url+"/login", strings.NewReader(`{"username":"bob"}`), "Content-Type", "application/json").status; s != 200 {
 			t.Fatalf("login with Redis refusing us: %d", s)
 		}
-		if _, deps := readyz(t, tg.url); deps["redis"] != "down" {
+		if _, deps := readyz(t, tg); deps["redis"] != "down" {
 			t.Fatalf("/readyz dependencies %v, want redis down", deps)
 		}
 		if strings.Contains(tg.logs.String(), rd.Addr()) {

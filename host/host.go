@@ -189,6 +189,9 @@ type Config struct {
 	// runs without (e.g. "postgres": "down"). It never changes the status:
 	// a degraded dependency must not take the whole service out of
 	// rotation. It must be fast (no I/O) and carry no address or secret.
+	// /readyz is public: whoever can reach the listener reads it, so
+	// leave it nil on a client-facing listener whose dependencies'
+	// state would help an attacker (the gateway does).
 	ReadyDetail func() map[string]string
 
 	// The fields below let a connection guard (package guard) see the
