@@ -17,7 +17,10 @@
 // raw backslash, and a percent-escape that survives one round of decoding
 // (double encoding such as %252F) are reported in [Path.Flags], so a
 // caller can refuse them (the gateway answers 400 invalid_path unless the
-// route opts in). Malformed escapes are an error.
+// route opts in). Malformed escapes are an error, and so is a raw "#": a
+// request target never holds a fragment (RFC 9112 §3.2), and a server
+// that reads one as a fragment and a server that forwards it (escaped as
+// %23) see two different paths.
 //
 // The canonical form is for matching and counting only. The request that is
 // forwarded keeps the client's own path: rewriting it would change what the
@@ -34,8 +37,8 @@ import (
 const MaxPathBytes = 64 << 10
 
 // ErrInvalidPath is returned for a path that cannot be canonicalized: empty
-// or not starting with "/", longer than MaxPathBytes, or holding a
-// malformed percent-escape.
+// or not starting with "/", longer than MaxPathBytes, holding a raw "#"
+// or a malformed percent-escape.
 var ErrInvalidPath = errors.New("canon: invalid path")
 
 // Flag reports a property of the raw path that a caller may refuse.
@@ -103,13 +106,13 @@ func Path(raw string) (Result, error) {
 }
 
 // fast reports whether raw needs no work beyond dropping one trailing
-// slash: no '%', ';', '\', no empty, "." or ".." segment.
+// slash: no '%', ';', '\', '#', no empty, "." or ".." segment.
 func fast(raw string) bool {
 	prevSlash := false
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch c {
-		case '%', ';', '\\':
+		case '%', ';', '\\', '#':
 			return false
 		case '/':
 			if prevSlash {
@@ -148,6 +151,8 @@ func slow(raw string) (Result, error) {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch c {
+		case '#':
+			return Result{}, ErrInvalidPath
 		case '%':
 			if i+2 >= len(raw) || !ishex(raw[i+1]) || !ishex(raw[i+2]) {
 				return Result{}, ErrInvalidPath
@@ -280,12 +285,11 @@ func Host(h string) string {
 // origin form "/p?q" gives "/p"; the absolute form
 // "http://host/p?q" gives "/p" (and "" path gives "/"); "*" gives "*".
 // The authority of an absolute-form target is returned too, so that a
-// caller matches it exactly like the Host header.
+// caller matches it exactly like the Host header. A "#" is not a
+// fragment delimiter here (a request target has none): it stays in the
+// path, which [Path] then refuses.
 func Target(target string) (path, authority string) {
 	if i := strings.IndexByte(target, '?'); i >= 0 {
-		target = target[:i]
-	}
-	if i := strings.IndexByte(target, '#'); i >= 0 {
 		target = target[:i]
 	}
 	if target == "" || target[0] == '/' || target == "*" {

@@ -39,6 +39,12 @@ func TestPath(t *testing.T) {
 		{"/%2E/login", "/login", false, DotSegments},
 		{"/login%00", "/login\x00", false, ControlByte},
 		{"/login%0a", "/login\n", false, ControlByte},
+		// Raw control bytes (net/http refuses them in a request line; a
+		// caller may not have one in front).
+		{"/login\x00", "/login\x00", false, ControlByte},
+		{"/log\x01in", "/log\x01in", false, ControlByte},
+		{"/login\x7f", "/login\x7f", false, ControlByte},
+		{"/a\tb", "/a\tb", false, ControlByte},
 		{"/login%252F", "/login%2F", false, DoubleEncoded},
 		{"/%252e%252e/x", "/%2e%2e/x", false, DoubleEncoded},
 		{"/a%2541", "/a%41", false, DoubleEncoded},
@@ -62,7 +68,8 @@ func TestPath(t *testing.T) {
 }
 
 func TestPathInvalid(t *testing.T) {
-	for _, raw := range []string{"", "login", "http://x/", "/%", "/%4", "/%zz", "/a%g1", "/" + strings.Repeat("a", MaxPathBytes)} {
+	for _, raw := range []string{"", "login", "http://x/", "/%", "/%4", "/%zz", "/a%g1", "/" + strings.Repeat("a", MaxPathBytes),
+		"/x#/../login.php", "/#", "/login#", "/a%2F#b"} {
 		if _, err := Path(raw); !errors.Is(err, ErrInvalidPath) {
 			t.Errorf("Path(%.40q): err %v, want ErrInvalidPath", raw, err)
 		}
@@ -110,6 +117,7 @@ func TestTarget(t *testing.T) {
 		{"http://admin.example.com/login?x", "/login", "admin.example.com"},
 		{"https://h:8443", "/", "h:8443"},
 		{"http://h/a%2Fb", "/a%2Fb", "h"},
+		{"/x#/../login.php?a", "/x#/../login.php", ""}, // kept, for Path to refuse
 	} {
 		p, a := Target(c.in)
 		if p != c.path || a != c.auth {
@@ -123,7 +131,7 @@ func TestTarget(t *testing.T) {
 // excepted), never panics, and canonicalizing it again (after escaping
 // what decoding produced) is the identity.
 func FuzzPath(f *testing.F) {
-	for _, s := range []string{"/", "/login", "/LOGIN/", "/a/../b", "/a/..;/b", "/%2e%2e/%2F", "//x//", "/a%252F", "/\\x", "/;/;/", "/%00", "/a/b/c/../../../..", "/%"} {
+	for _, s := range []string{"/", "/login", "/LOGIN/", "/a/../b", "/a/..;/b", "/%2e%2e/%2F", "//x//", "/a%252F", "/\\x", "/;/;/", "/%00", "/a/b/c/../../../..", "/%", "/x#/../y", "/a%23b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -151,12 +159,12 @@ func FuzzPath(f *testing.F) {
 				}
 			}
 		}
-		// Re-escaping '%' and control bytes makes the canonical path a
+		// Re-escaping '%', '#' and control bytes makes the canonical path a
 		// valid raw path; it must canonicalize to itself.
 		var b strings.Builder
 		for i := 0; i < len(p); i++ {
 			switch c := p[i]; {
-			case c == '%' || c < 0x20 || c == 0x7f || c == '\\':
+			case c == '%' || c == '#' || c < 0x20 || c == 0x7f || c == '\\':
 				b.WriteString("%")
 				b.WriteByte("0123456789ABCDEF"[c>>4])
 				b.WriteByte("0123456789ABCDEF"[c&15])

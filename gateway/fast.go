@@ -42,7 +42,8 @@ import (
 // The host serves those off the loop.
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 	p := g.cur.Load()
-	t := p.target(x.Method(), x.Target(), x.Host())
+	sent := x.Target()
+	t := p.target(x.Method(), sent, sent[:len(x.Req.Path())], x.Host())
 	if t.err == nil && t.rule != nil {
 		rt := p.routes[t.rule.route]
 		if !rt.fast || x.Loop != nil && (!rt.loop || !rt.proxy.ServesOnLoop(x)) {

@@ -72,7 +72,7 @@ func engines(t *testing.T, body func(t *testing.T)) {
 
 // engineOf returns the listen.engine of the engines subtest t runs in,
 // or "" outside one.
-func engineOf(t *testing.T) string {
+func engineOf(t testing.TB) string {
 	switch {
 	case strings.Contains(t.Name(), "/engine=nethttp"):
 		return EngineNetHTTP
@@ -84,7 +84,7 @@ func engineOf(t *testing.T) string {
 	return ""
 }
 
-func startConfig(t *testing.T, cfg *Config, o gwOpts) *testGateway {
+func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 	t.Helper()
 	if e := engineOf(t); e != "" {
 		cfg.Listen.Engine = e

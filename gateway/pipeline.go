@@ -201,11 +201,7 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// 1. Headers the client must not choose.
 	p.headers.apply(r.Header)
 
-	raw := r.RequestURI
-	if raw == "" {
-		raw = r.URL.EscapedPath()
-	}
-	t := p.target(r.Method, raw, r.Host)
+	t := p.target(r.Method, r.RequestURI, proxy.RequestPath(r), r.Host)
 	// 2. The client.
 	ex.client, ex.clientOK = p.resolver.Client(r)
 	if ex.clientOK {
@@ -233,8 +229,19 @@ type target struct {
 	rule *matchRule // nil: no route matches
 }
 
-func (p *pipeline) target(method, requestURI, host string) target {
-	rawPath, _ := canon.Target(requestURI)
+// target works out the route of a request. The route is matched on
+// path, the path the proxy forwards (before an upstream's path prefix):
+// proxy.RequestPath on net/http, the target up to its '?' on the fast
+// engine (what proxy.ServeHTTP1 writes). It is never re-derived from the
+// client's target, which can read differently: net/http forwards a raw
+// '#' as %23 while a parser of the raw target would stop there. sent is
+// the target as the client sent it, consulted only to refuse a raw '#'
+// (no request target holds a fragment; RFC 9112 §3.2) with 400
+// invalid_path, wherever it is.
+func (p *pipeline) target(method, sent, rawPath, host string) target {
+	if strings.IndexByte(sent, '#') >= 0 {
+		return target{err: canon.ErrInvalidPath}
+	}
 	path, err := canon.Path(rawPath)
 	if err != nil {
 		return target{err: err}

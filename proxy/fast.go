@@ -951,13 +951,10 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 			t = p.targets[i]
 		}
 	}
-	path, query := x.Req.Target, []byte(nil)
-	for i, c := range path {
-		if c == '?' {
-			path, query = path[:i], path[i:]
-			break
-		}
-	}
+	// The path the gateway matched its route on (h1.Request.Path); the
+	// query follows as sent.
+	path := x.Req.Path()
+	query := x.Req.Target[len(path):]
 	if prefix := t.EscapedPath(); prefix != "" && prefix != "/" {
 		writeJoined(w, prefix, path)
 	} else {

@@ -749,9 +749,7 @@ func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, e
 	out.URL.Host = target.Host
 	if target.Path != "" && target.Path != "/" {
 		out.URL.Path = singleJoin(target.Path, req.URL.Path)
-		if req.URL.RawPath != "" {
-			out.URL.RawPath = singleJoin(target.EscapedPath(), req.URL.EscapedPath())
-		}
+		out.URL.RawPath = singleJoin(target.EscapedPath(), RequestPath(req))
 	}
 	resp, err := p.transport.RoundTrip(out)
 	if !timer.Stop() {
@@ -771,6 +769,22 @@ func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, e
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return resp, nil
+}
+
+// RequestPath returns the path ServeHTTP forwards for r, before an
+// upstream target's path prefix is joined to it: r.URL.EscapedPath(), or
+// "/" for an empty path (an absolute-form target without one). A caller
+// that decides on a request by its path (the gateway's route matching)
+// must decide on this value, not on r.RequestURI: net/url re-escapes
+// what it reads as part of the path (a raw '#' is forwarded as %23), so
+// the target the client sent and the one the upstream receives can
+// differ. (ServeHTTP1 forwards the fast engine's target up to its '?',
+// h1.Request.Path, as sent.)
+func RequestPath(r *http.Request) string {
+	if p := r.URL.EscapedPath(); p != "" {
+		return p
+	}
+	return "/"
 }
 
 // singleJoin joins a target path prefix and a request path with one slash.
