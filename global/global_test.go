@@ -211,9 +211,10 @@ func TestBreakerFallbackAndRecovery(t *testing.T) {
 	st := memStore(t, clk)
 	var rec recorder
 	// A second replica, so the share is 1/2.
-	other := newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget})
-	_ = other
-	n := newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget, Hooks: global.Hooks{Event: rec.add}, Summary: time.Second})
+	newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget})
+	var beats atomic.Int64 // the worker's heartbeats: each marks a finished step before it
+	n := newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget, Summary: time.Second,
+		Hooks: global.Hooks{Event: rec.add, Heartbeat: func(int, time.Duration) { beats.Add(1) }}})
 	eventually(t, "two replicas seen", func() bool {
 		if n.Replicas() == 2 {
 			return true
@@ -266,10 +267,15 @@ func TestBreakerFallbackAndRecovery(t *testing.T) {
 	if s.FallbackDecisions < 200 || s.Probes != 2 || s.Failures < 3 || s.Degraded <= 0 {
 		t.Fatalf("summary %+v", s)
 	}
-	clk.Advance(time.Second)
-	time.Sleep(50 * time.Millisecond)
-	clk.Advance(time.Second)
-	time.Sleep(50 * time.Millisecond)
+	// Two healthy intervals, each seen through: the worker runs the
+	// heartbeat, then the summary, in one step, so the third heartbeat
+	// below proves that the steps of the first two (and their summaries,
+	// both due) are done.
+	b := beats.Load()
+	for i := range int64(3) {
+		clk.Advance(time.Second) // a heartbeat and a summary are due
+		eventually(t, "the next heartbeat", func() bool { return beats.Load() > b+i })
+	}
 	if k := len(rec.summaries()); k != 1 {
 		t.Fatalf("%d summaries while healthy", k)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,6 +230,8 @@ func TestFastShutdownDrains(t *testing.T) { fastModes(t, testFastShutdownDrains)
 func testFastShutdownDrains(t *testing.T, m mode) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce() // on failure too: the engine's cleanup waits for the handler
 	var returned atomic.Bool
 	f := &fastHandler{serve: func(x *h1.Exchange) {
 		if string(x.Req.Path()) == "/slow" {
@@ -246,23 +247,21 @@ func testFastShutdownDrains(t *testing.T, m mode) {
 	idle.Read("GET")
 	busy := dialRaw(t, e)
 	busy.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	<-entered
+	recv(t, entered, "the handler to start")
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.H.Shutdown(context.Background()) }()
-	for e.H.IsReady() {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "Shutdown to begin (not ready)", func() bool { return !e.H.IsReady() })
 	select {
 	case err := <-stopped:
 		t.Fatalf("Shutdown returned %v while a handler was running", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(release)
+	releaseOnce()
 	r := busy.Read("GET")
 	if r.Status != 200 || r.Body != "done" {
 		t.Fatalf("in-flight request: %d %q", r.Status, r.Body)
 	}
-	if err := <-stopped; err != nil {
+	if err := recv(t, stopped, "Shutdown to return"); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	if !returned.Load() {
@@ -470,9 +469,7 @@ func TestLoopFairness(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, flood.C) }() // reads the answers as fast as they come
 	req := "GET /x HTTP/1.1\r\nHost: x\r\n\r\n"
 	go func() { _, _ = io.WriteString(flood.C, strings.Repeat(req, batch)) }()
-	for served.Load() == 0 {
-		runtime.Gosched() // the batch is being served
-	}
+	waitFor(t, "the batch to be served", func() bool { return served.Load() > 0 })
 	other := dialRaw(t, e)
 	other.Send(req)
 	if r := other.Read("GET"); r.Status != 200 {

@@ -1,7 +1,9 @@
 package host_test
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -35,3 +37,34 @@ var (
 	okHandler    = hosttest.OKHandler
 	testCert     = hosttest.Cert
 )
+
+// waitFor polls cond until it holds; it fails t after 20 s, so that a
+// regression fails the test instead of hanging the package until go
+// test's timeout. The poll yields between tries (a millisecond's sleep
+// every 64 tries) so that it does not hold a CPU the server needs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 1; !cond(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 20 s waiting for %s", what)
+		}
+		if i%64 == 0 {
+			time.Sleep(time.Millisecond)
+		} else {
+			runtime.Gosched()
+		}
+	}
+}
+
+// recv receives from ch; it fails t after 20 s instead of hanging.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out after 20 s waiting for %s", what)
+		panic("unreachable")
+	}
+}

@@ -175,6 +175,8 @@ func TestPoolIdleBound(t *testing.T) { engines(t, testPoolIdleBound) }
 
 func testPoolIdleBound(t *testing.T) {
 	release := make(chan struct{})
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	defer releaseAll() // on failure too: the servers' cleanups wait for the handlers
 	var arrived atomic.Int64
 	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived.Add(1)
@@ -197,10 +199,8 @@ func testPoolIdleBound(t *testing.T) {
 			_ = resp.Body.Close()
 		})
 	}
-	for arrived.Load() < clients {
-		time.Sleep(time.Millisecond) // the requests are on their way
-	}
-	close(release)
+	waitFor(t, "every request to reach the upstream", func() bool { return arrived.Load() >= clients })
+	releaseAll()
 	wg.Wait()
 	if n := up.accepted.Load(); n != clients {
 		t.Fatalf("upstream accepted %d connections, want %d (one per concurrent request)", n, clients)
@@ -210,5 +210,19 @@ func testPoolIdleBound(t *testing.T) {
 	}
 	if st := fs.Proxy.Stats(); st.Idle != maxIdle {
 		t.Fatalf("%d idle connections kept, want %d (max_idle_conns_per_host)", st.Idle, maxIdle)
+	}
+}
+
+// waitFor polls cond (every millisecond) until it holds; it fails t after
+// 20 s, so that a regression fails the test instead of hanging the
+// package until go test's timeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 20 s waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
