@@ -102,15 +102,18 @@ type Config struct {
 	Shield         Shield         `yaml:"shield"`
 	Upstreams      []Upstream     `yaml:"upstreams"`
 	Routes         []Route        `yaml:"routes"`
-	Metrics        Metrics        `yaml:"metrics"`
-	AccessLog      AccessLog      `yaml:"access_log"`
-	Log            Log            `yaml:"log"`
-	IPSets         IPSets         `yaml:"ipsets"`
-	XDP            XDP            `yaml:"xdp"`
-	Redis          Redis          `yaml:"redis"`
-	Global         Global         `yaml:"global"`
-	RLS            RLS            `yaml:"rls"`
-	Control        Control        `yaml:"control"`
+	// FrontControllers are the PHP front controllers route matching
+	// sees through.
+	FrontControllers FrontControllers `yaml:"front_controllers"`
+	Metrics          Metrics          `yaml:"metrics"`
+	AccessLog        AccessLog        `yaml:"access_log"`
+	Log              Log              `yaml:"log"`
+	IPSets           IPSets           `yaml:"ipsets"`
+	XDP              XDP              `yaml:"xdp"`
+	Redis            Redis            `yaml:"redis"`
+	Global           Global           `yaml:"global"`
+	RLS              RLS              `yaml:"rls"`
+	Control          Control          `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
 	File string `yaml:"-"`
@@ -292,10 +295,35 @@ type Match struct {
 	CaseSensitive bool `yaml:"case_sensitive"`
 	// StrictSlash makes "/a" and "/a/" different paths.
 	StrictSlash bool `yaml:"strict_slash"`
+	// StrictFormat stops "/login" from also matching "/login.<format>"
+	// (Rails routes "/login.json" to the "/login" action, and Spring's
+	// legacy suffix pattern matching "/login.*" alike).
+	StrictFormat bool `yaml:"strict_format"`
+	// StrictFrontController stops this route from also matching the
+	// paths a PHP front controller routes to it ("/index.php/login",
+	// "/index.php?route=/login"; see FrontControllers). Such a route may
+	// name a script in its own path.
+	StrictFrontController bool `yaml:"strict_front_controller"`
 	// AllowUnsafeEncoding lets this route serve paths holding %2F, %5C,
 	// a raw backslash, %00 or another control byte, or a double encoding
 	// (%252F); otherwise such a path is answered 400 invalid_path.
 	AllowUnsafeEncoding bool `yaml:"allow_unsafe_encoding"`
+}
+
+// FrontControllers names the PHP front controllers and routing query
+// parameters the route matcher sees through: a PHP application routes
+// "/index.php/login" (path info after the script: Symfony, Laravel,
+// CodeIgniter, CakePHP, Slim, Laminas) and "/index.php?route=/login" or
+// "/?r=site/login" (a routing parameter: OpenCart, Yii, Drupal 7,
+// WordPress; "?/login": CodeIgniter) to its "/login" handler, so a route
+// "/login" covers them unless it sets match.strict_front_controller.
+type FrontControllers struct {
+	// Scripts are the script names (a path segment, compared
+	// case-insensitively); empty turns the equivalence off.
+	Scripts []string `yaml:"scripts"`
+	// QueryParams are the query parameters that carry the route to a
+	// script or to "/".
+	QueryParams []string `yaml:"query_params"`
 }
 
 // RateLimit is a per-route GCRA limit.
@@ -630,6 +658,15 @@ type Control struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
+// The default front controllers: Symfony's and Laravel's index.php
+// (and most PHP frameworks'), Symfony 2-3's app.php and app_dev.php; the
+// routing parameters of OpenCart (route), Yii (r), Drupal 7 (q) and
+// WordPress (rest_route).
+var (
+	DefaultFrontControllerScripts = []string{"index.php", "app.php", "app_dev.php"}
+	DefaultFrontControllerParams  = []string{"route", "r", "q", "rest_route"}
+)
+
 // DefaultConfig returns the configuration every file starts from: each
 // key a file leaves out takes the value here. It has no upstream and no
 // route, so it does not validate as it is. The reasons for the numbers
@@ -659,6 +696,10 @@ func DefaultConfig() *Config {
 		RequestHeaders: RequestHeaders{Strip: append([]string(nil), DefaultStripHeaders...)},
 		// Off: the shield's budgets are per process and sized for
 		// pre-authentication traffic, not for a whole site.
+		FrontControllers: FrontControllers{
+			Scripts:     append([]string(nil), DefaultFrontControllerScripts...),
+			QueryParams: append([]string(nil), DefaultFrontControllerParams...),
+		},
 		Shield: Shield{
 			Enabled:  false,
 			Mode:     "enforce",

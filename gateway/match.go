@@ -66,6 +66,11 @@ type matchRule struct {
 	tail    tailRule // trailing-slash rule at len(segs)
 	fold    bool     // literal segments compare case-insensitively
 	unsafe  bool     // the route accepts ambiguous encodings (canon.Ambiguous)
+	format  bool     // a final literal "x" also matches "x.<format>" (Rails, Spring)
+	script  bool     // also matched on the path a PHP front controller routes to
+	// scriptSeg is the index of the first segment naming a front
+	// controller script (a route with strict_front_controller only), or -1.
+	scriptSeg int
 }
 
 // matchOptions are the per-route switches of matching.
@@ -73,11 +78,14 @@ type matchOptions struct {
 	caseSensitive bool
 	strictSlash   bool
 	allowUnsafe   bool
+	strictFormat  bool
+	strictScript  bool
 }
 
 // compileMatch parses a route's path pattern, host and methods.
 func compileMatch(route int, name, path, host string, methods []string, o matchOptions) (*matchRule, error) {
-	m := &matchRule{route: route, name: name, host: canon.Host(host), fold: !o.caseSensitive, unsafe: o.allowUnsafe}
+	m := &matchRule{route: route, name: name, host: canon.Host(host), fold: !o.caseSensitive, unsafe: o.allowUnsafe,
+		format: !o.strictFormat, script: !o.strictScript, scriptSeg: -1}
 	for _, meth := range methods {
 		m.methods = append(m.methods, strings.ToUpper(meth))
 	}
@@ -291,8 +299,16 @@ func (m *matchRule) matches(method, host string, r *splitReq) bool {
 		if ps.wild {
 			continue
 		}
-		if !segEqual(m.fold, ps, r.path[r.start[i]:r.end[i]], r.ascii&(1<<i) != 0) {
-			return false
+		seg := r.path[r.start[i]:r.end[i]]
+		if !segEqual(m.fold, ps, seg, r.ascii&(1<<i) != 0) {
+			// The final segment may carry a format: "login.json".
+			if !m.format || i != r.n-1 {
+				return false
+			}
+			base, ok := cutFormat(seg)
+			if !ok || !segEqual(m.fold, ps, base, r.ascii&(1<<i) != 0) {
+				return false
+			}
 		}
 	}
 	if r.n > ns {
@@ -305,6 +321,18 @@ func (m *matchRule) matches(method, host string, r *splitReq) bool {
 		return r.trailing
 	}
 	return true
+}
+
+// cutFormat splits a final segment "name.format" as Rails does
+// ("/login(.:format)"; Spring's legacy suffix pattern matching alike):
+// the format is what follows the last '.', non-empty, and name is not
+// empty.
+func cutFormat(seg string) (string, bool) {
+	i := strings.LastIndexByte(seg, '.')
+	if i <= 0 || i == len(seg)-1 {
+		return "", false
+	}
+	return seg[:i], true
 }
 
 // matchesLong is matches for a path of more than maxSplitSegs segments
@@ -370,7 +398,16 @@ func (a *matchRule) covers(b *matchRule) bool {
 		}
 	}
 	if nb == na {
+		if b.format && !a.format && na > 0 && !a.segs[na-1].wild {
+			return false // b also matches "x.<format>", a does not
+		}
+		if b.script && !a.script {
+			return false // b also matches through a front controller
+		}
 		return a.tail.contains(b.tail)
+	}
+	if b.script && !a.script {
+		return false
 	}
 	return true // b's requests are longer than a's fixed part; a is open
 }
@@ -438,26 +475,122 @@ func moreSpecific(a, b *matchRule) bool {
 }
 
 // matchCollision names two routes that match some request in common with
-// neither more specific than the other.
-type matchCollision struct{ a, b *matchRule }
+// neither more specific than the other, or whose identities overlap only
+// through a framework's equivalence (msg says which).
+type matchCollision struct {
+	a, b *matchRule
+	msg  string
+}
 
 func (c matchCollision) Error() string {
+	if c.msg != "" {
+		return c.msg
+	}
 	if c.a.covers(c.b) && c.b.covers(c.a) {
 		return fmt.Sprintf("routes %q and %q match exactly the same requests (after canonicalization: letter case, trailing slash, method)", c.a.name, c.b.name)
 	}
 	return fmt.Sprintf("routes %q and %q both match some requests and neither is more specific", c.a.name, c.b.name)
 }
 
+// frontControllers are the gateway-wide settings of the PHP front
+// controller equivalence: the script names and the routing query
+// parameters (see canon.Script and canon.QueryRoute).
+type frontControllers struct {
+	scripts []string
+	params  []string
+}
+
+// withoutSeg returns a copy of m without its fixed segment i.
+func (m *matchRule) withoutSeg(i int) *matchRule {
+	c := *m
+	c.segs = append(append([]patSeg(nil), m.segs[:i]...), m.segs[i+1:]...)
+	c.scriptSeg = -1
+	return &c
+}
+
+// formatCollision reports whether b's final literal is "x.<format>"
+// where a's is "x", a folding the format, both routes otherwise
+// overlapping: a framework routes b's path to a's handler, so b would
+// take a's requests away from its policies.
+func formatCollision(a, b *matchRule) bool {
+	n := len(a.segs)
+	if !a.format || n == 0 || len(b.segs) != n || a.segs[n-1].wild || b.segs[n-1].wild {
+		return false
+	}
+	base, ok := cutFormat(b.segs[n-1].lit)
+	if !ok {
+		return false
+	}
+	c := *b
+	c.segs = append([]patSeg(nil), b.segs...)
+	c.segs[n-1] = patSeg{lit: base, ascii: isASCII(base)}
+	return a.overlaps(&c)
+}
+
+// scriptCollision reports whether b (a route matched without the front
+// controller equivalence whose path names a script) is, without its
+// script, a route a matches through the equivalence, and a is not plainly
+// broader: the two routes would claim one request identity.
+func scriptCollision(a, b *matchRule) bool {
+	if !a.script || b.scriptSeg < 0 {
+		return false
+	}
+	c := b.withoutSeg(b.scriptSeg)
+	c.script = a.script // compared as the same kind of route
+	return a.overlaps(c) && !(a.covers(c) && !c.covers(a))
+}
+
+// scriptSegment returns the index of the first fixed segment of m naming
+// one of scripts, or -1.
+func (m *matchRule) scriptSegment(scripts []string) int {
+	for i, ps := range m.segs {
+		for _, s := range scripts {
+			if !ps.wild && strings.EqualFold(ps.lit, s) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // matcher finds the route of a canonical request.
 type matcher struct {
-	rules []*matchRule // ordered: a rule precedes every rule it is more specific than
+	rules   []*matchRule // ordered: a rule precedes every rule it is more specific than
+	fc      frontControllers
+	scripts bool // some rule folds front controllers
 }
 
 // newMatcher orders rules by precedence. It returns every collision; a
 // matcher is only built when there is none.
-func newMatcher(rules []*matchRule) (*matcher, []matchCollision) {
+func newMatcher(rules []*matchRule, fc frontControllers) (*matcher, []matchCollision) {
 	var bad []matchCollision
 	n := len(rules)
+	mt := &matcher{fc: fc}
+	for _, r := range rules {
+		r.scriptSeg = r.scriptSegment(fc.scripts)
+		switch {
+		case r.script && r.scriptSeg >= 0:
+			bad = append(bad, matchCollision{r, r, fmt.Sprintf("route %q: the path names the front controller %q, which requests are matched without (\"/%s/login\" is \"/login\"): write the path that follows it, or set match.strict_front_controller: true",
+				r.name, r.segs[r.scriptSeg].lit, r.segs[r.scriptSeg].lit)})
+		case r.script:
+			mt.scripts = true
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			a, b := rules[i], rules[j]
+			switch {
+			case formatCollision(a, b), formatCollision(b, a):
+				bad = append(bad, matchCollision{a, b, fmt.Sprintf("routes %q and %q are one route for frameworks that read a final \".format\" (Rails, Spring): \"/login.json\" is \"/login\"; remove one, or set match.strict_format: true on the shorter one",
+					a.name, b.name)})
+				continue
+			case scriptCollision(a, b), scriptCollision(b, a):
+				bad = append(bad, matchCollision{a, b, fmt.Sprintf("routes %q and %q are one route behind a PHP front controller (\"/index.php/login\" is \"/login\"); remove one",
+					a.name, b.name)})
+				continue
+			}
+		}
+	}
 	// before[i] lists the rules that must come after i.
 	after := make([][]int, n)
 	indeg := make([]int, n)
@@ -475,7 +608,7 @@ func newMatcher(rules []*matchRule) (*matcher, []matchCollision) {
 				after[j] = append(after[j], i)
 				indeg[i]++
 			default:
-				bad = append(bad, matchCollision{a, b})
+				bad = append(bad, matchCollision{a: a, b: b})
 			}
 		}
 	}
@@ -504,16 +637,66 @@ func newMatcher(rules []*matchRule) (*matcher, []matchCollision) {
 			panic("gateway: route precedence has a cycle")
 		}
 	}
-	return &matcher{rules: order}, nil
+	mt.rules = order
+	return mt, nil
 }
 
-// find returns the most specific rule matching the request, or nil.
-// method must be upper-case and host canonical.
-func (mt *matcher) find(method, host string, p canon.Result) *matchRule {
+// find returns the most specific rule matching the request, or nil, and
+// the flags of the path a PHP front controller would route the request
+// to (for refusing ambiguous encodings there too). method must be
+// upper-case and host canonical; query is the raw query string.
+//
+// A request through a front controller ("/index.php/login",
+// "/index.php?route=/login", "/?r=/login") goes to the most specific
+// rule that matches the path the framework routes to, among the rules
+// that fold front controllers, unless the request's own path is matched
+// by a rule naming the script itself (strict_front_controller). A
+// routing query that names two different paths is ambiguous:
+// canon.ErrInvalidPath.
+func (mt *matcher) find(method, host string, p canon.Result, query string) (*matchRule, canon.Flag, error) {
 	var s splitReq
 	splitPath(p, &s)
+	raw := mt.first(method, host, &s, false)
+	if !mt.scripts {
+		return raw, 0, nil
+	}
+	fp, found, last := canon.Script(p, mt.fc.scripts)
+	if query != "" && (last || p.Path == "/") {
+		qp, ok, err := canon.QueryRoute(query, mt.fc.params)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			prefix := fp.Path
+			if prefix == "/" {
+				prefix = ""
+			}
+			fp = canon.Result{Path: prefix + qp.Path, Trailing: qp.Trailing, Flags: fp.Flags | qp.Flags}
+			if qp.Path == "/" && prefix != "" {
+				fp.Path = prefix
+			}
+			found = true
+		}
+	}
+	if !found || raw != nil && raw.scriptSeg >= 0 {
+		return raw, 0, nil
+	}
+	var fs splitReq
+	splitPath(fp, &fs)
+	if r := mt.first(method, host, &fs, true); r != nil {
+		return r, fp.Flags, nil
+	}
+	return raw, 0, nil
+}
+
+// first returns the first rule in precedence order matching s; with
+// scripts, only among the rules that fold front controllers.
+func (mt *matcher) first(method, host string, s *splitReq, scripts bool) *matchRule {
 	for _, r := range mt.rules {
-		if r.matches(method, host, &s) {
+		if scripts && !r.script {
+			continue
+		}
+		if r.matches(method, host, s) {
 			return r
 		}
 	}

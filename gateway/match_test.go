@@ -8,6 +8,9 @@ import (
 	"github.com/bulwarkhq/bulwark/canon"
 )
 
+// testFC are the default front controllers.
+var testFC = frontControllers{scripts: DefaultFrontControllerScripts, params: DefaultFrontControllerParams}
+
 type testRoute struct {
 	name, path, host string
 	methods          []string
@@ -24,7 +27,7 @@ func buildMatcher(t testing.TB, routes []testRoute) *matcher {
 		}
 		rules[i] = m
 	}
-	mt, bad := newMatcher(rules)
+	mt, bad := newMatcher(rules, testFC)
 	if len(bad) > 0 {
 		t.Fatalf("collisions: %v", bad)
 	}
@@ -41,7 +44,11 @@ func lookup(t testing.TB, mt *matcher, method, host, target string) string {
 	if err != nil {
 		return "invalid"
 	}
-	r := mt.find(strings.ToUpper(method), canon.Host(host), p)
+	_, query, _ := strings.Cut(target, "?")
+	r, _, err := mt.find(strings.ToUpper(method), canon.Host(host), p, query)
+	if err != nil {
+		return "invalid"
+	}
 	if r == nil {
 		return "none"
 	}
@@ -186,7 +193,7 @@ func TestMatchCollisions(t *testing.T) {
 			}
 			rules = append(rules, m)
 		}
-		if _, bad := newMatcher(rules); len(bad) != 1 {
+		if _, bad := newMatcher(rules, testFC); len(bad) != 1 {
 			t.Errorf("%v: %d collisions reported, want 1", c, len(bad))
 		}
 	}
@@ -204,7 +211,7 @@ func TestMatchCollisions(t *testing.T) {
 			m, _ := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
 			rules = append(rules, m)
 		}
-		if _, bad := newMatcher(rules); len(bad) != 0 {
+		if _, bad := newMatcher(rules, testFC); len(bad) != 0 {
 			t.Errorf("%v: unexpected collisions %v", c, bad)
 		}
 	}
@@ -243,7 +250,7 @@ func BenchmarkMatch50(b *testing.B) {
 			for b.Loop() {
 				raw, _ := canon.Target(c.target)
 				p, _ := canon.Path(raw)
-				if mt.find("GET", canon.Host("api.example.com"), p) == nil {
+				if r, _, _ := mt.find("GET", canon.Host("api.example.com"), p, ""); r == nil {
 					b.Fatal("no match")
 				}
 			}
@@ -256,7 +263,7 @@ func TestNoRaceMatchCanonicalNoAlloc(t *testing.T) {
 	n := testing.AllocsPerRun(200, func() {
 		raw, _ := canon.Target("/api/v1/resource23/42?x=1")
 		p, _ := canon.Path(raw)
-		if mt.find("GET", canon.Host("api.example.com:443"), p) == nil {
+		if r, _, _ := mt.find("GET", canon.Host("api.example.com:443"), p, "x=1"); r == nil {
 			panic("no match")
 		}
 	})
@@ -274,5 +281,94 @@ func TestMatchUnicodeFold(t *testing.T) {
 		if got := lookup(t, mt, "GET", "", target); got != "keys" {
 			t.Errorf("%q → %s, want keys", target, got)
 		}
+	}
+}
+
+// Spellings frameworks route to one handler: Rails' (and Spring's legacy)
+// ".format" suffix, and a PHP front controller's path info and routing
+// query parameters. Each route opts out on its own.
+func TestMatchFrameworkEquivalences(t *testing.T) {
+	mt := buildMatcher(t, []testRoute{
+		{name: "login", path: "/login", methods: []string{"POST"}},
+		{name: "item", path: "/items/{id}"},
+		{name: "blog-login", path: "/blog/login"},
+		{name: "export", path: "/export", opt: matchOptions{strictFormat: true}},
+		{name: "legacy", path: "/legacy", opt: matchOptions{strictScript: true}},
+		{name: "php-admin", path: "/index.php/admin", opt: matchOptions{strictScript: true}},
+		{name: "root", path: "/{$}"},
+		{name: "all", path: "/"},
+	})
+	for _, c := range []struct{ method, target, want string }{
+		{"POST", "/login", "login"},
+		{"POST", "/login.json", "login"},
+		{"POST", "/LOGIN.XML/", "login"},
+		{"POST", "/login.", "all"},         // no format
+		{"POST", "/.json", "all"},          // no name
+		{"POST", "/login.json.xml", "all"}, // Rails: the format has no dot
+		{"POST", "/index.php/login", "login"},
+		{"POST", "/INDEX.PHP/login.json", "login"},
+		{"POST", "/app_dev.php/login", "login"},
+		{"POST", "/index.php?route=/login", "login"},
+		{"POST", "/index.php?route=login", "login"},
+		{"POST", "/index.php/?r=login", "login"},
+		{"POST", "/?q=login&destination=x", "login"},
+		{"POST", "/?/login", "login"},
+		{"POST", "/index.php?rest.route=/login", "login"},
+		{"POST", "/?r=site%2Flogin", "all"},
+		{"POST", "/index.php?route=/a&r=/login", "invalid"},
+		{"POST", "/login?route=/other", "login"}, // the query routes only at a script or "/"
+		{"GET", "/items/5.json", "item"},
+		{"GET", "/blog/index.php/login", "blog-login"},
+		{"GET", "/blog/index.php?route=login", "blog-login"},
+		{"GET", "/export.csv", "all"},
+		{"GET", "/export", "export"},
+		{"GET", "/index.php/legacy", "all"},
+		{"GET", "/legacy", "legacy"},
+		{"GET", "/index.php/admin", "php-admin"},
+		{"GET", "/?page=2", "root"},
+		{"GET", "/", "root"},
+	} {
+		if got := lookup(t, mt, c.method, "", c.target); got != c.want {
+			t.Errorf("%s %s → %s, want %s", c.method, c.target, got, c.want)
+		}
+	}
+}
+
+// Two routes whose identities overlap only through an equivalence are
+// reported, with what to do about it.
+func TestMatchEquivalenceCollisions(t *testing.T) {
+	for _, c := range []struct {
+		routes []testRoute
+		want   string // "" = accepted
+	}{
+		{[]testRoute{{name: "a", path: "/login"}, {name: "b", path: "/login.json"}}, "strict_format"},
+		{[]testRoute{{name: "a", path: "/api/login.json"}, {name: "b", path: "/api/LOGIN"}}, "strict_format"},
+		{[]testRoute{{name: "a", path: "/login", opt: matchOptions{strictFormat: true}}, {name: "b", path: "/login.json"}}, ""},
+		{[]testRoute{{name: "a", path: "/login", methods: []string{"GET"}}, {name: "b", path: "/login.json", methods: []string{"POST"}}}, ""},
+		{[]testRoute{{name: "a", path: "/index.php/login"}}, "strict_front_controller"},
+		{[]testRoute{{name: "a", path: "/login"}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, "front controller"},
+		{[]testRoute{{name: "a", path: "/"}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, ""},
+		{[]testRoute{{name: "a", path: "/login", opt: matchOptions{strictScript: true}}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, ""},
+	} {
+		var rules []*matchRule
+		for i, r := range c.routes {
+			m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules = append(rules, m)
+		}
+		_, bad := newMatcher(rules, testFC)
+		switch {
+		case c.want == "" && len(bad) > 0:
+			t.Errorf("%v: unexpected %v", c.routes, bad)
+		case c.want != "" && (len(bad) != 1 || !strings.Contains(bad[0].Error(), c.want)):
+			t.Errorf("%v: %v, want one collision naming %q", c.routes, bad, c.want)
+		}
+	}
+	// Without front controllers configured, a script is a plain segment.
+	m, _ := compileMatch(0, "a", "/index.php/login", "", nil, matchOptions{})
+	if _, bad := newMatcher([]*matchRule{m}, frontControllers{}); len(bad) != 0 {
+		t.Errorf("no scripts configured: %v", bad)
 	}
 }

@@ -247,7 +247,15 @@ func (p *pipeline) target(method, sent, rawPath, host string) target {
 		return target{err: err}
 	}
 	t := target{path: path, host: canon.Host(host)}
-	t.rule = p.matcher.find(upperMethod(method), t.host, path)
+	// The query as forwarded (sent holds no '#'): where PHP front
+	// controllers read their route.
+	_, query, _ := strings.Cut(sent, "?")
+	rule, flags, err := p.matcher.find(upperMethod(method), t.host, path, query)
+	if err != nil {
+		return target{err: err}
+	}
+	t.rule = rule
+	t.path.Flags |= flags
 	return t
 }
 

@@ -75,12 +75,16 @@ func routeUpstreams(t testing.TB) map[string]string {
 // routeOf is the gateway's own route for a target an upstream received
 // (its matcher, on the canonical path).
 func routeOf(tg *testGateway, received string) string {
-	path, _, _ := strings.Cut(received, "?")
+	path, query, _ := strings.Cut(received, "?")
 	cp, err := canon.Path(path)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	if r := tg.g.cur.Load().matcher.find("GET", "app", cp); r != nil {
+	r, _, err := tg.g.cur.Load().matcher.find("GET", "app", cp, query)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	if r != nil {
 		return r.name
 	}
 	return "(no route)"

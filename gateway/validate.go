@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
@@ -259,6 +260,7 @@ func (c *Config) fieldErrors() FieldErrors {
 	f.sub("request_headers", c.RequestHeaders.Validate())
 	f.sub("shield", c.Shield.Validate())
 	ups := c.validateUpstreams(&f)
+	f.sub("front_controllers", c.FrontControllers.Validate())
 	c.validateRoutes(&f, ups)
 	f.sub("ipsets", c.IPSets.Validate())
 	f.sub("xdp", c.XDP.Validate())
@@ -428,7 +430,38 @@ func (c *Config) matcher() (*matcher, []matchCollision) {
 		}
 		rules = append(rules, m)
 	}
-	return newMatcher(rules)
+	return newMatcher(rules, frontControllers{scripts: c.FrontControllers.Scripts, params: c.FrontControllers.QueryParams})
+}
+
+// Validate checks the script names (a path segment each) and the
+// parameter names, their counts and repeats.
+func (fc FrontControllers) Validate() error {
+	var f fieldErrs
+	check := func(key string, names []string, max int, ok func(string) bool, want string) {
+		if len(names) > max {
+			f.add(key, "%d entries, at most %d", len(names), max)
+		}
+		for i, n := range names {
+			p := fmt.Sprintf("%s[%d]", key, i)
+			if !ok(n) {
+				f.add(p, "%q: want %s", n, want)
+				continue
+			}
+			for j := 0; j < i; j++ {
+				if strings.EqualFold(names[j], n) {
+					f.add(p, "%q repeats %s[%d]", n, key, j)
+					break
+				}
+			}
+		}
+	}
+	check("scripts", fc.Scripts, canon.MaxScripts, func(n string) bool {
+		return n != "" && len(n) <= 64 && n != "." && n != ".." && !strings.ContainsAny(n, "/\\%;?#{} \t")
+	}, "a file name such as index.php (1 to 64 bytes, no /, \\, %, ;, ?, #, braces or spaces)")
+	check("query_params", fc.QueryParams, canon.MaxQueryParams, func(n string) bool {
+		return n != "" && len(n) <= 64 && !strings.ContainsAny(n, "&=%+[] .\t#")
+	}, "a parameter name (1 to 64 bytes, no &, =, %, +, brackets, dots or spaces)")
+	return f.err()
 }
 
 // Validate checks the client listener: a host:port address, and with TLS
@@ -744,6 +777,8 @@ func (m Match) compile(route int, name string) (*matchRule, error) {
 		caseSensitive: m.CaseSensitive,
 		strictSlash:   m.StrictSlash,
 		allowUnsafe:   m.AllowUnsafeEncoding,
+		strictFormat:  m.StrictFormat,
+		strictScript:  m.StrictFrontController,
 	})
 }
 
