@@ -358,7 +358,9 @@ func (x *Exchange) WriteHeader(code int) {
 		_, _ = w.Write(DateLine(time.Now()))
 	}
 	if cl := x.hdr.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+		// A response without a body (HEAD, 204, 304) may state the
+		// length of the body it would have: nothing is owed.
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 && !x.noBody {
 			x.clLeft = n
 		}
 	} else if !x.noBody {
