@@ -36,8 +36,14 @@ var smugglingCases = []smugglingCase{
 	{"chunked_body", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "200;200|closed"},
 	{"chunk_extension", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;name=\"v\";x\r\nhello\r\n0\r\n\r\n", "200;200|closed"},
 	{"chunk_trailer", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", "200;200|closed"},
-	{"cl_te", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n", "200;200;200|closed"},
-	{"te_cl", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n", "200;200|closed"},
+	// Content-Length with Transfer-Encoding: framed by the latter, and
+	// the connection is closed after the answer (RFC 9112 §6.1; the
+	// host's framingWatch on net/http, which every engine hands these
+	// to), so whatever follows is never read as a request.
+	{"cl_te", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n", "200|closed"},
+	{"te_cl", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n8\r\nSMUGGLED\r\n0\r\n\r\n", "200|closed"},
+	{"cl_te_lower_case", "POST /a HTTP/1.1\r\nHost: a\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "200|closed"},
+	{"cl_te_after_keepalive", "GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "200;200|closed"},
 	{"cl_duplicate_equal", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", "200;200|closed"},
 	{"cl_duplicate_differ", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", "400|closed"},
 	{"cl_comma", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\nhello", "400|closed"},
@@ -60,6 +66,11 @@ var smugglingCases = []smugglingCase{
 	{"space_before_colon", "GET /a HTTP/1.1\r\nHost: a\r\nX-A : 1\r\n\r\n", "400|closed"},
 	{"chunk_size_invalid", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", "400|closed"},
 	{"chunk_size_negative", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n", "400|closed"},
+	// More than 16 hex digits is refused whatever the value: wrapped
+	// to 64 bits, these would read as 5.
+	{"chunk_size_17_digits_wraps", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000005\r\nhello\r\n0\r\n\r\n", "400|closed"},
+	{"chunk_size_17_digits_zeros", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000005\r\nhello\r\n0\r\n\r\n", "400|closed"},
+	{"chunk_size_16_digits", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000005\r\nhello\r\n0\r\n\r\n", "200;200|closed"},
 	{"chunk_size_oversized", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\nhello\r\n0\r\n\r\n", "400|closed"},
 	{"chunk_size_space", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 ;x\r\nhello\r\n0\r\n\r\n", "400|closed"},
 	{"chunk_bare_lf", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", "400|closed"},

@@ -653,19 +653,27 @@ func (l *handoffListener) push(c net.Conn) bool {
 // handoffConn is a connection handed to net/http: the bytes the fast
 // engine read ahead come first. NetConn returns the socket, so that a
 // connection guard finds its connection under it.
+//
+// Every cleartext HTTP/1.1 connection net/http serves is one (the
+// nethttp engine's with nothing read ahead), so that framingWatch sees
+// what net/http reads.
 type handoffConn struct {
 	net.Conn
 	buf      []byte
 	requests int64 // served by the fast engine: Limits.MaxRequestsPerConn counts on
+	watch    framingWatch
 }
 
 func (c *handoffConn) Read(p []byte) (int, error) {
 	if len(c.buf) > 0 {
 		n := copy(p, c.buf)
 		c.buf = c.buf[n:]
+		c.watch.scan(p[:n])
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	c.watch.scan(p[:n])
+	return n, err
 }
 
 // NetConn returns the underlying connection.

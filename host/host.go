@@ -364,6 +364,7 @@ func New(cfg Config) (*Host, error) {
 			ci := &connInfo{shard: h.connSeq.Add(1) % numShards}
 			if hc, ok := c.(*handoffConn); ok {
 				ci.requests.Store(hc.requests) // served by the fast engine so far
+				ci.framing = &hc.watch
 			}
 			ctx = context.WithValue(ctx, connKey{}, ci)
 			if cfg.ConnContext != nil {
@@ -484,7 +485,7 @@ func (h *Host) serveLoop(ln net.Listener) {
 		go h.fast.acceptLoop(ln)
 		err = h.srv.Serve(h.fast.handoff)
 	default:
-		err = h.srv.Serve(ln)
+		err = h.srv.Serve(watchListener{ln})
 	}
 	// Serve does not close a listener it never tracked (a stop racing
 	// with Start); closing twice is harmless.

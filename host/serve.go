@@ -23,7 +23,8 @@ type connKey struct{}
 // streams of one connection share it.
 type connInfo struct {
 	requests atomic.Int64
-	shard    uint32 // registry shard of this connection's requests
+	shard    uint32        // registry shard of this connection's requests
+	framing  *framingWatch // a cleartext connection's (framing.go), or nil
 }
 
 // Fixed rejection answers. Titles never carry request data.
@@ -59,6 +60,10 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 	var shard uint32
 	if ci, ok := r.Context().Value(connKey{}).(*connInfo); ok {
 		if ci.requests.Add(1) >= int64(h.lim.MaxRequestsPerConn) {
+			w.Header().Set("Connection", "close")
+		}
+		if ci.framing != nil && r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 && ci.framing.sawBoth() {
+			// Content-Length with Transfer-Encoding (framing.go).
 			w.Header().Set("Connection", "close")
 		}
 		shard = ci.shard

@@ -1,0 +1,51 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/canon"
+	"github.com/bulwarkhq/bulwark/clock"
+)
+
+// On a matched route, every ambiguous encoding (canon.Ambiguous) is
+// answered 400 invalid_path, exactly: before any policy, so neither a
+// rate limit's 429 nor the upstream answers instead. Each target
+// canonicalizes to the protected route's own path.
+func TestInvalidPathOnMatchedRoute(t *testing.T) { engines(t, testInvalidPathOnMatchedRoute) }
+
+func testInvalidPathOnMatchedRoute(t *testing.T) {
+	up := newLenient(t)
+	tg := startGateway(t, loginBypassConfig, map[string]string{"APP": up.URL()}, gwOpts{clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
+	addr := strings.TrimPrefix(tg.url, "http://")
+	for _, c := range []struct{ name, target string }{
+		{"raw backslash", `/x\..\login`},
+		{"encoded NUL", "/login/%00/.."},
+		{"encoded line feed", "/login/%0a/.."},
+		{"encoded DEL", "/login/%7F/.."},
+		{"double encoding", "/login/%2541/.."},
+		{"double-encoded dots", "/login;%252e%252e"},
+		{"encoded slash", "/login%2F"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp, err := canon.Path(c.target)
+			if err != nil || cp.Flags&canon.Ambiguous == 0 {
+				t.Fatalf("setup: canon.Path(%q) = %+v, %v: not an ambiguous encoding", c.target, cp, err)
+			}
+			if r := tg.g.cur.Load().matcher.find("POST", "app.example", cp); r == nil || r.name != "login" {
+				t.Fatalf("setup: %q does not match the login route", c.target)
+			}
+			before := up.count("login", "alice")
+			rr := loginAttempt(`{"username":"alice","password":"guess"}`)
+			rr.head = strings.Replace(rr.head, "POST /login ", "POST "+c.target+" ", 1)
+			resp, b := sendRaw(t, addr, "127.0.61.1", rr)
+			if resp.StatusCode != 400 || problemCode(b) != "invalid_path" {
+				t.Fatalf("answer %d %s, want 400 invalid_path", resp.StatusCode, b)
+			}
+			if up.count("login", "alice") != before {
+				t.Fatal("reached the upstream's login handler")
+			}
+		})
+	}
+}
