@@ -365,10 +365,22 @@ type ClientLimit struct {
 // window, per client across usernames, and per username across clients
 // (the lockout, fed by the upstream's answers).
 type Login struct {
-	UsernameField string        `yaml:"username_field"` // field name in the query, JSON, form or multipart body
-	Limit         int           `yaml:"limit"`          // attempts per (client, username) per window
-	Window        time.Duration `yaml:"window"`         // rolling window
-	MaxBodyBytes  int64         `yaml:"max_body_bytes"` // bound of the body read
+	UsernameField string `yaml:"username_field"` // field name in the query, JSON, form or multipart body
+	// PasswordField names the password field, looked for in the same
+	// places: only a success answer to a request carrying a password
+	// (or Basic credentials, with BasicAuth) clears the lockout's count.
+	PasswordField string `yaml:"password_field"`
+	// BasicAuth also counts the user name of "Authorization: Basic"
+	// credentials; a different username elsewhere in the request is
+	// then 400 ambiguous_credentials.
+	BasicAuth bool `yaml:"basic_auth"`
+	// UsernameFolding says which spellings are one account: "unicode"
+	// (NFKC and case folding, the default) or "lower" (trim and
+	// lower-case only, as seed 003 says).
+	UsernameFolding string        `yaml:"username_folding"`
+	Limit           int           `yaml:"limit"`          // attempts per (client, username) per window
+	Window          time.Duration `yaml:"window"`         // rolling window
+	MaxBodyBytes    int64         `yaml:"max_body_bytes"` // bound of the body read
 	// MaxKeys bounds the memory table of attempt logs (standalone
 	// profile). A full table refuses new keys (429), never fails open.
 	MaxKeys int `yaml:"max_keys"`
@@ -777,14 +789,16 @@ func DefaultRateLimit() RateLimit {
 // 403 from the upstream) in 15 minutes.
 func DefaultLogin() Login {
 	return Login{
-		UsernameField: "username",
-		Limit:         5,
-		Window:        60 * time.Second,
-		MaxBodyBytes:  64 << 10,
-		MaxKeys:       100_000,
-		PerClient:     LoginPerClient{Limit: 20, Window: 60 * time.Second},
-		FailureStatus: login.DefaultFailureStatus(),
-		Mode:          "enforce",
+		UsernameField:   "username",
+		PasswordField:   login.DefaultPasswordField,
+		UsernameFolding: "unicode",
+		Limit:           5,
+		Window:          60 * time.Second,
+		MaxBodyBytes:    64 << 10,
+		MaxKeys:         100_000,
+		PerClient:       LoginPerClient{Limit: 20, Window: 60 * time.Second},
+		FailureStatus:   login.DefaultFailureStatus(),
+		Mode:            "enforce",
 		Lockout: Lockout{
 			Enabled:     true,
 			MaxFailures: login.DefaultMaxFailures,

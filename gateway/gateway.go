@@ -165,6 +165,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	}
 	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg, tally: newTally()}
 	g.started = g.clock.Now()
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration warning", "problem", w.String())
+	}
 	ls, err := newLists(cfg, deps.Clock)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ type loginState struct {
 }
 
 func loginKey(route string, l Login) string {
-	return fmt.Sprintf("login/%s/%d/%v/%d/%d/%v/%v/%+v", route, l.Limit, l.Window, l.MaxKeys, l.PerClient.Limit, l.PerClient.Window, l.FailureStatus, l.Lockout)
+	return fmt.Sprintf("login/%s/%d/%v/%d/%d/%v/%v/%+v/%s", route, l.Limit, l.Window, l.MaxKeys, l.PerClient.Limit, l.PerClient.Window, l.FailureStatus, l.Lockout, l.UsernameFolding)
 }
 
 func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState, error) {

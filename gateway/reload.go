@@ -105,6 +105,9 @@ func (g *Gateway) Reload(cfg *Config) error {
 	g.tally.reloaded(g.clock.Now())
 	g.metrics.reloaded(true)
 	g.metrics.configLoaded(g.clock.Now())
+	for _, w := range cfg.Warnings() {
+		g.log.Warn("configuration warning", "problem", w.String())
+	}
 	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
 		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
 	return nil

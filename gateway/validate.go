@@ -974,10 +974,23 @@ func (rl RateLimit) GCRA() limit.GCRA {
 // credential reader.
 func (l Login) Validate() error {
 	var f fieldErrs
-	if l.UsernameField == "" || len(l.UsernameField) > maxNameLen {
-		f.add("username_field", "want 1 to %d characters", maxNameLen)
-	} else if err := l.credentials().Validate(); err != nil {
-		f.add("username_field", "%q: want 1 to 64 of A-Z a-z 0-9 _ . -", l.UsernameField)
+	fieldName := func(path, name string) bool {
+		if name == "" || len(name) > maxNameLen {
+			f.add(path, "want 1 to %d characters", maxNameLen)
+			return false
+		}
+		if err := (login.UsernameOptions{Fields: []string{name}, PasswordField: "-"}).Validate(); err != nil {
+			f.add(path, "%q: want 1 to 64 of A-Z a-z 0-9 _ . -", name)
+			return false
+		}
+		return true
+	}
+	if fieldName("username_field", l.UsernameField) && fieldName("password_field", l.PasswordField) &&
+		strings.EqualFold(l.UsernameField, l.PasswordField) {
+		f.add("password_field", "%q is also the username_field", l.PasswordField)
+	}
+	if _, ok := usernameFoldings[l.UsernameFolding]; !ok {
+		f.add("username_folding", "%q: want unicode or lower", l.UsernameFolding)
 	}
 	f.int("limit", int64(l.Limit), rangeLoginLimit)
 	f.dur("window", l.Window, rangeLoginWindow)
@@ -1015,14 +1028,24 @@ func (l Login) Validate() error {
 	return f.err()
 }
 
+// usernameFoldings maps login.username_folding to the login package's
+// foldings.
+var usernameFoldings = map[string]login.Folding{"unicode": login.FoldUnicode, "lower": login.FoldLower}
+
 // credentials is the credential reader's configuration of l.
 func (l Login) credentials() login.UsernameOptions {
-	return login.UsernameOptions{Fields: []string{l.UsernameField}, MaxBodyBytes: l.MaxBodyBytes}
+	return login.UsernameOptions{
+		Fields:        []string{l.UsernameField},
+		PasswordField: l.PasswordField,
+		BasicAuth:     l.BasicAuth,
+		Folding:       usernameFoldings[l.UsernameFolding],
+		MaxBodyBytes:  l.MaxBodyBytes,
+	}
 }
 
 // limiterConfig is the login.Config of l (store, lockout and hooks aside).
 func (l Login) limiterConfig(store login.Store, lockout *login.Lockout) login.Config {
-	cfg := login.Config{Limit: l.Limit, Window: l.Window, Store: store, Lockout: lockout}
+	cfg := login.Config{Limit: l.Limit, Window: l.Window, Store: store, Lockout: lockout, Folding: usernameFoldings[l.UsernameFolding]}
 	if store == nil {
 		cfg.Store = login.Disabled{}
 	}
@@ -1039,6 +1062,7 @@ func (l Login) lockoutConfig(store login.LockoutStore) login.LockoutConfig {
 		Window:        l.Lockout.Window,
 		Duration:      l.Lockout.Duration,
 		FailureStatus: l.FailureStatus,
+		Folding:       usernameFoldings[l.UsernameFolding],
 		Store:         store,
 	}
 }
@@ -1273,4 +1297,36 @@ func redactURL(s string) string {
 		return s[:200] + "…"
 	}
 	return s
+}
+
+// Warnings lists what the configuration accepts but looks wrong: a login
+// route that takes only GET, HEAD or OPTIONS (so the username can come
+// only from the query string or an Authorization header) while
+// login.basic_auth is off, which leaves HTTP Basic logins uncounted.
+// `bulwark check` prints them and `serve` logs them at start and on
+// reload; they never refuse the configuration.
+func (c *Config) Warnings() []Problem {
+	var ws []Problem
+	for i, r := range c.Routes {
+		if r.Login == nil || r.Login.BasicAuth || len(r.Match.Methods) == 0 {
+			continue
+		}
+		bodyless := true
+		for _, m := range r.Match.Methods {
+			switch strings.ToUpper(m) {
+			case "GET", "HEAD", "OPTIONS":
+			default:
+				bodyless = false
+			}
+		}
+		if bodyless {
+			path := fmt.Sprintf("routes[%d].login", i)
+			ws = append(ws, Problem{File: c.File, Line: c.Line(path), Path: path + ".basic_auth",
+				Msg: "off, and the route takes only " + strings.Join(r.Match.Methods, ", ") +
+					": a login sent with HTTP Basic credentials passes uncounted. Set basic_auth: true if the handler accepts Basic " +
+					"(a different username in the query is then 400 ambiguous_credentials); leave it off when Basic " +
+					"authentication sits in front of the login page (every login would be ambiguous)"})
+		}
+	}
+	return ws
 }

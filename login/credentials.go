@@ -19,6 +19,9 @@ const (
 	// DefaultUsernameField is the field read when UsernameOptions.Fields
 	// is empty.
 	DefaultUsernameField = "username"
+	// DefaultPasswordField is the field read when
+	// UsernameOptions.PasswordField is empty.
+	DefaultPasswordField = "password"
 	// MaxUsernameFields bounds UsernameOptions.Fields, and
 	// MaxUsernameFieldBytes the length of each name.
 	MaxUsernameFields     = 8
@@ -101,6 +104,19 @@ type UsernameOptions struct {
 	// that puts Basic authentication in front of the login page would
 	// otherwise make every login ambiguous.
 	BasicAuth bool
+	// PasswordField names the password field, looked for in the same
+	// places as the username (query, JSON, form, multipart) under the
+	// same rules; with BasicAuth, the password of Basic credentials
+	// counts too. The reader does not keep the password: it only reports
+	// whether the request carries one ([Credentials.Password]), which
+	// makes it a login attempt whose success may clear the account's
+	// failure count. Same character set and length as Fields, and not
+	// one of them; empty means DefaultPasswordField.
+	PasswordField string
+	// Folding says when two occurrences of the username are the same
+	// account (otherwise [ErrAmbiguousCredentials]); the zero value is
+	// [FoldUnicode]. Give the Limiter the same.
+	Folding Folding
 }
 
 // Validate reports the first out-of-range setting, wrapping
@@ -116,6 +132,9 @@ func (o UsernameOptions) resolve() (UsernameOptions, error) {
 	}
 	if len(o.Fields) == 0 {
 		o.Fields = defaultFields
+	}
+	if o.PasswordField == "" {
+		o.PasswordField = DefaultPasswordField
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -140,22 +159,91 @@ func (o UsernameOptions) resolve() (UsernameOptions, error) {
 		return bad("MaxPartHeaderBytes must be between 64 and %d, got %d", MaxMaxPartHeaderBytes, o.MaxPartHeaderBytes)
 	case o.MaxFieldBytes < 64 || o.MaxFieldBytes > MaxMaxFieldBytes:
 		return bad("MaxFieldBytes must be between 64 and %d, got %d", MaxMaxFieldBytes, o.MaxFieldBytes)
+	case !o.Folding.valid():
+		return bad("Folding must be FoldUnicode or FoldLower, got %v", o.Folding)
 	}
 	for i, f := range o.Fields {
-		if len(f) == 0 || len(f) > MaxUsernameFieldBytes {
-			return bad("Fields[%d] must be 1 to %d bytes", i, MaxUsernameFieldBytes)
+		if why := fieldNameProblem(f); why != "" {
+			return bad("Fields[%d] %s", i, why)
 		}
-		for j := 0; j < len(f); j++ {
-			c := f[j]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-				return bad("Fields[%d] may hold only letters, digits, '_', '-' and '.'", i)
-			}
+		if strings.EqualFold(f, o.PasswordField) {
+			return bad("Fields[%d] is also the PasswordField", i)
 		}
+	}
+	if why := fieldNameProblem(o.PasswordField); why != "" {
+		return bad("PasswordField %s", why)
 	}
 	return o, nil
 }
 
+// fieldNameProblem says what is wrong with a field name, or "".
+func fieldNameProblem(f string) string {
+	if len(f) == 0 || len(f) > MaxUsernameFieldBytes {
+		return fmt.Sprintf("must be 1 to %d bytes", MaxUsernameFieldBytes)
+	}
+	for j := 0; j < len(f); j++ {
+		c := f[j]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "may hold only letters, digits, '_', '-' and '.'"
+		}
+	}
+	return ""
+}
+
 var defaultFields = []string{DefaultUsernameField}
+
+// Credentials is what [ReadCredentials] found in a login request.
+type Credentials struct {
+	// Username is the first occurrence of the username as sent (query
+	// first); [Limiter.Evaluate] normalizes it.
+	Username string
+	// Password reports that the request carries a non-empty password
+	// (UsernameOptions.PasswordField, or the password of Basic
+	// credentials with UsernameOptions.BasicAuth): it is a login
+	// attempt, and a success answer to it may clear the account's
+	// failure count. A request without one (a login page fetched with
+	// ?username=victim) only counts against the throttle.
+	Password bool
+}
+
+// ReadCredentials reads a login request as [ReadUsername] does, and also
+// reports whether it carries a password ([Credentials.Password]).
+func ReadCredentials(r *http.Request, opt UsernameOptions) (Credentials, error) {
+	opt, err := opt.resolve()
+	if err != nil {
+		return Credentials{}, err
+	}
+	for _, v := range r.Header["Content-Encoding"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if t := strings.TrimSpace(tok); t != "" && !strings.EqualFold(t, "identity") {
+				return Credentials{}, ErrUnsupportedContentEncoding
+			}
+		}
+	}
+	body, err := readBody(r, opt.MaxBodyBytes)
+	if err != nil {
+		return Credentials{}, err
+	}
+	c := collector{fields: opt.Fields, password: opt.PasswordField, fold: opt.Folding}
+	if r.URL != nil {
+		if err := c.pairs(r.URL.RawQuery); err != nil {
+			return Credentials{}, err
+		}
+	}
+	if opt.BasicAuth {
+		if err := c.basicAuth(r.Header); err != nil {
+			return Credentials{}, err
+		}
+	}
+	if err := c.body(r.Header, body, opt); err != nil {
+		return Credentials{}, err
+	}
+	u, err := c.result()
+	if err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{Username: u, Password: c.hasPassword}, nil
+}
 
 // ReadUsername returns the username of a login request, read from every
 // place common web frameworks read a form field from:
@@ -179,7 +267,7 @@ var defaultFields = []string{DefaultUsernameField}
 // Field names match case-insensitively everywhere (Unicode simple
 // folding, as encoding/json does), after percent-decoding. The username
 // may appear any number of times if every occurrence is the same account
-// (equal after [NormalizeUsername]); otherwise the answer is
+// (equal after opt.Folding's Normalize); otherwise the answer is
 // [ErrAmbiguousCredentials]. Absent everywhere, or blank, it is
 // [ErrMissingCredentials]; not valid UTF-8, [ErrInvalidLoginRequest]. The
 // username returned is the first occurrence as sent (query first);
@@ -203,46 +291,31 @@ var defaultFields = []string{DefaultUsernameField}
 // Errors map to answers through [ProblemFor]. Options out of range yield
 // [ErrInvalidOptions].
 func ReadUsername(r *http.Request, opt UsernameOptions) (username string, err error) {
-	opt, err = opt.resolve()
-	if err != nil {
-		return "", err
-	}
-	for _, v := range r.Header["Content-Encoding"] {
-		for tok := range strings.SplitSeq(v, ",") {
-			if t := strings.TrimSpace(tok); t != "" && !strings.EqualFold(t, "identity") {
-				return "", ErrUnsupportedContentEncoding
-			}
-		}
-	}
-	body, err := readBody(r, opt.MaxBodyBytes)
-	if err != nil {
-		return "", err
-	}
-	c := collector{fields: opt.Fields}
-	if r.URL != nil {
-		if err := c.pairs(r.URL.RawQuery); err != nil {
-			return "", err
-		}
-	}
-	if opt.BasicAuth {
-		if err := c.basicAuth(r.Header); err != nil {
-			return "", err
-		}
-	}
-	if err := c.body(r.Header, body, opt); err != nil {
-		return "", err
-	}
-	return c.result()
+	c, err := ReadCredentials(r, opt)
+	return c.Username, err
 }
 
-// collector gathers every occurrence of the username field.
+// collector gathers every occurrence of the username field, and whether
+// a password is present.
 type collector struct {
-	fields    []string
-	value     string
-	found     bool
-	ambiguous bool
-	invalid   bool // a value is not valid UTF-8
+	fields      []string
+	password    string // the password field's name
+	fold        Folding
+	value       string
+	found       bool
+	ambiguous   bool
+	invalid     bool // a value is not valid UTF-8
+	hasPassword bool
 }
+
+// fieldKind is what a field name is to the collector.
+type fieldKind uint8
+
+const (
+	otherField fieldKind = iota
+	usernameField
+	passwordField
+)
 
 func (c *collector) add(v string) {
 	if !utf8.ValidString(v) {
@@ -253,7 +326,7 @@ func (c *collector) add(v string) {
 	case !c.found:
 		c.value, c.found = v, true
 	case v == c.value || c.ambiguous:
-	case NormalizeUsername(v) != NormalizeUsername(c.value):
+	case c.fold.Normalize(v) != c.fold.Normalize(c.value):
 		c.ambiguous = true
 	}
 }
@@ -270,14 +343,18 @@ func (c *collector) result() (string, error) {
 	return c.value, nil
 }
 
-// isField reports whether name is one of the field names.
-func (c *collector) isField(name string) bool {
+// kind says whether name is one of the username fields or the password
+// field.
+func (c *collector) kind(name string) fieldKind {
 	for _, f := range c.fields {
 		if strings.EqualFold(name, f) {
-			return true
+			return usernameField
 		}
 	}
-	return false
+	if c.password != "" && strings.EqualFold(name, c.password) {
+		return passwordField
+	}
+	return otherField
 }
 
 // pairs reads a query string or a URL-encoded form: the pairs split on
@@ -304,7 +381,13 @@ func (c *collector) pair(seg string) error {
 		return nil
 	}
 	k, v, _ := strings.Cut(seg, "=")
-	if !c.keyMatches(k) {
+	switch c.keyKind(k) {
+	case otherField:
+		return nil
+	case passwordField:
+		if v != "" {
+			c.hasPassword = true
+		}
 		return nil
 	}
 	val, ok := unescape(v)
@@ -315,21 +398,21 @@ func (c *collector) pair(seg string) error {
 	return nil
 }
 
-// keyMatches compares a URL-encoded key with the field names without
+// keyKind compares a URL-encoded key with the field names without
 // allocating. Invalid escapes stay as they are (as lenient decoders
 // leave them); since field names hold no '%', such a key never matches.
-func (c *collector) keyMatches(k string) bool {
+func (c *collector) keyKind(k string) fieldKind {
 	if strings.IndexByte(k, '%') < 0 && strings.IndexByte(k, '+') < 0 {
-		return c.isField(k)
+		return c.kind(k)
 	}
 	if len(k) > 3*MaxUsernameFieldBytes {
-		return false
+		return otherField
 	}
 	var buf [MaxUsernameFieldBytes]byte
 	n := 0
 	for i := 0; i < len(k); i++ {
 		if n == len(buf) {
-			return false
+			return otherField
 		}
 		b := k[i]
 		switch {
@@ -342,7 +425,7 @@ func (c *collector) keyMatches(k string) bool {
 		buf[n] = b
 		n++
 	}
-	return c.isField(string(buf[:n])) // the conversion does not escape
+	return c.kind(string(buf[:n])) // the conversion does not escape
 }
 
 // unescape decodes a URL-encoded value ('+' is a space); ok is false for
@@ -396,11 +479,14 @@ func (c *collector) basicAuth(h http.Header) error {
 		return nil
 	}
 	r := http.Request{Header: http.Header{"Authorization": vs}}
-	user, _, ok := r.BasicAuth()
+	user, pass, ok := r.BasicAuth()
 	if !ok {
 		return fmt.Errorf("%w: malformed Basic credentials", ErrInvalidLoginRequest)
 	}
 	c.add(user)
+	if pass != "" {
+		c.hasPassword = true
+	}
 	return nil
 }
 
@@ -485,7 +571,14 @@ func (c *collector) jsonMembers(obj []byte) error {
 		if vEnd < 0 {
 			return fmt.Errorf("%w: malformed JSON", ErrInvalidLoginRequest)
 		}
-		if c.jsonKeyMatches(key) {
+		switch c.jsonKeyKind(key) {
+		case passwordField:
+			// A non-empty string; any other value is not a password a
+			// handler would check.
+			if v := obj[i:vEnd]; len(v) > 2 && v[0] == '"' {
+				c.hasPassword = true
+			}
+		case usernameField:
 			v := obj[i:vEnd]
 			if v[0] != '"' {
 				return fmt.Errorf("%w: the username is not a JSON string", ErrInvalidLoginRequest)
@@ -504,16 +597,19 @@ func (c *collector) jsonMembers(obj []byte) error {
 	return nil
 }
 
-func (c *collector) jsonKeyMatches(key []byte) bool {
+func (c *collector) jsonKeyKind(key []byte) fieldKind {
 	inner := key[1 : len(key)-1]
 	if bytes.IndexByte(inner, '\\') < 0 {
 		if len(inner) > MaxUsernameFieldBytes {
-			return false
+			return otherField
 		}
-		return c.isField(string(inner)) // the conversion does not escape
+		return c.kind(string(inner)) // the conversion does not escape
 	}
 	s, err := jsonString(key)
-	return err == nil && c.isField(s)
+	if err != nil {
+		return otherField
+	}
+	return c.kind(s)
 }
 
 // jsonString decodes a valid JSON string literal.
@@ -619,7 +715,18 @@ func (c *collector) multipart(ct string, body []byte, opt UsernameOptions) error
 		// A non-empty filename makes a file part everywhere; an empty one
 		// is a plain field to some parsers (Go's) and a file to others, so
 		// it is read.
-		if disp != "form-data" || dp["filename"] != "" || !c.isField(dp["name"]) {
+		if disp != "form-data" || dp["filename"] != "" {
+			continue
+		}
+		switch c.kind(dp["name"]) {
+		case otherField:
+			continue
+		case passwordField:
+			// Whether it is empty is all that matters: one byte tells.
+			var one [1]byte
+			if n, _ := io.ReadFull(p, one[:]); n == 1 {
+				c.hasPassword = true
+			}
 			continue
 		}
 		switch cte := strings.ToLower(strings.TrimSpace(p.Header.Get("Content-Transfer-Encoding"))); cte {

@@ -29,8 +29,10 @@
 // [ReasonAccount], [ReasonClient], [ReasonLocked] or [ReasonCapacity]
 // (below) — a fixed word for metrics that carries no username or address.
 //
-// Usernames are normalized by trimming white space and lower-casing (no
-// accent or Unicode folding: see [NormalizeUsername]). Store keys are
+// Usernames are normalized by Unicode equivalence by default: trimmed,
+// NFKC and case folding, so "ｃarol" and "CAROL" are carol (no accent
+// folding; see [Folding], whose FoldLower is seed 003's trim and
+// lower-case). Store keys are
 // SHA-256 over a domain tag and the length-prefixed address and normalized
 // username (the client dimension hashes the address alone under its own
 // tag); raw values never reach a store, a log or an event. SHA-256 is not

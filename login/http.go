@@ -38,7 +38,10 @@ type MiddlewareConfig struct {
 	// know becomes 400 invalid_login_request). Error texts are never sent.
 	// The middleware cannot tell whether such a function read the body to
 	// its end, so its refusals close an HTTP/1.x connection that announced
-	// a body.
+	// a body; nor whether the request carries a password, so every
+	// success answer to an attempt it read clears the account's failure
+	// count (see [Credentials.Password] for what the default reader
+	// does).
 	Username func(*http.Request) (string, error)
 	// Credentials configures the default reader; it must be zero when
 	// Username is set.
@@ -108,22 +111,29 @@ type Outcome struct {
 // finds the decision with [DecisionFromContext]. When the limiter has a
 // [Lockout], the status the handler answers is fed to it
 // ([Lockout.RecordStatus]): a listed failure status counts a failed
-// password for the account, a 2xx clears its count. A locked account is
+// password for the account, a 2xx clears its count when the request
+// carried a password ([Credentials.Password]). A locked account is
 // then refused like a throttled attempt, from every address, whether or
 // not it exists.
 func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("login: MiddlewareConfig.Limiter is required")
 	}
-	readUser := cfg.Username
-	if readUser == nil {
+	var readCreds func(*http.Request) (Credentials, error)
+	if user := cfg.Username; user != nil {
+		if !credentialsZero(cfg.Credentials) {
+			return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
+		}
+		readCreds = func(r *http.Request) (Credentials, error) {
+			u, err := user(r)
+			return Credentials{Username: u, Password: true}, err
+		}
+	} else {
 		opt, err := cfg.Credentials.resolve()
 		if err != nil {
 			return nil, fmt.Errorf("login: MiddlewareConfig.Credentials: %w", err)
 		}
-		readUser = func(r *http.Request) (string, error) { return ReadUsername(r, opt) }
-	} else if !credentialsZero(cfg.Credentials) {
-		return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
+		readCreds = func(r *http.Request) (Credentials, error) { return ReadCredentials(r, opt) }
 	}
 	clientIP := cfg.ClientIP
 	if clientIP == nil {
@@ -136,21 +146,22 @@ func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error
 			return a.String()
 		}
 	}
-	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readUser: readUser, clientIP: clientIP, observe: cfg.Observe, shadow: cfg.Shadow}
+	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readCreds: readCreds, clientIP: clientIP, observe: cfg.Observe, shadow: cfg.Shadow}
 	return m.wrap, nil
 }
 
 func credentialsZero(o UsernameOptions) bool {
-	return len(o.Fields) == 0 && o.MaxBodyBytes == 0 && o.MaxParts == 0 && o.MaxPartHeaderBytes == 0 && o.MaxFieldBytes == 0 && !o.BasicAuth
+	return len(o.Fields) == 0 && o.MaxBodyBytes == 0 && o.MaxParts == 0 && o.MaxPartHeaderBytes == 0 && o.MaxFieldBytes == 0 && !o.BasicAuth &&
+		o.PasswordField == "" && o.Folding == FoldUnicode
 }
 
 type middleware struct {
-	shadow   bool
-	lim      *Limiter
-	lockout  *Lockout
-	readUser func(*http.Request) (string, error)
-	clientIP func(*http.Request) string
-	observe  func(http.ResponseWriter, *http.Request, Outcome)
+	shadow    bool
+	lim       *Limiter
+	lockout   *Lockout
+	readCreds func(*http.Request) (Credentials, error)
+	clientIP  func(*http.Request) string
+	observe   func(http.ResponseWriter, *http.Request, Outcome)
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
@@ -163,7 +174,8 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	username, err := m.readUser(r)
+	creds, err := m.readCreds(r)
+	username := creds.Username
 	if err != nil {
 		if errors.Is(err, ErrMissingCredentials) && safeMethod(r.Method) {
 			next.ServeHTTP(w, r)
@@ -197,9 +209,11 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	next.ServeHTTP(sw, r)
-	if sw.status != 0 {
+	if sw.status != 0 && (creds.Password || !success(sw.status)) {
 		// The outcome counts even if the client has gone: an attacker
-		// must not dodge a failure by hanging up.
+		// must not dodge a failure by hanging up. A success clears the
+		// failure count only when the request carried a password: a
+		// login page fetched with ?username=victim must not.
 		_, _ = m.lockout.RecordStatus(context.WithoutCancel(r.Context()), username, sw.status)
 	}
 	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status})
@@ -216,6 +230,8 @@ func (m *middleware) report(w http.ResponseWriter, r *http.Request, o Outcome) {
 		m.observe(w, r, o)
 	}
 }
+
+func success(status int) bool { return status >= 200 && status <= 299 }
 
 func safeMethod(m string) bool {
 	switch m {

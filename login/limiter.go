@@ -64,6 +64,9 @@ type Config struct {
 	// CacheName names the cache in events; 0 to 64 printable ASCII bytes,
 	// empty means DefaultRateLimitCacheName.
 	CacheName string
+	// Folding says which usernames are one account; the zero value is
+	// [FoldUnicode]. Give the Lockout and the credential reader the same.
+	Folding Folding
 	// Clock stamps events and the ResetAt of refusals that do not come
 	// from the store (locked account, full lockout table); nil means the
 	// real clock. Counting uses the store's clock.
@@ -147,7 +150,8 @@ type Decision struct {
 // Limiter throttles password-login attempts in up to three dimensions,
 // all on one [Store] (plus an optional [Lockout]):
 //
-//   - per (client address, normalized username), the account dimension:
+//   - per (client address, normalized username: see [Folding]), the
+//     account dimension:
 //     at most Limit attempts in any Window-long interval;
 //   - per client address across usernames (Config.PerClient);
 //   - per username across addresses, the [Lockout] (Config.Lockout).
@@ -176,6 +180,7 @@ type Limiter struct {
 	perClient PerClient
 	lockout   *Lockout
 	store     Store
+	fold      Folding
 	mon       monitor
 }
 
@@ -189,7 +194,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("login: Store is required (use login.Disabled{} to run without a cache)")
 	}
-	l := &Limiter{limit: cfg.Limit, window: cfg.Window, perClient: cfg.PerClient, lockout: cfg.Lockout, store: cfg.Store}
+	l := &Limiter{limit: cfg.Limit, window: cfg.Window, perClient: cfg.PerClient, lockout: cfg.Lockout, store: cfg.Store, fold: cfg.Folding}
 	l.mon.init(ComponentRateLimit, cfg.CacheName, cfg.Clock, cfg.Listener, cfg.Logger)
 	return l, nil
 }
@@ -227,6 +232,8 @@ func (c Config) resolve() (Config, error) {
 		return c, fmt.Errorf("login: PerClient.Window is %v but PerClient.Limit is 0 (off)", pc.Window)
 	case pc.Limit != 0 && !validWindow(pc.Window):
 		return c, fmt.Errorf("login: PerClient.Window must be a whole number of milliseconds between %v and %v, got %v", MinWindow, MaxWindow, pc.Window)
+	case !c.Folding.valid():
+		return c, fmt.Errorf("login: Folding must be FoldUnicode or FoldLower, got %v", c.Folding)
 	}
 	return c, validCacheName("CacheName", c.CacheName)
 }
@@ -285,7 +292,7 @@ func (l *Limiter) Lockout() *Lockout { return l.lockout }
 // If ctx is done when the store fails, the failure is not attributed to
 // the cache (no event) and the decision is degraded.
 func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Decision, error) {
-	key, err := rateKey(clientIP, username)
+	key, err := rateKey(l.fold, clientIP, username)
 	if err != nil {
 		return Decision{}, err
 	}

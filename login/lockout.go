@@ -74,6 +74,9 @@ type LockoutConfig struct {
 	// CacheName names the cache in events; empty means
 	// DefaultLockoutCacheName.
 	CacheName string
+	// Folding says which usernames are one account; the zero value is
+	// [FoldUnicode]. Give the Limiter the same.
+	Folding Folding
 	// Clock stamps events; nil means the real clock.
 	Clock clock.Clock
 	// Listener receives cache events; nil drops them.
@@ -134,6 +137,7 @@ type Lockout struct {
 	policy  LockoutPolicy
 	failure []int
 	secret  []byte
+	fold    Folding
 	store   LockoutStore
 	mon     monitor
 }
@@ -155,6 +159,7 @@ func NewLockout(cfg LockoutConfig) (*Lockout, error) {
 	l := &Lockout{
 		policy:  LockoutPolicy{MaxFailures: cfg.MaxFailures, Window: cfg.Window, Duration: cfg.Duration},
 		failure: failure,
+		fold:    cfg.Folding,
 		store:   cfg.Store,
 	}
 	if cfg.Secret != nil {
@@ -195,6 +200,8 @@ func (c LockoutConfig) resolve() (LockoutConfig, error) {
 		return c, fmt.Errorf("login: LockoutConfig.Duration must be a whole number of milliseconds between %v and %v, got %v", MinLockoutDuration, MaxLockoutDuration, c.Duration)
 	case c.Secret != nil && (len(c.Secret) < MinSecretBytes || len(c.Secret) > MaxSecretBytes):
 		return c, fmt.Errorf("login: LockoutConfig.Secret must be %d to %d bytes, got %d", MinSecretBytes, MaxSecretBytes, len(c.Secret))
+	case !c.Folding.valid():
+		return c, fmt.Errorf("login: LockoutConfig.Folding must be FoldUnicode or FoldLower, got %v", c.Folding)
 	case len(c.FailureStatus) > MaxFailureStatuses:
 		return c, fmt.Errorf("login: LockoutConfig.FailureStatus must list at most %d statuses, got %d", MaxFailureStatuses, len(c.FailureStatus))
 	}
@@ -221,7 +228,7 @@ func (l *Lockout) FailureStatus() []int { return slices.Clone(l.failure) }
 // it before checking the password and refuse the attempt when Locked.
 // Errors are input errors only (see [Limiter.Evaluate]).
 func (l *Lockout) Check(ctx context.Context, username string) (LockStatus, error) {
-	key, err := accountKey(l.secret, username)
+	key, err := accountKey(l.secret, l.fold, username)
 	if err != nil {
 		return LockStatus{}, err
 	}
@@ -241,7 +248,7 @@ func (l *Lockout) Check(ctx context.Context, username string) (LockStatus, error
 // must be counted the same way — and reports whether the account is now
 // locked. It is a write.
 func (l *Lockout) RecordFailure(ctx context.Context, username string) (LockStatus, error) {
-	key, err := accountKey(l.secret, username)
+	key, err := accountKey(l.secret, l.fold, username)
 	if err != nil {
 		return LockStatus{}, err
 	}
@@ -261,7 +268,7 @@ func (l *Lockout) RecordFailure(ctx context.Context, username string) (LockStatu
 // login (an active lock is not lifted; a locked account never reaches the
 // password check). It is a remove.
 func (l *Lockout) RecordSuccess(ctx context.Context, username string) (LockStatus, error) {
-	key, err := accountKey(l.secret, username)
+	key, err := accountKey(l.secret, l.fold, username)
 	if err != nil {
 		return LockStatus{}, err
 	}

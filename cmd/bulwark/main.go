@@ -169,6 +169,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w.String())
+	}
 	fmt.Fprintf(stdout, "%s: ok (profile %s, %d upstreams, %d routes)\n", *path, cfg.Profile, len(cfg.Upstreams), len(cfg.Routes))
 	return 0
 }

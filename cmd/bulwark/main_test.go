@@ -126,6 +126,19 @@ func TestBinary(t *testing.T) {
 			t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
 		}
 	})
+	t.Run("check warns about basic_auth", func(t *testing.T) {
+		y := "upstreams: [{name: app, targets: [\"http://127.0.0.1:3000\"]}]\n" +
+			"routes: [{name: token, match: {path: /token, methods: [GET]}, upstream: app, login: {}}]\n"
+		code, out, errOut := runBin(t, bin, cleanEnv(), "check", "--config", write("basic.yaml", y))
+		if code != 0 || !strings.Contains(out, "ok") || !strings.Contains(errOut, "warning: ") ||
+			!strings.Contains(errOut, "routes[0].login.basic_auth") || !strings.Contains(errOut, "basic_auth: true") {
+			t.Errorf("exit %d stdout %q stderr %q, want ok and a basic_auth warning", code, out, errOut)
+		}
+		y = strings.Replace(y, "login: {}", "login: {basic_auth: true}", 1)
+		if code, _, errOut := runBin(t, bin, cleanEnv(), "check", "--config", write("basic2.yaml", y)); code != 0 || errOut != "" {
+			t.Errorf("with basic_auth: exit %d stderr %q, want no warning", code, errOut)
+		}
+	})
 	t.Run("check example", func(t *testing.T) {
 		env := cleanEnv("BULWARK_POSTGRES_URL=postgres://rt:pw@db.internal/bulwark", "BULWARK_REDIS_URL=redis://cache.internal:6379")
 		if code, out, errOut := runBin(t, bin, env, "check", "--config", "../../examples/bulwark.yaml"); code != 0 {
