@@ -304,7 +304,8 @@ func (a *api) authorized(r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	// Optional whitespace (RFC 9110 OWS) is spaces and tabs, nothing else.
+	sum := sha256.Sum256([]byte(strings.Trim(tok, " \t")))
 	return subtle.ConstantTimeCompare(sum[:], a.tokenSum) == 1
 }
 

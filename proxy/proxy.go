@@ -596,7 +596,8 @@ func validForwarded(s string) bool {
 			for i < len(s) {
 				c := s[i]
 				if c == '\\' {
-					if i+1 >= len(s) {
+					// quoted-pair: "\" (HTAB / SP / VCHAR / obs-text)
+					if i+1 >= len(s) || s[i+1] < 0x20 && s[i+1] != '\t' || s[i+1] == 0x7f {
 						return false
 					}
 					i += 2

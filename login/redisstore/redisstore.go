@@ -407,9 +407,14 @@ func (s *Store) hit(ctx context.Context, ws ...window) ([]login.Hit, error) {
 	if err != nil {
 		return nil, err
 	}
-	// {now, then allowed, count, slot per window decided}: every window
-	// but the last admitted, and the last one is the last asked for unless
-	// it refused.
+	return decodeHits(res, ws)
+}
+
+// decodeHits decodes hitScript's reply for the windows ws asked for:
+// {now, then allowed, count, slot per window decided}: every window but
+// the last admitted, and the last one is the last asked for unless it
+// refused. Anything else is errMalformed.
+func decodeHits(res []int64, ws []window) ([]login.Hit, error) {
 	n := (len(res) - 1) / 3
 	if len(res) != 1+3*n || n < 1 || n > len(ws) {
 		return nil, errMalformed
