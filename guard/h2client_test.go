@@ -19,7 +19,7 @@ import (
 // attacker's tool. A reader goroutine acknowledges SETTINGS and records the
 // GOAWAY and the end of the connection.
 type h2client struct {
-	t      *testing.T
+	t      testing.TB
 	conn   net.Conn
 	bw     *bufio.Writer // frames are written in batches, as a real flood does
 	fr     *http2.Framer
@@ -40,7 +40,7 @@ type goAwayInfo struct {
 
 // dialH2 connects from src to s (over TLS with ALPN h2, or h2c), sends the
 // preface and SETTINGS, and starts the reader.
-func dialH2(t *testing.T, s *server, src string) *h2client {
+func dialH2(t testing.TB, s *server, src string) *h2client {
 	t.Helper()
 	var c net.Conn
 	var err error
