@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -123,19 +124,57 @@ func h2specHandler(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, strings.Repeat("h2spec ", 32))
 }
 
-// h2spec passes at least as many cases through the guard (x/net's HTTP/2
-// server behind WrapH2) as through plain net/http, over TLS and h2c.
+// h2specExpectedFailures are the h2spec cases that fail on x/net's and
+// net/http's HTTP/2 server itself, with the guard or without it, and why
+// (as observed with h2spec 2.2.1; each case's "Actual" output in the
+// comment). They are not the guard's: it passes every frame of these
+// exchanges through. The upstream issues were not looked up (no network
+// access where this list was made): the reasons name the behaviour.
+var h2specExpectedFailures = map[string]string{
+	// Actual: a DATA frame answering the request. x/net's server reads
+	// frames up to its own MaxReadFrameSize (advertised in its SETTINGS),
+	// not the 16 KiB h2spec assumes.
+	"http2/4.2 Sends a large size HEADERS frame that exceeds the SETTINGS_MAX_FRAME_SIZE": "x/net http2.Server accepts HEADERS frames up to its advertised MaxReadFrameSize",
+	// Actual: connection closed instead of a SETTINGS ACK: x/net's server
+	// refuses the second SETTINGS_INITIAL_WINDOW_SIZE value of the frame
+	// (h2spec's values overflow a stream's window on the way).
+	"http2/6.5.3 Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE": "x/net http2.Server closes the connection on the second INITIAL_WINDOW_SIZE value",
+	// Actual: a DATA frame answering the request: the server drops the
+	// connection-specific field (Connection, or TE other than
+	// "trailers") instead of a stream error PROTOCOL_ERROR.
+	"http2/8.1.2.2 Sends a HEADERS frame that contains the connection-specific header field":                       "x/net http2.Server ignores connection-specific request fields instead of PROTOCOL_ERROR",
+	"http2/8.1.2.2 Sends a HEADERS frame that contains the TE header field with any value other than \"trailers\"": "x/net http2.Server ignores TE other than trailers instead of PROTOCOL_ERROR",
+}
+
+// h2specExpectedH2CFailures fail in cleartext only: the port serves
+// HTTP/1.1 too, so net/http reads a bad preface as an HTTP/1.1 request
+// (and answers 400) instead of closing the connection.
+var h2specExpectedH2CFailures = map[string]string{
+	"http2/3.5 Sends invalid connection preface": "net/http serves HTTP/1.1 on the h2c port: an invalid preface is read as an HTTP/1.1 request",
+}
+
+// h2spec through the guard (x/net's HTTP/2 server behind WrapH2), and
+// through plain net/http for comparison, over TLS and h2c: every case
+// passes but the expected failures above, each of which does fail (so
+// that the list shrinks when upstream fixes one).
 func TestH2spec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the h2spec conformance suite")
 	}
 	bin, why := h2specPath()
 	if bin == "" {
+		if os.Geteuid() == 0 {
+			t.Fatal("h2spec unavailable (scripts/install-test-deps installs it): " + why)
+		}
 		t.Skip("h2spec unavailable: " + why)
 	}
 	for _, m := range []mode{modeTLS, modeH2C} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
+			expected := maps.Clone(h2specExpectedFailures)
+			if m == modeH2C {
+				maps.Copy(expected, h2specExpectedH2CFailures)
+			}
 			plain := startPlainHost(t, m, http.HandlerFunc(h2specHandler))
 			guarded := startServer(t, m, guard.Config{}, http.HandlerFunc(h2specHandler))
 			var pr, gr h2specResult
@@ -146,15 +185,20 @@ func TestH2spec(t *testing.T) {
 			wg.Wait()
 			t.Logf("plain net/http: %d of %d passed; failed: %s", pr.passed, pr.total, strings.Join(pr.failed, "; "))
 			t.Logf("through the guard: %d of %d passed; failed: %s; guard events: %s", gr.passed, gr.total, strings.Join(gr.failed, "; "), guarded.c)
-			if gr.passed < pr.passed {
-				var worse []string
-				for _, f := range gr.failed {
-					if !slices.Contains(pr.failed, f) {
-						worse = append(worse, f)
+			for _, run := range []struct {
+				name string
+				r    h2specResult
+			}{{"through the guard", gr}, {"plain net/http", pr}} {
+				for _, f := range run.r.failed {
+					if _, ok := expected[f]; !ok {
+						t.Errorf("%s: unexpected h2spec failure: %s", run.name, f)
 					}
 				}
-				t.Fatalf("the guard passes %d cases, plain net/http %d; failing only through the guard: %s",
-					gr.passed, pr.passed, strings.Join(worse, "; "))
+				for f, why := range expected {
+					if !slices.Contains(run.r.failed, f) {
+						t.Errorf("%s: %q now passes (expected to fail: %s): remove it from the list", run.name, f, why)
+					}
+				}
 			}
 		})
 	}

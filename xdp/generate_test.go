@@ -17,29 +17,39 @@ const clangMajor = "14"
 // TestGeneratedUpToDate recompiles bpf/bulwark.c with the go:generate
 // command of gen.go into a temporary directory and fails when the result
 // differs from the committed objects and bindings: a change to the C
-// source must come with regenerated files. It skips (saying why) when
-// clang is missing or of another major version.
+// source must come with regenerated files. It uses the pinned clang
+// (Debian's clang-14 and llvm-14, /usr/lib/llvm-14/bin, which
+// scripts/install-test-deps installs), else clang from PATH. Another
+// major version fails the test (its bytes differ); a missing clang skips
+// it only when not root (CI runs as root and installs it).
 func TestGeneratedUpToDate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("xdp: -short skips regenerating the BPF objects")
 	}
-	clang, err := exec.LookPath("clang")
+	path := os.Getenv("PATH")
+	if dir := "/usr/lib/llvm-" + clangMajor + "/bin"; fileExists(filepath.Join(dir, "clang")) {
+		path = dir + string(os.PathListSeparator) + path // clang and llvm-strip of the pinned version
+	}
+	clang, err := lookPathIn("clang", path)
 	if err != nil {
-		t.Skip("xdp: clang is not installed; cannot check the generated BPF objects (apt-get install clang llvm)")
+		if os.Geteuid() == 0 {
+			t.Fatalf("xdp: clang %s is not installed; scripts/install-test-deps installs it (apt-get install clang-%s llvm-%s)", clangMajor, clangMajor, clangMajor)
+		}
+		t.Skipf("xdp: clang is not installed; cannot check the generated BPF objects (apt-get install clang-%s llvm-%s)", clangMajor, clangMajor)
 	}
 	out, err := exec.Command(clang, "--version").Output()
 	if err != nil {
 		t.Fatalf("clang --version: %v", err)
 	}
 	if m := regexp.MustCompile(`clang version (\d+)\.`).FindSubmatch(out); m == nil || string(m[1]) != clangMajor {
-		t.Skipf("xdp: the objects were generated with clang %s; this is %s", clangMajor, strings.SplitN(string(out), "\n", 2)[0])
+		t.Fatalf("xdp: the objects were generated with clang %s; %s is %s (install clang-%s llvm-%s)", clangMajor, clang, strings.SplitN(string(out), "\n", 2)[0], clangMajor, clangMajor)
 	}
 	args := generateArgs(t)
 	dir := t.TempDir()
 	// bpf2go's flags come before its two positional arguments.
 	args = append([]string{"tool", "bpf2go", "-output-dir", dir}, args...)
 	cmd := exec.Command("go", args...)
-	cmd.Env = append(os.Environ(), "GOPACKAGE=xdp", "GOFILE=gen.go")
+	cmd.Env = append(os.Environ(), "GOPACKAGE=xdp", "GOFILE=gen.go", "PATH="+path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -97,4 +107,20 @@ func generateArgs(t *testing.T) []string {
 	}
 	t.Fatal("gen.go has no go:generate bpf2go line")
 	return nil
+}
+
+func fileExists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+// lookPathIn is exec.LookPath over the directories of path.
+func lookPathIn(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }

@@ -49,12 +49,24 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-// skipIfRefused skips when the kernel refuses BPF itself; any other
-// error fails.
+// EnvAllowRefusedBPF names the explicit opt-out: as root, a kernel that
+// refuses BPF fails the XDP tests (CI must not go green without them)
+// unless this variable is set to 1; scripts/test prints it when it is.
+const EnvAllowRefusedBPF = "BULWARK_XDP_ALLOW_REFUSED"
+
+// skipIfRefused handles the kernel refusing BPF itself: it skips without
+// root, and as root only when EnvAllowRefusedBPF is 1, failing
+// otherwise; any other error fails.
 func skipIfRefused(t testing.TB, err error) {
 	t.Helper()
 	if errors.Is(err, unix.EPERM) || errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.ENOSYS) {
-		t.Skipf("xdp: the kernel refuses BPF here: %v", err)
+		switch {
+		case os.Geteuid() != 0:
+			t.Skipf("xdp: the kernel refuses BPF without root: %v", err)
+		case os.Getenv(EnvAllowRefusedBPF) == "1":
+			t.Skipf("xdp: the kernel refuses BPF here (%s=1): %v", EnvAllowRefusedBPF, err)
+		}
+		t.Fatalf("xdp: the kernel refuses BPF, as root: %v (set %s=1 to skip the XDP tests on such a kernel)", err, EnvAllowRefusedBPF)
 	}
 	t.Fatalf("xdp: loading the program: %v", err)
 }
