@@ -232,6 +232,12 @@ type Shield struct {
 	PerPeer  int64         `yaml:"per_peer"` // requests per client per window
 	Global   int64         `yaml:"global"`   // requests per process per window
 	MaxPeers int           `yaml:"max_peers"`
+	// RefundOnLogin gives back the unit a request took from the shield
+	// (its client's and the global window) when it was a login attempt
+	// with a password and the login route's upstream answered 2xx, so
+	// that users behind one shared address are not starved by their own
+	// successful logins.
+	RefundOnLogin bool `yaml:"refund_on_login"`
 }
 
 // TrustedProxies is the opt-in trusted-proxy contract: only when the
@@ -713,12 +719,13 @@ func DefaultConfig() *Config {
 			QueryParams: append([]string(nil), DefaultFrontControllerParams...),
 		},
 		Shield: Shield{
-			Enabled:  false,
-			Mode:     "enforce",
-			Window:   60 * time.Second,
-			PerPeer:  300,
-			Global:   1200,
-			MaxPeers: 4096,
+			Enabled:       false,
+			Mode:          "enforce",
+			Window:        60 * time.Second,
+			PerPeer:       300,
+			Global:        1200,
+			MaxPeers:      4096,
+			RefundOnLogin: true,
 		},
 		Metrics:   Metrics{Addr: "127.0.0.1:7921"},
 		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},

@@ -83,8 +83,10 @@ func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState,
 }
 
 // loginMiddleware wraps next (the rest of the route) with the route's
-// login throttle.
-func (g *Gateway) loginMiddleware(st *loginState, l Login, next http.Handler) (http.Handler, error) {
+// login throttle. With refund (shield.refund_on_login), an admitted
+// attempt that carried a password and got a 2xx answer gives its unit
+// back to the shield.
+func (g *Gateway) loginMiddleware(st *loginState, l Login, refund bool, next http.Handler) (http.Handler, error) {
 	mw, err := login.NewMiddleware(login.MiddlewareConfig{
 		Limiter:     st.limiter,
 		Credentials: l.credentials(),
@@ -116,6 +118,11 @@ func (g *Gateway) loginMiddleware(st *loginState, l Login, next http.Handler) (h
 				ex.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
 			case o.Counted && o.Decision.Degraded:
 				g.metrics.reject(layerLogin, "degraded_allow", ex.routeName()) // counted, not refused
+			}
+			if refund && o.Counted && o.Password && o.Decision.Allowed {
+				if rec, ok := w.(*recorder); ok && rec.status >= 200 && rec.status <= 299 {
+					ex.admission.Refund()
+				}
 			}
 		},
 	})

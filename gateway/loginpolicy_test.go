@@ -63,7 +63,7 @@ func TestLoginPolicyThrottlesPerClientAndUser(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	h, err := g.loginMiddleware(st, l, upstream)
+	h, err := g.loginMiddleware(st, l, false, upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestLoginPolicyMissingCredentialsAndShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := g.loginMiddleware(st, l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h, err := g.loginMiddleware(st, l, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,9 @@ type exchange struct {
 	// shieldKey, when set, is the shield's fingerprint of the client,
 	// worked out once for the connection (the fast engine).
 	shieldKey *keyed.Digest
+	// admission is what the shield admitted the request with, for a
+	// refund after a successful login (shield.refund_on_login).
+	admission shield.Admission
 	path      canon.Result
 	host      string
 	route     *route
@@ -306,6 +309,7 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 		} else {
 			a = p.shield.Admit(ex.group, ex.clientOK)
 		}
+		ex.admission = a
 		if !a.Allowed {
 			if p.shadowShield {
 				ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
@@ -517,7 +521,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			if err != nil {
 				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
 			}
-			if h, err = g.loginMiddleware(st, *l, h); err != nil {
+			if h, err = g.loginMiddleware(st, *l, cfg.Shield.Enabled && cfg.Shield.RefundOnLogin, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
 			}
 			if st.rate != nil {
@@ -553,7 +557,9 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			}
 			g.metrics.shieldEvent(string(e.Outcome), string(e.Reason))
 		}
-		s, err := keep(b, fmt.Sprintf("shield/%#v", cfg.Shield), func() (*shield.Shield, error) { return shield.New(sc) })
+		sk := cfg.Shield
+		sk.RefundOnLogin = false // not the shield's own setting: toggling it keeps the windows
+		s, err := keep(b, fmt.Sprintf("shield/%#v", sk), func() (*shield.Shield, error) { return shield.New(sc) })
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}

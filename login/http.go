@@ -91,6 +91,10 @@ type Outcome struct {
 	Status int
 	// Shadow reports a refusal that shadow mode let through.
 	Shadow bool
+	// Password reports that the attempt carried a password
+	// ([Credentials.Password]; always true with a custom Username
+	// function): a 2xx answer to it is a successful login.
+	Password bool
 }
 
 // NewMiddleware returns middleware that throttles a password-login
@@ -204,7 +208,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	if m.lockout == nil {
 		next.ServeHTTP(w, r)
-		m.report(w, r, Outcome{Counted: true, Decision: d})
+		m.report(w, r, Outcome{Counted: true, Decision: d, Password: creds.Password})
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}
@@ -216,7 +220,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// login page fetched with ?username=victim must not.
 		_, _ = m.lockout.RecordStatus(context.WithoutCancel(r.Context()), username, sw.status)
 	}
-	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status})
+	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status, Password: creds.Password})
 }
 
 func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
