@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -114,13 +115,15 @@ var smugglingCases = []smugglingCase{
 // smugglingUpstream records every request it is sent.
 type smugglingUpstream struct {
 	*httptest.Server
-	mu  sync.Mutex
-	log map[string][]string // by the test case's marker header
+	hits atomic.Int64 // every request, its body read in full or not
+	mu   sync.Mutex
+	log  map[string][]string // by the test case's marker header
 }
 
 func newSmugglingUpstream(t *testing.T) *smugglingUpstream {
 	u := &smugglingUpstream{log: map[string][]string{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
 		b, err := io.ReadAll(r.Body)
 		u.mu.Lock()
 		k := r.Header.Get("X-Case")
