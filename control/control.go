@@ -38,7 +38,12 @@
 //     preflight, which carries Origin.
 //
 // Then, with a token configured, requests without "Authorization: Bearer
-// <token>" or with a wrong token get 401 unauthorized.
+// <token>" or with a wrong token get 401 unauthorized. Failures are
+// throttled per client (Config.FailedTokensPerMinute): a client out of
+// its budget gets 429 rate_limited, even with the right token, until the
+// budget refills. Every refusal writes one audit line naming the client
+// by a keyed fingerprint (Config.Fingerprint), never its address or the
+// token.
 //
 // # Tokens
 //
@@ -56,19 +61,25 @@ package control
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/control/internal/jsonapi"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -90,6 +101,14 @@ const (
 	MaxAllowedHosts = 64
 	// MaxRoutes bounds Config.Routes.
 	MaxRoutes = 64
+	// DefaultFailedTokensPerMinute and MaxFailedTokensPerMinute bound
+	// Config.FailedTokensPerMinute.
+	DefaultFailedTokensPerMinute = 20
+	MaxFailedTokensPerMinute     = 1000
+	// FailedTokenClients bounds the table of clients with failed token
+	// attempts. A full table (every entry still live) refuses new
+	// clients with 429 rather than forgetting one.
+	FailedTokenClients = 4096
 )
 
 // ReloadError is returned by a Config.Reload that rejected the new
@@ -189,6 +208,21 @@ type Config struct {
 	// Audit receives one line per change and per refused request. Nil
 	// discards.
 	Audit *slog.Logger
+	// FailedTokensPerMinute throttles failed token attempts (a missing or
+	// wrong token) per client: the socket peer's address, IPv6 grouped
+	// by /64. Each failure takes one unit of the client's budget, a burst
+	// of this many refilled evenly over a minute; a client with no unit
+	// left is answered 429 rate_limited with Retry-After before its token
+	// is compared, whatever token it sends. Requests with the right token
+	// cost nothing. 1 to MaxFailedTokensPerMinute; 0 means
+	// DefaultFailedTokensPerMinute.
+	FailedTokensPerMinute int
+	// Fingerprint names a client in audit lines without its address.
+	// Nil means the first 8 bytes of HMAC-SHA-256 of the address under a
+	// random key made by New, in hex.
+	Fingerprint func(netip.Addr) string
+	// Clock times the failed-token budgets; nil means the real clock.
+	Clock clock.Clock
 }
 
 // reloadRoute is served before the JSON API; Config.Routes cannot take it.
@@ -215,7 +249,23 @@ func New(cfg Config) (http.Handler, error) {
 	if audit == nil {
 		audit = slog.New(slog.DiscardHandler)
 	}
-	a := &api{cfg: cfg, guard: g, audit: audit, who: TokenID(cfg.Token)}
+	perMin := cfg.FailedTokensPerMinute
+	if perMin == 0 {
+		perMin = DefaultFailedTokensPerMinute
+	}
+	if perMin < 1 || perMin > MaxFailedTokensPerMinute {
+		return nil, fmt.Errorf("control: FailedTokensPerMinute %d out of range [1, %d]", perMin, MaxFailedTokensPerMinute)
+	}
+	fails, err := ratelimit.New(ratelimit.PerSecond(float64(perMin)/60, int64(perMin)),
+		ratelimit.Options{MaxKeys: FailedTokenClients, Clock: cfg.Clock, Policy: "control_token"})
+	if err != nil {
+		return nil, fmt.Errorf("control: failed-token limiter: %w", err)
+	}
+	fp := cfg.Fingerprint
+	if fp == nil {
+		fp = hmacFingerprint()
+	}
+	a := &api{cfg: cfg, guard: g, audit: audit, who: TokenID(cfg.Token), fails: fails, fingerprint: fp}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		a.tokenSum = sum[:]
@@ -262,12 +312,14 @@ func New(cfg Config) (http.Handler, error) {
 }
 
 type api struct {
-	cfg      Config
-	guard    *guard
-	audit    *slog.Logger
-	who      string
-	tokenSum []byte
-	next     http.Handler
+	cfg         Config
+	guard       *guard
+	audit       *slog.Logger
+	who         string
+	tokenSum    []byte
+	fails       *ratelimit.Limiter // failed token attempts per client
+	fingerprint func(netip.Addr) string
+	next        http.Handler
 }
 
 // ServeHTTP refuses browsers and foreign host names, authenticates, then
@@ -282,9 +334,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wire.WriteClose(w, r, p)
 		return
 	}
-	if a.tokenSum != nil && !a.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="bulwark-control"`)
-		wire.WriteClose(w, r, wire.New(wire.CodeUnauthorized))
+	if a.tokenSum != nil && !a.authenticate(w, r) {
 		return
 	}
 	if r.URL.Path == "/v1/reload" && r.Method == http.MethodPost {
@@ -296,17 +346,83 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.next.ServeHTTP(w, r)
 }
 
+// authenticate checks the bearer token, throttling failures per client,
+// and answers a refusal itself (429 or 401, with an audit line naming the
+// client by its fingerprint, never the token or the address). It
+// reports whether the request may proceed.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	client := clientOf(r)
+	// A client out of failures is refused before its token is compared:
+	// otherwise a 200 among the 429s would still tell it a guess was
+	// right.
+	if d := a.fails.AllowAddr(client, 0); !d.Allowed || d.Remaining < 1 {
+		a.audit.Warn("control api refused a token", "reason", "rate_limited", "client", a.fingerprint(client))
+		p := wire.New(wire.CodeRateLimited)
+		p.RetryAfter = wire.RetryAfterSeconds(max(d.RetryAfter, a.fails.GCRA().Interval()))
+		wire.WriteClose(w, r, p)
+		return false
+	}
+	reason := a.authorized(r)
+	if reason == "" {
+		return true
+	}
+	a.fails.AllowAddr(client, 1)
+	a.audit.Warn("control api refused a token", "reason", reason, "client", a.fingerprint(client))
+	w.Header().Set("WWW-Authenticate", `Bearer realm="bulwark-control"`)
+	wire.WriteClose(w, r, wire.New(wire.CodeUnauthorized))
+	return false
+}
+
+// clientOf is the failed-token budget's key: the socket peer's address,
+// IPv6 grouped by /64 (one host usually holds a whole /64); the zero
+// Addr, one shared bucket, when RemoteAddr is not an address.
+func clientOf(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		a = p.Addr()
+	}
+	return a
+}
+
+// hmacFingerprint returns the default Config.Fingerprint: HMAC-SHA-256
+// under a random key, first 8 bytes in hex.
+func hmacFingerprint() func(netip.Addr) string {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand since Go 1.24)
+	return func(a netip.Addr) string {
+		if !a.IsValid() {
+			return "-"
+		}
+		m := hmac.New(sha256.New, key)
+		b := a.As16()
+		m.Write(b[:])
+		return hex.EncodeToString(m.Sum(nil)[:8])
+	}
+}
+
 // authorized compares the bearer token in constant time (over digests, so
-// the token's length does not leak either).
-func (a *api) authorized(r *http.Request) bool {
+// the token's length does not leak either). It returns "" when the token
+// is right, otherwise why not: missing_token or invalid_token.
+func (a *api) authorized(r *http.Request) string {
 	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "missing_token"
+	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return "invalid_token"
 	}
 	// Optional whitespace (RFC 9110 OWS) is spaces and tabs, nothing else.
 	sum := sha256.Sum256([]byte(strings.Trim(tok, " \t")))
-	return subtle.ConstantTimeCompare(sum[:], a.tokenSum) == 1
+	if subtle.ConstantTimeCompare(sum[:], a.tokenSum) != 1 {
+		return "invalid_token"
+	}
+	return ""
 }
 
 func badRequest(detail string) error {

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func newFixture(t *testing.T, tok string) *fixture {
 			return f.reloadErr
 		},
 		Audit: slog.New(slog.NewJSONHandler(f.audit, nil)),
+		Clock: f.clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -303,5 +305,47 @@ func TestLoadToken(t *testing.T) {
 	}
 	if _, err := control.LoadToken(filepath.Join(dir, "missing"), env("")); err == nil || !strings.Contains(err.Error(), "control.token_file") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestFailedTokensThrottled: failed token attempts are throttled per
+// client (20 a minute by default): then even the right token gets 429
+// until a unit refills; every refusal writes an audit line with the
+// client's fingerprint, never the token or the address.
+func TestFailedTokensThrottled(t *testing.T) {
+	f := newFixture(t, token)
+	for i := 0; i < control.DefaultFailedTokensPerMinute; i++ {
+		if code, _, _ := f.do(t, "GET", "/v1/status", "guess-guess-guess-"+strconv.Itoa(i), ""); code != 401 {
+			t.Fatalf("failure %d: %d, want 401", i, code)
+		}
+	}
+	code, body, h := f.do(t, "GET", "/v1/status", token, "")
+	if code != 429 || body["code"] != "rate_limited" || h.Get("Retry-After") != "3" {
+		t.Fatalf("the right token after the budget: %d %v Retry-After %q, want 429 rate_limited, 3", code, body, h.Get("Retry-After"))
+	}
+	f.clock.Advance(3 * time.Second) // one unit refills (20 a minute)
+	if code, _, _ := f.do(t, "GET", "/v1/status", token, ""); code != 200 {
+		t.Fatalf("the right token after a refill: %d", code)
+	}
+	if code, _, _ := f.do(t, "GET", "/v1/status", token, ""); code != 200 {
+		t.Fatalf("the right token costs nothing: %d", code)
+	}
+	logs := f.audit.String()
+	if n := strings.Count(logs, `"msg":"control api refused a token"`); n != control.DefaultFailedTokensPerMinute+1 {
+		t.Errorf("%d audit lines for %d refusals", n, control.DefaultFailedTokensPerMinute+1)
+	}
+	if strings.Count(logs, `"reason":"invalid_token"`) != control.DefaultFailedTokensPerMinute || strings.Count(logs, `"reason":"rate_limited"`) != 1 {
+		t.Errorf("reasons: %s", logs)
+	}
+	for _, leak := range []string{"guess-guess", token, "127.0.0.1"} {
+		if strings.Contains(logs, leak) {
+			t.Errorf("the audit log carries %q", leak)
+		}
+	}
+	if !strings.Contains(logs, `"client":"`) {
+		t.Error("no client fingerprint in the audit lines")
+	}
+	if _, err := control.New(control.Config{Allow: f.allow, Deny: f.deny, FailedTokensPerMinute: control.MaxFailedTokensPerMinute + 1}); err == nil {
+		t.Error("FailedTokensPerMinute out of range accepted")
 	}
 }

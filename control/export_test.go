@@ -14,5 +14,5 @@ func AuthorizedFor(token string, authorization ...string) bool {
 	if authorization != nil {
 		r.Header["Authorization"] = authorization
 	}
-	return a.authorized(r)
+	return a.authorized(r) == ""
 }

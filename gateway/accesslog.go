@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,18 @@ func (g *Gateway) accessCipher() cipher.Block {
 		g.fpBlock, _ = aes.NewCipher(k[:])
 	})
 	return g.fpBlock
+}
+
+// fingerprint is a client's fingerprint as the access log writes it (for
+// an address that is not grouped further), for other logs that must name
+// a client without its address.
+func (g *Gateway) fingerprint(a netip.Addr) string {
+	if !a.IsValid() {
+		return "-"
+	}
+	in, out := a.As16(), [16]byte{}
+	g.accessCipher().Encrypt(out[:], in[:])
+	return hex.EncodeToString(out[:8])
 }
 
 func (g *Gateway) newAccessLog(c AccessLog) *accessLog {

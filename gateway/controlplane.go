@@ -140,6 +140,9 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		Reload:       reload,
 		Routes:       routes,
 		Audit:        g.log,
+		// Audit lines name a client as the access log does.
+		Fingerprint: g.fingerprint,
+		Clock:       g.clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: control: %w", err)
