@@ -24,6 +24,8 @@ var (
 	errRespField  = &ResponseError{"header field"}
 	errRespLength = &ResponseError{"content-length"}
 	errRespTE     = &ResponseError{"transfer-encoding"}
+	errRespCLTE   = &ResponseError{"content-length with transfer-encoding"}
+	errRespTE10   = &ResponseError{"transfer-encoding in HTTP/1.0"}
 	errRespFields = &ResponseError{"too many fields"}
 	errRespLarge  = &ResponseError{"head too large"}
 )
@@ -49,9 +51,13 @@ type Response struct {
 // head yet, or a *ResponseError. It is strict where framing is at stake
 // (CRLF line ends, no obs-fold, valid field names and values, one
 // Content-Length value, Transfer-Encoding exactly "chunked") and follows
-// net/http otherwise: Transfer-Encoding overrides Content-Length, equal
-// duplicate Content-Length values count once. A head longer than
-// maxHead is refused.
+// net/http otherwise (equal duplicate Content-Length values count once).
+// Where RFC 9112 §6.1 says a message's framing is faulty, it refuses the
+// head rather than guess as net/http does: Content-Length together with
+// Transfer-Encoding (a sign of response splitting), and
+// Transfer-Encoding in an HTTP/1.0 response. A head longer than maxHead
+// is refused. Whether the response has a body at all depends on the
+// request (HEAD) and the status: see BodyAllowed.
 func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 	r.Fields = r.Fields[:0]
 	r.Minor, r.Status, r.ContentLength, r.Chunked, r.Close, r.HeadLen = 0, 0, -1, false, false, 0
@@ -146,6 +152,12 @@ func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 		return 0, errRespLarge
 	}
 	if teSeen {
+		switch {
+		case clSeen:
+			return 0, errRespCLTE
+		case r.Minor == 0:
+			return 0, errRespTE10
+		}
 		r.Chunked, r.ContentLength = true, -1
 	}
 	r.Close = closeTok || r.Minor == 0 && !keepAlive

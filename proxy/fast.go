@@ -114,8 +114,9 @@ type poolBound struct {
 // upConn is one upstream connection with its buffers.
 type upConn struct {
 	// bodyRead is set by a concurrent body send once the client's body
-	// was read to its end (only the upstream flush is left).
-	bodyRead atomic.Bool
+	// was read to its end (only the upstream flush is left); sent once
+	// the whole body was written to the upstream.
+	bodyRead, sent atomic.Bool
 
 	c      net.Conn
 	rd     *h1.Reader
@@ -126,6 +127,10 @@ type upConn struct {
 	reused bool
 	rdl    deadline.Lazy
 	wdl    deadline.Lazy // Write set by dialConn
+	// arrived reports whether anything (bytes, the end) arrived on the
+	// idle connection: an event loop's connection's own look, else a
+	// peek at the socket (nil: none possible).
+	arrived func() bool
 }
 
 // slack is the lateness allowed on a deadline of timeout d: 1/16 of it,
@@ -337,7 +342,11 @@ func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 		pl.idle[len(pl.idle)-1] = nil
 		pl.idle = pl.idle[:len(pl.idle)-1]
 		pl.b.idleN.Add(-1)
-		if now.Sub(uc.idleAt) < DefaultIdleConnTimeout && (lp == nil || lp.Adopt(uc.c) == nil) {
+		if now.Sub(uc.idleAt) < DefaultIdleConnTimeout && (lp == nil || lp.Adopt(uc.c) == nil) &&
+			(uc.arrived == nil || !uc.arrived()) {
+			// (What arrives on an idle connection was not asked for: a
+			// response the upstream sent to bytes it took for a request,
+			// the rest of a body it was not to send, or its close.)
 			uc.reused = true
 			return uc
 		}
@@ -508,12 +517,18 @@ func (fp *fastPools) dialConn(pl *fastPool, lp h1.Loop, connectBy time.Time) (*u
 	}
 	fp.p.dials.Add(1)
 	fp.p.conns.Add(1)
-	return &upConn{
+	uc := &upConn{
 		c:   c,
 		rd:  h1.NewReader(c, upBufSize, MaxResponseHeaderBytes+2*h1.MaxChunkLine),
 		bw:  bufio.NewWriterSize(c, upBufSize),
 		wdl: deadline.Lazy{Write: true},
-	}, nil
+	}
+	if lc, ok := c.(interface{ Arrived() bool }); ok {
+		uc.arrived = lc.Arrived
+	} else if sp := newSockPeek(c); sp != nil {
+		uc.arrived = sp.arrived
+	}
+	return uc, nil
 }
 
 // close closes the idle connections; later ones are closed when they
@@ -598,6 +613,7 @@ type exchange1 struct {
 	ntok    int
 	tokMore [][]byte
 	sending chan error // a body being sent concurrently, or nil
+	early   bool       // the response head came before the body was all sent
 	fp      *fastPools // the pools of the request's engine (a loop's own)
 }
 
@@ -739,6 +755,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 			}
 			e.sending = make(chan error, 1)
 			uc.bodyRead.Store(false)
+			uc.sent.Store(false)
 			go sendConcurrently(x, uc, e.sending)
 		} else if err := sendBody(x, uc, nil); err != nil {
 			e.fp.discard(pl, uc)
@@ -800,6 +817,9 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 			uc.rd.Discard(uc.resp.HeadLen)
 			continue
 		}
+		// An answer before the whole body was sent: the upstream may
+		// never read the rest, or read it as a request of its own.
+		e.early = e.sending != nil && !uc.sent.Load()
 		return uc, nil
 	}
 }
@@ -1152,6 +1172,8 @@ func sendConcurrently(x *h1.Exchange, uc *upConn, ch chan<- error) {
 	if err == nil {
 		if err = uc.bw.Flush(); err != nil {
 			err = errors.Join(errUpstreamWrite, err)
+		} else {
+			uc.sent.Store(true)
 		}
 	}
 	if errors.Is(err, errClientBody) {
@@ -1263,6 +1285,12 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 			_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
 		}
 	}
+	if e.early && !uc.bodyRead.Load() {
+		// An early answer while the client is still sending: the rest
+		// of its body will not be forwarded, so its connection cannot
+		// carry another request (stopSending cuts it); say so.
+		x.SetClose()
+	}
 	if !x.KeepAlive() {
 		_, _ = w.WriteString("Connection: close\r\n")
 	}
@@ -1281,12 +1309,42 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	outcome, ok := e.copyBody(uc, w, chunkedOut)
 	x.EndRaw(ok)
 	sendErr := e.stopSending(uc)
-	if ok && sendErr == nil && !resp.Close && !untilEOF && uc.body.Done() {
+	if ok && sendErr == nil && !untilEOF && e.complete(uc, hasBody) {
 		e.fp.put(pl, e.x.Loop, uc, now)
 	} else {
 		e.fp.discard(pl, uc)
 	}
 	return outcome
+}
+
+// complete reports whether the exchange on uc provably ended where the
+// next one begins, so that the connection can carry another request
+// (RFC 9112 §9.3): the response body was read to its end, nothing came
+// after it, the upstream keeps the connection, and it read the whole
+// request. Anything else closes the connection; reusing it would hand
+// one client's leftovers (or an answer to bytes the upstream took for a
+// request) to the next.
+func (e *exchange1) complete(uc *upConn, hasBody bool) bool {
+	resp := &uc.resp
+	switch {
+	case resp.Close || !uc.body.Done():
+		return false
+	case len(uc.rd.Buffered()) > 0:
+		// Bytes after the response: a body to a HEAD, 204 or 304, more
+		// than Content-Length, a second response.
+		return false
+	case !hasBody && resp.Status == 204 && (resp.Chunked || resp.ContentLength > 0):
+		// A 204 announcing a body (which it may not have): its bytes
+		// may still be on their way.
+		return false
+	case e.x.HasBody() && (e.early || resp.Status >= 400):
+		// An answer that came before the whole body was sent, or an
+		// error answer to a request with a body (401 or 413 to an
+		// upload is typically sent without reading it): the upstream
+		// may read the rest of the body as a request of its own.
+		return false
+	}
+	return true
 }
 
 // copyBody relays the response body; it flushes the client's writer
@@ -1396,6 +1454,11 @@ func (e *exchange1) fail(err error) string {
 		p.log.Warn("upstream timeout", "error", describe(err))
 		wire.Write(x, wire.New(wire.CodeUpstreamTimeout))
 		return "timeout"
+	}
+	if invalidResponse(err) {
+		p.log.Warn("upstream invalid response", "error", describe(err))
+		wire.Write(x, wire.New(wire.CodeUpstreamInvalidResponse))
+		return "error"
 	}
 	p.log.Warn("upstream unavailable", "error", describe(err))
 	wire.Write(x, wire.New(wire.CodeUpstreamUnavailable))

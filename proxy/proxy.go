@@ -60,7 +60,11 @@
 //
 // Failure to reach the upstream answers 502 with code
 // "upstream_unavailable"; a timeout answers 504 with code
-// "upstream_timeout". Neither body carries the error text, a target address
+// "upstream_timeout". A response head that cannot be framed without
+// guessing (two different Content-Lengths, Content-Length with
+// Transfer-Encoding, a malformed status line or field, an upgrade nobody
+// asked for) answers 502 with code "upstream_invalid_response", and its
+// connection is closed. No body carries the error text, a target address
 // or a host name. A request body the client malformed (bad chunked
 // encoding, shorter than its Content-Length) is the client's fault: 400
 // "invalid_body", logged at debug, observed as outcome "invalid_body",
@@ -71,14 +75,18 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +100,9 @@ import (
 const (
 	CodeUpstreamUnavailable = wire.CodeUpstreamUnavailable
 	CodeUpstreamTimeout     = wire.CodeUpstreamTimeout
+	// CodeUpstreamInvalidResponse: the upstream's response head could
+	// not be framed (502).
+	CodeUpstreamInvalidResponse = wire.CodeUpstreamInvalidResponse
 )
 
 // Defaults and hard limits for [Timeouts] and [Upstream].
@@ -318,7 +329,7 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 			}
 			p.dials.Add(1)
 			p.conns.Add(1)
-			return &countedConn{Conn: c, open: &p.conns}, nil
+			return &countedConn{Conn: c, open: &p.conns, peek: newSockPeek(c)}, nil
 		},
 		TLSHandshakeTimeout:    connect,
 		ResponseHeaderTimeout:  u.Timeouts.ResponseHeader,
@@ -395,6 +406,47 @@ type countedConn struct {
 	net.Conn
 	open   *atomic.Int64
 	closed atomic.Bool
+
+	// What keeps one exchange's bytes from the next on net/http's
+	// Transport, beside its own check (an idle connection whose read
+	// returns bytes is closed; but a request can take the connection
+	// from the idle pool before that read ran).
+	peek    *sockPeek    // a look at the socket, or nil
+	reading atomic.Int32 // Reads in progress: the Transport's idle read
+	noReuse atomic.Bool  // the exchange on it did not provably complete
+}
+
+// Read counts itself in progress: a connection back in the Transport's
+// pool whose idle read is waiting had nothing buffered.
+func (c *countedConn) Read(b []byte) (int, error) {
+	c.reading.Add(1)
+	defer c.reading.Add(-1)
+	return c.Conn.Read(b)
+}
+
+// settleWait bounds how long a request taking an idle connection waits
+// for the Transport's idle read to be waiting on it (it is at once, but
+// for the scheduler).
+const settleWait = 10 * time.Millisecond
+
+// reusable reports whether a connection taken from the Transport's idle
+// pool can carry a request: nothing of the last exchange is left over
+// (its idle read waits on an empty buffer), nothing arrived since, and
+// the exchange completed (see exchangeWatch).
+func (c *countedConn) reusable() bool {
+	var until time.Time
+	for c.reading.Load() == 0 && !c.closed.Load() {
+		// The Transport put the connection back and has not yet looked
+		// at what it holds: bytes the upstream sent after its answer
+		// would be read as the next request's.
+		if until.IsZero() {
+			until = time.Now().Add(settleWait)
+		} else if time.Now().After(until) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return !c.closed.Load() && !c.noReuse.Load() && (c.peek == nil || !c.peek.arrived())
 }
 
 func (c *countedConn) Close() error {
@@ -741,18 +793,106 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // attempt performs one try against target, bounded by PerTry until the
 // response headers arrive.
+// exchangeWatch follows one attempt on net/http's Transport: the
+// connection it got and whether the whole request was written.
+type exchangeWatch struct {
+	conn    *countedConn
+	refused bool // gotConn refused the idle connection taken
+	wrote   atomic.Bool
+}
+
+func (w *exchangeWatch) gotConn(info httptrace.GotConnInfo) {
+	c := info.Conn
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	cc, ok := c.(*countedConn)
+	if !ok {
+		return
+	}
+	w.conn = cc
+	if info.Reused && !cc.reusable() {
+		// Closed, the request fails before it is sent: the Transport
+		// sends one without a body again itself, attempt one whose body
+		// was not read yet.
+		w.refused = true
+		_ = cc.Close()
+	}
+}
+
+// maxRefused bounds the tries of one attempt on idle connections
+// gotConn refuses.
+const maxRefused = 3
+
+// attemptBody is a request body as one attempt's Transport sees it: a
+// body it closes before reading from it (a request that failed before it
+// was sent) stays open for another try.
+type attemptBody struct {
+	io.ReadCloser
+	read, closed atomic.Bool // (by the Transport's writing goroutine)
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *attemptBody) Close() error {
+	b.closed.Store(true)
+	if !b.read.Load() {
+		return nil // closed by the attempt if no other try reads it
+	}
+	return b.ReadCloser.Close()
+}
+
+func (w *exchangeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Store(true) }
+
+// answered marks the connection not to be reused when the response to
+// a request with a body came before the body was all written, or is an
+// error (the upstream may not read the rest of the body, or read it as a
+// request of its own): the rule of the fast path's exchange1.complete.
+func (w *exchangeWatch) answered(req *http.Request, resp *http.Response) {
+	if w.conn == nil || req.Body == nil || req.Body == http.NoBody {
+		return
+	}
+	if !w.wrote.Load() || resp.StatusCode >= 400 {
+		w.conn.noReuse.Store(true)
+	}
+}
+
 func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, error) {
 	p := rt.p
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := time.AfterFunc(p.timeouts.PerTry, func() { cancel(errPerTryTimeout) })
 	out := req.Clone(ctx)
+	var body *attemptBody
+	if out.Body != nil && out.Body != http.NoBody {
+		body = &attemptBody{ReadCloser: out.Body}
+		out.Body = body
+	}
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
 	if target.Path != "" && target.Path != "/" {
 		out.URL.Path = singleJoin(target.Path, req.URL.Path)
 		out.URL.RawPath = singleJoin(target.EscapedPath(), RequestPath(req))
 	}
-	resp, err := p.transport.RoundTrip(out)
+	var resp *http.Response
+	var err error
+	var watch *exchangeWatch
+	for try := 1; ; try++ {
+		watch = &exchangeWatch{}
+		o := out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: watch.gotConn, WroteRequest: watch.wroteRequest}))
+		resp, err = p.transport.RoundTrip(o)
+		if err == nil || !watch.refused || body != nil && body.read.Load() || try == maxRefused {
+			break
+		}
+		// The idle connection the Transport took was refused (gotConn)
+		// and the request failed before a byte of its body was read:
+		// it goes again, on another connection.
+	}
+	if body != nil && body.closed.Load() && !body.read.Load() {
+		_ = body.ReadCloser.Close()
+	}
 	if !timer.Stop() {
 		// The per-try timer fired; whatever came back is abandoned.
 		if err == nil {
@@ -768,7 +908,14 @@ func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, e
 		}
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	watch.answered(out, resp)
+	conn := watch.conn
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() {
+		cancel(nil)
+		if conn != nil && conn.noReuse.Load() {
+			_ = conn.Close() // back in the idle pool, or about to be
+		}
+	}}
 	return resp, nil
 }
 
@@ -881,6 +1028,11 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	set("error")
+	if invalidResponse(err) {
+		p.log.Warn("upstream invalid response", "error", describe(err))
+		wire.Write(w, wire.New(wire.CodeUpstreamInvalidResponse))
+		return
+	}
 	p.log.Warn("upstream unavailable", "error", describe(err))
 	wire.Write(w, wire.New(wire.CodeUpstreamUnavailable))
 }
@@ -897,6 +1049,47 @@ func errorClass(err error) string {
 		return "canceled"
 	}
 	return "error"
+}
+
+// netHTTPFraming are the beginnings of the errors net/http's Transport
+// (ReadResponse, its transfer rules) and ReverseProxy return for a
+// response head they refuse to frame: what ParseResponse refuses on the
+// fast path. They have no exported type.
+var netHTTPFraming = []string{
+	"malformed HTTP ", // status line: response, version, status code
+	"bad Content-Length",
+	"invalid empty Content-Length",
+	"http: message cannot contain multiple Content-Length headers",
+	"unsupported transfer encoding",
+	"too many transfer encodings",
+	"net/http: server response headers exceeded",
+	"backend tried to switch", // 101 to a request without Upgrade
+	"malformed MIME header",   // textproto: a field line
+}
+
+// invalidResponse reports whether err (from net/http's Transport or
+// ReverseProxy, or the fast path) says the upstream's response head could
+// not be framed, as opposed to the upstream being unreachable, closing
+// or timing out.
+func invalidResponse(err error) bool {
+	if errors.Is(err, errBadResponse) {
+		return true
+	}
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) {
+		return true
+	}
+	inner := err
+	for u := errors.Unwrap(inner); u != nil; u = errors.Unwrap(inner) {
+		inner = u
+	}
+	msg := inner.Error()
+	for _, p := range netHTTPFraming {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func classifyCtx(ctx context.Context) string {

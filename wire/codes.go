@@ -137,6 +137,12 @@ const (
 	CodeUpstreamUnavailable = "upstream_unavailable"
 	// CodeUpstreamTimeout: the upstream did not answer in time (504).
 	CodeUpstreamTimeout = "upstream_timeout"
+	// CodeUpstreamInvalidResponse: the upstream's response head could not
+	// be framed without guessing (two different Content-Lengths,
+	// Content-Length with Transfer-Encoding, a malformed status line or
+	// field); it is not relayed and the upstream connection is closed
+	// (502).
+	CodeUpstreamInvalidResponse = "upstream_invalid_response"
 )
 
 // Control API.
@@ -222,6 +228,7 @@ var registry = map[string]codeInfo{
 	CodeInternal:                        {500, "Internal error."},
 	CodeUpstreamUnavailable:             {502, "The upstream service is unavailable."},
 	CodeUpstreamTimeout:                 {504, "The upstream service did not answer in time."},
+	CodeUpstreamInvalidResponse:         {502, "The upstream service sent a response that could not be read."},
 	CodeUnauthorized:                    {401, "A valid bearer token is required."},
 	CodeForbidden:                       {403, "This API does not answer browsers or foreign host names."},
 	CodeListFull:                        {507, "The list is full; remove entries or raise its capacity."},

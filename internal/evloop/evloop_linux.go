@@ -788,6 +788,32 @@ func (c *Conn) Release() {
 	c.disown()
 }
 
+// Arrived reports whether anything arrived on c that was not read yet:
+// bytes, its peer's end, an error. It does not wait and reads nothing. A
+// pool asks it before it reuses an idle connection: what arrives on an
+// idle connection was not asked for (for a released connection, the loop
+// keeps noting its readiness). Unless the loop saw the socket become
+// readable since its last read drained it, it costs no system call.
+func (c *Conn) Arrived() bool {
+	if c.closed.Load() {
+		return true
+	}
+	if !c.readable {
+		return false
+	}
+	var b [1]byte
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case unix.EAGAIN:
+		c.readable = false // a later arrival brings a new edge
+		return false
+	case unix.EINTR:
+		return true // cannot tell: not reused
+	}
+	_ = n // bytes (n > 0), the end (n == 0) or an error (e): all arrived
+	return true
+}
+
 // Adopt makes d, a released connection of the same loop, c's serve
 // function's own: its waits resume that function, and it is closed when
 // that function returns. It fails for a connection of another loop, one

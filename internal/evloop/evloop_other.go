@@ -46,6 +46,9 @@ func (c *Conn) Release() {}
 // Adopt returns ErrUnsupported.
 func (c *Conn) Adopt(d *Conn) error { return ErrUnsupported }
 
+// Arrived returns false.
+func (c *Conn) Arrived() bool { return false }
+
 // Loop returns nil.
 func (c *Conn) Loop() *Loop { return nil }
 
