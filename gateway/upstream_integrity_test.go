@@ -388,12 +388,18 @@ func testUpstreamIdleStrayBytes(t *testing.T) {
 		up.mu.Lock()
 		up.late[marker] = release
 		up.mu.Unlock()
-		if a := rc.do("GET", "/late/"+marker, "", false); a.err != nil || a.body != marker {
+		a := rc.do("GET", "/late/"+marker, "", false)
+		close(release) // the answer was relayed: now the stray bytes
+		if a.err != nil || a.body != marker {
 			t.Fatalf("late request got %+v", a)
 		}
-		close(release) // the answer was relayed: now the stray bytes
-		if got := <-up.sent; got != marker {
-			t.Fatalf("sent %q", got)
+		select {
+		case got := <-up.sent:
+			if got != marker {
+				t.Fatalf("sent %q", got)
+			}
+		case <-time.After(10 * time.Second): // a bound, not a wait for time to pass
+			t.Fatal("the upstream did not send the stray bytes")
 		}
 		if a := rc.do("GET", fmt.Sprintf("/ok/v%d", j), "", false); a.err != nil || a.body != fmt.Sprintf("v%d", j) {
 			t.Errorf("victim got %+v, want its own answer", a)
