@@ -15,6 +15,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/shield"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // One wire contract: every layer's rejection, sent by the gateway, is the
@@ -167,4 +168,24 @@ func testWireContractShield(t *testing.T) {
 	}
 	h.ServeHTTP(httptest.NewRecorder(), req())
 	sameAnswer(t, "shield", libAnswer(t, h, req()), gw)
+}
+
+// An upstream response that cannot be framed is the proxy library's
+// 502 upstream_invalid_response, on every engine (net/http's Transport
+// errors are classified as the fast path's parser's).
+func TestWireContractUpstreamInvalidResponse(t *testing.T) {
+	engines(t, testWireContractUpstreamInvalidResponse)
+}
+
+func testWireContractUpstreamInvalidResponse(t *testing.T) {
+	_, upURL := startScriptedUpstream(t)
+	tg := startGateway(t, integrityRoute, map[string]string{"APP": upURL}, gwOpts{})
+	gw := gatewayAnswer(t, tg, http.MethodGet, "/two-cl/x", "")
+	lib := libAnswer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wire.Write(w, wire.New(wire.CodeUpstreamInvalidResponse))
+	}), httptest.NewRequest(http.MethodGet, "/two-cl/x", nil))
+	sameAnswer(t, "proxy", lib, gw)
+	if gw.Status != http.StatusBadGateway || gw.Body["code"] != wire.CodeUpstreamInvalidResponse {
+		t.Errorf("answer %+v", gw)
+	}
 }
