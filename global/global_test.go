@@ -540,3 +540,45 @@ func TestTablesKeepTheirKeysApart(t *testing.T) {
 		t.Fatal("a table of capacity 0 was accepted")
 	}
 }
+
+// gateStore holds every lease round trip until release is closed (or the
+// round trip's context ends): a store that is slow for exactly as long as
+// a test says, whatever the machine's load.
+type gateStore struct {
+	*global.MemoryStore
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (s *gateStore) Lease(ctx context.Context, b []global.Lease) error {
+	s.calls.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.MemoryStore.Lease(ctx, b)
+}
+
+// A round trip that misses the decision budget leaves the decision to the
+// replica's local share, and so does every later decision of the key
+// while L2 has not answered: a fresh 2/min key admits its 2nd request
+// (the share allows it) and refuses only the 3rd, where the limit is
+// reached. (The 2nd was refused with a 60 s reset: the key's debt from
+// the 1st was taken for an answer from L2.)
+func TestMissedBudgetFallsBackToTheShareNotARefusal(t *testing.T) {
+	st := &gateStore{MemoryStore: memStore(t, nil), release: make(chan struct{})}
+	defer close(st.release)
+	n := newNode(t, global.Config{Store: st, Budget: global.MinBudget, OpTimeout: global.MaxOpTimeout})
+	l := newLimiter(t, n, "login", limit.GCRA{Rate: 2.0 / 60, Burst: 2})
+	var got []bool
+	for range 3 {
+		got = append(got, l.Allow("k").Allowed)
+	}
+	if want := []bool{true, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("decisions while the store holds every round trip: %v, want %v (the local share of a 2/min key)", got, want)
+	}
+	if s := n.Stats(); s.Fallback != 3 || s.WaitTimeouts == 0 {
+		t.Fatalf("stats %+v: want 3 decisions from the local share after waits that ran out", s)
+	}
+}

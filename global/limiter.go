@@ -91,8 +91,11 @@ func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
 //
 // A decision made from the local share (breaker not closed, refill late
 // or queue full) becomes debt of the key: its next leases pay L2 for it
-// before yielding tokens, and while it owes, the key is rejected locally
-// with the time the debt takes to refill. Global accounting therefore
+// before yielding tokens. Until L2 has answered for the debt, the key's
+// decisions wait for that answer within the budget and then come from the
+// local share again (a slow store never refuses what the share allows);
+// once L2 answered without covering it, the key is rejected locally with
+// the time the debt takes to refill. Global accounting therefore
 // catches up with what replicas admitted without L2, up to Burst +
 // Rate·OpenFor per key and replica.
 func (l *Limiter) AllowN(key string, n int64) limit.Decision {
@@ -147,16 +150,21 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
 			case t < e.denied:
 				d, decided = l.rejection(e, t), true
+			case e.pending != nil:
+				// A refill is in flight (for a key in debt too: L2 has
+				// not yet answered for the admissions made without it).
+				// Wait for it within the budget; past that the local
+				// share decides, never a refusal the share would not
+				// make.
+				wait = e.pending
 			case e.debt > 0:
-				// The key owes L2 for admissions made without it: it is
-				// over its limit until leases have covered the debt.
-				// Reject without waiting; the refill pays in the
-				// background.
+				// The key owes L2 for admissions made without it, and L2
+				// answered since without covering the debt: it is over
+				// its limit until leases have covered it. Reject without
+				// waiting; the refill pays in the background.
 				owed := time.Duration(e.debt+n-e.tokens) * l.interval
 				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
-				prefetch = e.pending == nil
-			case e.pending != nil:
-				wait = e.pending
+				prefetch = true
 			default:
 				need = n - e.tokens
 			}
