@@ -147,3 +147,103 @@ func FuzzReadUsername(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadCredentialsPassword checks the password detection against the
+// reference readers: when ReadCredentials says the request carries a
+// password, at least one of them finds a non-empty password (a 2xx to a
+// request without one must never clear the lockout); nothing panics.
+func FuzzReadCredentialsPassword(f *testing.F) {
+	for _, s := range [][4]string{
+		{"username=a&password=x", "", ""},
+		{"username=a&password=", "", ""},
+		{"username=a;password=x", "", ""},
+		{"username=a&PASS%57ORD=x", "", ""},
+		{"", ctJSON, `{"username":"a","password":"x"}`},
+		{"", ctJSON, `{"username":"a","password":""}`},
+		{"", ctJSON, `{"username":"a","password":1}`},
+		{"", ctJSON, `{"username":"a","Password":"\u0000"}`},
+		{"", ctForm, "username=a&password=x"},
+		{"", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\na\r\n--x\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nx\r\n--x--\r\n"},
+		{"", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\na\r\n--x\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\n\r\n--x--\r\n"},
+	} {
+		f.Add(s[0], s[1], []byte(s[2]))
+	}
+	f.Fuzz(func(t *testing.T, query, ct string, body []byte) {
+		if len(body) > 8<<10 || len(query) > 4<<10 {
+			return
+		}
+		r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/login", RawQuery: query}, Header: http.Header{},
+			Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		c, err := login.ReadCredentials(r, login.UsernameOptions{})
+		if err != nil || !c.Password {
+			return
+		}
+		for _, find := range passwordReaders {
+			if find(query, ct, body) {
+				return
+			}
+		}
+		t.Fatalf("ReadCredentials found a password no reference reader finds: query %q, %q, body %q", query, ct, body)
+	})
+}
+
+// passwordReaders model how frameworks find a non-empty password field,
+// field names compared case-insensitively (as ReadCredentials does, to
+// err towards "no password").
+var passwordReaders = []func(q, ct string, body []byte) bool{
+	func(q, _ string, _ []byte) bool { return nonEmptyField(q) },
+	func(q, _ string, _ []byte) bool { return nonEmptyField(strings.ReplaceAll(q, ";", "&")) },
+	func(_, _ string, body []byte) bool { return nonEmptyField(string(body)) },
+	func(_, _ string, body []byte) bool {
+		return nonEmptyField(strings.ReplaceAll(string(body), ";", "&"))
+	},
+	func(q, ct string, body []byte) bool {
+		r := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/login", RawQuery: q}, Header: http.Header{},
+			Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		if err := r.ParseMultipartForm(1 << 20); err != nil {
+			_ = r.ParseForm()
+		}
+		for k, vs := range r.Form {
+			if strings.EqualFold(k, "password") {
+				for _, v := range vs {
+					if v != "" {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	},
+	func(_, _ string, body []byte) bool {
+		b := bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+		var m map[string]json.RawMessage
+		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil {
+			return false
+		}
+		for k, v := range m {
+			var s string
+			if strings.EqualFold(k, "password") && json.Unmarshal(v, &s) == nil && s != "" {
+				return true
+			}
+		}
+		return false
+	},
+}
+
+// nonEmptyField reports whether a URL-encoded string holds a non-empty
+// value for a key that decodes to "password" (any case).
+func nonEmptyField(s string) bool {
+	for pair := range strings.SplitSeq(s, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if dk, err := url.QueryUnescape(k); err == nil && strings.EqualFold(dk, "password") && v != "" {
+			return true
+		}
+	}
+	return false
+}
