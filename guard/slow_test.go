@@ -88,8 +88,11 @@ func TestSlowHeadGets408(t *testing.T) {
 	if !closedByPeer(c, 5*time.Second) {
 		t.Fatal("connection not closed after the 408")
 	}
-	if took > 4*time.Second {
-		t.Fatalf("cut after %s: the receive rate was not enforced before the head deadline", took)
+	// Cut by the receive rate, not by the head deadline: told by the
+	// reason counted, not by the time it took (a loaded machine may take
+	// seconds).
+	if n := s.c.get("slow:" + guard.SlowHeader); n != 0 {
+		t.Fatalf("cut after %s by the head deadline: the receive rate was not enforced before it", took)
 	}
 	if n := s.c.get("slow:" + guard.SlowHeadRate); n != 1 {
 		t.Fatalf("slow(head_rate) = %d (%s)", n, s.c)
@@ -205,11 +208,11 @@ func TestHandshakeTimeout(t *testing.T) {
 	if !closedByPeer(c, 5*time.Second) {
 		t.Fatal("silent TLS client not closed")
 	}
-	if took := time.Since(t0); took > 3*time.Second {
-		t.Fatalf("closed after %s", took)
-	}
+	// Closed by the handshake timeout, not the head deadline: told by the
+	// reasons counted below, not by the time it took.
+	t.Logf("closed after %s", time.Since(t0).Round(time.Millisecond))
 	waitFor(t, "the handshake slot to be released", func() bool { return s.g.Stats().Handshakes == 0 })
-	if n := s.c.get("slow:" + guard.SlowHandshake); n != 1 {
+	if n := s.c.get("slow:" + guard.SlowHandshake); n != 1 || s.c.get("slow:"+guard.SlowHeader) != 0 {
 		t.Fatalf("slow(handshake_timeout) = %d (%s)", n, s.c)
 	}
 }

@@ -159,7 +159,10 @@ func (c *conn) tryRoundTrip(req string) (reply, error) {
 // expectEOF asserts that the server closed the connection.
 func (c *conn) expectEOF(t testing.TB) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// Generous (a loaded machine), and well under the server's request
+	// and idle timeouts (30 s, 60 s): an EOF within it is the server's
+	// decision, not a timeout.
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	b, err := c.br.ReadByte()
 	if err == nil {
 		t.Fatalf("connection still open: read %q", b)
@@ -336,11 +339,12 @@ func TestHTTPRejectsBeforeBody(t *testing.T) {
 			if r.header.Get("Retry-After") != "60" {
 				t.Fatalf("Retry-After %q, want 60", r.header.Get("Retry-After"))
 			}
-			// The server closes at once instead of waiting for the body.
+			// The server closes at once instead of waiting for the body:
+			// expectEOF's deadline is well under the server's request
+			// timeout (host.DefaultRequestTimeout, 30 s), the only other
+			// way this connection could end.
 			c.expectEOF(t)
-			if d := time.Since(start); d > 4*time.Second {
-				t.Fatalf("close took %v", d)
-			}
+			t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
 		})
 	}
 	if ts.appCalls.Load() != 1 {
