@@ -1,0 +1,186 @@
+package keyed
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Network budgets
+//
+// A fail-closed table refuses new keys once full, which is right against
+// a flood of keys but hands the table to whoever fills it: one IPv6 /48
+// holds 65,536 /64s, each a distinct client, enough to fill any table
+// keyed by client and lock every other new client out for as long as the
+// entries live. A [Budget] bounds the share of a table's new keys that
+// one network (an IPv4 /24, an IPv6 /48 by default) may take within one
+// entry lifetime, so the rest of the table stays available to everyone
+// else. It is itself bounded: a fixed count-min sketch of sliding-window
+// counters, no allocation after NewBudget, no goroutines, lock-free.
+
+// Defaults and bounds of [NetworkBudget].
+const (
+	DefaultNetworkShare = 1.0 / 16
+	DefaultIPv4Prefix   = 24
+	DefaultIPv6Prefix   = 48
+	MinIPv4Prefix       = 8
+	MinIPv6Prefix       = 16
+	budgetRows          = 2
+	budgetBuckets       = 4096 // per row: a power of two
+	budgetCountMax      = 1<<24 - 1
+)
+
+// NetworkBudget configures a [Budget]. The zero value is off.
+type NetworkBudget struct {
+	// Share is the part of the table one network may fill with new keys
+	// within one entry lifetime, in (0, 1]; 0 turns the budget off.
+	Share float64
+	// IPv4Prefix and IPv6Prefix are the prefix lengths of a network, in
+	// [MinIPv4Prefix, 32] and [MinIPv6Prefix, 128]; 0 means
+	// DefaultIPv4Prefix (24) and DefaultIPv6Prefix (48).
+	IPv4Prefix, IPv6Prefix int
+}
+
+// Validate checks the ranges.
+func (nb NetworkBudget) Validate() error {
+	_, err := nb.resolve()
+	return err
+}
+
+func (nb NetworkBudget) resolve() (NetworkBudget, error) {
+	if nb.Share == 0 {
+		return nb, nil
+	}
+	if !(nb.Share > 0 && nb.Share <= 1) {
+		return nb, fmt.Errorf("%w: network budget Share must be in (0, 1], got %v", ErrInvalidConfig, nb.Share)
+	}
+	if nb.IPv4Prefix == 0 {
+		nb.IPv4Prefix = DefaultIPv4Prefix
+	}
+	if nb.IPv6Prefix == 0 {
+		nb.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if nb.IPv4Prefix < MinIPv4Prefix || nb.IPv4Prefix > 32 {
+		return nb, fmt.Errorf("%w: network budget IPv4Prefix must be in [%d, 32], got %d", ErrInvalidConfig, MinIPv4Prefix, nb.IPv4Prefix)
+	}
+	if nb.IPv6Prefix < MinIPv6Prefix || nb.IPv6Prefix > 128 {
+		return nb, fmt.Errorf("%w: network budget IPv6Prefix must be in [%d, 128], got %d", ErrInvalidConfig, MinIPv6Prefix, nb.IPv6Prefix)
+	}
+	return nb, nil
+}
+
+// Budget admits new keys of a table per network: at most Share ×
+// capacity within any window (the table's entry lifetime), counted over a
+// sliding window. Networks are counted in a count-min sketch of two rows
+// of 4096 counters under a per-budget random seed, so a network is
+// refused only when both its counters are spent: another network shares
+// them with probability about (k/4096)² when k networks are at their
+// budget. A nil *Budget admits everything. It is safe for concurrent use.
+type Budget struct {
+	limit  float64
+	window int64 // nanoseconds
+	v4, v6 int
+	hash   Hasher
+	// Each counter packs the window number (16 bits), the previous
+	// window's count and the current one's (24 bits each).
+	rows [budgetRows][budgetBuckets]atomic.Uint64
+}
+
+// NewBudget returns the budget nb describes for a table of capacity
+// entries whose entries live about window, or nil when nb is off.
+func NewBudget(nb NetworkBudget, capacity int, window time.Duration) (*Budget, error) {
+	nb, err := nb.resolve()
+	if err != nil || nb.Share == 0 {
+		return nil, err
+	}
+	if capacity < 1 || window <= 0 {
+		return nil, fmt.Errorf("%w: network budget needs a capacity and a window, got %d and %v", ErrInvalidConfig, capacity, window)
+	}
+	return &Budget{
+		limit:  max(1, math.Floor(nb.Share*float64(capacity))),
+		window: int64(window),
+		v4:     nb.IPv4Prefix,
+		v6:     nb.IPv6Prefix,
+		hash:   NewHasher(),
+	}, nil
+}
+
+// Limit returns how many new keys one network may add per window.
+func (b *Budget) Limit() int { return int(b.limit) }
+
+// network returns the network of addr as 16 bytes (an IPv4 address in
+// its IPv4-mapped form, masked to the IPv4 prefix); an invalid address
+// is one network of its own.
+func (b *Budget) network(addr netip.Addr) [16]byte {
+	if !addr.IsValid() {
+		return [16]byte{}
+	}
+	addr = addr.Unmap()
+	bits := b.v6
+	if addr.Is4() {
+		bits = b.v4
+	}
+	p, _ := addr.Prefix(bits)
+	a := p.Addr().As16()
+	if addr.Is4() {
+		a[0] = 4 // apart from every IPv6 network
+	}
+	return a
+}
+
+// Admit reports whether addr's network may add one more key at now (in
+// nanoseconds on any clock that only moves forward, the table's own), and
+// counts it when so. Call it only for a key that is new to the table.
+func (b *Budget) Admit(addr netip.Addr, now int64) bool {
+	if b == nil {
+		return true
+	}
+	n := b.network(addr)
+	h1, h2 := b.hash.Sum2(unsafe.String(&n[0], len(n)))
+	idx := [budgetRows]uint64{h1 & (budgetBuckets - 1), h2 & (budgetBuckets - 1)}
+	t := now
+	epoch := uint64(t / b.window)
+	frac := float64(t%b.window) / float64(b.window)
+	if t < 0 {
+		epoch, frac = 0, 0
+	}
+	// Admitted when the least spent counter allows it.
+	est := math.Inf(1)
+	for r := range budgetRows {
+		prev, cur := roll(b.rows[r][idx[r]].Load(), epoch)
+		est = min(est, float64(prev)*(1-frac)+float64(cur))
+	}
+	if est+1 > b.limit {
+		return false
+	}
+	for r := range budgetRows {
+		c := &b.rows[r][idx[r]]
+		for {
+			old := c.Load()
+			prev, cur := roll(old, epoch)
+			if cur < budgetCountMax {
+				cur++
+			}
+			if c.CompareAndSwap(old, epoch&0xffff<<48|prev<<24|cur) {
+				break
+			}
+		}
+	}
+	return true
+}
+
+// roll returns a counter's previous and current counts as of window
+// number epoch.
+func roll(v, epoch uint64) (prev, cur uint64) {
+	e := v >> 48
+	switch e {
+	case epoch & 0xffff:
+		return v >> 24 & budgetCountMax, v & budgetCountMax
+	case (epoch - 1) & 0xffff:
+		return v & budgetCountMax, 0
+	}
+	return 0, 0
+}

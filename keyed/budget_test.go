@@ -1,0 +1,158 @@
+package keyed
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// v6 returns the address of the i-th /64 of 2001:db8:1::/48.
+func attackerV6(i int) netip.Addr {
+	a := netip.MustParseAddr("2001:db8:1::1").As16()
+	a[6], a[7] = byte(i>>8), byte(i)
+	return netip.AddrFrom16(a)
+}
+
+// A table of fail-closed entries filled from 65,536 /64s of one /48:
+// with the budget, the attacker holds at most its share and every client
+// of another network still gets a new key; without, the table is theirs.
+func TestBudgetBoundsOneNetwork(t *testing.T) {
+	const capacity = 4096
+	window := time.Minute
+	for _, on := range []bool{true, false} {
+		var b *Budget
+		if on {
+			var err error
+			if b, err = NewBudget(NetworkBudget{Share: DefaultNetworkShare}, capacity, window); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tab, err := New[Key128, int](Config{Capacity: capacity}, func(v *int, now time.Time) bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(1_700_000_000, 0)
+		insert := func(addr netip.Addr, k Key128) bool {
+			err := tab.Do(k, now, func(v *int, created bool) bool {
+				return !created || b.Admit(addr, now.UnixNano())
+			})
+			return err == nil && tab.Len() > 0
+		}
+		held := 0
+		for i := range 65536 {
+			before := tab.Len()
+			insert(attackerV6(i), Key128{1, uint64(i)})
+			if tab.Len() > before {
+				held++
+			}
+		}
+		// Other networks: 1000 clients, each its own /48 or /24.
+		got := 0
+		for i := range 1000 {
+			var a netip.Addr
+			if i%2 == 0 {
+				a = netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1})
+			} else {
+				b16 := netip.MustParseAddr("2001:db8::1").As16()
+				b16[4], b16[5] = 0x80|byte(i>>8), byte(i)
+				a = netip.AddrFrom16(b16)
+			}
+			before := tab.Len()
+			insert(a, Key128{2, uint64(i)})
+			if tab.Len() > before {
+				got++
+			} else if on {
+				t.Logf("client %d (%v) refused", i, a)
+			}
+		}
+		tab.Close()
+		if on {
+			if held > capacity/10 {
+				t.Errorf("budget on: one /48 holds %d of %d entries, want at most 10%%", held, capacity)
+			}
+			if got != 1000 {
+				t.Errorf("budget on: %d of 1000 clients of other networks got an entry", got)
+			}
+		} else if held != capacity || got != 0 {
+			t.Errorf("budget off: attacker %d, others %d: the unbudgeted table should be the attacker's", held, got)
+		}
+	}
+}
+
+// The budget is a sliding window: spent in one window, it comes back as
+// the window slides.
+func TestBudgetSlides(t *testing.T) {
+	b, err := NewBudget(NetworkBudget{Share: 0.5}, 20, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Limit() != 10 {
+		t.Fatalf("limit %d, want 10", b.Limit())
+	}
+	a := netip.MustParseAddr("192.0.2.7")
+	same := netip.MustParseAddr("192.0.2.200") // the same /24
+	t0 := int64(time.Hour)                     // a window boundary
+	n := 0
+	for i := range 30 {
+		addr := a
+		if i%2 == 1 {
+			addr = same
+		}
+		if b.Admit(addr, t0) {
+			n++
+		}
+	}
+	if n != 10 {
+		t.Fatalf("admitted %d in one window, want 10", n)
+	}
+	if !b.Admit(netip.MustParseAddr("192.0.3.1"), t0) {
+		t.Fatal("another /24 was refused")
+	}
+	// Later in the same window nothing comes back; half way through the
+	// next one, half of the previous window still counts.
+	if b.Admit(a, t0+int64(59*time.Second)) {
+		t.Fatal("admitted over the budget within the window")
+	}
+	n = 0
+	for range 30 {
+		if b.Admit(a, t0+int64(90*time.Second)) {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("admitted %d half way through the next window, want 5", n)
+	}
+	// Two windows after the last admission everything is back.
+	n = 0
+	for range 30 {
+		if b.Admit(a, t0+int64(3*time.Minute)) {
+			n++
+		}
+	}
+	if n != 10 {
+		t.Fatalf("admitted %d two windows on, want 10", n)
+	}
+	var nilB *Budget
+	if !nilB.Admit(a, t0) {
+		t.Fatal("a nil budget refused")
+	}
+}
+
+func TestNetworkBudgetValidate(t *testing.T) {
+	for _, nb := range []NetworkBudget{{Share: -1}, {Share: 1.5}, {Share: 0.1, IPv4Prefix: 7}, {Share: 0.1, IPv6Prefix: 129}} {
+		if nb.Validate() == nil {
+			t.Errorf("%+v accepted", nb)
+		}
+	}
+	if b, err := NewBudget(NetworkBudget{}, 10, time.Second); b != nil || err != nil {
+		t.Errorf("zero NetworkBudget: %v %v, want off", b, err)
+	}
+}
+
+func TestBudgetAdmitNoAlloc(t *testing.T) {
+	b, _ := NewBudget(NetworkBudget{Share: 1}, 1<<20, time.Minute)
+	a := netip.MustParseAddr("2001:db8::1")
+	if n := testing.AllocsPerRun(100, func() { b.Admit(a, 1) }); n != 0 {
+		t.Fatalf("%v allocations per Admit", n)
+	}
+}
