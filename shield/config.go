@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/keyed"
 )
 
 // Defaults (seed 000). They suit one replica of a small control plane;
@@ -75,6 +76,13 @@ type Config struct {
 	// only its outcome and reason; see [Event]. A panicking hook is
 	// recovered and changes nothing.
 	Hook func(Event)
+	// Networks, when its Share is set, bounds the part of the peer table
+	// the peers of one network (an IPv4 /24, an IPv6 /48 by default) may
+	// fill within one window: a new peer beyond it is refused with
+	// ReasonCapacity, as if the table were full, while peers of other
+	// networks still get in. The zero value is off. Only [Shield.Admit]
+	// and [Shield.AdmitKeyFrom] know the address it needs.
+	Networks keyed.NetworkBudget
 }
 
 // withDefaults returns c with zero fields set to the defaults.
@@ -114,6 +122,9 @@ func (c Config) Validate() error {
 	}
 	if err := intRange("MaxPeers", c.MaxPeers, HardMaxPeers); err != nil {
 		return err
+	}
+	if err := c.Networks.Validate(); err != nil {
+		return fmt.Errorf("%w: Networks: %v", ErrInvalidConfig, err)
 	}
 	return intRange("ScanLimit", c.ScanLimit, HardMaxScanLimit)
 }

@@ -32,6 +32,7 @@ type Conn struct {
 	res    *peer.Resolver
 	direct bool         // every request's client is the socket peer
 	key    keyed.Digest // its fingerprint, when direct
+	addr   netip.Addr   // its address (for the network budget), when direct and known
 
 	mu    sync.Mutex   // guards the memo of a proxy connection
 	check uint64       // keyed hash of the last client seen, 0 for none
@@ -71,6 +72,9 @@ func (s *Shield) NewConn(remoteAddr string, res *peer.Resolver) *Conn {
 		addr, known := res.ClientAddr(req)
 		c.direct = true
 		c.key = s.Fingerprint(addr, known)
+		if known {
+			c.addr = addr
+		}
 	}
 	return c
 }
@@ -93,33 +97,37 @@ func (s *Shield) AdmitConn(c *Conn, r *http.Request) (a Admission) {
 		return s.Admit(addr, known)
 	}
 	if c.direct {
-		s.admit(&a, &c.key)
+		s.admit(&a, &c.key, c.addr)
 		return a
 	}
-	key := c.fingerprint(r)
-	s.admit(&a, &key)
+	key, addr := c.fingerprint(r)
+	s.admit(&a, &key, addr)
 	return a
 }
 
-// fingerprint returns the fingerprint of r's client.
-func (c *Conn) fingerprint(r *http.Request) keyed.Digest {
+// fingerprint returns the fingerprint of r's client and its address
+// (invalid when unknown).
+func (c *Conn) fingerprint(r *http.Request) (keyed.Digest, netip.Addr) {
 	if c.direct {
-		return c.key
+		return c.key, c.addr
 	}
 	addr, known := c.res.ClientAddr(r)
+	if !known {
+		addr = netip.Addr{}
+	}
 	check := c.s.conns.check(addr, known)
 	c.mu.Lock()
 	if c.check == check {
 		k := c.memo
 		c.mu.Unlock()
-		return k
+		return k, addr
 	}
 	c.mu.Unlock()
 	k := c.s.Fingerprint(addr, known)
 	c.mu.Lock()
 	c.check, c.memo = check, k
 	c.mu.Unlock()
-	return k
+	return k, addr
 }
 
 // connKey keys a shield's Conn in a connection context.

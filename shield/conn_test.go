@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/wire"
 )
@@ -145,7 +146,7 @@ func TestNewConnMatchesClientAddr(t *testing.T) {
 			}
 			req := &http.Request{RemoteAddr: remote, Header: http.Header{"X-Forwarded-For": {"203.0.113.1"}}}
 			addr, known := r.ClientAddr(req)
-			if want := s.Fingerprint(addr, known); c.fingerprint(req) != want {
+			if want := s.Fingerprint(addr, known); func() keyed.Digest { k, _ := c.fingerprint(req); return k }() != want {
 				t.Fatalf("%q: connection key differs from the per-request fingerprint", remote)
 			}
 		}

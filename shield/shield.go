@@ -130,6 +130,7 @@ type Shield struct {
 	hook    func(Event)
 	keyer   *peer.Keyer
 	table   *keyed.Table[keyed.Digest, peerEntry]
+	budget  *keyed.Budget // nil: off
 	perPeer int64 // per-peer budget per window
 	windowN int64 // the window, in ns
 	window  time.Duration
@@ -174,6 +175,10 @@ func New(cfg Config) (*Shield, error) {
 		return nil, err
 	}
 	s.table = t
+	if s.budget, err = keyed.NewBudget(cfg.Networks, cfg.MaxPeers, cfg.Window); err != nil {
+		t.Close()
+		return nil, err
+	}
 	s.keyer = peer.NewKeyer()
 	return s, nil
 }
@@ -199,7 +204,7 @@ func (s *Shield) Fingerprint(addr netip.Addr, known bool) keyed.Digest {
 // allocate.
 func (s *Shield) Admit(addr netip.Addr, known bool) (a Admission) {
 	key := s.Fingerprint(addr, known)
-	s.admit(&a, &key)
+	s.admit(&a, &key, addr)
 	return a
 }
 
@@ -215,15 +220,27 @@ func (s *Shield) Admit(addr netip.Addr, known bool) (a Admission) {
 // so with a monotonic clock it cannot be earlier than s.last. Only if it
 // still is does the shield fail closed. The common case costs one clock
 // reading, and a monotonic clock never yields a spurious 503.
+//
+// AdmitKey knows no address, so Config.Networks does not apply to it: use
+// AdmitKeyFrom.
 func (s *Shield) AdmitKey(key keyed.Digest) (a Admission) {
-	s.admit(&a, &key)
+	s.admit(&a, &key, netip.Addr{})
+	return a
+}
+
+// AdmitKeyFrom is AdmitKey for the peer addr (what key is the
+// fingerprint of), so that a new peer counts against its network's share
+// of the table (Config.Networks). It does not allocate.
+func (s *Shield) AdmitKeyFrom(key keyed.Digest, addr netip.Addr) (a Admission) {
+	s.admit(&a, &key, addr)
 	return a
 }
 
 // admit is AdmitKey writing its answer into *a, the caller's zero
 // result, so that the large Admission is built in place rather than
-// copied through every layer.
-func (s *Shield) admit(a *Admission, key *keyed.Digest) {
+// copied through every layer. addr, when valid, is the peer's address
+// for the network budget.
+func (s *Shield) admit(a *Admission, key *keyed.Digest, addr netip.Addr) {
 	if s.closed.Load() {
 		*a = Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed}
 		return
@@ -251,6 +268,10 @@ func (s *Shield) admit(a *Admission, key *keyed.Digest) {
 		gen       uint32
 	)
 	err := s.table.Do(*key, time.Time{}, func(e *peerEntry, created bool) bool {
+		if created && s.budget != nil && addr.IsValid() && !s.budget.Admit(addr, n) {
+			reason, retry = ReasonCapacity, s.window // the network's share is spent
+			return false
+		}
 		// Both or neither: the peer's unit is taken first, under the
 		// shard lock, and put back if the global window has no room.
 		saved := e.w
