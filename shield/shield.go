@@ -131,8 +131,8 @@ type Shield struct {
 	keyer   *peer.Keyer
 	table   *keyed.Table[keyed.Digest, peerEntry]
 	budget  *keyed.Budget // nil: off
-	perPeer int64 // per-peer budget per window
-	windowN int64 // the window, in ns
+	perPeer int64         // per-peer budget per window
+	windowN int64         // the window, in ns
 	window  time.Duration
 	conns   connSeeds
 	// fingerprints counts HMAC computations (tests check that a known
