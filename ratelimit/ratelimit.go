@@ -72,6 +72,13 @@ type Options struct {
 	// fields: 1 to MaxPolicyBytes of printable ASCII without quotes or
 	// backslashes; empty means DefaultPolicy. Never a key or a client.
 	Policy string
+	// Networks, when its Share is set, bounds the part of the table the
+	// address keys of one network (an IPv4 /24, an IPv6 /48 by default)
+	// may fill within one bucket lifetime (Burst / Rate): a new address
+	// key beyond it is refused like a full table (Decision.Full), while
+	// other networks' new keys still get in. String keys are not
+	// counted. The zero value is off.
+	Networks keyed.NetworkBudget
 }
 
 // Validate reports whether g and o can build a Limiter; the error names
@@ -86,6 +93,9 @@ func Validate(g limit.GCRA, o Options) error {
 	}
 	if o.ScanLimit < 0 || o.ScanLimit > keyed.MaxScanLimit {
 		errs = append(errs, fmt.Errorf("%w: ScanLimit %d out of range [1, %d] (0 means %d)", ErrInvalidConfig, o.ScanLimit, keyed.MaxScanLimit, keyed.DefaultScanLimit))
+	}
+	if err := o.Networks.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Networks: %v", ErrInvalidConfig, err))
 	}
 	if !validPolicy(o.Policy) {
 		errs = append(errs, fmt.Errorf("%w: Policy must be at most %d bytes of printable ASCII without '\"' or '\\\\'", ErrInvalidConfig, MaxPolicyBytes))
@@ -126,6 +136,7 @@ type Limiter struct {
 	// cells holds one GCRA theoretical arrival time per key; an existing
 	// key is updated without a lock (keyed.Cells).
 	cells   *keyed.Cells[keyed.Key128]
+	budget  *keyed.Budget // new address keys per network; nil: off
 	strings keyed.Hasher // string keys
 	addrs   keyed.Hasher // address keys: other seeds, so the key spaces never meet
 }
@@ -146,6 +157,12 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
+	// A bucket lives until it is full again: at most Burst intervals.
+	budget, err := keyed.NewBudget(o.Networks, o.MaxKeys, time.Duration(g.Burst)*g.Interval())
+	if err != nil {
+		cells.Close()
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
 	return &Limiter{
 		gcra:     g,
 		c:        g.Compile(),
@@ -153,6 +170,7 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 		policy:   PolicyOf(o.Policy, g),
 		interval: g.Interval(),
 		cells:    cells,
+		budget:   budget,
 		strings:  keyed.NewHasher(),
 		addrs:    keyed.NewHasher(),
 	}, nil
@@ -162,7 +180,7 @@ func New(g limit.GCRA, o Options) (*Limiter, error) {
 // one included; keys are hashed, never stored.
 func (l *Limiter) Allow(key string) (d Decision) {
 	k := l.stringKey(key)
-	l.decide(&d, &k, 1)
+	l.decide(&d, &k, 1, nil)
 	return d
 }
 
@@ -170,7 +188,7 @@ func (l *Limiter) Allow(key string) (d Decision) {
 // read-only query; n > Burst is never admitted.
 func (l *Limiter) AllowN(key string, n int64) (d Decision) {
 	k := l.stringKey(key)
-	l.decide(&d, &k, n)
+	l.decide(&d, &k, n, nil)
 	return d
 }
 
@@ -178,7 +196,7 @@ func (l *Limiter) AllowN(key string, n int64) (d Decision) {
 // allocating. Addresses and strings are separate key spaces.
 func (l *Limiter) AllowAddr(a netip.Addr, n int64) (d Decision) {
 	k := l.addrKey(a)
-	l.decide(&d, &k, n)
+	l.decide(&d, &k, n, &a)
 	return d
 }
 
@@ -187,10 +205,11 @@ func (l *Limiter) AllowKey(k Key, n int64) (d Decision) {
 	var bk keyed.Key128
 	if k.addr {
 		bk = l.addrKey(k.a)
-	} else {
-		bk = l.stringKey(k.s)
+		l.decide(&d, &bk, n, &k.a)
+		return d
 	}
-	l.decide(&d, &bk, n)
+	bk = l.stringKey(k.s)
+	l.decide(&d, &bk, n, nil)
 	return d
 }
 
@@ -214,12 +233,13 @@ func (l *Limiter) addrKey(a netip.Addr) keyed.Key128 {
 }
 
 // decide runs the GCRA now for k's bucket and writes the decision to
-// *d, which must be the zero Decision. For an existing key that is one
+// *d, which must be the zero Decision. addr, when not nil, is the
+// address the key is of (for the network budget). For an existing key that is one
 // lock-free lookup, one GCRA step on the arrival time it holds and, when
 // the request is admitted, one compare-and-swap; the Decision comes from
 // that same step. A new key, or a compare-and-swap lost to another
 // request on the same key, goes through the table's Update.
-func (l *Limiter) decide(d *Decision, k *keyed.Key128, n int64) {
+func (l *Limiter) decide(d *Decision, k *keyed.Key128, n int64, addr *netip.Addr) {
 	var now int64
 	if c := l.coarse; c != nil {
 		now = c.Nanos()
@@ -233,18 +253,26 @@ func (l *Limiter) decide(d *Decision, k *keyed.Key128, n int64) {
 			return
 		}
 	}
-	var seen int64
+	var (
+		seen   int64
+		spent  bool
+		budget = l.budget != nil && addr != nil
+	)
 	err := l.cells.Update(*k, now, func(tat int64, created bool) (int64, bool) {
 		if created {
 			tat = limit.FullTAT
 		}
 		seen = tat
 		next, ok := l.c.Next(tat, now, n)
+		if ok && next != tat && created && budget && !l.budget.Admit(*addr, now) {
+			spent = true // the network's share of the table is taken
+			return tat, false
+		}
 		// A refused new key leaves no bucket behind; a query (n <= 0)
 		// writes nothing.
 		return next, ok && next != tat
 	})
-	if err != nil {
+	if err != nil || spent {
 		// Full (or closed): fail closed.
 		*d = Decision{Decision: limit.Decision{Limit: l.gcra.Burst, RetryAfter: max(l.interval, time.Second)}, Full: true}
 		return
