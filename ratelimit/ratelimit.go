@@ -137,8 +137,8 @@ type Limiter struct {
 	// key is updated without a lock (keyed.Cells).
 	cells   *keyed.Cells[keyed.Key128]
 	budget  *keyed.Budget // new address keys per network; nil: off
-	strings keyed.Hasher // string keys
-	addrs   keyed.Hasher // address keys: other seeds, so the key spaces never meet
+	strings keyed.Hasher  // string keys
+	addrs   keyed.Hasher  // address keys: other seeds, so the key spaces never meet
 }
 
 // New returns a limiter admitting g.Rate units per second per key with
