@@ -189,7 +189,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.refuse(w, r, err)
 		return
 	}
-	d, err := m.lim.Evaluate(r.Context(), m.clientIP(r), username)
+	clientIP := m.clientIP(r)
+	d, err := m.lim.Evaluate(r.Context(), clientIP, username)
 	if err != nil {
 		m.refuse(w, r, err)
 		return
@@ -218,7 +219,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// must not dodge a failure by hanging up. A success clears the
 		// failure count only when the request carried a password: a
 		// login page fetched with ?username=victim must not.
-		_, _ = m.lockout.RecordStatus(context.WithoutCancel(r.Context()), username, sw.status)
+		_, _ = m.lockout.RecordStatus(WithClient(context.WithoutCancel(r.Context()), clientIP), username, sw.status)
 	}
 	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status, Password: creds.Password})
 }

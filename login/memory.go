@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
@@ -35,12 +36,70 @@ type MemoryConfig struct {
 	Shards int
 	// Clock tells the time of every decision; nil means the real clock.
 	Clock clock.Clock
+	// Networks, when its Share is set, bounds the part of the table that
+	// the clients of one network (an IPv4 /24, an IPv6 /48 by default)
+	// may fill with new keys within NetworkWindow: beyond it a new key
+	// from that network gets ErrStoreFull (the attempt is refused, reason
+	// capacity) while other networks' new keys still get in. The client
+	// is what [WithClient] put in the context ([Limiter.Evaluate] and
+	// the middleware do); a call without one is not counted. The zero
+	// value is off.
+	Networks keyed.NetworkBudget
+	// NetworkWindow is how long an entry lives: the login window for a
+	// MemoryStore, the lockout window plus its duration for a
+	// MemoryLockoutStore. Required with Networks.
+	NetworkWindow time.Duration
+}
+
+// clientCtxKey keys the client address in a context (see WithClient).
+type clientCtxKey struct{}
+
+// WithClient returns ctx telling a bounded store which client the
+// operation is for (clientIP as given to [Limiter.Evaluate]), so that
+// its network budget (MemoryConfig.Networks) can count new keys per
+// network. An unparsable clientIP adds nothing.
+func WithClient(ctx context.Context, clientIP string) context.Context {
+	a, err := netip.ParseAddr(clientIP)
+	if err != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, clientCtxKey{}, a)
+}
+
+// clientOf returns the client WithClient put in ctx.
+func clientOf(ctx context.Context) (netip.Addr, bool) {
+	a, ok := ctx.Value(clientCtxKey{}).(netip.Addr)
+	return a, ok
+}
+
+// budget returns the network budget of c for a table of tc, or nil.
+func (c MemoryConfig) budget(tc keyed.Config) (*keyed.Budget, error) {
+	if c.Networks.Share == 0 {
+		return nil, nil
+	}
+	b, err := keyed.NewBudget(c.Networks, tc.Capacity, c.NetworkWindow)
+	if err != nil {
+		return nil, fmt.Errorf("login: MemoryConfig.Networks: %w", err)
+	}
+	return b, nil
+}
+
+// admitNew reports whether a new key may be added for ctx's client.
+func admitNew(b *keyed.Budget, ctx context.Context, now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	a, ok := clientOf(ctx)
+	return !ok || b.Admit(a, now.UnixNano())
 }
 
 // Validate reports the first setting out of range, naming it, exactly as
 // [NewMemoryStore] and [NewMemoryLockoutStore] would.
 func (c MemoryConfig) Validate() error {
-	_, err := c.table()
+	tc, err := c.table()
+	if err == nil {
+		_, err = c.budget(tc)
+	}
 	return err
 }
 
@@ -73,8 +132,9 @@ func (c MemoryConfig) table() (keyed.Config, error) {
 // single-process, best-effort baseline. For several replicas use a
 // shared store that decides atomically, such as the Redis store.
 type MemoryStore struct {
-	clock clock.Clock
-	table *keyed.Table[keyed.Digest, rateEntry]
+	clock  clock.Clock
+	table  *keyed.Table[keyed.Digest, rateEntry]
+	budget *keyed.Budget // nil: off
 }
 
 type rateEntry struct {
@@ -94,26 +154,36 @@ func NewMemoryStore(cfg MemoryConfig) (*MemoryStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("login: memory store: %w", err)
 	}
-	return &MemoryStore{clock: clock.Or(cfg.Clock), table: t}, nil
+	b, err := cfg.budget(tc)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return &MemoryStore{clock: clock.Or(cfg.Clock), table: t, budget: b}, nil
 }
 
 // Hit implements [Store]. It ignores ctx: it never blocks on anything but
 // a short shard lock.
-func (s *MemoryStore) Hit(_ context.Context, key Key, lim int, window time.Duration) (Hit, error) {
+func (s *MemoryStore) Hit(ctx context.Context, key Key, lim int, window time.Duration) (Hit, error) {
 	now := s.clock.Now()
 	rl := limit.RollingLog{Limit: lim, Window: window}
 	var (
 		d      limit.Decision
 		oldest time.Time
+		spent  bool
 	)
 	err := s.table.Do(key, now, func(e *rateEntry, created bool) bool {
+		if created && !admitNew(s.budget, ctx, now) {
+			spent = true // the client's network has its share of the table
+			return false
+		}
 		d = rl.Allow(&e.log, now)
 		e.window = window
 		oldest, _ = e.log.Oldest()
 		return d.Allowed || !created
 	})
-	if err != nil {
-		if errors.Is(err, keyed.ErrFull) {
+	if err != nil || spent {
+		if spent || errors.Is(err, keyed.ErrFull) {
 			return Hit{At: now}, ErrStoreFull
 		}
 		return Hit{}, err
@@ -143,8 +213,9 @@ func (s *MemoryStore) Close() { s.table.Close() }
 // (fail closed) until entries expire, while accounts already present
 // keep their counts and locks.
 type MemoryLockoutStore struct {
-	clock clock.Clock
-	table *keyed.Table[keyed.Digest, lockEntry]
+	clock  clock.Clock
+	table  *keyed.Table[keyed.Digest, lockEntry]
+	budget *keyed.Budget // nil: off
 }
 
 type lockEntry struct {
@@ -168,7 +239,12 @@ func NewMemoryLockoutStore(cfg MemoryConfig) (*MemoryLockoutStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("login: memory lockout store: %w", err)
 	}
-	return &MemoryLockoutStore{clock: clock.Or(cfg.Clock), table: t}, nil
+	b, err := cfg.budget(tc)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return &MemoryLockoutStore{clock: clock.Or(cfg.Clock), table: t, budget: b}, nil
 }
 
 // LockedFor implements [LockoutStore].
@@ -191,10 +267,17 @@ func (s *MemoryLockoutStore) LockedFor(_ context.Context, key Key) (time.Duratio
 }
 
 // AddFailure implements [LockoutStore].
-func (s *MemoryLockoutStore) AddFailure(_ context.Context, key Key, p LockoutPolicy) (time.Duration, error) {
+func (s *MemoryLockoutStore) AddFailure(ctx context.Context, key Key, p LockoutPolicy) (time.Duration, error) {
 	now := s.clock.Now()
-	var locked time.Duration
-	err := s.table.Do(key, now, func(e *lockEntry, _ bool) bool {
+	var (
+		locked time.Duration
+		spent  bool
+	)
+	err := s.table.Do(key, now, func(e *lockEntry, created bool) bool {
+		if created && !admitNew(s.budget, ctx, now) {
+			spent = true
+			return false
+		}
 		e.window = p.Window
 		if now.Before(e.until) {
 			locked = e.until.Sub(now)
@@ -214,7 +297,7 @@ func (s *MemoryLockoutStore) AddFailure(_ context.Context, key Key, p LockoutPol
 		}
 		return true
 	})
-	if errors.Is(err, keyed.ErrFull) {
+	if spent || errors.Is(err, keyed.ErrFull) {
 		return 0, ErrStoreFull
 	}
 	return locked, err
