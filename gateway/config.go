@@ -64,6 +64,7 @@ import (
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -207,6 +208,29 @@ type ClientIP struct {
 	// IPv6Prefix groups IPv6 clients for limiting: every address of one
 	// /64 (the default) is one client. 48 to 128.
 	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// Networks bounds the share of every fail-closed table keyed by
+	// client (the shield's peers, client_ip rate limits, the login
+	// throttle and lockout) that the clients of one network may fill with
+	// new keys, so that one /48 cannot lock everyone else out.
+	Networks Networks `yaml:"networks"`
+}
+
+// Networks is the per-network budget of new keys (keyed.NetworkBudget):
+// within one entry lifetime, the clients of one network (IPv4Prefix,
+// IPv6Prefix of the resolved client) may add at most Share of a table's
+// capacity; beyond it their new keys are refused like a full table
+// (reason capacity) while other networks' still get in.
+type Networks struct {
+	// Share is the part of each table one network may take; 0 turns the
+	// budget off.
+	Share      float64 `yaml:"share"`
+	IPv4Prefix int     `yaml:"ipv4_prefix"`
+	IPv6Prefix int     `yaml:"ipv6_prefix"`
+}
+
+// budget is n as a keyed.NetworkBudget.
+func (n Networks) budget() keyed.NetworkBudget {
+	return keyed.NetworkBudget{Share: n.Share, IPv4Prefix: n.IPv4Prefix, IPv6Prefix: n.IPv6Prefix}
 }
 
 // RequestHeaders are the gateway-wide rules for request headers, applied
@@ -710,6 +734,9 @@ func DefaultConfig() *Config {
 		ClientIP: ClientIP{
 			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
 			IPv6Prefix:     peer.DefaultIPv6Prefix,
+			// One network may take 1/16 of a table: one /48 full of
+			// clients leaves 15/16 to everyone else.
+			Networks: Networks{Share: keyed.DefaultNetworkShare, IPv4Prefix: keyed.DefaultIPv4Prefix, IPv6Prefix: keyed.DefaultIPv6Prefix},
 		},
 		RequestHeaders: RequestHeaders{Strip: append([]string(nil), DefaultStripHeaders...)},
 		// Off: the shield's budgets are per process and sized for

@@ -48,13 +48,16 @@ func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState,
 			}
 			rate, locks = s, s
 		} else {
-			s, err := login.NewMemoryStore(login.MemoryConfig{Capacity: l.MaxKeys, Clock: g.deps.Clock})
+			// The entries live a window (the longer of the two dimensions).
+			s, err := login.NewMemoryStore(login.MemoryConfig{Capacity: l.MaxKeys, Clock: g.deps.Clock,
+				Networks: b.networks, NetworkWindow: max(l.Window, l.PerClient.Window)})
 			if err != nil {
 				return nil, err
 			}
 			st.rate, rate = s, s
 			if l.Lockout.Enabled {
-				ls, err := login.NewMemoryLockoutStore(login.MemoryConfig{Capacity: l.Lockout.MaxKeys, Clock: g.deps.Clock})
+				ls, err := login.NewMemoryLockoutStore(login.MemoryConfig{Capacity: l.Lockout.MaxKeys, Clock: g.deps.Clock,
+					Networks: b.networks, NetworkWindow: l.Lockout.Window + l.Lockout.Duration})
 				if err != nil {
 					return nil, err
 				}

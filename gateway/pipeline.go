@@ -305,7 +305,13 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 	if p.shield != nil && !ex.free {
 		var a shield.Admission
 		if ex.shieldKey != nil {
-			a = p.shield.AdmitKey(*ex.shieldKey) // the connection's fingerprint, made once
+			// The connection's fingerprint, made once; the client's
+			// address for the network budget.
+			if ex.clientOK {
+				a = p.shield.AdmitKeyFrom(*ex.shieldKey, ex.group)
+			} else {
+				a = p.shield.AdmitKey(*ex.shieldKey)
+			}
 		} else {
 			a = p.shield.Admit(ex.group, ex.clientOK)
 		}
@@ -419,6 +425,7 @@ type builder struct {
 	g        *Gateway
 	clock    clock.Clock
 	resolver *peer.Resolver
+	networks keyed.NetworkBudget // client_ip.networks
 	prev     *registry
 	next     *registry
 	created  []any // made by this build: closed if the build is discarded
@@ -427,7 +434,7 @@ type builder struct {
 // build creates the pipeline for cfg, reusing prev's state for unchanged
 // parts.
 func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
-	b := &builder{g: g, clock: g.deps.Clock, next: newRegistry()}
+	b := &builder{g: g, clock: g.deps.Clock, next: newRegistry(), networks: cfg.ClientIP.Networks.budget()}
 	if prev != nil {
 		b.prev = prev.reuse
 	}
@@ -550,6 +557,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	if cfg.Shield.Enabled {
 		sc := cfg.Shield.config()
 		sc.Clock = g.deps.Clock
+		sc.Networks = cfg.ClientIP.Networks.budget()
 		sc.Hook = func(e shield.Event) {
 			if g.cur.Load() != nil && g.cur.Load().shadowShield {
 				g.metrics.wouldRejectShadow(layerShield, string(e.Reason), "")

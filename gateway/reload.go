@@ -34,6 +34,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("guards.conns.addr_table_capacity", cfg.Guards.Conns.AddrTableCapacity == old.Guards.Conns.AddrTableCapacity, "the guards' address table capacity")
 	need("guards.conns.ipv6_prefix", cfg.Guards.Conns.IPv6Prefix == old.Guards.Conns.IPv6Prefix, "the guards' IPv6 grouping")
 	need("guards.tls.rate_slots", cfg.Guards.TLS.RateSlots == old.Guards.TLS.RateSlots, "the guards' handshake rate slots")
+	need("client_ip.networks", cfg.ClientIP.Networks == old.ClientIP.Networks, "the per-network budget")
 	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
 	need("log", cfg.Log == old.Log, "the log settings")
 	need("routes", reflect.DeepEqual(quotaBudgets(cfg), quotaBudgets(old)), "the set of quota operations (with their limits and windows)")

@@ -89,7 +89,7 @@ func newRouteLimit(b *builder, name string, rl RateLimit) (*routeLimit, error) {
 			return globalBucket{l: l, pol: ratelimit.PolicyOf(policy, g.GCRA())}, nil
 		}
 		l, err := keep(b, limiterKey(name, what, g), func() (*ratelimit.Limiter, error) {
-			return ratelimit.New(g.GCRA(), ratelimit.Options{MaxKeys: g.MaxKeys, Clock: b.clock, Policy: policy})
+			return ratelimit.New(g.GCRA(), ratelimit.Options{MaxKeys: g.MaxKeys, Clock: b.clock, Policy: policy, Networks: b.networks})
 		})
 		if err != nil {
 			return nil, err

@@ -539,6 +539,9 @@ func (c ClientIP) Validate() error {
 	var f fieldErrs
 	f.sub("trusted_proxies", c.TrustedProxies.Validate())
 	f.int("ipv6_prefix", int64(c.IPv6Prefix), rangeIPv6Prefix)
+	f.float("networks.share", c.Networks.Share, floatRange{0, 1})
+	f.int("networks.ipv4_prefix", int64(c.Networks.IPv4Prefix), intRange{keyed.MinIPv4Prefix, 32})
+	f.int("networks.ipv6_prefix", int64(c.Networks.IPv6Prefix), intRange{keyed.MinIPv6Prefix, 128})
 	if f.ok() {
 		_, err := c.resolver()
 		f.guard("", err)

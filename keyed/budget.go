@@ -134,8 +134,9 @@ func (b *Budget) network(addr netip.Addr) [16]byte {
 // Admit reports whether addr's network may add one more key at now (in
 // nanoseconds on any clock that only moves forward, the table's own), and
 // counts it when so. Call it only for a key that is new to the table.
+// Loopback addresses (this machine) are not budgeted.
 func (b *Budget) Admit(addr netip.Addr, now int64) bool {
-	if b == nil {
+	if b == nil || addr.Unmap().IsLoopback() {
 		return true
 	}
 	n := b.network(addr)

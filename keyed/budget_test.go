@@ -132,6 +132,11 @@ func TestBudgetSlides(t *testing.T) {
 	if n != 10 {
 		t.Fatalf("admitted %d two windows on, want 10", n)
 	}
+	for range 20 {
+		if !b.Admit(netip.MustParseAddr("127.0.0.9"), t0) || !b.Admit(netip.IPv6Loopback(), t0) {
+			t.Fatal("loopback was budgeted")
+		}
+	}
 	var nilB *Budget
 	if !nilB.Admit(a, t0) {
 		t.Fatal("a nil budget refused")
