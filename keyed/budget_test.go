@@ -154,7 +154,7 @@ func TestNetworkBudgetValidate(t *testing.T) {
 	}
 }
 
-func TestBudgetAdmitNoAlloc(t *testing.T) {
+func TestNoRaceBudgetAdmitNoAlloc(t *testing.T) {
 	b, _ := NewBudget(NetworkBudget{Share: 1}, 1<<20, time.Minute)
 	a := netip.MustParseAddr("2001:db8::1")
 	if n := testing.AllocsPerRun(100, func() { b.Admit(a, 1) }); n != 0 {
