@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -40,6 +41,30 @@ func needsGlobal(cfg *Config) bool {
 	return false
 }
 
+// globalKeyLife is about how long a key lives in the global node's table:
+// the lease TTL, or the longest time a global route's bucket (or its
+// per_client bucket) takes to fill again (a reload's new routes keep the
+// window the node started with).
+func globalKeyLife(cfg *Config) time.Duration {
+	life := cfg.Global.LeaseTTL
+	if life == 0 {
+		life = global.DefaultLeaseTTL
+	}
+	for _, r := range cfg.Routes {
+		rl := r.RateLimit
+		if rl == nil || rl.Scope != "global" {
+			continue
+		}
+		g := rl.GCRA()
+		life = max(life, time.Duration(g.Burst)*g.Interval())
+		if pc := rl.PerClient; pc != nil {
+			g = RateLimit{QPS: pc.QPS, Burst: pc.Burst}.GCRA()
+			life = max(life, time.Duration(g.Burst)*g.Interval())
+		}
+	}
+	return life
+}
+
 // openGlobal creates the node and its Redis store. It contacts nothing:
 // a Redis that is down at start opens the breaker on the first round
 // trips and the limits run on the local share until a probe succeeds.
@@ -50,6 +75,7 @@ func (g *Gateway) openGlobal(cfg *Config) error {
 	}
 	gc := cfg.Global.config()
 	gc.Store, gc.Clock = st, g.deps.Clock
+	gc.Networks, gc.NetworkWindow = cfg.ClientIP.Networks.budget(), globalKeyLife(cfg)
 	gc.Hooks = g.metrics.globalHooks(g.log)
 	node, err := global.New(gc)
 	if err != nil {
@@ -87,7 +113,9 @@ type globalBucket struct {
 }
 
 func (b globalBucket) allowKey(k ratelimit.Key) ratelimit.Decision {
-	return ratelimit.Decision{Decision: b.l.Allow(k.Text())}
+	// An address key carries its client for the network budget.
+	a, _ := k.Addr()
+	return ratelimit.Decision{Decision: b.l.AllowNFrom(k.Text(), a, 1)}
 }
 func (b globalBucket) policy() ratelimit.Policy { return b.pol }
 

@@ -2,6 +2,7 @@ package global
 
 import (
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -29,6 +30,7 @@ import (
 type Limiter struct {
 	node     *Node
 	tab      *keyed.Table[keyed.Key128, entry] // of its Table
+	budget   *keyed.Budget                     // of its Table; nil: off
 	name     string
 	g        limit.GCRA
 	interval time.Duration // T rounded to microseconds (L2's resolution)
@@ -99,6 +101,14 @@ func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
 // catches up with what replicas admitted without L2, up to Burst +
 // Rate·OpenFor per key and replica.
 func (l *Limiter) AllowN(key string, n int64) limit.Decision {
+	return l.AllowNFrom(key, netip.Addr{}, n)
+}
+
+// AllowNFrom is AllowN for a key of the client at addr (the zero Addr:
+// none): when the key is new to the table, the client's network must
+// have room in its budget (Config.Networks), or the decision is a
+// refusal like a full table's.
+func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decision {
 	nd := l.node
 	k1 := nd.hasher.Sum(key)
 	k1[0] ^= l.id[0]
@@ -119,7 +129,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 	for {
 		now, t := nd.now()
 		if nd.State() != Closed || nd.closed.Load() {
-			return l.fallback(k1, now, n)
+			return l.fallback(k1, addr, now, n)
 		}
 		var (
 			d        limit.Decision
@@ -128,8 +138,13 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 			need     int64
 			wait     *round
 		)
+		var spent bool
 		err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 			if created {
+				if n > 0 && !l.admit(addr, t) {
+					spent = true
+					return false
+				}
 				e.lim = l
 			}
 			if n <= 0 {
@@ -170,7 +185,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 			}
 			return true
 		})
-		if err != nil {
+		if err != nil || spent {
 			nd.c.tableFull.Add(1)
 			return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: time.Second})
 		}
@@ -191,7 +206,7 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 			var full bool
 			wait, full = l.request(k1, k2, now, t, need)
 			if full {
-				return l.fallback(k1, now, n)
+				return l.fallback(k1, addr, now, n)
 			}
 			if wait == nil {
 				continue // the key changed meanwhile: decide again
@@ -206,9 +221,15 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 		case <-timer.C:
 			nd.c.waitTimeouts.Add(1)
 			wait.missed.Store(true)
-			return l.fallback(k1, nd.clk.Now(), n)
+			return l.fallback(k1, addr, nd.clk.Now(), n)
 		}
 	}
+}
+
+// admit reports whether a new key of the client at addr (invalid: no
+// client) may enter the table at t, and counts it.
+func (l *Limiter) admit(addr netip.Addr, t int64) bool {
+	return l.budget == nil || !addr.IsValid() || l.budget.Admit(addr, t)
 }
 
 // request queues a refill for the key unless one is pending, and returns
@@ -273,16 +294,23 @@ func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
 // becomes debt (up to Burst + Rate·OpenFor per key) that the key's next
 // leases must cover before they yield tokens, so once L2 answers again the
 // replicas' accounting catches up with what was admitted without it.
-func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decision {
+func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n int64) limit.Decision {
 	nd := l.node
 	share := nd.Share()
 	g := limit.GCRA{Rate: l.g.Rate * share, Burst: max(int64(math.Floor(float64(l.g.Burst)*share)), 1)}
 	if g.Rate < limit.MinRate {
 		g.Rate = limit.MinRate
 	}
-	var d limit.Decision
+	var (
+		d     limit.Decision
+		spent bool
+	)
 	err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 		if created {
+			if n > 0 && !l.admit(addr, int64(now.Sub(nd.epoch))) {
+				spent = true
+				return false
+			}
 			e.lim = l
 		}
 		if gen := nd.gen.Load(); e.fbGen != gen {
@@ -295,7 +323,7 @@ func (l *Limiter) fallback(k1 keyed.Key128, now time.Time, n int64) limit.Decisi
 		}
 		return !created || d.Allowed
 	})
-	if err != nil {
+	if err != nil || spent {
 		nd.c.tableFull.Add(1)
 		d = limit.Decision{Limit: g.Burst, RetryAfter: time.Second}
 	}

@@ -126,6 +126,16 @@ type Config struct {
 	Clock clock.Clock
 	// Hooks receive events and metrics; nil fields are ignored.
 	Hooks Hooks
+	// Networks, when its Share is set, bounds the part of the node's own
+	// table (Capacity) that the keys of one client network (an IPv4 /24,
+	// an IPv6 /48 by default) may take within NetworkWindow: a new key
+	// given with its client address ([Limiter.AllowNFrom]) beyond it is
+	// refused like a full table. Keys without an address and the keys of
+	// tables made with [Node.Table] are not counted. The zero value is off.
+	Networks keyed.NetworkBudget
+	// NetworkWindow is about how long a key lives in the table; 0 means
+	// LeaseTTL. A longer window makes the budget stricter.
+	NetworkWindow time.Duration
 }
 
 // Hooks observe a node. Hooks run on the node's worker goroutine, must be
@@ -392,6 +402,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only the node's own table holds keys of client addresses.
+	if tab.budget, err = keyed.NewBudget(cfg.Networks, cfg.Capacity, cfg.NetworkWindow); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	n.tab = tab
 	n.replicas.Store(1)
 	n.gen.Store(1)
@@ -455,6 +469,15 @@ func (c *Config) fill() error {
 	if c.FallbackShare != 0 && !(c.FallbackShare > 0 && c.FallbackShare <= 1) {
 		return fmt.Errorf("%w: FallbackShare %v out of range (0, 1]", ErrConfig, c.FallbackShare)
 	}
+	if err := c.Networks.Validate(); err != nil {
+		return fmt.Errorf("%w: Networks: %w", ErrConfig, err)
+	}
+	if c.NetworkWindow < 0 {
+		return fmt.Errorf("%w: NetworkWindow %v is negative", ErrConfig, c.NetworkWindow)
+	}
+	if c.NetworkWindow == 0 {
+		c.NetworkWindow = c.LeaseTTL
+	}
 	return nil
 }
 
@@ -468,6 +491,9 @@ type Table struct {
 	n   *Node
 	id  int // 0: the node's own
 	tab *keyed.Table[keyed.Key128, entry]
+	// budget admits new keys per client network (Config.Networks); nil:
+	// off. Set only on the node's own table.
+	budget *keyed.Budget
 }
 
 // Table makes a new L1 table of capacity keys, in [1,
@@ -548,7 +574,7 @@ func (t *Table) Limiter(name string, g limit.GCRA) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: more than %d distinct limiters on one node", ErrConfig, MaxLimiters)
 	}
 	maxDebt := g.Burst + int64(math.Ceil(g.Rate*n.cfg.OpenFor.Seconds()))
-	l := &Limiter{node: n, tab: t.tab, name: name, g: g, interval: iv.Round(time.Microsecond), id: id, maxDebt: maxDebt}
+	l := &Limiter{node: n, tab: t.tab, budget: t.budget, name: name, g: g, interval: iv.Round(time.Microsecond), id: id, maxDebt: maxDebt}
 	n.limiters[id] = l
 	return l, nil
 }

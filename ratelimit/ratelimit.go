@@ -315,6 +315,10 @@ func (k Key) Text() string {
 	return "s:" + k.s
 }
 
+// Addr returns the client address of an address key, and false (with
+// the zero Addr) for a string key.
+func (k Key) Addr() (netip.Addr, bool) { return k.a, k.addr }
+
 // StringKey returns the key for s.
 func StringKey(s string) Key { return Key{s: s} }
 
