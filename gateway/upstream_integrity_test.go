@@ -269,6 +269,12 @@ func wantOwnOrError(t *testing.T, marker string, a answer1) {
 	}
 }
 
+// failed reports an answer that is an error: the connection failed, or
+// 502 upstream_unavailable.
+func failed(a answer1) bool {
+	return a.err != nil || a.status == http.StatusBadGateway && a.code == "upstream_unavailable"
+}
+
 func wantInvalid(t *testing.T, marker string, a answer1) {
 	t.Helper()
 	if a.err != nil || a.status != http.StatusBadGateway || a.code != "upstream_invalid_response" {
@@ -307,28 +313,40 @@ func testUpstreamMisbehaviour(t *testing.T) {
 			name += "/chunked"
 		}
 		t.Run(fmt.Sprintf("%02d-%s", i, name), func(t *testing.T) {
-			attack := func(rc *rawClient1, marker string) {
+			attack := func(rc *rawClient1, marker string, mayFail bool) {
 				t.Helper()
 				body := ""
 				if m.body != nil {
 					body = m.body(marker)
 				}
-				m.want(t, marker, rc.do(m.method, "/"+m.mode+"/"+marker, body, m.chunked))
+				a := rc.do(m.method, "/"+m.mode+"/"+marker, body, m.chunked)
+				if mayFail && failed(a) {
+					return
+				}
+				m.want(t, marker, a)
 			}
-			victim := func(rc *rawClient1, marker string) {
+			victim := func(rc *rawClient1, marker string, mayFail bool) {
 				t.Helper()
-				if a := rc.do("GET", "/ok/"+marker, "", false); a.err != nil || a.status != 200 || a.body != marker {
+				a := rc.do("GET", "/ok/"+marker, "", false)
+				if mayFail && failed(a) {
+					return
+				}
+				if a.err != nil || a.status != 200 || a.body != marker {
 					t.Errorf("victim %s got %+v, want 200 %q", marker, a, marker)
 				}
 			}
 			// In turn, on one client connection.
 			rc := &rawClient1{addr: addr}
 			for j := range 3 {
-				attack(rc, fmt.Sprintf("a%d-%d", i, j))
-				victim(rc, fmt.Sprintf("v%d-%d", i, j))
+				attack(rc, fmt.Sprintf("a%d-%d", i, j), false)
+				victim(rc, fmt.Sprintf("v%d-%d", i, j), false)
 			}
 			rc.close()
-			// Concurrently, several clients sharing the pool.
+			// Concurrently, several clients sharing the pool. Stray bytes
+			// that arrive only after another request took the connection
+			// are caught late (on nethttp by net/http's own look, which
+			// fails that request): an error is an answer then, another's
+			// bytes never.
 			var wg sync.WaitGroup
 			for k := range 4 {
 				wg.Go(func() {
@@ -336,9 +354,9 @@ func testUpstreamMisbehaviour(t *testing.T) {
 					defer rc.close()
 					for j := range 6 {
 						if (j+k)%2 == 0 {
-							attack(rc, fmt.Sprintf("a%d-%d-%d", i, k, j))
+							attack(rc, fmt.Sprintf("a%d-%d-%d", i, k, j), true)
 						} else {
-							victim(rc, fmt.Sprintf("v%d-%d-%d", i, k, j))
+							victim(rc, fmt.Sprintf("v%d-%d-%d", i, k, j), true)
 						}
 					}
 				})
