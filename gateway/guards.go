@@ -159,6 +159,7 @@ func (c *Config) guardConfig() guard.Config {
 			AcceptBurstPerAddr:   g.Conns.AcceptBurstPerAddr,
 			AddrTableCapacity:    g.Conns.AddrTableCapacity,
 			IPv6Prefix:           g.Conns.IPv6Prefix,
+			Networks:             c.ClientIP.Networks.budget(), // of socket peers
 		},
 		Slow: guard.SlowConfig{
 			HeaderTimeout: g.Slowloris.HeaderTimeout,

@@ -62,3 +62,14 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 		t.Errorf("the /48 got %d keys (want ≤ 64); %d of 200 clients of other networks admitted", from48, admitted)
 	}
 }
+
+// The guard's address table gets client_ip.networks (its library test,
+// TestNetworkShareOfAddrTable in guard, covers the budget itself: peers
+// of the gateway's own tests are loopback addresses, which it does not
+// count).
+func TestGuardConfigBudgetsNetworks(t *testing.T) {
+	cfg := DefaultConfig()
+	if got, want := cfg.guardConfig().Conns.Networks, cfg.ClientIP.Networks.budget(); got != want || got.Share == 0 {
+		t.Fatalf("guard conns.networks = %+v, want %+v (on)", got, want)
+	}
+}

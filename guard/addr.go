@@ -65,8 +65,9 @@ func remoteIP(c net.Conn) (netip.Addr, bool) {
 
 // addrState is what the Guard keeps per client address group.
 type addrState struct {
-	conns      int32 // open connections
-	incomplete int32 // of which without a complete request head yet
+	conns      int32  // open connections
+	incomplete int32  // of which without a complete request head yet
+	net        uint32 // the network budget's ticket (keyed.LiveBudget)
 	rate       limit.GCRAState
 }
 

@@ -84,6 +84,14 @@ type ConnConfig struct {
 	// clients into one address. Default 64 (one subscriber), range
 	// [16, 128]. Not reloadable.
 	IPv6Prefix int
+	// Networks (client_ip.networks in the gateway), when its Share is
+	// set, bounds the live entries of the address table one network of
+	// peers (an IPv4 /24, an IPv6 /48 by default) may hold: at most
+	// Share × AddrTableCapacity. A new address of a network at its share
+	// is refused like a full table ("table_full") while other networks'
+	// still get in; an entry counts until the table reclaims it. Loopback
+	// peers are not counted. The zero value is off. Not reloadable.
+	Networks keyed.NetworkBudget
 }
 
 // SlowConfig bounds slow clients (Slowloris). Receive time is banked as a
@@ -366,6 +374,9 @@ func (c Config) Validate() error {
 		checkInt("conns.addr_table_capacity", n.AddrTableCapacity, 16, keyed.MaxCapacity),
 		checkInt("conns.ipv6_prefix", n.IPv6Prefix, 16, 128),
 	}
+	if err := n.Networks.Validate(); err != nil {
+		checks = append(checks, configErr("conns.networks", "%v", err))
+	}
 	if n.MaxIncompletePerAddr > n.MaxPerAddr && n.MaxPerAddr >= 1 {
 		checks = append(checks, configErr("conns.max_incomplete_per_addr", "%d must not exceed conns.max_per_addr %d", n.MaxIncompletePerAddr, n.MaxPerAddr))
 	}
@@ -435,6 +446,8 @@ func checkReload(old, c Config) error {
 		return configErr("conns.addr_table_capacity", "cannot change on reload (%d -> %d)", old.Conns.AddrTableCapacity, c.Conns.AddrTableCapacity)
 	case old.Conns.IPv6Prefix != c.Conns.IPv6Prefix:
 		return configErr("conns.ipv6_prefix", "cannot change on reload (%d -> %d)", old.Conns.IPv6Prefix, c.Conns.IPv6Prefix)
+	case old.Conns.Networks != c.Conns.Networks:
+		return configErr("conns.networks", "cannot change on reload")
 	case old.TLS.RateSlots != c.TLS.RateSlots:
 		return configErr("tls.rate_slots", "cannot change on reload (%d -> %d)", old.TLS.RateSlots, c.TLS.RateSlots)
 	}

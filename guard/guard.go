@@ -100,6 +100,7 @@ type Guard struct {
 
 	keyer  addrKeyer
 	addrs  *keyed.Table[keyed.Key128, addrState]
+	nets   *keyed.LiveBudget // live address entries per network; nil: off
 	hs     *hsSlots
 	closed atomic.Bool
 
@@ -167,6 +168,10 @@ func New(cfg Config, opts Options) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: conns.addr_table_capacity: %v", ErrInvalidConfig, err)
 	}
+	if g.nets, err = keyed.NewLiveBudget(cfg.Conns.Networks, cfg.Conns.AddrTableCapacity); err != nil {
+		addrs.Close()
+		return nil, fmt.Errorf("%w: conns.networks: %v", ErrInvalidConfig, err)
+	}
 	g.addrs = addrs
 	g.cfg.Store(&cfg)
 	g.lim.Store(newLimits(cfg))
@@ -179,9 +184,16 @@ func (c Config) accept() limit.GCRA {
 }
 
 // addrExpired reports whether an address entry may be reclaimed: no open
-// connection and an accept-rate bucket that is full again.
+// connection and an accept-rate bucket that is full again. The table
+// removes every entry it reports (it is the table's reclaim scan's only
+// question), so a reclaimable entry gives its network's unit back here.
 func (g *Guard) addrExpired(s *addrState, now time.Time) bool {
-	return s.conns <= 0 && s.incomplete <= 0 && g.lim.Load().accept.Expired(&s.rate, now)
+	if s.conns <= 0 && s.incomplete <= 0 && g.lim.Load().accept.Expired(&s.rate, now) {
+		g.nets.Release(s.net)
+		s.net = 0
+		return true
+	}
+	return false
 }
 
 // Config returns the effective configuration (defaults applied).

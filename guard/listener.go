@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 		g.conns.Add(-1)
 		return nil, RefuseHandshakes
 	}
-	reason := g.admitAddr(key, now, lim)
+	reason := g.admitAddr(key, ip, now, lim)
 	if reason != "" {
 		g.conns.Add(-1)
 		if isTLS {
@@ -162,11 +163,22 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 	return gc, ""
 }
 
-// admitAddr applies the per-address checks and, if they pass, counts one
+// admitAddr applies the per-address checks (for an address new to the
+// table, its network's budget first) and, if they pass, counts one
 // more open and incomplete connection for the address.
-func (g *Guard) admitAddr(key keyed.Key128, now time.Time, lim *limits) string {
+func (g *Guard) admitAddr(key keyed.Key128, ip netip.Addr, now time.Time, lim *limits) string {
 	reason := ""
-	err := g.addrs.Do(key, now, func(s *addrState, _ bool) bool {
+	err := g.addrs.Do(key, now, func(s *addrState, created bool) bool {
+		if created {
+			// A new address: its network must have room in its share of
+			// the table (Conns.Networks), or it is refused like a full
+			// table.
+			var ok bool
+			if s.net, ok = g.nets.Acquire(ip); !ok {
+				reason = RefuseTableFull
+				return false
+			}
+		}
 		switch {
 		case s.conns >= lim.maxPerAddr:
 			reason = RefuseAddrConns

@@ -114,14 +114,18 @@ func (b *Budget) Limit() int { return int(b.limit) }
 // network returns the network of addr as 16 bytes (an IPv4 address in
 // its IPv4-mapped form, masked to the IPv4 prefix); an invalid address
 // is one network of its own.
-func (b *Budget) network(addr netip.Addr) [16]byte {
+func (b *Budget) network(addr netip.Addr) [16]byte { return networkOf(addr, b.v4, b.v6) }
+
+// networkOf returns the network of addr under the prefix lengths v4 and
+// v6, as [Budget.network] describes.
+func networkOf(addr netip.Addr, v4, v6 int) [16]byte {
 	if !addr.IsValid() {
 		return [16]byte{}
 	}
 	addr = addr.Unmap()
-	bits := b.v6
+	bits := v6
 	if addr.Is4() {
-		bits = b.v4
+		bits = v4
 	}
 	p, _ := addr.Prefix(bits)
 	a := p.Addr().As16()
@@ -184,4 +188,77 @@ func roll(v, epoch uint64) (prev, cur uint64) {
 		return v & budgetCountMax, 0
 	}
 	return 0, 0
+}
+
+// liveSlots is the number of counters of a [LiveBudget]: a power of two.
+const liveSlots = 4096
+
+// LiveBudget bounds the entries one network (an IPv4 /24, an IPv6 /48 by
+// default) holds at once in a table whose entries live as long as
+// something of theirs stays open (a connection), where a time window
+// does not fit: at most Share × capacity live entries per network. It is
+// a fixed array of 4096 counters indexed by a keyed hash of the network
+// (the [Budget]'s), so networks that share a counter share its budget
+// (collisions only make it stricter); no allocation after NewLiveBudget,
+// lock-free. A nil *LiveBudget admits everything. It is safe for
+// concurrent use.
+type LiveBudget struct {
+	limit  int32
+	v4, v6 int
+	hash   Hasher
+	slots  [liveSlots]atomic.Int32
+}
+
+// NewLiveBudget returns the budget nb describes for a table of capacity
+// entries, or nil when nb is off.
+func NewLiveBudget(nb NetworkBudget, capacity int) (*LiveBudget, error) {
+	nb, err := nb.resolve()
+	if err != nil || nb.Share == 0 {
+		return nil, err
+	}
+	if capacity < 1 {
+		return nil, fmt.Errorf("%w: network budget needs a capacity, got %d", ErrInvalidConfig, capacity)
+	}
+	return &LiveBudget{
+		limit: int32(max(1, math.Floor(nb.Share*float64(capacity)))),
+		v4:    nb.IPv4Prefix,
+		v6:    nb.IPv6Prefix,
+		hash:  NewHasher(),
+	}, nil
+}
+
+// Limit returns how many live entries one network may hold.
+func (b *LiveBudget) Limit() int { return int(b.limit) }
+
+// Acquire counts one more live entry of addr's network and returns its
+// ticket for Release, or ok false (nothing counted) when the network
+// already holds its limit. Call it only for an entry new to the table.
+// Loopback addresses (this machine) are not counted: their ticket is 0,
+// as is every ticket of a nil budget.
+func (b *LiveBudget) Acquire(addr netip.Addr) (ticket uint32, ok bool) {
+	if b == nil || addr.Unmap().IsLoopback() {
+		return 0, true
+	}
+	n := networkOf(addr, b.v4, b.v6)
+	h, _ := b.hash.Sum2(unsafe.String(&n[0], len(n)))
+	i := uint32(h & (liveSlots - 1))
+	c := &b.slots[i]
+	for {
+		v := c.Load()
+		if v >= b.limit {
+			return 0, false
+		}
+		if c.CompareAndSwap(v, v+1) {
+			return i + 1, true
+		}
+	}
+}
+
+// Release uncounts the entry Acquire gave ticket for, once it has left
+// the table. Ticket 0 does nothing.
+func (b *LiveBudget) Release(ticket uint32) {
+	if b == nil || ticket == 0 || ticket > liveSlots {
+		return
+	}
+	b.slots[ticket-1].Add(-1)
 }

@@ -161,3 +161,48 @@ func TestNoRaceBudgetAdmitNoAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per Admit", n)
 	}
 }
+
+// A LiveBudget holds at most its limit per network at once, gives units
+// back on Release, and leaves other networks and loopback alone.
+func TestLiveBudget(t *testing.T) {
+	b, err := NewLiveBudget(NetworkBudget{Share: DefaultNetworkShare}, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tickets []uint32
+	for i := range 1000 {
+		a := netip.MustParseAddr("2001:db8:1::1").As16()
+		a[6], a[7] = byte(i>>8), byte(i)
+		if tk, ok := b.Acquire(netip.AddrFrom16(a)); ok {
+			tickets = append(tickets, tk)
+		}
+	}
+	if len(tickets) != b.Limit() || b.Limit() != 64 {
+		t.Fatalf("the /48 holds %d, want the limit %d (64)", len(tickets), b.Limit())
+	}
+	if _, ok := b.Acquire(netip.MustParseAddr("198.51.100.7")); !ok {
+		t.Fatal("another network refused")
+	}
+	if tk, ok := b.Acquire(netip.MustParseAddr("::1")); !ok || tk != 0 {
+		t.Fatalf("loopback: ticket %d, ok %v; want 0, true", tk, ok)
+	}
+	b.Release(tickets[0])
+	if _, ok := b.Acquire(netip.MustParseAddr("2001:db8:1:ffff::1")); !ok {
+		t.Fatal("a released unit was not given back")
+	}
+	if _, ok := b.Acquire(netip.MustParseAddr("2001:db8:1:fffe::1")); ok {
+		t.Fatal("the /48 exceeded its limit after one release")
+	}
+	var nilB *LiveBudget
+	if tk, ok := nilB.Acquire(netip.MustParseAddr("2001:db8:1::1")); !ok || tk != 0 {
+		t.Fatal("a nil budget refused")
+	}
+}
+
+func TestNoRaceLiveBudgetNoAlloc(t *testing.T) {
+	b, _ := NewLiveBudget(NetworkBudget{Share: 1}, 1<<20)
+	addr := netip.MustParseAddr("203.0.113.9")
+	if n := testing.AllocsPerRun(100, func() { tk, _ := b.Acquire(addr); b.Release(tk) }); n != 0 {
+		t.Fatalf("Acquire/Release allocate %v times", n)
+	}
+}
