@@ -128,27 +128,32 @@ func h2specHandler(w http.ResponseWriter, r *http.Request) {
 // net/http's HTTP/2 server itself, with the guard or without it, and why
 // (as observed with h2spec 2.2.1; each case's "Actual" output in the
 // comment). They are not the guard's: it passes every frame of these
-// exchanges through. The upstream issues were not looked up (no network
-// access where this list was made): the reasons name the behaviour.
+// exchanges through. Each names the upstream issue where there is one.
 var h2specExpectedFailures = map[string]string{
 	// Actual: a DATA frame answering the request. x/net's server reads
 	// frames up to its own MaxReadFrameSize (advertised in its SETTINGS),
-	// not the 16 KiB h2spec assumes.
+	// not the 16 KiB h2spec assumes. The Go team deemed the case
+	// incorrect (golang/go#25023); h2spec's side: summerwind/h2spec#102
+	// and #142 (it ignores the server's advertised SETTINGS_MAX_FRAME_SIZE).
 	"http2/4.2 Sends a large size HEADERS frame that exceeds the SETTINGS_MAX_FRAME_SIZE": "x/net http2.Server accepts HEADERS frames up to its advertised MaxReadFrameSize",
 	// Actual: connection closed instead of a SETTINGS ACK: x/net's server
 	// refuses the second SETTINGS_INITIAL_WINDOW_SIZE value of the frame
 	// (h2spec's values overflow a stream's window on the way).
+	// golang/go#56760.
 	"http2/6.5.3 Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE": "x/net http2.Server closes the connection on the second INITIAL_WINDOW_SIZE value",
 	// Actual: a DATA frame answering the request: the server drops the
 	// connection-specific field (Connection, or TE other than
 	// "trailers") instead of a stream error PROTOCOL_ERROR.
+	// golang/go#26321 (open since 2018).
 	"http2/8.1.2.2 Sends a HEADERS frame that contains the connection-specific header field":                       "x/net http2.Server ignores connection-specific request fields instead of PROTOCOL_ERROR",
 	"http2/8.1.2.2 Sends a HEADERS frame that contains the TE header field with any value other than \"trailers\"": "x/net http2.Server ignores TE other than trailers instead of PROTOCOL_ERROR",
 }
 
 // h2specExpectedH2CFailures fail in cleartext only: the port serves
 // HTTP/1.1 too, so net/http reads a bad preface as an HTTP/1.1 request
-// (and answers 400) instead of closing the connection.
+// (and answers 400) instead of closing the connection. This one is
+// Bulwark's by design (one port for HTTP/1.1 and h2c): the 400 closes the
+// connection, no stream is opened, so nothing reaches a handler.
 var h2specExpectedH2CFailures = map[string]string{
 	"http2/3.5 Sends invalid connection preface": "net/http serves HTTP/1.1 on the h2c port: an invalid preface is read as an HTTP/1.1 request",
 }
