@@ -5,10 +5,12 @@ package xdp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +77,7 @@ type harness struct {
 	t           testing.TB
 	m           *Manager
 	allow, deny *ipset.Set
+	cpu         int // the CPU every run is pinned to (see run)
 }
 
 // newHarness loads the program with small maps, the lists mirrored, and
@@ -84,6 +87,12 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 	requireRoot(t)
 	h := &harness{t: t}
 	var err error
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	for h.cpu = 0; !cpus.IsSet(h.cpu); h.cpu++ {
+	}
 	mirror := func(c ipset.Change) { h.m.OnChange(c) }
 	if h.allow, err = ipset.New(ipset.Config{Name: "allow", Capacity: 1 << 14, OnChange: mirror}); err != nil {
 		t.Fatal(err)
@@ -111,9 +120,25 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 
 func (h *harness) prog() *ebpf.Program { return h.m.kern.objs.BulwarkXdp }
 
-// run runs the program once on pkt and returns its verdict and output.
+// run runs the program once on pkt and returns its verdict and output,
+// on h.cpu: BPF_PROG_TEST_RUN runs the program on the calling thread's
+// CPU, and its scores and statistics are per-CPU maps, so a test whose
+// thread moved to another CPU between two runs (likely on a loaded
+// machine: TestIPv6ExtensionHeaders saw a /64 over its SYN limit pass)
+// would read another CPU's scores.
 func (h *harness) run(pkt []byte) (uint32, []byte) {
 	h.t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var prev, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &prev); err != nil {
+		h.t.Fatal(err)
+	}
+	one.Set(h.cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		h.t.Fatal(err)
+	}
+	defer func() { _ = unix.SchedSetaffinity(0, &prev) }()
 	opts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt)+512)}
 	ret, err := h.prog().Run(opts)
 	if err != nil {
@@ -1040,5 +1065,42 @@ func TestAllowedSourceIsExempt(t *testing.T) {
 	h.expect("other source's udp over the limit", udp4(other, 53, 8), xdpDrop)
 	if c := h.counters(); c.SYNFlood != 0 || c.Allow != 11 { // 5 SYNs, 4 UDP over the limit, the fragment, the ACK
 		t.Errorf("syn_flood %d allow %d, want 0 and 11", c.SYNFlood, c.Allow)
+	}
+}
+
+// Every run of the harness lands on one CPU, whichever CPU the test's
+// thread is on: a SYN flood sent while the caller hops between CPUs is
+// still scored as one (the scores are per-CPU, so without the pinning
+// each CPU saw only its share of the flood and the 4th SYN passed).
+func TestHarnessRunsOnOneCPU(t *testing.T) {
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for c := 0; len(ids) < cpus.Count(); c++ {
+		if cpus.IsSet(c) {
+			ids = append(ids, c)
+		}
+	}
+	if len(ids) < 2 {
+		t.Skip("needs two CPUs to hop between")
+	}
+	h := newHarness(t, func(c *Config) { c.SYNLimit = 3 })
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() { _ = unix.SchedSetaffinity(0, &cpus) }()
+	for i := range 5 {
+		var one unix.CPUSet
+		one.Set(ids[i%2])
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Fatal(err)
+		}
+		want := uint32(xdpPass)
+		if i >= 3 {
+			want = xdpDrop
+		}
+		syn := frame{src: cli4, dst: srv4, proto: 6, l4: tcpSeg{sport: uint16(1000 + i), dport: 443, flags: thSYN}.bytes()}.bytes()
+		h.expect(fmt.Sprintf("syn %d (caller on CPU %d)", i+1, ids[i%2]), syn, want)
 	}
 }
