@@ -2,6 +2,17 @@ package gateway
 
 // How the configuration works, and how to add a setting
 //
+// A setting's truth lives in one place: the type of the layer that
+// consumes it. host.Limits, shield.Config, login.Config and the others
+// carry their YAML shape (a `yaml:"key"` tag per setting, `yaml:"-"` on
+// what a file cannot set: a clock, a store, a hook) and a Validate method
+// that checks every setting against the library's own bounds with a
+// conf.Check, naming the key ("max_keys: 0 out of range [1, 10000000]").
+// The gateway's Config composes those types; a section that adds
+// gateway-only keys (shield.enabled, a mode) embeds the library's type
+// with `yaml:",inline"`. Nothing is mirrored, converted back or bounded a
+// second time here.
+//
 // A file becomes a running gateway in four steps, each in one place:
 //
 //  1. decode (decode.go): yaml.v3 parses the file; a walk over the node
@@ -15,37 +26,38 @@ package gateway
 //     A key present in the file keeps the file's value, even zero.
 //  2. environment (load.go, applyProfileGate): BULWARK_PROFILE first,
 //     then the cluster secrets, only in the cluster profile.
-//  3. Validate (validate.go): pure, no file or environment read. Every
-//     section type has a Validate method returning FieldErrors whose paths
-//     are relative to it; Config.Validate nests them, adds the rules that
-//     span sections and maps paths to lines. gateway.New calls the same
-//     Config.Validate, so `bulwark check` and start-up cannot disagree.
+//  3. Validate (validate.go): pure, no file or environment read. Each
+//     section's Validate (the library's, for a library's type) returns
+//     conf.Errors whose paths are relative to it; Config.Validate nests
+//     them, adds the rules that span sections and maps paths to lines.
+//     gateway.New calls the same Config.Validate, so `bulwark check` and
+//     start-up cannot disagree.
 //  4. Provision (load.go): reads what the configuration names (TLS
 //     certificate and key, control token file or BULWARK_CONTROL_TOKEN)
 //     and checks the store URLs with the parsers the stores use.
 //
 // To add a setting:
 //
-//   - Add the field, with a `yaml:"snake_case"` tag, to its section type.
-//     Supported kinds: string, bool, int, int64, float64, time.Duration, a
-//     struct (a section), a pointer to a struct (an optional section, nil
-//     when absent = off) and slices of those. TestSchema fails on a field
-//     without a tag or of another kind.
+//   - Add the field, with a `yaml:"snake_case"` tag, to the type of the
+//     layer that consumes it (or to the gateway's own section type for a
+//     gateway-only setting). Supported kinds: string, bool, int, int64,
+//     float64, time.Duration, a struct (a section), a pointer to a struct
+//     (an optional section, nil when absent = off) and slices of those.
+//     TestSchema fails on a field without a tag or of another kind.
+//   - Check its range in that type's Validate with conf.Check (Int,
+//     Duration, Float, OneOf) and the library's bound constants, naming
+//     the key: "qps", not "QPS". Validate checks values as they are; a
+//     zero that means "the default" is filled by the type's WithDefaults,
+//     not accepted by Validate.
 //   - Give it a default in DefaultConfig (top-level sections) or in the
-//     element default of its list item or optional section. A new list
-//     item or optional section type with defaults gets a case in
-//     elementDefault. A default that depends on another key (an upstream
-//     timeout lowered to its total) goes in deriveDefaults.
-//   - Check its range in the section's Validate with f.int, f.dur or
-//     f.float and the bound constants of the library that consumes it,
-//     naming the key: "qps", not "QPS". When a library type consumes the
-//     value, also run that type's own Validate there (the "guard": see
-//     RateLimit.Validate and limit.GCRA), so the library can never refuse
-//     at start what the check accepted.
-//   - A new section is a struct type with its own Validate (collect into a
-//     fieldErrs, return f.err()), a field of Config with its tag, its
-//     defaults in DefaultConfig and one f.sub("key", c.Key.Validate()) line
-//     in Config.fieldErrors. Rules that span sections go in
+//     element default of its list item or optional section (a library's
+//     Default... function where it has one). A new list item or optional
+//     section type with defaults gets a case in elementDefault. A default
+//     that depends on another key (an upstream timeout lowered to its
+//     total) goes in deriveDefaults.
+//   - A new section is a field of Config with its tag, its defaults in
+//     DefaultConfig and one f.sub("key", c.Key.Validate()) line in
+//     Config.fieldErrors. Rules that span sections go in
 //     Config.fieldErrors too.
 //   - Anything that reads a file or the environment goes in Provision.
 //   - Document the key, its default and its range in
@@ -96,7 +108,7 @@ const (
 type Config struct {
 	Profile        Profile        `yaml:"profile"`
 	Listen         Listen         `yaml:"listen"`
-	Limits         Limits         `yaml:"limits"`
+	Limits         host.Limits    `yaml:"limits"` // the host's bounds
 	Guards         Guards         `yaml:"guards"`
 	ClientIP       ClientIP       `yaml:"client_ip"`
 	RequestHeaders RequestHeaders `yaml:"request_headers"`
@@ -179,21 +191,6 @@ const (
 type TLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
-}
-
-// Limits are the hard bounds of the HTTP surface, enforced by the host.
-// The meaning of each field is that of the same field of host.Limits.
-type Limits struct {
-	MaxURLBytes        int           `yaml:"max_url_bytes"`         // 414 above
-	MaxHeaderBytes     int           `yaml:"max_header_bytes"`      // 431 above
-	MaxHeaders         int           `yaml:"max_headers"`           // 431 above
-	MaxRequestsPerConn int           `yaml:"max_requests_per_conn"` // then Connection: close
-	MaxInFlight        int           `yaml:"max_in_flight"`         // 503 overloaded above
-	MaxBodyBytes       int64         `yaml:"max_body_bytes"`        // 413 above
-	RequestTimeout     time.Duration `yaml:"request_timeout"`       // whole request, upgrades included
-	DrainTimeout       time.Duration `yaml:"drain_timeout"`         // graceful stop budget
-	ReadHeaderTimeout  time.Duration `yaml:"read_header_timeout"`   // request headers
-	IdleTimeout        time.Duration `yaml:"idle_timeout"`          // idle keep-alive connections
 }
 
 // ClientIP decides who the client of a request is, for every layer at
@@ -718,7 +715,7 @@ func DefaultConfig() *Config {
 		Profile: Standalone,
 		// Loopback: exposing the gateway is a deliberate choice.
 		Listen: Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto},
-		Limits: Limits{
+		Limits: host.Limits{
 			MaxURLBytes:        host.DefaultMaxURLBytes,
 			MaxHeaderBytes:     host.DefaultMaxHeaderBytes,
 			MaxHeaders:         host.DefaultMaxHeaders,
@@ -729,6 +726,7 @@ func DefaultConfig() *Config {
 			DrainTimeout:       host.DefaultDrainTimeout,
 			ReadHeaderTimeout:  host.DefaultReadHeaderTimeout,
 			IdleTimeout:        host.DefaultIdleTimeout,
+			MaxResponseBytes:   host.DefaultMaxResponseBytes, // not a key
 		},
 		Guards: defaultGuards(),
 		ClientIP: ClientIP{

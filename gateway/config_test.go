@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"github.com/bulwarkhq/bulwark/conf"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -642,13 +643,8 @@ func schemaKeys(t reflect.Type, path string, fn func(path string, f reflect.Stru
 	if t.Kind() != reflect.Struct || t == durationType {
 		return
 	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := yamlKey(f)
-		if key == "" {
-			continue
-		}
-		p := join(path, key)
+	for _, f := range keyFields(t) {
+		p := conf.Join(path, yamlKey(f))
 		fn(p, f)
 		schemaKeys(f.Type, p, fn)
 	}
@@ -664,11 +660,23 @@ func TestSchema(t *testing.T) {
 	}
 	// tagged checks that every exported field of a section has a tag
 	// (yaml:"-" for those that are not keys).
-	tagged := func(st reflect.Type) {
+	sections := map[reflect.Type]bool{}
+	var tagged func(st reflect.Type)
+	tagged = func(st reflect.Type) {
 		for i := range st.NumField() {
 			if f := st.Field(i); f.IsExported() {
 				if _, ok := f.Tag.Lookup("yaml"); !ok {
-					t.Errorf("%s.%s has no yaml tag", st.Name(), f.Name)
+					t.Errorf("%s.%s has no yaml tag", st, f.Name)
+				}
+			}
+		}
+		for _, f := range keyFields(st) {
+			if len(f.Index) > 1 {
+				// An inline section's fields are checked with it.
+				inl := st.Field(f.Index[0]).Type
+				if !sections[inl] {
+					sections[inl] = true
+					tagged(inl)
 				}
 			}
 		}
@@ -687,7 +695,6 @@ func TestSchema(t *testing.T) {
 	}
 	tagged(configType)
 	keys := 0
-	sections := map[reflect.Type]bool{}
 	schemaKeys(configType, "", func(p string, f reflect.StructField) {
 		keys++
 		if !supported(f.Type) {

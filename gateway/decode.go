@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/bulwarkhq/bulwark/conf"
 	"io"
 	"math"
 	"reflect"
@@ -368,7 +369,7 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		key := k.Value
-		kp := join(path, key)
+		kp := conf.Join(path, key)
 		if k.ShortTag() == "!!merge" {
 			// What it would have merged is missing: what validation
 			// says about this mapping is a knock-on effect.
@@ -482,17 +483,45 @@ type structSchema struct {
 }
 
 // schemaOf lists the yaml keys of struct type t: every field with a yaml
-// tag other than "-".
+// tag other than "-", and the keys of a struct field tagged ",inline" as
+// t's own (a section that adds keys to a library's type embeds it). A
+// field's Index is its index sequence from t (reflect.Value.FieldByIndex).
 func schemaOf(t reflect.Type) structSchema {
 	s := structSchema{byKey: map[string]reflect.StructField{}}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if key := yamlKey(f); key != "" {
-			s.keys = append(s.keys, key)
-			s.byKey[key] = f
-		}
+	for _, f := range keyFields(t) {
+		key := yamlKey(f)
+		s.keys = append(s.keys, key)
+		s.byKey[key] = f
 	}
 	return s
+}
+
+// keyFields returns the fields of struct type t that are keys, inline
+// structs flattened, in declaration order; each field's Index is relative
+// to t.
+func keyFields(t reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if isInline(f) {
+			for _, g := range keyFields(f.Type) {
+				g.Index = append([]int{i}, g.Index...)
+				out = append(out, g)
+			}
+			continue
+		}
+		if yamlKey(f) != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// isInline reports whether f is a struct whose keys are its parent's
+// (yaml:",inline").
+func isInline(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return f.Type.Kind() == reflect.Struct && strings.Contains(","+opts+",", ",inline,")
 }
 
 // yamlKey returns the configuration key of a struct field, or "" for a
@@ -506,18 +535,6 @@ func yamlKey(f reflect.StructField) string {
 		return ""
 	}
 	return name
-}
-
-func join(path, key string) string {
-	switch {
-	case path == "":
-		return key
-	case key == "":
-		return path
-	case key[0] == '[':
-		return path + key
-	}
-	return path + "." + key
 }
 
 func kindName(n *yaml.Node) string {
@@ -555,23 +572,20 @@ func fillDefaults(cfg *Config, lines map[string]int) {
 func fill(v, def reflect.Value, path string, lines map[string]int) {
 	switch v.Kind() {
 	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			key := yamlKey(t.Field(i))
-			if key == "" {
-				continue
-			}
-			p := join(path, key)
+		fillNonKeys(v, def)
+		for _, f := range keyFields(v.Type()) {
+			p := conf.Join(path, yamlKey(f))
+			fv, dv := v.FieldByIndex(f.Index), def.FieldByIndex(f.Index)
 			if _, set := lines[p]; !set {
 				// Absent: the default. (A zero default changes
 				// nothing, which keeps the short form of a list entry,
 				// whose address has no key of its own.)
-				if !def.Field(i).IsZero() {
-					v.Field(i).Set(def.Field(i))
+				if !dv.IsZero() {
+					fv.Set(dv)
 				}
 				continue
 			}
-			fill(v.Field(i), def.Field(i), p, lines)
+			fill(fv, dv, p, lines)
 		}
 	case reflect.Pointer:
 		if !v.IsNil() {
@@ -581,6 +595,23 @@ func fill(v, def reflect.Value, path string, lines map[string]int) {
 		d := elementDefault(v.Type().Elem())
 		for i := range v.Len() {
 			fill(v.Index(i), d, fmt.Sprintf("%s[%d]", path, i), lines)
+		}
+	}
+}
+
+// fillNonKeys gives the exported fields of struct v that are not keys
+// (yaml:"-": a library type's settings the file cannot set) their
+// defaults from def, inline sections included.
+func fillNonKeys(v, def reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case !f.IsExported():
+		case isInline(f):
+			fillNonKeys(v.Field(i), def.Field(i))
+		case yamlKey(f) == "" && v.Field(i).IsZero():
+			v.Field(i).Set(def.Field(i))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/bulwarkhq/bulwark/conf"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,15 +43,9 @@ func configKeys() []configKey {
 	var out []configKey
 	var walk func(v reflect.Value, path string)
 	walk = func(v reflect.Value, path string) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			key := yamlKey(f)
-			if key == "" {
-				continue
-			}
-			p := join(path, key)
-			fv := v.Field(i)
+		for _, f := range keyFields(v.Type()) {
+			p := conf.Join(path, yamlKey(f))
+			fv := v.FieldByIndex(f.Index)
 			ft := f.Type
 			switch {
 			case ft.Kind() == reflect.Struct && ft != durationType:

@@ -194,7 +194,7 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		WrapListener: g.wrapListener,
 		TLSConfig:    tlsCfg,
 		H2C:          cfg.Listen.H2C,
-		Limits:       hostLimits(cfg.Limits),
+		Limits:       cfg.Limits,
 		Logger:       log,
 		OnReject:     func(reason string) { onReject(reason) },
 		// No ReadyDetail: the client listener's /readyz answers ready or
@@ -275,21 +275,6 @@ func (g *Gateway) wrapListener(ln net.Listener) net.Listener {
 		ln = g.deps.WrapListener(ln)
 	}
 	return ln
-}
-
-func hostLimits(l Limits) host.Limits {
-	return host.Limits{
-		MaxURLBytes:        l.MaxURLBytes,
-		MaxHeaderBytes:     l.MaxHeaderBytes,
-		MaxHeaders:         l.MaxHeaders,
-		MaxRequestsPerConn: l.MaxRequestsPerConn,
-		MaxInFlight:        l.MaxInFlight,
-		MaxBodyBytes:       l.MaxBodyBytes,
-		RequestTimeout:     l.RequestTimeout,
-		DrainTimeout:       l.DrainTimeout,
-		ReadHeaderTimeout:  l.ReadHeaderTimeout,
-		IdleTimeout:        l.IdleTimeout,
-	}
 }
 
 // Addr returns the client listener's address once started.

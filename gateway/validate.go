@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/canon"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
-	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -35,17 +35,6 @@ import (
 // The bounds are the consuming library's own constants; where a library
 // type takes the value, its Validate runs as well (see the guards below).
 var (
-	rangeMaxURLBytes        = intRange{256, host.MaxMaxURLBytes}
-	rangeMaxHeaderBytes     = intRange{4 << 10, host.MaxMaxHeaderBytes}
-	rangeMaxHeaders         = intRange{1, host.MaxMaxHeaders}
-	rangeMaxRequestsPerConn = intRange{1, host.MaxMaxRequestsPerConn}
-	rangeMaxInFlight        = intRange{1, host.MaxMaxInFlight}
-	rangeMaxBodyBytes       = intRange{1, host.MaxMaxBodyBytes}
-	rangeRequestTimeout     = durRange{time.Millisecond, host.MaxRequestTimeout}
-	rangeDrainTimeout       = durRange{time.Millisecond, host.MaxDrainTimeout}
-	rangeReadHeaderTimeout  = durRange{time.Millisecond, host.MaxReadHeaderTimeout}
-	rangeIdleTimeout        = durRange{time.Millisecond, host.MaxIdleTimeout}
-
 	rangeShieldWindow   = durRange{shield.MinWindow, shield.HardMaxWindow}
 	rangeShieldPerPeer  = intRange{1, shield.HardMaxPerPeer}
 	rangeShieldGlobal   = intRange{1, shield.HardMaxGlobal}
@@ -97,81 +86,29 @@ type intRange struct{ lo, hi int64 }
 type durRange struct{ lo, hi time.Duration }
 type floatRange struct{ lo, hi float64 }
 
-// FieldError is one invalid setting. Path is the key path relative to
-// the value whose Validate returned it ("qps", "timeouts.total",
-// "targets[2]", or "" for the value itself); Msg says what is wrong and,
-// for a number, the allowed range.
-type FieldError struct {
-	Path string
-	Msg  string
-}
+// FieldError is one invalid setting; see [conf.FieldError].
+type FieldError = conf.FieldError
 
-// Error renders the error as "path: msg".
-func (e *FieldError) Error() string {
-	if e.Path == "" {
-		return e.Msg
-	}
-	return e.Path + ": " + e.Msg
-}
+// FieldErrors is the error of a section's Validate method; see
+// [conf.Errors].
+type FieldErrors = conf.Errors
 
-// FieldErrors is the error of a section's Validate method: every invalid
-// setting, in the order of the keys, not only the first.
-type FieldErrors []*FieldError
+// fieldErrs collects the FieldErrors of one Validate call: a conf.Check
+// with the gateway's range shorthands.
+type fieldErrs struct{ conf.Check }
 
-// Error joins the errors with "; ".
-func (es FieldErrors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "; ")
-}
+func (f *fieldErrs) add(path, format string, args ...any) { f.Add(path, format, args...) }
 
-// fieldErrs collects the FieldErrors of one Validate call.
-type fieldErrs struct{ list FieldErrors }
+func (f *fieldErrs) int(path string, x int64, r intRange) { f.Int(path, x, r.lo, r.hi) }
 
-func (f *fieldErrs) add(path, format string, args ...any) {
-	f.list = append(f.list, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
-}
+func (f *fieldErrs) dur(path string, x time.Duration, r durRange) { f.Duration(path, x, r.lo, r.hi) }
 
-func (f *fieldErrs) int(path string, x int64, r intRange) {
-	if x < r.lo || x > r.hi {
-		f.add(path, "%d out of range [%d, %d]", x, r.lo, r.hi)
-	}
-}
+func (f *fieldErrs) float(path string, x float64, r floatRange) { f.Float(path, x, r.lo, r.hi) }
 
-func (f *fieldErrs) dur(path string, x time.Duration, r durRange) {
-	if x < r.lo || x > r.hi {
-		f.add(path, "%s out of range [%s, %s]", fmtDuration(x), fmtDuration(r.lo), fmtDuration(r.hi))
-	}
-}
-
-func (f *fieldErrs) float(path string, x float64, r floatRange) {
-	if !(x >= r.lo && x <= r.hi) {
-		f.add(path, "%s out of range [%s, %s]", fmtFloat(x), fmtFloat(r.lo), fmtFloat(r.hi))
-	}
-}
-
-func (f *fieldErrs) wholeMillis(path string, d time.Duration) {
-	if d%time.Millisecond != 0 {
-		f.add(path, "%s is not a whole number of milliseconds", d)
-	}
-}
+func (f *fieldErrs) wholeMillis(path string, d time.Duration) { f.WholeMillis(path, d) }
 
 // sub adds the errors of a nested value's Validate under prefix.
-func (f *fieldErrs) sub(prefix string, err error) {
-	if err == nil {
-		return
-	}
-	var es FieldErrors
-	if errors.As(err, &es) {
-		for _, e := range es {
-			f.list = append(f.list, &FieldError{Path: join(prefix, e.Path), Msg: e.Msg})
-		}
-		return
-	}
-	f.list = append(f.list, &FieldError{Path: prefix, Msg: err.Error()})
-}
+func (f *fieldErrs) sub(prefix string, err error) { f.Sub(prefix, err) }
 
 // guard runs a library's own Validate on a value the section checked
 // already: it only fires if the section's rules are looser than the
@@ -184,20 +121,11 @@ func (f *fieldErrs) guard(path string, err error) {
 }
 
 // mode checks an enforce|shadow setting.
-func (f *fieldErrs) mode(path, m string) {
-	if m != "enforce" && m != "shadow" {
-		f.add(path, "%q: want enforce or shadow", m)
-	}
-}
+func (f *fieldErrs) mode(path, m string) { f.OneOf(path, m, "enforce", "shadow") }
 
-func (f *fieldErrs) ok() bool { return len(f.list) == 0 }
+func (f *fieldErrs) ok() bool { return f.OK() }
 
-func (f *fieldErrs) err() error {
-	if len(f.list) == 0 {
-		return nil
-	}
-	return f.list
-}
+func (f *fieldErrs) err() error { return f.Err() }
 
 // sortByKeys orders f's errors by the first key of their paths, in the
 // order keys lists them (a section's declaration order), keeping the
@@ -213,22 +141,13 @@ func (f *fieldErrs) sortByKeys(keys []string) {
 		}
 		return len(keys)
 	}
-	slices.SortStableFunc(f.list, func(a, b *FieldError) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(f.List(), func(a, b *FieldError) int { return rank(a) - rank(b) })
 }
 
 // fmtDuration prints d compactly: 1m rather than 1m0s.
-func fmtDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
+func fmtDuration(d time.Duration) string { return conf.FormatDuration(d) }
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+func fmtFloat(f float64) string { return conf.FormatFloat(f) }
 
 // Validate checks the whole configuration without reading any file or
 // the environment: every section's Validate, nested under its key, and
@@ -292,7 +211,7 @@ func (c *Config) fieldErrors() FieldErrors {
 			f.add("control.addr", "same address as metrics.addr")
 		}
 	}
-	return f.list
+	return f.List()
 }
 
 // sameListener reports whether two listener addresses would collide: the
@@ -493,26 +412,6 @@ func (t TLS) Validate() error {
 	}
 	if t.KeyFile == "" {
 		f.add("key_file", "required when listen.tls is set")
-	}
-	return f.err()
-}
-
-// Validate checks every bound against its range, then the host's own
-// check of the same values.
-func (l Limits) Validate() error {
-	var f fieldErrs
-	f.int("max_url_bytes", int64(l.MaxURLBytes), rangeMaxURLBytes)
-	f.int("max_header_bytes", int64(l.MaxHeaderBytes), rangeMaxHeaderBytes)
-	f.int("max_headers", int64(l.MaxHeaders), rangeMaxHeaders)
-	f.int("max_requests_per_conn", int64(l.MaxRequestsPerConn), rangeMaxRequestsPerConn)
-	f.int("max_in_flight", int64(l.MaxInFlight), rangeMaxInFlight)
-	f.int("max_body_bytes", l.MaxBodyBytes, rangeMaxBodyBytes)
-	f.dur("request_timeout", l.RequestTimeout, rangeRequestTimeout)
-	f.dur("drain_timeout", l.DrainTimeout, rangeDrainTimeout)
-	f.dur("read_header_timeout", l.ReadHeaderTimeout, rangeReadHeaderTimeout)
-	f.dur("idle_timeout", l.IdleTimeout, rangeIdleTimeout)
-	if f.ok() {
-		f.guard("", hostLimits(l).WithDefaults().Validate())
 	}
 	return f.err()
 }

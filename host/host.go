@@ -75,6 +75,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/bulwarkhq/bulwark/conf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -307,7 +308,9 @@ func countOf(w uint64) int    { return int(w & countMask) }
 // New validates cfg and returns a Host that is not yet listening.
 func New(cfg Config) (*Host, error) {
 	lim := cfg.Limits.WithDefaults()
-	if err := lim.Validate(); err != nil {
+	var f conf.Check
+	f.Sub("limits", lim.Validate())
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.Listener == nil && cfg.Addr == "" {

@@ -1,29 +1,31 @@
 package host
 
 import (
-	"fmt"
+	"errors"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // Limits are the host's hard bounds. Every field has a production default
 // (DefaultLimits) and an allowed range checked by Validate; a zero field
 // means "use the default" once WithDefaults is applied, which New does.
-// The snake_case name in each comment is the configuration key used in
-// error messages (limits.<key>).
+// The yaml tags are the gateway's configuration keys (limits.<key>);
+// MaxResponseBytes is not one.
 type Limits struct {
 	// MaxURLBytes (max_url_bytes) bounds the request target (path and
 	// query, as sent). Longer → 414 url_too_long. Default 8 KiB, range
 	// [256, 64 KiB].
-	MaxURLBytes int
+	MaxURLBytes int `yaml:"max_url_bytes"`
 	// MaxHeaderBytes (max_header_bytes) bounds the request line plus
 	// header block; it is http.Server.MaxHeaderBytes (HTTP/2: the
 	// advertised SETTINGS_MAX_HEADER_LIST_SIZE). Over it, net/http itself
 	// answers 431 before the host runs. Default 64 KiB, range [4 KiB, 1 MiB].
-	MaxHeaderBytes int
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
 	// MaxHeaders (max_headers) bounds the number of header field lines
 	// (repeated fields count once per line; Host is not counted). More →
 	// 431 too_many_headers. Default 100, range [1, 1000].
-	MaxHeaders int
+	MaxHeaders int `yaml:"max_headers"`
 	// MaxRequestsPerConn (max_requests_per_conn) bounds the requests served
 	// on one connection. The last allowed response carries
 	// "Connection: close" (HTTP/1.1: the socket is closed after it;
@@ -31,40 +33,40 @@ type Limits struct {
 	// client opened concurrently before seeing GOAWAY are still served:
 	// at most MaxRequestsPerConn plus the concurrent-stream limit).
 	// Probes count too. Default 1000, range [1, 1000000].
-	MaxRequestsPerConn int
+	MaxRequestsPerConn int `yaml:"max_requests_per_conn"`
 	// MaxInFlight (max_in_flight) bounds admitted handlers running at once
 	// (including work kept alive by Hold). Above it → 503 overloaded.
 	// Default 1024, range [1, 100000].
-	MaxInFlight int
+	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxBodyBytes (max_body_bytes) bounds the request body of every
 	// admitted request. A larger Content-Length → 413 payload_too_large
 	// before admission; a body that grows past it while streaming makes
 	// the handler's Read fail with *http.MaxBytesError. Default 1 MiB,
 	// range [1, 64 GiB]. (The gateway raises it for proxied uploads.)
-	MaxBodyBytes int64
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// MaxResponseBytes (max_response_bytes) is validated (default 1 MiB,
 	// range [1, 64 MiB]) but not enforced by the host, which streams
 	// answers: a handler that buffers its answer bounds it itself (the
 	// control API does).
-	MaxResponseBytes int64
+	MaxResponseBytes int64 `yaml:"-"`
 	// RequestTimeout (request_timeout) cancels an admitted handler's
 	// context (cause ErrRequestTimeout). Also sets the server's read
 	// timeout to ReadHeaderTimeout+RequestTimeout and its write timeout to
 	// RequestTimeout+5s, so a slow client cannot hold a handler longer.
 	// Default 30 s, range [1 ms, 1 h].
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// DrainTimeout (drain_timeout) bounds each of the two main shutdown
 	// phases, waiting for handlers and running OnStop hooks; closing the
 	// listener and connections then takes at most min(DrainTimeout, 2 s).
 	// Default 25 s (fits Kubernetes' 30 s grace
 	// period), range [1 ms, 10 m].
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// ReadHeaderTimeout (read_header_timeout) is http.Server's
 	// ReadHeaderTimeout. Default 10 s, range [1 ms, 5 m].
-	ReadHeaderTimeout time.Duration
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	// IdleTimeout (idle_timeout) closes keep-alive connections idle this
 	// long. Default 60 s, range [1 ms, 1 h].
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 // Defaults and hard ranges of Limits.
@@ -156,53 +158,25 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
+// ErrInvalidLimits is the kind of every error of Limits.Validate.
+var ErrInvalidLimits = errors.New("host: invalid limits")
+
 // Validate checks every field against its allowed range (zero is out of
-// range: apply WithDefaults first). The first violation is returned as
-// "host: limits.<key> <value> out of range [<min>, <max>]".
+// range: apply WithDefaults first). The error is a conf.Errors naming
+// every field out of range by its key ("max_headers: 0 out of range [1,
+// 1000]"), each of kind ErrInvalidLimits.
 func (l Limits) Validate() error {
-	if err := checkInt("max_url_bytes", int64(l.MaxURLBytes), 256, MaxMaxURLBytes); err != nil {
-		return err
-	}
-	if err := checkInt("max_header_bytes", int64(l.MaxHeaderBytes), 4<<10, MaxMaxHeaderBytes); err != nil {
-		return err
-	}
-	if err := checkInt("max_headers", int64(l.MaxHeaders), 1, MaxMaxHeaders); err != nil {
-		return err
-	}
-	if err := checkInt("max_requests_per_conn", int64(l.MaxRequestsPerConn), 1, MaxMaxRequestsPerConn); err != nil {
-		return err
-	}
-	if err := checkInt("max_in_flight", int64(l.MaxInFlight), 1, MaxMaxInFlight); err != nil {
-		return err
-	}
-	if err := checkInt("max_body_bytes", l.MaxBodyBytes, 1, MaxMaxBodyBytes); err != nil {
-		return err
-	}
-	if err := checkInt("max_response_bytes", l.MaxResponseBytes, 1, MaxMaxResponseBytes); err != nil {
-		return err
-	}
-	if err := checkDur("request_timeout", l.RequestTimeout, time.Millisecond, MaxRequestTimeout); err != nil {
-		return err
-	}
-	if err := checkDur("drain_timeout", l.DrainTimeout, time.Millisecond, MaxDrainTimeout); err != nil {
-		return err
-	}
-	if err := checkDur("read_header_timeout", l.ReadHeaderTimeout, time.Millisecond, MaxReadHeaderTimeout); err != nil {
-		return err
-	}
-	return checkDur("idle_timeout", l.IdleTimeout, time.Millisecond, MaxIdleTimeout)
-}
-
-func checkInt(key string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("host: limits.%s %d out of range [%d, %d]", key, v, lo, hi)
-	}
-	return nil
-}
-
-func checkDur(key string, v, lo, hi time.Duration) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("host: limits.%s %s out of range [%s, %s]", key, v, lo, hi)
-	}
-	return nil
+	f := conf.Check{Kind: ErrInvalidLimits}
+	f.Int("max_url_bytes", int64(l.MaxURLBytes), 256, MaxMaxURLBytes)
+	f.Int("max_header_bytes", int64(l.MaxHeaderBytes), 4<<10, MaxMaxHeaderBytes)
+	f.Int("max_headers", int64(l.MaxHeaders), 1, MaxMaxHeaders)
+	f.Int("max_requests_per_conn", int64(l.MaxRequestsPerConn), 1, MaxMaxRequestsPerConn)
+	f.Int("max_in_flight", int64(l.MaxInFlight), 1, MaxMaxInFlight)
+	f.Int("max_body_bytes", l.MaxBodyBytes, 1, MaxMaxBodyBytes)
+	f.Int("max_response_bytes", l.MaxResponseBytes, 1, MaxMaxResponseBytes)
+	f.Duration("request_timeout", l.RequestTimeout, time.Millisecond, MaxRequestTimeout)
+	f.Duration("drain_timeout", l.DrainTimeout, time.Millisecond, MaxDrainTimeout)
+	f.Duration("read_header_timeout", l.ReadHeaderTimeout, time.Millisecond, MaxReadHeaderTimeout)
+	f.Duration("idle_timeout", l.IdleTimeout, time.Millisecond, MaxIdleTimeout)
+	return f.Err()
 }

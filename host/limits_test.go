@@ -31,18 +31,18 @@ func TestLimitsValidate(t *testing.T) {
 		mut  func(*host.Limits)
 		want string
 	}{
-		{func(l *host.Limits) { l.MaxHeaders = 0 }, "host: limits.max_headers 0 out of range [1, 1000]"},
-		{func(l *host.Limits) { l.MaxHeaders = 1001 }, "host: limits.max_headers 1001 out of range [1, 1000]"},
-		{func(l *host.Limits) { l.MaxURLBytes = 255 }, "host: limits.max_url_bytes 255 out of range [256, 65536]"},
-		{func(l *host.Limits) { l.MaxHeaderBytes = 1<<20 + 1 }, "host: limits.max_header_bytes 1048577 out of range [4096, 1048576]"},
-		{func(l *host.Limits) { l.MaxRequestsPerConn = -5 }, "host: limits.max_requests_per_conn -5 out of range [1, 1000000]"},
-		{func(l *host.Limits) { l.MaxInFlight = 100001 }, "host: limits.max_in_flight 100001 out of range [1, 100000]"},
-		{func(l *host.Limits) { l.MaxBodyBytes = 0 }, "host: limits.max_body_bytes 0 out of range [1, 68719476736]"},
-		{func(l *host.Limits) { l.MaxResponseBytes = 64<<20 + 1 }, "host: limits.max_response_bytes 67108865 out of range [1, 67108864]"},
-		{func(l *host.Limits) { l.RequestTimeout = 2 * time.Hour }, "host: limits.request_timeout 2h0m0s out of range [1ms, 1h0m0s]"},
-		{func(l *host.Limits) { l.DrainTimeout = time.Microsecond }, "host: limits.drain_timeout 1µs out of range [1ms, 10m0s]"},
-		{func(l *host.Limits) { l.ReadHeaderTimeout = -time.Second }, "host: limits.read_header_timeout -1s out of range [1ms, 5m0s]"},
-		{func(l *host.Limits) { l.IdleTimeout = 2 * time.Hour }, "host: limits.idle_timeout 2h0m0s out of range [1ms, 1h0m0s]"},
+		{func(l *host.Limits) { l.MaxHeaders = 0 }, "host: invalid limits: max_headers: 0 out of range [1, 1000]"},
+		{func(l *host.Limits) { l.MaxHeaders = 1001 }, "host: invalid limits: max_headers: 1001 out of range [1, 1000]"},
+		{func(l *host.Limits) { l.MaxURLBytes = 255 }, "host: invalid limits: max_url_bytes: 255 out of range [256, 65536]"},
+		{func(l *host.Limits) { l.MaxHeaderBytes = 1<<20 + 1 }, "host: invalid limits: max_header_bytes: 1048577 out of range [4096, 1048576]"},
+		{func(l *host.Limits) { l.MaxRequestsPerConn = -5 }, "host: invalid limits: max_requests_per_conn: -5 out of range [1, 1000000]"},
+		{func(l *host.Limits) { l.MaxInFlight = 100001 }, "host: invalid limits: max_in_flight: 100001 out of range [1, 100000]"},
+		{func(l *host.Limits) { l.MaxBodyBytes = 0 }, "host: invalid limits: max_body_bytes: 0 out of range [1, 68719476736]"},
+		{func(l *host.Limits) { l.MaxResponseBytes = 64<<20 + 1 }, "host: invalid limits: max_response_bytes: 67108865 out of range [1, 67108864]"},
+		{func(l *host.Limits) { l.RequestTimeout = 2 * time.Hour }, "host: invalid limits: request_timeout: 2h out of range [1ms, 1h]"},
+		{func(l *host.Limits) { l.DrainTimeout = time.Microsecond }, "host: invalid limits: drain_timeout: 1µs out of range [1ms, 10m]"},
+		{func(l *host.Limits) { l.ReadHeaderTimeout = -time.Second }, "host: invalid limits: read_header_timeout: -1s out of range [1ms, 5m]"},
+		{func(l *host.Limits) { l.IdleTimeout = 2 * time.Hour }, "host: invalid limits: idle_timeout: 2h out of range [1ms, 1h]"},
 	}
 	for _, c := range cases {
 		l := host.DefaultLimits()
