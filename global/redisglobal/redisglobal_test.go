@@ -73,17 +73,21 @@ func TestLeaseScript(t *testing.T) {
 	st := openStore(t, redisconn.Options{URL: "redis://" + rd.Addr()})
 	ctx := context.Background()
 	k := global.KeyOf("r", "tenant")
-	lease := func(want, min int64) global.Lease {
-		b := []global.Lease{{Key: k, Interval: 10 * time.Millisecond, Burst: 10, Want: want, Min: min}}
+	// One token a minute: no stall of this machine refills one between
+	// two calls, so the counts below are exact whatever the load.
+	const interval = time.Minute
+	leaseOf := func(k global.Key, want, min int64) global.Lease {
+		b := []global.Lease{{Key: k, Interval: interval, Burst: 10, Want: want, Min: min}}
 		if err := st.Lease(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		return b[0]
 	}
-	if l := lease(4, 1); l.Granted != 4 || l.Remaining != 6 || l.ResetAfter < 30*time.Millisecond || l.ResetAfter > 40*time.Millisecond {
+	lease := func(want, min int64) global.Lease { return leaseOf(k, want, min) }
+	if l := lease(4, 1); l.Granted != 4 || l.Remaining != 6 || l.ResetAfter <= 3*interval || l.ResetAfter > 4*interval {
 		t.Fatalf("first lease %+v", l)
 	}
-	if l := lease(8, 7); l.Granted != 0 || l.RetryAfter <= 0 || l.RetryAfter > 10*time.Millisecond {
+	if l := lease(8, 7); l.Granted != 0 || l.RetryAfter <= 0 || l.RetryAfter > interval {
 		t.Fatalf("lease below min %+v", l)
 	}
 	if l := lease(8, 1); l.Granted != 6 || l.Remaining != 0 {
@@ -93,15 +97,16 @@ func TestLeaseScript(t *testing.T) {
 	if !strings.HasPrefix(key, redisglobal.DefaultPrefix+"{") || !strings.HasSuffix(key, "}") || strings.Contains(key, "tenant") {
 		t.Fatalf("key %q", key)
 	}
-	if ttl := st.Client().PTTL(ctx, key).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
+	// The key expires once the bucket would be full again: 10 tokens.
+	if ttl := st.Client().PTTL(ctx, key).Val(); ttl <= 9*interval || ttl > 10*interval+time.Second {
 		t.Fatalf("key expiry %v", ttl)
 	}
-	// Script cache flushed: EVALSHA fails with NOSCRIPT, EVAL takes over.
+	// Script cache flushed: EVALSHA fails with NOSCRIPT, EVAL takes over
+	// (on a fresh key, whose bucket is full).
 	if err := st.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
-	if l := lease(3, 1); l.Granted != 3 || l.Err != nil {
+	if l := leaseOf(global.KeyOf("r", "other"), 3, 1); l.Granted != 3 || l.Err != nil {
 		t.Fatalf("after SCRIPT FLUSH %+v", l)
 	}
 	// Heartbeat set: two instances live, then one leaves.
@@ -401,10 +406,12 @@ func (r *relay) serve() {
 
 func (r *relay) addr() string { return r.ln.Addr().String() }
 
-// Proof: +50 ms on every Redis reply moves the p99 of a decision by less
-// than 1 ms (decisions never wait longer than the 2 ms budget, and the
-// breaker moves them to the local share); asserted that tightly by
-// scripts/test-long, and as "under 25 ms" in the regular suite.
+// Proof: a delay on every Redis reply does not reach the decisions:
+// with +50 ms the p99 of a decision moves by less than 1 ms (decisions
+// never wait longer than the 2 ms budget, and the breaker moves them to
+// the local share), asserted that tightly by scripts/test-long
+// (BULWARK_STRICT_TIMING). The regular suite adds a whole second, so that
+// "under half the added delay" holds on a machine however loaded.
 func TestDelayedRedisKeepsLatency(t *testing.T) {
 	rd := testsvc.StartRedis(t)
 	measure := func(addr string) (p50, p99 time.Duration, st global.Stats) {
@@ -425,22 +432,26 @@ func TestDelayedRedisKeepsLatency(t *testing.T) {
 		return lat[len(lat)/2], lat[len(lat)*99/100], n.Stats()
 	}
 	d50, d99, ds := measure(rd.Addr())
-	r := startRelay(t, rd.Addr(), 50*time.Millisecond)
+	delay := time.Second
+	if strictTiming() {
+		delay = 50 * time.Millisecond
+	}
+	r := startRelay(t, rd.Addr(), delay)
 	s50, s99, ss := measure(r.addr())
 	t.Logf("direct:  p50 %v p99 %v (refills %d, fallback %d)", d50, d99, ds.Refills, ds.Fallback)
-	t.Logf("+50 ms:  p50 %v p99 %v (refills %d, fallback %d, opened %d, wait timeouts %d)", s50, s99, ss.Refills, ss.Fallback, ss.Opened, ss.WaitTimeouts)
+	t.Logf("+%v:  p50 %v p99 %v (refills %d, fallback %d, opened %d, wait timeouts %d)", delay, s50, s99, ss.Refills, ss.Fallback, ss.Opened, ss.WaitTimeouts)
 	// On a quiet machine (BULWARK_STRICT_TIMING, scripts/test-long) the
 	// p99 moves by less than 1 ms. On a loaded one scheduling noise alone
 	// moves it by more; what must hold there is that decisions do not wait
 	// for the slow replies: a p99 under half the added delay.
 	if strictTiming() && s99-d99 >= time.Millisecond {
-		t.Errorf("p99 moved by %v with +50 ms on Redis replies", s99-d99)
+		t.Errorf("p99 moved by %v with +%v on Redis replies", s99-d99, delay)
 	}
-	if s99 >= 25*time.Millisecond {
-		t.Errorf("p99 %v with +50 ms on Redis replies: decisions wait for the replies", s99)
+	if s99 >= delay/2 {
+		t.Errorf("p99 %v with +%v on Redis replies: decisions wait for the replies", s99, delay)
 	}
 	if ss.Opened == 0 {
-		t.Errorf("breaker never opened on 50 ms replies")
+		t.Errorf("breaker never opened on %v replies", delay)
 	}
 }
 
