@@ -236,8 +236,8 @@ control: {enabled: false}
 // TestExampleConfig keeps examples/bulwark.yaml valid: it documents every
 // key, so it must load (cluster profile, with the secrets present).
 func TestExampleConfig(t *testing.T) {
-	e := env(EnvPostgresURL, "postgres://rt:secret@db.internal/bulwark",
-		EnvRedisURL, "redis://cache.internal:6379/0")
+	e := env(EnvPostgresURL, "postgres://rt:secret@127.0.0.1:1/bulwark",
+		EnvRedisURL, "redis://127.0.0.1:1/0")
 	cfg, err := Load("../examples/bulwark.yaml", e.get)
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +469,7 @@ func TestAliasBomb(t *testing.T) {
 // fuzzEnv is the environment FuzzLoad and the agreement test load with:
 // the cluster secrets are set, so both profiles can be accepted.
 func fuzzEnv() *recordingEnv {
-	return env(EnvPostgresURL, "postgres://u:p@db.internal/db", EnvRedisURL, "redis://cache.internal:6379")
+	return env(EnvPostgresURL, "postgres://u:p@127.0.0.1:1/db", EnvRedisURL, "redis://127.0.0.1:1")
 }
 
 // release frees what New built for a gateway that was never started.
@@ -567,7 +567,7 @@ func TestCheckEqualsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ins = append(ins,
-		input{name: "example", path: "../examples/bulwark.yaml", data: example, env: []string{EnvPostgresURL, "postgres://rt:secret@db.internal/bulwark", EnvRedisURL, "redis://cache.internal:6379/0"}, good: true},
+		input{name: "example", path: "../examples/bulwark.yaml", data: example, env: []string{EnvPostgresURL, "postgres://rt:secret@127.0.0.1:1/bulwark", EnvRedisURL, "redis://127.0.0.1:1/0"}, good: true},
 		input{name: "quickstart", data: []byte(strings.ReplaceAll(QuickstartYAML(), "{{DEMO_UPSTREAM}}", "http://127.0.0.1:1")), good: true})
 	for name, y := range goodInline {
 		ins = append(ins, input{name: name, data: []byte(y), env: fuzzEnv().vars2(), good: true})
@@ -869,7 +869,7 @@ func TestRedisCAFileRelativeToConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(minimal+"redis: {ca_file: redis-ca.pem}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	getenv := env(EnvProfile, "cluster", EnvRedisURL, "rediss://cache.internal:6380/0", EnvPostgresURL, "postgres://u:p@db.internal/b").get
+	getenv := env(EnvProfile, "cluster", EnvRedisURL, "rediss://127.0.0.1:1/0", EnvPostgresURL, "postgres://u:p@127.0.0.1:1/b").get
 	cfg, err := Load(path, getenv)
 	if err != nil {
 		t.Fatalf("Load from another directory: %v", err)

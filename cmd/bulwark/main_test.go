@@ -140,7 +140,7 @@ func TestBinary(t *testing.T) {
 		}
 	})
 	t.Run("check example", func(t *testing.T) {
-		env := cleanEnv("BULWARK_POSTGRES_URL=postgres://rt:pw@db.internal/bulwark", "BULWARK_REDIS_URL=redis://cache.internal:6379")
+		env := cleanEnv("BULWARK_POSTGRES_URL=postgres://rt:pw@127.0.0.1:1/bulwark", "BULWARK_REDIS_URL=redis://127.0.0.1:1")
 		if code, out, errOut := runBin(t, bin, env, "check", "--config", "../../examples/bulwark.yaml"); code != 0 {
 			t.Errorf("examples/bulwark.yaml: exit %d %q %q", code, out, errOut)
 		}
