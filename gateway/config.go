@@ -82,6 +82,7 @@ import (
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
+	"github.com/bulwarkhq/bulwark/shield"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
 
@@ -243,16 +244,15 @@ type RequestHeaders struct {
 
 // Shield configures the pre-authentication overload shield. It is off by
 // default: its budgets are per process and sized for pre-authentication
-// traffic. The client is decided by client_ip.
+// traffic. The client is decided by client_ip. The budgets are the
+// shield's own (shield.Config: window, per_peer, global, max_peers);
+// enabled, mode and refund_on_login are the gateway's wiring of it.
 type Shield struct {
 	Enabled bool `yaml:"enabled"`
 	// Mode is enforce (default) or shadow: decisions are made, counted
 	// (bulwark_would_reject_total) and logged, but nothing is refused.
-	Mode     string        `yaml:"mode"`
-	Window   time.Duration `yaml:"window"`   // fixed window length
-	PerPeer  int64         `yaml:"per_peer"` // requests per client per window
-	Global   int64         `yaml:"global"`   // requests per process per window
-	MaxPeers int           `yaml:"max_peers"`
+	Mode          string `yaml:"mode"`
+	shield.Config `yaml:",inline"`
 	// RefundOnLogin gives back the unit a request took from the shield
 	// (its client's and the global window) when it was a login attempt
 	// with a password and the login route's upstream answered 2xx, so
@@ -746,10 +746,7 @@ func DefaultConfig() *Config {
 		Shield: Shield{
 			Enabled:       false,
 			Mode:          "enforce",
-			Window:        60 * time.Second,
-			PerPeer:       300,
-			Global:        1200,
-			MaxPeers:      4096,
+			Config:        shield.DefaultConfig(),
 			RefundOnLogin: true,
 		},
 		Metrics:   Metrics{Addr: "127.0.0.1:7921"},

@@ -555,7 +555,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	}
 
 	if cfg.Shield.Enabled {
-		sc := cfg.Shield.config()
+		sc := cfg.Shield.Config
 		sc.Clock = g.deps.Clock
 		sc.Networks = cfg.ClientIP.Networks.budget()
 		sc.Hook = func(e shield.Event) {

@@ -27,7 +27,6 @@ import (
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
-	"github.com/bulwarkhq/bulwark/shield"
 )
 
 // Hard ranges of every numeric setting. A value outside its range is a
@@ -35,12 +34,8 @@ import (
 // The bounds are the consuming library's own constants; where a library
 // type takes the value, its Validate runs as well (see the guards below).
 var (
-	rangeShieldWindow   = durRange{shield.MinWindow, shield.HardMaxWindow}
-	rangeShieldPerPeer  = intRange{1, shield.HardMaxPerPeer}
-	rangeShieldGlobal   = intRange{1, shield.HardMaxGlobal}
-	rangeShieldMaxPeers = intRange{1, shield.HardMaxPeers}
-	rangeTrustedHops    = intRange{0, peer.MaxHops}
-	rangeIPv6Prefix     = intRange{peer.MinIPv6Prefix, peer.MaxIPv6Prefix}
+	rangeTrustedHops = intRange{0, peer.MaxHops}
+	rangeIPv6Prefix  = intRange{peer.MinIPv6Prefix, peer.MaxIPv6Prefix}
 
 	rangeTimeout = durRange{proxy.MinTimeout, proxy.MaxTimeout}
 	rangeRetries = intRange{0, proxy.MaxRetries}
@@ -416,19 +411,13 @@ func (t TLS) Validate() error {
 	return f.err()
 }
 
-// Validate checks the shield's budgets and its trusted proxies, then the
-// shield's own check. The shield is validated even when it is disabled,
-// so that enabling it never reveals a mistake.
+// Validate checks the mode and the shield's own settings
+// (shield.Config.Validate). The shield is validated even when it is
+// disabled, so that enabling it never reveals a mistake.
 func (s Shield) Validate() error {
 	var f fieldErrs
-	f.dur("window", s.Window, rangeShieldWindow)
-	f.int("per_peer", s.PerPeer, rangeShieldPerPeer)
-	f.int("global", s.Global, rangeShieldGlobal)
-	f.int("max_peers", int64(s.MaxPeers), rangeShieldMaxPeers)
 	f.mode("mode", s.Mode)
-	if f.ok() {
-		f.guard("", s.config().Validate())
-	}
+	f.sub("", s.Config.Validate())
 	return f.err()
 }
 
@@ -478,12 +467,6 @@ func (h RequestHeaders) Validate() error {
 		}
 	}
 	return f.err()
-}
-
-// config is the shield.Config the gateway builds from s (hook and clock
-// apart).
-func (s Shield) config() shield.Config {
-	return shield.Config{Window: s.Window, PerPeer: int(s.PerPeer), Global: int(s.Global), MaxPeers: s.MaxPeers}
 }
 
 // Validate checks the trusted-proxy contract: the header, the hop count,

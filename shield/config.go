@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/keyed"
 )
 
@@ -52,88 +53,95 @@ const (
 // names the setting and its allowed range.
 var ErrInvalidConfig = errors.New("shield: invalid config")
 
-// Config configures a [Shield]. Zero numeric fields take the defaults
-// above; a negative or too large value is an error.
+// Config configures a [Shield]. Its yaml tags are the keys of the
+// gateway's shield section. Zero numeric fields take the defaults above
+// once [Config.WithDefaults] is applied, which New does; [Config.Validate]
+// checks the values as they are.
 type Config struct {
-	// Window is the length of the per-peer and global fixed windows,
-	// in [MinWindow, HardMaxWindow]. Default DefaultWindow.
-	Window time.Duration
-	// PerPeer is how many requests one peer may make per window,
-	// in [1, HardMaxPerPeer]. Default DefaultPerPeer.
-	PerPeer int
-	// Global is how many requests the whole process admits per window,
-	// in [1, HardMaxGlobal]. Default DefaultGlobal.
-	Global int
-	// MaxPeers is the hard capacity of the peer table, in
-	// [1, HardMaxPeers]. Default DefaultMaxPeers.
-	MaxPeers int
+	// Window (window) is the length of the per-peer and global fixed
+	// windows. Default 60s (DefaultWindow), range [1s, 1h] (MinWindow,
+	// HardMaxWindow).
+	Window time.Duration `yaml:"window"`
+	// PerPeer (per_peer) is how many requests one peer may make per
+	// window. Default 300 (DefaultPerPeer), range [1, 1000000]
+	// (HardMaxPerPeer).
+	PerPeer int `yaml:"per_peer"`
+	// Global (global) is how many requests the whole process admits per
+	// window. Default 1200 (DefaultGlobal), range [1, 100000000]
+	// (HardMaxGlobal).
+	Global int `yaml:"global"`
+	// MaxPeers (max_peers) is the hard capacity of the peer table, about
+	// 100 bytes a peer, allocated up front. Default 4096
+	// (DefaultMaxPeers), range [1, 1048576] (HardMaxPeers).
+	MaxPeers int `yaml:"max_peers"`
 	// ScanLimit is how many old entries a new peer may inspect to reclaim
 	// expired ones, in [1, HardMaxScanLimit]. Default DefaultScanLimit.
-	ScanLimit int
+	// Not a configuration key.
+	ScanLimit int `yaml:"-"`
 	// Clock tells time; nil means the real monotonic clock.
-	Clock clock.Clock
+	Clock clock.Clock `yaml:"-"`
 	// Hook, when set, is called synchronously for every rejection with
 	// only its outcome and reason; see [Event]. A panicking hook is
 	// recovered and changes nothing.
-	Hook func(Event)
+	Hook func(Event) `yaml:"-"`
 	// Networks, when its Share is set, bounds the part of the peer table
 	// the peers of one network (an IPv4 /24, an IPv6 /48 by default) may
 	// fill within one window: a new peer beyond it is refused with
 	// ReasonCapacity, as if the table were full, while peers of other
 	// networks still get in. The zero value is off. Only [Shield.Admit]
-	// and [Shield.AdmitKeyFrom] know the address it needs.
-	Networks keyed.NetworkBudget
+	// and [Shield.AdmitKeyFrom] know the address it needs. Not a key of
+	// the shield section: the gateway sets it from client_ip.networks.
+	Networks keyed.NetworkBudget `yaml:"-"`
 }
 
-// withDefaults returns c with zero fields set to the defaults.
-func (c Config) withDefaults() Config {
+// DefaultConfig returns the default settings: DefaultWindow,
+// DefaultPerPeer, DefaultGlobal, DefaultMaxPeers and DefaultScanLimit,
+// no network budget, the real clock and no hook.
+func DefaultConfig() Config {
+	return Config{
+		Window:    DefaultWindow,
+		PerPeer:   DefaultPerPeer,
+		Global:    DefaultGlobal,
+		MaxPeers:  DefaultMaxPeers,
+		ScanLimit: DefaultScanLimit,
+	}
+}
+
+// WithDefaults returns c with its zero numeric fields set to the
+// defaults. Negative values are kept so that Validate reports them.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
 	if c.Window == 0 {
-		c.Window = DefaultWindow
+		c.Window = d.Window
 	}
 	if c.PerPeer == 0 {
-		c.PerPeer = DefaultPerPeer
+		c.PerPeer = d.PerPeer
 	}
 	if c.Global == 0 {
-		c.Global = DefaultGlobal
+		c.Global = d.Global
 	}
 	if c.MaxPeers == 0 {
-		c.MaxPeers = DefaultMaxPeers
+		c.MaxPeers = d.MaxPeers
 	}
 	if c.ScanLimit == 0 {
-		c.ScanLimit = DefaultScanLimit
+		c.ScanLimit = d.ScanLimit
 	}
-	c.Clock = clock.Or(c.Clock)
 	return c
 }
 
-// Validate reports whether c, with defaults applied to its zero fields, is
-// within the hard bounds. The error wraps ErrInvalidConfig and names the
-// setting and its allowed range.
+// Validate reports every setting of c outside its hard bounds, as it is
+// (apply WithDefaults first for zeros to mean the defaults). The error
+// is a conf.Errors naming each key and its range; it wraps
+// ErrInvalidConfig.
 func (c Config) Validate() error {
-	c = c.withDefaults()
-	if c.Window < MinWindow || c.Window > HardMaxWindow {
-		return fmt.Errorf("%w: Window is %v, must be in [%v, %v]", ErrInvalidConfig, c.Window, MinWindow, HardMaxWindow)
-	}
-	if err := intRange("PerPeer", c.PerPeer, HardMaxPerPeer); err != nil {
-		return err
-	}
-	if err := intRange("Global", c.Global, HardMaxGlobal); err != nil {
-		return err
-	}
-	if err := intRange("MaxPeers", c.MaxPeers, HardMaxPeers); err != nil {
-		return err
-	}
-	if err := c.Networks.Validate(); err != nil {
-		return fmt.Errorf("%w: Networks: %v", ErrInvalidConfig, err)
-	}
-	return intRange("ScanLimit", c.ScanLimit, HardMaxScanLimit)
-}
-
-func intRange(name string, v, hi int) error {
-	if v < 1 || v > hi {
-		return fmt.Errorf("%w: %s is %d, must be in [1, %d]", ErrInvalidConfig, name, v, hi)
-	}
-	return nil
+	f := conf.Check{Kind: ErrInvalidConfig}
+	f.Duration("window", c.Window, MinWindow, HardMaxWindow)
+	f.Int("per_peer", int64(c.PerPeer), 1, HardMaxPerPeer)
+	f.Int("global", int64(c.Global), 1, HardMaxGlobal)
+	f.Int("max_peers", int64(c.MaxPeers), 1, HardMaxPeers)
+	f.Int("scan_limit", int64(c.ScanLimit), 1, HardMaxScanLimit)
+	f.Sub("networks", c.Networks.Validate())
+	return f.Err()
 }
 
 // ConfigFromEnv returns base with the settings overridden by the

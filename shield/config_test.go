@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/keyed"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -13,21 +16,24 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string // "" for valid
 	}{
-		{"zero is defaults", Config{}, ""},
+		{"defaults", DefaultConfig(), ""},
 		{"maxima", Config{Window: HardMaxWindow, PerPeer: HardMaxPerPeer, Global: HardMaxGlobal, MaxPeers: HardMaxPeers, ScanLimit: HardMaxScanLimit}, ""},
 		{"minima", Config{Window: MinWindow, PerPeer: 1, Global: 1, MaxPeers: 1, ScanLimit: 1}, ""},
-		{"short window", Config{Window: time.Millisecond}, "Window is 1ms, must be in [1s, 1h0m0s]"},
-		{"long window", Config{Window: 2 * time.Hour}, "Window is 2h0m0s, must be in [1s, 1h0m0s]"},
-		{"negative window", Config{Window: -time.Second}, "Window is -1s"},
-		{"per peer", Config{PerPeer: HardMaxPerPeer + 1}, "PerPeer is 1000001, must be in [1, 1000000]"},
-		{"negative per peer", Config{PerPeer: -1}, "PerPeer is -1, must be in [1, 1000000]"},
-		{"global", Config{Global: HardMaxGlobal + 1}, "Global is 100000001, must be in [1, 100000000]"},
-		{"max peers", Config{MaxPeers: HardMaxPeers + 1}, "MaxPeers is 1048577, must be in [1, 1048576]"},
-		{"scan limit", Config{ScanLimit: HardMaxScanLimit + 1}, "ScanLimit is 1025, must be in [1, 1024]"},
-		{"negative scan limit", Config{ScanLimit: -5}, "ScanLimit is -5"},
+		{"short window", Config{Window: time.Millisecond}, "shield: invalid config: window: 1ms out of range [1s, 1h]"},
+		{"long window", Config{Window: 2 * time.Hour}, "window: 2h out of range [1s, 1h]"},
+		{"negative window", Config{Window: -time.Second}, "window: -1s out of range"},
+		{"per peer", Config{PerPeer: HardMaxPerPeer + 1}, "per_peer: 1000001 out of range [1, 1000000]"},
+		{"negative per peer", Config{PerPeer: -1}, "per_peer: -1 out of range [1, 1000000]"},
+		{"global", Config{Global: HardMaxGlobal + 1}, "global: 100000001 out of range [1, 100000000]"},
+		{"max peers", Config{MaxPeers: HardMaxPeers + 1}, "max_peers: 1048577 out of range [1, 1048576]"},
+		{"scan limit", Config{ScanLimit: HardMaxScanLimit + 1}, "scan_limit: 1025 out of range [1, 1024]"},
+		{"negative scan limit", Config{ScanLimit: -5}, "scan_limit: -5 out of range"},
+		{"network share", Config{Networks: keyed.NetworkBudget{Share: 2}}, "networks: "},
 	}
 	for _, tt := range tests {
-		err := tt.cfg.Validate()
+		// Validate checks the values as they are; New fills the zeros
+		// with the defaults first.
+		err := tt.cfg.WithDefaults().Validate()
 		s, nerr := New(tt.cfg)
 		if tt.want == "" {
 			if err != nil || nerr != nil {
@@ -37,19 +43,40 @@ func TestConfigValidate(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "shield: ") {
+		if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "shield: invalid config: ") {
 			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
 		}
-		if nerr == nil || s != nil {
-			t.Errorf("%s: New accepted it", tt.name)
+		if nerr == nil || s != nil || !errors.Is(nerr, ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want an error", tt.name, nerr)
 		}
 	}
 }
 
+// TestConfigValidateAsIs checks that Validate does not take a zero for
+// the default, and reports every invalid key, not only the first.
+func TestConfigValidateAsIs(t *testing.T) {
+	err := Config{}.Validate()
+	want := "shield: invalid config: window: 0s out of range [1s, 1h]; per_peer: 0 out of range [1, 1000000]; " +
+		"global: 0 out of range [1, 100000000]; max_peers: 0 out of range [1, 1048576]; scan_limit: 0 out of range [1, 1024]"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Config{}.Validate() = %v\nwant %s", err, want)
+	}
+	var es conf.Errors
+	if !errors.As(err, &es) || len(es) != 5 || es[1].Path != "per_peer" {
+		t.Fatalf("errors = %#v", es)
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
-	c := Config{}.withDefaults()
-	if c.Window != 60*time.Second || c.PerPeer != 300 || c.Global != 1200 || c.MaxPeers != 4096 || c.ScanLimit != 64 || c.Clock == nil {
+	c := Config{}.WithDefaults()
+	if !sameNumbers(c, DefaultConfig()) {
+		t.Fatalf("Config{}.WithDefaults() = %+v, want DefaultConfig() %+v", c, DefaultConfig())
+	}
+	if c.Window != 60*time.Second || c.PerPeer != 300 || c.Global != 1200 || c.MaxPeers != 4096 || c.ScanLimit != 64 {
 		t.Fatalf("defaults = %+v", c)
+	}
+	if neg := (Config{PerPeer: -1}).WithDefaults(); neg.PerPeer != -1 {
+		t.Fatalf("WithDefaults changed a negative value: %+v", neg)
 	}
 	s, err := New(Config{})
 	if err != nil {
@@ -84,7 +111,7 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	got, err = ConfigFromEnv(Config{}, env(EnvWindow, "1h", EnvPerPeer, "1000000", EnvGlobal, "100000000", EnvMaxPeers, "1048576"))
-	if err != nil || got.Validate() != nil {
+	if err != nil || got.WithDefaults().Validate() != nil {
 		t.Fatalf("maxima: %+v, %v", got, err)
 	}
 

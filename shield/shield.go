@@ -149,13 +149,14 @@ type Shield struct {
 	global globalWindow
 }
 
-// New validates cfg, applies its defaults and returns a shield with a
+// New applies cfg's defaults, validates it and returns a shield with a
 // fresh fingerprint key. It allocates the whole peer table up front.
 func New(cfg Config) (*Shield, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg.Clock = clock.Or(cfg.Clock)
 	s := &Shield{
 		nanos:   clock.NanoFunc(cfg.Clock),
 		hook:    cfg.Hook,
