@@ -125,7 +125,7 @@ type Config struct {
 	IPSets           IPSets           `yaml:"ipsets"`
 	XDP              XDP              `yaml:"xdp"`
 	Redis            Redis            `yaml:"redis"`
-	Global           Global           `yaml:"global"`
+	Global           global.Config    `yaml:"global"` // the global limiter
 	RLS              RLS              `yaml:"rls"`
 	Control          Control          `yaml:"control"`
 
@@ -601,37 +601,6 @@ type Redis struct {
 	KeyFile  string `yaml:"key_file"`
 }
 
-// Global tunes the limiter behind rate_limit scope: global and the RLS
-// server: leased tokens in each replica, one bucket per key in Redis, and
-// a circuit breaker that falls back to a local share of every limit when
-// Redis is slow or gone.
-type Global struct {
-	// Budget is the longest a request waits for Redis, and the latency
-	// above which a round trip counts against the breaker.
-	Budget time.Duration `yaml:"budget"`
-	// Failures consecutive failed or slow round trips open the breaker
-	// for OpenFor; then one probe decides.
-	Failures int           `yaml:"failures"`
-	OpenFor  time.Duration `yaml:"open_for"`
-	// FallbackShare is the share of each limit a replica enforces alone
-	// while the breaker is open; 0 means 1/replicas as last seen.
-	FallbackShare float64 `yaml:"fallback_share"`
-	// MaxLease bounds the tokens one refill leases for one key.
-	MaxLease int64 `yaml:"max_lease"`
-	// LeaseTTL is how long leased tokens stay usable.
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
-	// Capacity bounds the keys held in this replica (all global limits).
-	Capacity int `yaml:"capacity"`
-	// QueueSize bounds the refills waiting; MaxBatch the refills sent in
-	// one round trip.
-	QueueSize int `yaml:"queue_size"`
-	MaxBatch  int `yaml:"max_batch"`
-	// Heartbeat is the interval at which replicas count each other.
-	Heartbeat time.Duration `yaml:"heartbeat"`
-	// Summary is the interval of the outage summary log line.
-	Summary time.Duration `yaml:"summary"`
-}
-
 // RLS serves Envoy's rate limit service (envoy.service.ratelimit.v3) on
 // gRPC, backed by the global limiter: Envoy and Istio ask it before
 // forwarding. Cluster profile.
@@ -758,19 +727,8 @@ func DefaultConfig() *Config {
 			ReadTimeout:  redisconn.DefaultReadTimeout,
 			WriteTimeout: redisconn.DefaultWriteTimeout,
 		},
-		Global: Global{
-			Budget:    global.DefaultBudget,
-			Failures:  global.DefaultFailures,
-			OpenFor:   global.DefaultOpenFor,
-			MaxLease:  global.DefaultMaxLease,
-			LeaseTTL:  global.DefaultLeaseTTL,
-			Capacity:  global.DefaultCapacity,
-			QueueSize: global.DefaultQueueSize,
-			MaxBatch:  global.DefaultMaxBatch,
-			Heartbeat: global.DefaultHeartbeat,
-			Summary:   global.DefaultSummary,
-		},
-		RLS: RLS{MaxKeys: global.DefaultCapacity},
+		Global: global.DefaultConfig(),
+		RLS:    RLS{MaxKeys: global.DefaultCapacity},
 		XDP: XDP{
 			Mode:             "off",
 			Flags:            xdp.DefaultFlags.Names(),

@@ -73,7 +73,7 @@ func (g *Gateway) openGlobal(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("gateway: global limiter store: %w", err)
 	}
-	gc := cfg.Global.config()
+	gc := cfg.Global
 	gc.Store, gc.Clock = st, g.deps.Clock
 	gc.Networks, gc.NetworkWindow = cfg.ClientIP.Networks.budget(), globalKeyLife(cfg)
 	gc.Hooks = g.metrics.globalHooks(g.log)

@@ -49,7 +49,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	rNew.ConfigFile, rOld.ConfigFile = "", ""
 	need("rls", reflect.DeepEqual(rNew, rOld) && cfg.rlsToken == old.rlsToken, "rls settings other than config_file")
 	need("redis", cfg.Redis == old.Redis, "the redis settings")
-	need("global", cfg.Global == old.Global, "the global limiter's settings")
+	need("global", reflect.DeepEqual(cfg.Global, old.Global), "the global limiter's settings")
 	need("routes", needsGlobal(cfg) == needsGlobal(old), "using the global limiter or not")
 	if g.closed {
 		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})

@@ -787,22 +787,6 @@ func (r Redis) options(url string) redisconn.Options {
 		PoolSize: r.PoolSize, CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile}
 }
 
-// Validate checks the global limiter's settings with global's own check.
-func (g Global) Validate() error {
-	var f fieldErrs
-	f.guard("", g.config().Validate())
-	return f.err()
-}
-
-// config is the global.Config of g (store, clock and hooks aside).
-func (g Global) config() global.Config {
-	return global.Config{
-		Budget: g.Budget, Failures: g.Failures, OpenFor: g.OpenFor, FallbackShare: g.FallbackShare,
-		MaxLease: g.MaxLease, LeaseTTL: g.LeaseTTL, Capacity: g.Capacity, QueueSize: g.QueueSize,
-		MaxBatch: g.MaxBatch, Heartbeat: g.Heartbeat, Summary: g.Summary,
-	}
-}
-
 // Validate checks the RLS listener: an address and a config file
 // together (the file itself is read and parsed by Provision).
 func (r RLS) Validate() error {

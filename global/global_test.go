@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/limit"
 	"go.uber.org/goleak"
@@ -380,6 +381,38 @@ func TestSlowStoreBoundedByBudget(t *testing.T) {
 	}
 }
 
+// TestConfigValidate proves Validate checks the values as they are, every
+// invalid field by its key (not only the first), with ErrConfig, and that
+// WithDefaults fills the zeros New would.
+func TestConfigValidate(t *testing.T) {
+	if err := global.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if err := (global.Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("zero value with defaults: %v", err)
+	}
+	err := global.Config{Budget: time.Second, OpTimeout: 0, Failures: 0, MaxBatch: global.MaxMaxBatch + 1}.Validate()
+	var es conf.Errors
+	if !errors.As(err, &es) || !errors.Is(err, global.ErrConfig) {
+		t.Fatalf("Validate: %v, want conf.Errors of ErrConfig", err)
+	}
+	var paths []string
+	for _, e := range es {
+		paths = append(paths, e.Path)
+	}
+	want := []string{"failures", "open_for", "max_lease", "lease_ttl", "capacity", "queue_size", "max_batch", "heartbeat", "summary"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("paths %v, want %v (%v)", paths, want, err)
+	}
+	if got := es[0].Error(); got != "global: invalid config: failures: 0 out of range [1, 100]" {
+		t.Fatalf("first error %q", got)
+	}
+	d := (global.Config{Budget: time.Second, LeaseTTL: 5 * time.Second}).WithDefaults()
+	if d.OpTimeout != time.Second || d.NetworkWindow != 5*time.Second || d.Failures != global.DefaultFailures || d.FallbackShare != 0 {
+		t.Fatalf("WithDefaults: %+v", d)
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	st := memStore(t, nil)
 	for _, c := range []struct {
@@ -387,14 +420,15 @@ func TestConfigValidation(t *testing.T) {
 		want string
 	}{
 		{global.Config{}, "Store is required"},
-		{global.Config{Store: st, Budget: time.Microsecond}, "Budget"},
-		{global.Config{Store: st, MaxLease: -1}, "MaxLease"},
-		{global.Config{Store: st, MaxLease: global.MaxMaxLease + 1}, "MaxLease"},
-		{global.Config{Store: st, OpenFor: time.Hour}, "OpenFor"},
-		{global.Config{Store: st, FallbackShare: 1.5}, "FallbackShare"},
-		{global.Config{Store: st, QueueSize: global.MaxQueueSize + 1}, "QueueSize"},
-		{global.Config{Store: st, Capacity: -3}, "Capacity"},
-		{global.Config{Store: st, Budget: 10 * time.Millisecond, OpTimeout: time.Millisecond}, "OpTimeout"},
+		{global.Config{Store: st, Budget: time.Microsecond}, "global: invalid config: budget: 1µs out of range [100µs, 1s]"},
+		{global.Config{Store: st, MaxLease: -1}, "max_lease: -1 out of range [1, 1048576]"},
+		{global.Config{Store: st, MaxLease: global.MaxMaxLease + 1}, "max_lease: 1048577 out of range"},
+		{global.Config{Store: st, OpenFor: time.Hour}, "open_for: 1h out of range [10ms, 1m]"},
+		{global.Config{Store: st, FallbackShare: 1.5}, "fallback_share: 1.5 out of range (0, 1]"},
+		{global.Config{Store: st, QueueSize: global.MaxQueueSize + 1}, "queue_size: 1048577 out of range"},
+		{global.Config{Store: st, Capacity: -3}, "capacity: -3 out of range"},
+		{global.Config{Store: st, Budget: 10 * time.Millisecond, OpTimeout: time.Millisecond}, "op_timeout: 1ms out of range [10ms, 10s]"},
+		{global.Config{Store: st, NetworkWindow: -time.Second}, "network_window: -1s is negative"},
 	} {
 		_, err := global.New(c.cfg)
 		if !errors.Is(err, global.ErrConfig) || !strings.Contains(err.Error(), c.want) {

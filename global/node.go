@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/limit"
 )
@@ -64,78 +65,173 @@ var ErrConfig = errors.New("global: invalid config")
 var ErrClosed = errors.New("global: node closed")
 
 // Config configures a [Node]. The zero value of every field but Store
-// selects its default.
+// selects its default once [Config.WithDefaults] is applied, which New
+// does. The yaml tags are the gateway's configuration keys (global.<key>);
+// Store, OpTimeout, Clock, Hooks, Networks and NetworkWindow are not
+// keys.
 type Config struct {
 	// Store is the L2 backend. Required.
-	Store Store
-	// Capacity bounds the L1 table (keys of all limiters of the node), in
-	// [1, keyed.MaxCapacity]; 0 means DefaultCapacity. A full table of live
-	// keys rejects new keys (fail closed).
-	Capacity int
-	// MaxLease is the most tokens one refill may lease for one key, in
-	// [1, MaxMaxLease]; 0 means DefaultMaxLease (128). The lease size k
-	// adapts to the key's observed rate (enough for half a LeaseTTL) and is
-	// further capped at Burst / live replicas, so what a replica strands
-	// when it stops using a key is at most k tokens.
-	MaxLease int64
-	// Budget is the longest any decision waits for L2, in [MinBudget,
-	// MaxBudget]; 0 means DefaultBudget (2 ms). Only a decision whose key
-	// holds no local tokens ever waits; see [Limiter.AllowN]. An L2 round
-	// trip that a decision gave up waiting for is a budget miss (see the
-	// package documentation, "Breaker"), as is a half-open probe slower
-	// than Budget.
-	Budget time.Duration
+	Store Store `yaml:"-"`
+	// Budget (budget) is the longest any decision waits for L2, and the
+	// latency above which a round trip counts against the breaker, in
+	// [MinBudget, MaxBudget]; default DefaultBudget (2 ms). Only a
+	// decision whose key holds no local tokens ever waits; see
+	// [Limiter.AllowN]. An L2 round trip that a decision gave up waiting
+	// for is a budget miss (see the package documentation, "Breaker"), as
+	// is a half-open probe slower than Budget.
+	Budget time.Duration `yaml:"budget"`
 	// OpTimeout bounds one L2 round trip (the worker's, never a
-	// request's), in [Budget, MaxOpTimeout]; 0 means DefaultOpTimeout.
-	OpTimeout time.Duration
-	// Failures is how many consecutive failed round trips open the
-	// breaker, in [1, MaxFailures]; 0 means DefaultFailures (3). (Budget
-	// misses follow their own rule; see the package documentation.)
-	Failures int
-	// OpenFor is how long the breaker stays open before a half-open probe,
-	// in [MinOpenFor, MaxOpenFor]; 0 means DefaultOpenFor (500 ms, seed
-	// 004).
-	OpenFor time.Duration
-	// FallbackShare is the share of each limit (rate and burst) a replica
-	// enforces alone while the breaker is not closed, in (0, 1]; 0 means
-	// 1/replicas as last seen by the heartbeat (1 until the first
-	// heartbeat succeeds).
-	FallbackShare float64
-	// LeaseTTL is how long leased tokens stay usable after the latest
-	// grant for their key, in [MinLeaseTTL, MaxLeaseTTL]; 0 means
-	// DefaultLeaseTTL (1 s). Tokens older than that are dropped (they were
-	// already deducted from L2, so dropping never over-admits).
-	LeaseTTL time.Duration
-	// QueueSize bounds the refill requests waiting for the worker, in
-	// [1, MaxQueueSize]; 0 means DefaultQueueSize. A decision that finds
-	// the queue full is made from the local share, like an open breaker.
-	QueueSize int
-	// MaxBatch is the most refills sent in one pipelined round trip, in
-	// [1, MaxMaxBatch]; 0 means DefaultMaxBatch.
-	MaxBatch int
-	// Heartbeat is the interval of the replica heartbeat, in
-	// [MinHeartbeat, MaxHeartbeat]; 0 means DefaultHeartbeat (1 s). A
+	// request's), in [Budget, MaxOpTimeout]; 0 means the larger of
+	// DefaultOpTimeout and Budget.
+	OpTimeout time.Duration `yaml:"-"`
+	// Failures (failures) is how many consecutive failed round trips
+	// open the breaker, in [1, MaxFailures]; default DefaultFailures (3).
+	// (Budget misses follow their own rule; see the package
+	// documentation.)
+	Failures int `yaml:"failures"`
+	// OpenFor (open_for) is how long the breaker stays open before a
+	// half-open probe, in [MinOpenFor, MaxOpenFor]; default
+	// DefaultOpenFor (500 ms, seed 004).
+	OpenFor time.Duration `yaml:"open_for"`
+	// FallbackShare (fallback_share) is the share of each limit (rate and
+	// burst) a replica enforces alone while the breaker is not closed, in
+	// (0, 1]; 0 (the default) means 1/replicas as last seen by the
+	// heartbeat (1 until the first heartbeat succeeds).
+	FallbackShare float64 `yaml:"fallback_share"`
+	// MaxLease (max_lease) is the most tokens one refill may lease for
+	// one key, in [1, MaxMaxLease]; default DefaultMaxLease (128). The
+	// lease size k adapts to the key's observed rate (enough for half a
+	// LeaseTTL) and is further capped at Burst / live replicas, so what a
+	// replica strands when it stops using a key is at most k tokens.
+	MaxLease int64 `yaml:"max_lease"`
+	// LeaseTTL (lease_ttl) is how long leased tokens stay usable after
+	// the latest grant for their key, in [MinLeaseTTL, MaxLeaseTTL];
+	// default DefaultLeaseTTL (1 s). Tokens older than that are dropped
+	// (they were already deducted from L2, so dropping never
+	// over-admits).
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// Capacity (capacity) bounds the L1 table (keys of all limiters of
+	// the node), in [1, keyed.MaxCapacity]; default DefaultCapacity. A
+	// full table of live keys rejects new keys (fail closed).
+	Capacity int `yaml:"capacity"`
+	// QueueSize (queue_size) bounds the refill requests waiting for the
+	// worker, in [1, MaxQueueSize]; default DefaultQueueSize. A decision
+	// that finds the queue full is made from the local share, like an
+	// open breaker.
+	QueueSize int `yaml:"queue_size"`
+	// MaxBatch (max_batch) is the most refills sent in one pipelined
+	// round trip, in [1, MaxMaxBatch]; default DefaultMaxBatch.
+	MaxBatch int `yaml:"max_batch"`
+	// Heartbeat (heartbeat) is the interval of the replica heartbeat, in
+	// [MinHeartbeat, MaxHeartbeat]; default DefaultHeartbeat (1 s). A
 	// replica counts as live for three intervals after its last beat.
-	Heartbeat time.Duration
-	// Summary is the interval of the periodic outage summary, in
-	// [MinSummary, MaxSummary]; 0 means DefaultSummary (10 s).
-	Summary time.Duration
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// Summary (summary) is the interval of the periodic outage summary
+	// log line, in [MinSummary, MaxSummary]; default DefaultSummary
+	// (10 s).
+	Summary time.Duration `yaml:"summary"`
 	// Clock tells the time of every local decision and state transition;
 	// nil means real time. (The Budget wait of a decision and the worker's
 	// wake-ups are real-time waits, like socket deadlines.)
-	Clock clock.Clock
+	Clock clock.Clock `yaml:"-"`
 	// Hooks receive events and metrics; nil fields are ignored.
-	Hooks Hooks
+	Hooks Hooks `yaml:"-"`
 	// Networks, when its Share is set, bounds the part of the node's own
 	// table (Capacity) that the keys of one client network (an IPv4 /24,
 	// an IPv6 /48 by default) may take within NetworkWindow: a new key
 	// given with its client address ([Limiter.AllowNFrom]) beyond it is
 	// refused like a full table. Keys without an address and the keys of
 	// tables made with [Node.Table] are not counted. The zero value is off.
-	Networks keyed.NetworkBudget
+	Networks keyed.NetworkBudget `yaml:"-"`
 	// NetworkWindow is about how long a key lives in the table; 0 means
 	// LeaseTTL. A longer window makes the budget stricter.
-	NetworkWindow time.Duration
+	NetworkWindow time.Duration `yaml:"-"`
+}
+
+// DefaultConfig returns the defaults documented on each field (Store,
+// Clock, Hooks and Networks unset; OpTimeout, FallbackShare and
+// NetworkWindow 0, which derive theirs).
+func DefaultConfig() Config {
+	return Config{
+		Budget:    DefaultBudget,
+		Failures:  DefaultFailures,
+		OpenFor:   DefaultOpenFor,
+		MaxLease:  DefaultMaxLease,
+		LeaseTTL:  DefaultLeaseTTL,
+		Capacity:  DefaultCapacity,
+		QueueSize: DefaultQueueSize,
+		MaxBatch:  DefaultMaxBatch,
+		Heartbeat: DefaultHeartbeat,
+		Summary:   DefaultSummary,
+	}
+}
+
+// WithDefaults returns c with every zero field replaced by its default:
+// those of DefaultConfig, OpTimeout the larger of DefaultOpTimeout and
+// Budget, NetworkWindow LeaseTTL. FallbackShare 0 stays (it means
+// 1/replicas); negative values are kept so that Validate reports them.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&c.Budget, d.Budget)
+	set(&c.OpenFor, d.OpenFor)
+	set(&c.LeaseTTL, d.LeaseTTL)
+	set(&c.Heartbeat, d.Heartbeat)
+	set(&c.Summary, d.Summary)
+	set(&c.OpTimeout, max(DefaultOpTimeout, c.Budget))
+	set(&c.NetworkWindow, c.LeaseTTL)
+	if c.Failures == 0 {
+		c.Failures = d.Failures
+	}
+	if c.MaxLease == 0 {
+		c.MaxLease = d.MaxLease
+	}
+	if c.Capacity == 0 {
+		c.Capacity = d.Capacity
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = d.QueueSize
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	return c
+}
+
+// Validate checks every field as it is, Store aside (New requires one):
+// a zero is out of range where the range excludes it (apply WithDefaults
+// first), except OpTimeout and NetworkWindow, whose 0 derives them from
+// Budget and LeaseTTL, and FallbackShare, whose 0 means 1/replicas. The
+// error is a conf.Errors naming every invalid field by its key
+// ("failures: 0 out of range [1, 100]"), each of kind ErrConfig. It
+// changes nothing.
+func (c Config) Validate() error {
+	f := conf.Check{Kind: ErrConfig}
+	f.Duration("budget", c.Budget, MinBudget, MaxBudget)
+	if c.OpTimeout != 0 {
+		f.Duration("op_timeout", c.OpTimeout, c.Budget, MaxOpTimeout)
+	}
+	f.Int("failures", int64(c.Failures), 1, MaxFailures)
+	f.Duration("open_for", c.OpenFor, MinOpenFor, MaxOpenFor)
+	if c.FallbackShare != 0 && !(c.FallbackShare > 0 && c.FallbackShare <= 1) {
+		f.Add("fallback_share", "%s out of range (0, 1]", conf.FormatFloat(c.FallbackShare))
+	}
+	f.Int("max_lease", c.MaxLease, 1, MaxMaxLease)
+	f.Duration("lease_ttl", c.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+	f.Int("capacity", int64(c.Capacity), 1, keyed.MaxCapacity)
+	f.Int("queue_size", int64(c.QueueSize), 1, MaxQueueSize)
+	f.Int("max_batch", int64(c.MaxBatch), 1, MaxMaxBatch)
+	f.Duration("heartbeat", c.Heartbeat, MinHeartbeat, MaxHeartbeat)
+	f.Duration("summary", c.Summary, MinSummary, MaxSummary)
+	f.Sub("networks", c.Networks.Validate())
+	if c.NetworkWindow < 0 {
+		f.Add("network_window", "%s is negative", conf.FormatDuration(c.NetworkWindow))
+	}
+	return f.Err()
 }
 
 // Hooks observe a node. Hooks run on the node's worker goroutine, must be
@@ -375,9 +471,14 @@ func (e *entry) expired(now time.Time, epoch time.Time) bool {
 // never contacts the store synchronously: a node whose store is down at
 // start serves from the local share until the store answers.
 func New(cfg Config) (*Node, error) {
-	if err := cfg.fill(); err != nil {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Store is required", ErrConfig)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	id := make([]byte, 12)
 	if _, err := rand.Read(id); err != nil {
 		return nil, fmt.Errorf("global: instance id: %w", err)
@@ -412,73 +513,6 @@ func New(cfg Config) (*Node, error) {
 	n.nextSummary = n.epoch.Add(cfg.Summary)
 	go n.run()
 	return n, nil
-}
-
-func (c *Config) fill() error {
-	if c.Store == nil {
-		return fmt.Errorf("%w: Store is required", ErrConfig)
-	}
-	c.Clock = clock.Or(c.Clock)
-	type dur struct {
-		name     string
-		v        *time.Duration
-		def      time.Duration
-		min, max time.Duration
-	}
-	if c.Budget == 0 {
-		c.Budget = DefaultBudget
-	}
-	durs := []dur{
-		{"Budget", &c.Budget, DefaultBudget, MinBudget, MaxBudget},
-		{"OpTimeout", &c.OpTimeout, max(DefaultOpTimeout, c.Budget), c.Budget, MaxOpTimeout},
-		{"OpenFor", &c.OpenFor, DefaultOpenFor, MinOpenFor, MaxOpenFor},
-		{"LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, MinLeaseTTL, MaxLeaseTTL},
-		{"Heartbeat", &c.Heartbeat, DefaultHeartbeat, MinHeartbeat, MaxHeartbeat},
-		{"Summary", &c.Summary, DefaultSummary, MinSummary, MaxSummary},
-	}
-	for _, d := range durs {
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-		if *d.v < d.min || *d.v > d.max {
-			return fmt.Errorf("%w: %s %v out of range [%v, %v]", ErrConfig, d.name, *d.v, d.min, d.max)
-		}
-	}
-	type num struct {
-		name     string
-		v        *int64
-		def      int64
-		min, max int64
-	}
-	capacity, failures, queue, batch := int64(c.Capacity), int64(c.Failures), int64(c.QueueSize), int64(c.MaxBatch)
-	for _, d := range []num{
-		{"Capacity", &capacity, DefaultCapacity, 1, keyed.MaxCapacity},
-		{"MaxLease", &c.MaxLease, DefaultMaxLease, 1, MaxMaxLease},
-		{"Failures", &failures, DefaultFailures, 1, MaxFailures},
-		{"QueueSize", &queue, DefaultQueueSize, 1, MaxQueueSize},
-		{"MaxBatch", &batch, DefaultMaxBatch, 1, MaxMaxBatch},
-	} {
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-		if *d.v < d.min || *d.v > d.max {
-			return fmt.Errorf("%w: %s %d out of range [%d, %d]", ErrConfig, d.name, *d.v, d.min, d.max)
-		}
-	}
-	c.Capacity, c.Failures, c.QueueSize, c.MaxBatch = int(capacity), int(failures), int(queue), int(batch)
-	if c.FallbackShare != 0 && !(c.FallbackShare > 0 && c.FallbackShare <= 1) {
-		return fmt.Errorf("%w: FallbackShare %v out of range (0, 1]", ErrConfig, c.FallbackShare)
-	}
-	if err := c.Networks.Validate(); err != nil {
-		return fmt.Errorf("%w: Networks: %w", ErrConfig, err)
-	}
-	if c.NetworkWindow < 0 {
-		return fmt.Errorf("%w: NetworkWindow %v is negative", ErrConfig, c.NetworkWindow)
-	}
-	if c.NetworkWindow == 0 {
-		c.NetworkWindow = c.LeaseTTL
-	}
-	return nil
 }
 
 // Table is an L1 table of a [Node] of its own: the keys of the limiters
@@ -968,22 +1002,3 @@ func (n *Node) leaseSize(e *entry, burst int64) int64 {
 	k = min(max(k, 1), n.cfg.MaxLease, max(burst/max(n.replicas.Load(), 1), 1))
 	return k
 }
-
-// Validate reports whether New would accept c, Store aside: every bound,
-// with the error naming the field and its range. It changes nothing.
-func (c Config) Validate() error {
-	if c.Store == nil {
-		c.Store = validateStore{}
-	}
-	return c.fill()
-}
-
-// validateStore stands in for a Store when Validate checks the rest.
-type validateStore struct{}
-
-func (validateStore) Lease(context.Context, []Lease) error { return nil }
-func (validateStore) Heartbeat(context.Context, string, time.Duration) (int, error) {
-	return 1, nil
-}
-func (validateStore) Leave(context.Context, string) error          { return nil }
-func (validateStore) Probe(context.Context) (time.Duration, error) { return 0, nil }
