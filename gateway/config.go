@@ -21,7 +21,7 @@ package gateway
 //     bad scalars with "file:line: key.path"; yaml.v3 then decodes in
 //     strict mode (KnownFields). A key absent from the file takes its
 //     default (fillDefaults): DefaultConfig for the sections, the element
-//     defaults (DefaultUpstream, DefaultRateLimit, DefaultLogin,
+//     defaults (DefaultUpstream, DefaultRateLimit, login.DefaultPolicy,
 //     DefaultQuota, elementDefault) for list items and optional sections.
 //     A key present in the file keeps the file's value, even zero.
 //  2. environment (load.go, applyProfileGate): BULWARK_PROFILE first,
@@ -301,10 +301,10 @@ type Route struct {
 	Upstream string `yaml:"upstream"`
 	// WebSocket forwards WebSocket upgrades on this route (default
 	// false). Every other upgrade, h2c included, is always removed.
-	WebSocket bool       `yaml:"websocket"`
-	RateLimit *RateLimit `yaml:"rate_limit"`
-	Login     *Login     `yaml:"login"`
-	Quota     *Quota     `yaml:"quota"`
+	WebSocket bool          `yaml:"websocket"`
+	RateLimit *RateLimit    `yaml:"rate_limit"`
+	Login     *login.Policy `yaml:"login"` // the login throttle
+	Quota     *Quota        `yaml:"quota"`
 }
 
 // Match selects requests. Path uses net/http.ServeMux pattern syntax
@@ -386,57 +386,6 @@ type RateLimit struct {
 type ClientLimit struct {
 	QPS   float64 `yaml:"qps"`
 	Burst int64   `yaml:"burst"` // 0 means ceil(qps)
-}
-
-// Login throttles password logins: per (client, username) in a rolling
-// window, per client across usernames, and per username across clients
-// (the lockout, fed by the upstream's answers).
-type Login struct {
-	UsernameField string `yaml:"username_field"` // field name in the query, JSON, form or multipart body
-	// PasswordField names the password field, looked for in the same
-	// places: only a success answer to a request carrying a password
-	// (or Basic credentials, with BasicAuth) clears the lockout's count.
-	PasswordField string `yaml:"password_field"`
-	// BasicAuth also counts the user name of "Authorization: Basic"
-	// credentials; a different username elsewhere in the request is
-	// then 400 ambiguous_credentials.
-	BasicAuth bool `yaml:"basic_auth"`
-	// UsernameFolding says which spellings are one account: "unicode"
-	// (NFKC and case folding, the default) or "lower" (trim and
-	// lower-case only, as seed 003 says).
-	UsernameFolding string        `yaml:"username_folding"`
-	Limit           int           `yaml:"limit"`          // attempts per (client, username) per window
-	Window          time.Duration `yaml:"window"`         // rolling window
-	MaxBodyBytes    int64         `yaml:"max_body_bytes"` // bound of the body read
-	// MaxKeys bounds the memory table of attempt logs (standalone
-	// profile). A full table refuses new keys (429), never fails open.
-	MaxKeys int `yaml:"max_keys"`
-	// PerClient bounds attempts per client address across usernames;
-	// limit 0 turns it off.
-	PerClient LoginPerClient `yaml:"per_client"`
-	// FailureStatus lists the upstream statuses that count as a failed
-	// password for the lockout; 2xx clears the count.
-	FailureStatus []int `yaml:"failure_status"`
-	// Lockout locks a username after repeated failures from any client.
-	Lockout Lockout `yaml:"lockout"`
-	// Mode is enforce (default) or shadow: see Shield.Mode.
-	Mode string `yaml:"mode"`
-}
-
-// LoginPerClient is the per-client dimension of the login throttle.
-type LoginPerClient struct {
-	Limit  int           `yaml:"limit"`
-	Window time.Duration `yaml:"window"`
-}
-
-// Lockout locks an account after MaxFailures failures within Window, for
-// Duration.
-type Lockout struct {
-	Enabled     bool          `yaml:"enabled"`
-	MaxFailures int           `yaml:"max_failures"`
-	Window      time.Duration `yaml:"window"`
-	Duration    time.Duration `yaml:"duration"`
-	MaxKeys     int           `yaml:"max_keys"`
 }
 
 // Quota enforces a durable per-(project, subject, operation) quota
@@ -767,33 +716,6 @@ func DefaultUpstream() Upstream {
 // refusals. QPS has no default; Burst 0 means ceil(QPS).
 func DefaultRateLimit() RateLimit {
 	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}
-}
-
-// DefaultLogin returns the defaults of a route's login throttle: 5
-// attempts per (client, username) per 60 s, 20 per client across
-// usernames, the username in the "username" field, bodies read up to 64
-// KiB, 100,000 keys, and a lockout of 15 minutes after 10 failures (401 or
-// 403 from the upstream) in 15 minutes.
-func DefaultLogin() Login {
-	return Login{
-		UsernameField:   "username",
-		PasswordField:   login.DefaultPasswordField,
-		UsernameFolding: "unicode",
-		Limit:           5,
-		Window:          60 * time.Second,
-		MaxBodyBytes:    64 << 10,
-		MaxKeys:         100_000,
-		PerClient:       LoginPerClient{Limit: 20, Window: 60 * time.Second},
-		FailureStatus:   login.DefaultFailureStatus(),
-		Mode:            "enforce",
-		Lockout: Lockout{
-			Enabled:     true,
-			MaxFailures: login.DefaultMaxFailures,
-			Window:      login.DefaultLockoutWindow,
-			Duration:    login.DefaultLockoutDuration,
-			MaxKeys:     100_000,
-		},
-	}
 }
 
 // DefaultQuota returns the defaults of a route's quota: 100 per 60 s

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
+	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 )
 
@@ -166,7 +167,7 @@ func TestDefaults(t *testing.T) {
 	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}); *rl != want {
 		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
-	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, DefaultLogin()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||
+	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, login.DefaultPolicy()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||
 		l.PerClient.Limit != 20 || !reflect.DeepEqual(l.FailureStatus, []int{401, 403}) || !l.Lockout.Enabled {
 		t.Errorf("login defaults: %+v", l)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/login"
 	"io"
 	"math"
 	"reflect"
@@ -625,8 +626,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = DefaultUpstream()
 	case reflect.TypeFor[RateLimit]():
 		d = DefaultRateLimit()
-	case reflect.TypeFor[Login]():
-		d = DefaultLogin()
+	case reflect.TypeFor[login.Policy]():
+		d = login.DefaultPolicy()
 	case reflect.TypeFor[Quota]():
 		d = DefaultQuota()
 	case reflect.TypeFor[ClientLimit]():

@@ -27,11 +27,11 @@ type loginState struct {
 	locks   *login.MemoryLockoutStore // nil with Redis or without a lockout
 }
 
-func loginKey(route string, l Login) string {
+func loginKey(route string, l login.Policy) string {
 	return fmt.Sprintf("login/%s/%d/%v/%d/%d/%v/%v/%+v/%s", route, l.Limit, l.Window, l.MaxKeys, l.PerClient.Limit, l.PerClient.Window, l.FailureStatus, l.Lockout, l.UsernameFolding)
 }
 
-func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState, error) {
+func (g *Gateway) newLoginState(b *builder, route string, l login.Policy) (*loginState, error) {
 	return keep(b, loginKey(route, l), func() (*loginState, error) {
 		st := &loginState{}
 		var (
@@ -49,15 +49,17 @@ func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState,
 			rate, locks = s, s
 		} else {
 			// The entries live a window (the longer of the two dimensions).
-			s, err := login.NewMemoryStore(login.MemoryConfig{Capacity: l.MaxKeys, Clock: g.deps.Clock,
-				Networks: b.networks, NetworkWindow: max(l.Window, l.PerClient.Window)})
+			mc := l.MemoryConfig()
+			mc.Clock, mc.Networks = g.deps.Clock, b.networks
+			s, err := login.NewMemoryStore(mc)
 			if err != nil {
 				return nil, err
 			}
 			st.rate, rate = s, s
 			if l.Lockout.Enabled {
-				ls, err := login.NewMemoryLockoutStore(login.MemoryConfig{Capacity: l.Lockout.MaxKeys, Clock: g.deps.Clock,
-					Networks: b.networks, NetworkWindow: l.Lockout.Window + l.Lockout.Duration})
+				mc := l.LockoutMemoryConfig()
+				mc.Clock, mc.Networks = g.deps.Clock, b.networks
+				ls, err := login.NewMemoryLockoutStore(mc)
 				if err != nil {
 					return nil, err
 				}
@@ -66,15 +68,16 @@ func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState,
 		}
 		var lockout *login.Lockout
 		if l.Lockout.Enabled {
-			lc := l.lockoutConfig(locks)
-			lc.Clock, lc.Listener, lc.Logger = g.deps.Clock, listener, g.log
+			lc := l.LockoutConfig()
+			lc.Store, lc.Clock, lc.Listener, lc.Logger = locks, g.deps.Clock, listener, g.log
 			lo, err := login.NewLockout(lc)
 			if err != nil {
 				return nil, err
 			}
 			lockout = lo
 		}
-		cfg := l.limiterConfig(rate, lockout)
+		cfg := l.Config()
+		cfg.Store, cfg.Lockout = rate, lockout
 		cfg.Clock, cfg.Listener, cfg.Logger = g.deps.Clock, listener, g.log
 		lim, err := login.New(cfg)
 		if err != nil {
@@ -89,10 +92,10 @@ func (g *Gateway) newLoginState(b *builder, route string, l Login) (*loginState,
 // login throttle. With refund (shield.refund_on_login), an admitted
 // attempt that carried a password and got a 2xx answer gives its unit
 // back to the shield.
-func (g *Gateway) loginMiddleware(st *loginState, l Login, refund bool, next http.Handler) (http.Handler, error) {
+func (g *Gateway) loginMiddleware(st *loginState, l login.Policy, refund bool, next http.Handler) (http.Handler, error) {
 	mw, err := login.NewMiddleware(login.MiddlewareConfig{
 		Limiter:     st.limiter,
-		Credentials: l.credentials(),
+		Credentials: l.Credentials(),
 		ClientIP: func(r *http.Request) string {
 			ex := exchangeOf(r)
 			if ex == nil || !ex.clientOK {
@@ -100,7 +103,7 @@ func (g *Gateway) loginMiddleware(st *loginState, l Login, refund bool, next htt
 			}
 			return ex.group.String()
 		},
-		Shadow: l.Mode == "shadow",
+		Shadow: l.Shadow(),
 		Observe: func(w http.ResponseWriter, r *http.Request, o login.Outcome) {
 			ex := exchangeOf(r)
 			if ex == nil {

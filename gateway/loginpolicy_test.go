@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/login"
 )
 
 // Unit tests of the login policy's wiring (loginpolicy.go): the gateway's
@@ -19,7 +20,7 @@ import (
 // the login package tests its own decisions, and policy_e2e_test.go runs
 // the route through real sockets.
 
-func testLoginRoute(t *testing.T, yaml string) (Login, *Gateway, *clock.Manual) {
+func testLoginRoute(t *testing.T, yaml string) (login.Policy, *Gateway, *clock.Manual) {
 	t.Helper()
 	cfg, err := Parse("test.yaml", []byte(`
 upstreams: [{name: app, targets: ["http://127.0.0.1:1"]}]

@@ -21,7 +21,6 @@ import (
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/limit"
-	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
@@ -47,15 +46,6 @@ var (
 	rangeRateLimitStatus  = intRange{400, 599}
 	rangeRateLimitMaxKeys = intRange{1, 10_000_000}
 	rangeRLSMaxKeys       = intRange{1, keyed.MaxCapacity}
-
-	rangeLoginLimit          = intRange{1, login.MaxLimit}
-	rangeLoginWindow         = durRange{login.MinWindow, login.MaxWindow}
-	rangeLoginMaxBodyBytes   = intRange{1 << 10, 1 << 20}
-	rangeLoginMaxKeys        = intRange{1, login.MaxCapacity}
-	rangeLoginPerClientLimit = intRange{0, login.MaxLimit}
-	rangeLockoutMaxFailures  = intRange{1, login.MaxMaxFailures}
-	rangeLockoutWindow       = durRange{login.MinLockoutWindow, login.MaxLockoutWindow}
-	rangeLockoutDuration     = durRange{login.MinLockoutDuration, login.MaxLockoutDuration}
 
 	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
@@ -836,104 +826,6 @@ func (rl RateLimit) GCRA() limit.GCRA {
 		burst = max(1, int64(math.Ceil(rl.QPS)))
 	}
 	return limit.GCRA{Rate: rl.QPS, Burst: burst}
-}
-
-// Validate checks the login throttle's settings, then the login
-// package's own checks of the limiter, the lockout, the tables and the
-// credential reader.
-func (l Login) Validate() error {
-	var f fieldErrs
-	fieldName := func(path, name string) bool {
-		if name == "" || len(name) > maxNameLen {
-			f.add(path, "want 1 to %d characters", maxNameLen)
-			return false
-		}
-		if err := (login.UsernameOptions{Fields: []string{name}, PasswordField: "-"}).Validate(); err != nil {
-			f.add(path, "%q: want 1 to 64 of A-Z a-z 0-9 _ . -", name)
-			return false
-		}
-		return true
-	}
-	if fieldName("username_field", l.UsernameField) && fieldName("password_field", l.PasswordField) &&
-		strings.EqualFold(l.UsernameField, l.PasswordField) {
-		f.add("password_field", "%q is also the username_field", l.PasswordField)
-	}
-	if _, ok := usernameFoldings[l.UsernameFolding]; !ok {
-		f.add("username_folding", "%q: want unicode or lower", l.UsernameFolding)
-	}
-	f.int("limit", int64(l.Limit), rangeLoginLimit)
-	f.dur("window", l.Window, rangeLoginWindow)
-	f.wholeMillis("window", l.Window)
-	f.int("max_body_bytes", l.MaxBodyBytes, rangeLoginMaxBodyBytes)
-	f.int("max_keys", int64(l.MaxKeys), rangeLoginMaxKeys)
-	f.int("per_client.limit", int64(l.PerClient.Limit), rangeLoginPerClientLimit)
-	if l.PerClient.Limit > 0 {
-		f.dur("per_client.window", l.PerClient.Window, rangeLoginWindow)
-		f.wholeMillis("per_client.window", l.PerClient.Window)
-	}
-	if len(l.FailureStatus) == 0 {
-		f.add("failure_status", "at least one status is required")
-	}
-	f.mode("mode", l.Mode)
-	lo := l.Lockout
-	if lo.Enabled {
-		f.int("lockout.max_failures", int64(lo.MaxFailures), rangeLockoutMaxFailures)
-		f.dur("lockout.window", lo.Window, rangeLockoutWindow)
-		f.wholeMillis("lockout.window", lo.Window)
-		f.dur("lockout.duration", lo.Duration, rangeLockoutDuration)
-		f.wholeMillis("lockout.duration", lo.Duration)
-		f.int("lockout.max_keys", int64(lo.MaxKeys), rangeLoginMaxKeys)
-	}
-	if f.ok() {
-		f.guard("", l.limiterConfig(nil, nil).Validate())
-		f.guard("", login.MemoryConfig{Capacity: l.MaxKeys}.Validate())
-		lc := l.lockoutConfig(nil)
-		lc.Store = login.Disabled{}
-		f.guard("failure_status", lc.Validate())
-		if lo.Enabled {
-			f.guard("lockout.max_keys", login.MemoryConfig{Capacity: lo.MaxKeys}.Validate())
-		}
-	}
-	return f.err()
-}
-
-// usernameFoldings maps login.username_folding to the login package's
-// foldings.
-var usernameFoldings = map[string]login.Folding{"unicode": login.FoldUnicode, "lower": login.FoldLower}
-
-// credentials is the credential reader's configuration of l.
-func (l Login) credentials() login.UsernameOptions {
-	return login.UsernameOptions{
-		Fields:        []string{l.UsernameField},
-		PasswordField: l.PasswordField,
-		BasicAuth:     l.BasicAuth,
-		Folding:       usernameFoldings[l.UsernameFolding],
-		MaxBodyBytes:  l.MaxBodyBytes,
-	}
-}
-
-// limiterConfig is the login.Config of l (store, lockout and hooks aside).
-func (l Login) limiterConfig(store login.Store, lockout *login.Lockout) login.Config {
-	cfg := login.Config{Limit: l.Limit, Window: l.Window, Store: store, Lockout: lockout, Folding: usernameFoldings[l.UsernameFolding]}
-	if store == nil {
-		cfg.Store = login.Disabled{}
-	}
-	if l.PerClient.Limit > 0 {
-		cfg.PerClient = login.PerClient{Limit: l.PerClient.Limit, Window: l.PerClient.Window}
-	}
-	return cfg
-}
-
-// lockoutConfig is the login.LockoutConfig of l with store.
-func (l Login) lockoutConfig(store login.LockoutStore) login.LockoutConfig {
-	return login.LockoutConfig{
-		MaxFailures:   l.Lockout.MaxFailures,
-		Window:        l.Lockout.Window,
-		Duration:      l.Lockout.Duration,
-		FailureStatus: l.FailureStatus,
-		Folding:       usernameFoldings[l.UsernameFolding],
-		Store:         store,
-	}
 }
 
 // Validate checks the quota's operation, limit and window and its

@@ -138,4 +138,13 @@
 // attempts carry the X-RateLimit-* fields too ([SetHeaders]); degraded
 // ones only X-RateLimit-Limit. The X-RateLimit-* fields are application
 // fields; clients should wait by Retry-After.
+//
+// # Configuration files
+//
+// A [Policy] is one login endpoint's throttle as a configuration file
+// states it (the gateway's routes[].login section: the fields, the
+// folding, both windows, the lockout, the table bounds and the mode). Its
+// Validate names every invalid key with its range, and its methods give
+// the [Config], [LockoutConfig], [UsernameOptions] and [MemoryConfig]
+// to build from; [DefaultPolicy] holds the defaults.
 package login

@@ -87,12 +87,13 @@ type Config struct {
 // Clients behind one address (a NAT, a proxy without a trusted-proxy
 // contract) share this budget: size Limit for the busiest such address.
 type PerClient struct {
-	// Limit is the number of attempts per client address per Window:
-	// 1 to MaxLimit; 0 turns the dimension off.
-	Limit int
-	// Window is the rolling window: MinWindow to MaxWindow in whole
-	// milliseconds, 0 means DefaultWindow. It must be 0 when Limit is 0.
-	Window time.Duration
+	// Limit (limit) is the number of attempts per client address per
+	// Window: 1 to MaxLimit; 0 turns the dimension off.
+	Limit int `yaml:"limit"`
+	// Window (window) is the rolling window: MinWindow to MaxWindow in
+	// whole milliseconds, 0 means DefaultWindow. It must be 0 when Limit
+	// is 0 (in a [Policy], it is ignored then).
+	Window time.Duration `yaml:"window"`
 }
 
 // Reason says which dimension refused an attempt. It is a short fixed

@@ -101,12 +101,13 @@ type LockoutStore interface {
 
 // LockoutPolicy is what a [LockoutStore] needs to count failures.
 type LockoutPolicy struct {
-	// MaxFailures failures within Window lock the key.
-	MaxFailures int
-	// Window is the counting window, starting at the first failure.
-	Window time.Duration
-	// Duration is how long a lock lasts.
-	Duration time.Duration
+	// MaxFailures (max_failures) failures within Window lock the key.
+	MaxFailures int `yaml:"max_failures"`
+	// Window (window) is the counting window, starting at the first
+	// failure.
+	Window time.Duration `yaml:"window"`
+	// Duration (duration) is how long a lock lasts.
+	Duration time.Duration `yaml:"duration"`
 }
 
 // Op is a set of cache operation kinds. Failure events track which kinds
