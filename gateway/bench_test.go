@@ -17,6 +17,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
 // discardWriter is a minimal ResponseWriter for benchmarks.
@@ -115,7 +116,7 @@ func BenchmarkAccessLogLine(b *testing.B) {
 func BenchmarkRouteLimiter(b *testing.B) {
 	for _, key := range []string{"client_ip", "route", "header:X-Api-Key"} {
 		b.Run(key, func(b *testing.B) {
-			rl := DefaultRateLimit()
+			rl := ratelimit.DefaultConfig()
 			rl.QPS, rl.Burst, rl.Key, rl.MaxKeys = 1e6, 1e6, key, 1<<16
 			res, _ := peer.New(peer.Config{})
 			bld := &builder{resolver: res, next: newRegistry()}

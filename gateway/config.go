@@ -21,7 +21,7 @@ package gateway
 //     bad scalars with "file:line: key.path"; yaml.v3 then decodes in
 //     strict mode (KnownFields). A key absent from the file takes its
 //     default (fillDefaults): DefaultConfig for the sections, the element
-//     defaults (DefaultUpstream, DefaultRateLimit, login.DefaultPolicy,
+//     defaults (DefaultUpstream, ratelimit.DefaultConfig, login.DefaultPolicy,
 //     DefaultQuota, elementDefault) for list items and optional sections.
 //     A key present in the file keeps the file's value, even zero.
 //  2. environment (load.go, applyProfileGate): BULWARK_PROFILE first,
@@ -80,6 +80,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
 	"github.com/bulwarkhq/bulwark/shield"
@@ -301,10 +302,10 @@ type Route struct {
 	Upstream string `yaml:"upstream"`
 	// WebSocket forwards WebSocket upgrades on this route (default
 	// false). Every other upgrade, h2c included, is always removed.
-	WebSocket bool          `yaml:"websocket"`
-	RateLimit *RateLimit    `yaml:"rate_limit"`
-	Login     *login.Policy `yaml:"login"` // the login throttle
-	Quota     *Quota        `yaml:"quota"`
+	WebSocket bool              `yaml:"websocket"`
+	RateLimit *ratelimit.Config `yaml:"rate_limit"` // the route's rate limit
+	Login     *login.Policy     `yaml:"login"`      // the login throttle
+	Quota     *Quota            `yaml:"quota"`
 }
 
 // Match selects requests. Path uses net/http.ServeMux pattern syntax
@@ -351,41 +352,6 @@ type FrontControllers struct {
 	// QueryParams are the query parameters that carry the route to a
 	// script or to "/".
 	QueryParams []string `yaml:"query_params"`
-}
-
-// RateLimit is a per-route GCRA limit.
-type RateLimit struct {
-	// QPS is the sustained rate in requests per second.
-	QPS float64 `yaml:"qps"`
-	// Burst is how many requests may arrive at once; 0 means ceil(QPS).
-	Burst int64 `yaml:"burst"`
-	// Key is client_ip, route, or header:NAME.
-	Key string `yaml:"key"`
-	// KeyFallback keys a request without the header:NAME header: shared
-	// (one bucket for all of them, the default) or client_ip.
-	KeyFallback string `yaml:"key_fallback"`
-	// PerClient, when set, is a per-client-address limit checked before
-	// the key's: with a key the client chooses (header:NAME), rotating
-	// values could otherwise fill the key table.
-	PerClient *ClientLimit `yaml:"per_client"`
-	// Status is the answer when over the limit (default 429).
-	Status int `yaml:"status"`
-	// MaxKeys bounds the per-key state table of this route.
-	MaxKeys int `yaml:"max_keys"`
-	// Headers says when the IETF RateLimit fields are sent: on_reject
-	// (default), always, or off.
-	Headers string `yaml:"headers"`
-	// Scope is local (default: each replica counts alone) or global
-	// (every replica shares one budget in Redis; cluster profile).
-	Scope string `yaml:"scope"`
-	// Mode is enforce (default) or shadow: see Shield.Mode.
-	Mode string `yaml:"mode"`
-}
-
-// ClientLimit is a per-client-address GCRA limit.
-type ClientLimit struct {
-	QPS   float64 `yaml:"qps"`
-	Burst int64   `yaml:"burst"` // 0 means ceil(qps)
 }
 
 // Quota enforces a durable per-(project, subject, operation) quota
@@ -709,13 +675,6 @@ func DefaultUpstream() Upstream {
 		Retries:             1,
 		MaxIdleConnsPerHost: 256,
 	}
-}
-
-// DefaultRateLimit returns the defaults of a route's rate_limit: per
-// client address, 429, a table of 65,536 keys, RateLimit fields on
-// refusals. QPS has no default; Burst 0 means ceil(QPS).
-func DefaultRateLimit() RateLimit {
-	return RateLimit{Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}
 }
 
 // DefaultQuota returns the defaults of a route's quota: 100 per 60 s

@@ -17,6 +17,7 @@ import (
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
 // recordingEnv is a getenv that records every variable read.
@@ -164,7 +165,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rl := cfg.Routes[0].RateLimit
-	if want := (RateLimit{QPS: 2.5, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}); *rl != want {
+	if want := (ratelimit.Config{Rate: ratelimit.Rate{QPS: 2.5}, Key: "client_ip", KeyFallback: "shared", Status: 429, MaxKeys: 65_536, Headers: "on_reject", Scope: "local", Mode: "enforce"}); *rl != want {
 		t.Errorf("rate_limit defaults: %+v, want %+v", rl, want)
 	}
 	if l := cfg.Routes[0].Login; !reflect.DeepEqual(*l, login.DefaultPolicy()) || l.UsernameField != "username" || l.Limit != 5 || l.Window != time.Minute ||
@@ -723,11 +724,11 @@ func TestSchema(t *testing.T) {
 // relative to the section, and Config.Validate nests it; a Config built in
 // Go gets the same checks as a file, without lines.
 func TestValidateNamesTheField(t *testing.T) {
-	rl := DefaultRateLimit()
+	rl := ratelimit.DefaultConfig()
 	rl.QPS, rl.Burst = 0.001, 1_000_000
 	var fes FieldErrors
 	if err := rl.Validate(); !errors.As(err, &fes) || len(fes) != 1 || fes[0].Path != "burst" {
-		t.Fatalf("RateLimit.Validate() = %v, want one error at burst", err)
+		t.Fatalf("ratelimit.Config.Validate() = %v, want one error at burst", err)
 	}
 	u := DefaultUpstream()
 	u.Name, u.Targets = "app", []string{"http://127.0.0.1:1", "ftp://x"}
@@ -745,7 +746,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		t.Fatalf("DefaultConfig().Validate() = %q", got)
 	}
 	cfg.Upstreams = []Upstream{u}
-	lim := DefaultRateLimit()
+	lim := ratelimit.DefaultConfig()
 	lim.QPS = 10
 	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}, RateLimit: &lim}}
 	want := []string{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 	"io"
 	"math"
 	"reflect"
@@ -624,14 +625,12 @@ func elementDefault(t reflect.Type) reflect.Value {
 	switch t {
 	case reflect.TypeFor[Upstream]():
 		d = DefaultUpstream()
-	case reflect.TypeFor[RateLimit]():
-		d = DefaultRateLimit()
+	case reflect.TypeFor[ratelimit.Config]():
+		d = ratelimit.DefaultConfig()
 	case reflect.TypeFor[login.Policy]():
 		d = login.DefaultPolicy()
 	case reflect.TypeFor[Quota]():
 		d = DefaultQuota()
-	case reflect.TypeFor[ClientLimit]():
-		d = ClientLimit{}
 	case listEntryType:
 		d = ListEntry{Reason: defaultReason}
 	default:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bulwarkhq/bulwark/gateway"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
 // Parse validates a configuration strictly and reports every problem with
@@ -59,21 +60,21 @@ func ExampleDefaultConfig() {
 	cfg := gateway.DefaultConfig()
 	up := gateway.DefaultUpstream()
 	up.Name, up.Targets = "app", []string{"http://127.0.0.1:3000"}
-	rl := gateway.DefaultRateLimit()
+	rl := ratelimit.DefaultConfig()
 	rl.QPS, rl.Burst = 0.001, 1_000_000
 	cfg.Upstreams = []gateway.Upstream{up}
 	cfg.Routes = []gateway.Route{{Name: "api", Upstream: "app", Match: gateway.Match{Path: "/api/"}, RateLimit: &rl}}
 
 	var fes gateway.FieldErrors
 	if errors.As(rl.Validate(), &fes) {
-		fmt.Println("RateLimit.Validate:", fes[0].Path)
+		fmt.Println("ratelimit.Config.Validate:", fes[0].Path)
 	}
 	fmt.Println(cfg.Validate())
 
 	rl.Burst = 100
 	fmt.Println(cfg.Validate(), cfg.Provision("", nil))
 	// Output:
-	// RateLimit.Validate: burst
+	// ratelimit.Config.Validate: burst
 	// routes[0].rate_limit.burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 720h (lower burst or raise qps)
 	// <nil> <nil>
 }

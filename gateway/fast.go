@@ -8,6 +8,7 @@ import (
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/shield"
 )
 
@@ -92,7 +93,7 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 		}
 		return
 	}
-	if rt.limit != nil && rt.limit.kind == keyHeader && r == stub {
+	if rt.limit != nil && rt.limit.kind == ratelimit.KeyHeader && r == stub {
 		if full, err := x.Request(); err == nil {
 			r = full
 			p.headers.apply(r.Header)

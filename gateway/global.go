@@ -58,7 +58,7 @@ func globalKeyLife(cfg *Config) time.Duration {
 		g := rl.GCRA()
 		life = max(life, time.Duration(g.Burst)*g.Interval())
 		if pc := rl.PerClient; pc != nil {
-			g = RateLimit{QPS: pc.QPS, Burst: pc.Burst}.GCRA()
+			g = pc.GCRA()
 			life = max(life, time.Duration(g.Burst)*g.Interval())
 		}
 	}
@@ -129,8 +129,8 @@ func (l *routeLimit) global() bool {
 // globalName names a route's global limiter. The route name, key and
 // parameters are in it: replicas with the same settings share buckets,
 // and a reload that keeps them keeps the state.
-func globalName(route, what string, rl RateLimit) string {
-	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, rl.QPS, rl.GCRA().Burst)
+func globalName(route, what string, r ratelimit.Rate) string {
+	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, r.QPS, r.GCRA().Burst)
 }
 
 // globalHooks turn the node's events into metrics and one log line per

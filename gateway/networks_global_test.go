@@ -25,7 +25,7 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	st.SetFault(func(string) error { return errors.New("down") })
-	cfg := &Config{Routes: []Route{{Name: "r", RateLimit: &RateLimit{QPS: 1, Burst: 10, Scope: "global"}}}}
+	cfg := &Config{Routes: []Route{{Name: "r", RateLimit: &ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 10}, Scope: "global"}}}}
 	node, err := global.New(global.Config{Store: st, Clock: clk, Capacity: 1024, FallbackShare: 1,
 		Networks: Networks{Share: keyed.DefaultNetworkShare}.budget(), NetworkWindow: globalKeyLife(cfg)})
 	if err != nil {

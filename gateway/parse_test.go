@@ -31,27 +31,6 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 }
 
-func TestParseKey(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		kind keyKind
-		hdr  string
-		err  bool
-	}{
-		{"client_ip", keyClientIP, "", false},
-		{"route", keyRoute, "", false},
-		{"header:x-api-key", keyHeader, "X-Api-Key", false},
-		{"header:", 0, "", true},
-		{"header:bad header", 0, "", true},
-		{"ip", 0, "", true},
-	} {
-		k, err := parseKey(tc.in)
-		if (err != nil) != tc.err || k.kind != tc.kind || k.header != tc.hdr {
-			t.Errorf("%q: %+v %v", tc.in, k, err)
-		}
-	}
-}
-
 func TestProblemString(t *testing.T) {
 	for _, tc := range []struct {
 		p    Problem

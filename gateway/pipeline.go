@@ -499,7 +499,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			proxy: proxies[rc.Upstream], fast: rc.Login == nil && rc.Quota == nil}
 		rt.onHeader = rt.rm.observe
 		if rl := rc.RateLimit; rl != nil {
-			rt.shadow = rl.Mode == "shadow"
+			rt.shadow = rl.Shadow()
 		}
 		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
 		if q := rc.Quota; q != nil {

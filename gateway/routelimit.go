@@ -3,53 +3,9 @@ package gateway
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
-
-// keyKind is what a route rate limit counts per.
-type keyKind uint8
-
-const (
-	keyClientIP keyKind = iota + 1
-	keyRoute
-	keyHeader
-)
-
-// rateKey is a parsed rate_limit.key.
-type rateKey struct {
-	kind   keyKind
-	header string // header name for keyHeader
-}
-
-// parseKey parses client_ip, route or header:NAME.
-func parseKey(s string) (rateKey, error) {
-	switch {
-	case s == "client_ip":
-		return rateKey{kind: keyClientIP}, nil
-	case s == "route":
-		return rateKey{kind: keyRoute}, nil
-	case strings.HasPrefix(s, "header:"):
-		name := strings.TrimPrefix(s, "header:")
-		if !validToken(name) {
-			return rateKey{}, fmt.Errorf("%q: header:NAME needs a header field name", s)
-		}
-		return rateKey{kind: keyHeader, header: http.CanonicalHeaderKey(name)}, nil
-	}
-	return rateKey{}, fmt.Errorf("%q: want client_ip, route or header:NAME", s)
-}
-
-// headerMode maps rate_limit.headers.
-func headerMode(s string) ratelimit.HeaderMode {
-	switch s {
-	case "always":
-		return ratelimit.HeadersAlways
-	case "off":
-		return ratelimit.HeadersOff
-	}
-	return ratelimit.HeadersOnReject
-}
 
 // routeLimit is a route's rate_limit: an optional per-client limit, then
 // the keyed limit. Both are ratelimit.Limiters; the gateway only picks
@@ -57,64 +13,63 @@ func headerMode(s string) ratelimit.HeaderMode {
 type routeLimit struct {
 	perClient bucket // nil without rate_limit.per_client
 	keyed     bucket
-	kind      keyKind
-	header    ratelimit.KeyFunc // for keyHeader: the header, then the fallback
-	route     ratelimit.Key     // for keyRoute
+	kind      ratelimit.KeyKind
+	header    ratelimit.KeyFunc // for KeyHeader: the header, then the fallback
+	route     ratelimit.Key     // for KeyRoute
 	status    int
 	headers   ratelimit.HeaderMode
 }
 
 // limiterKeys name a route's limiters in the reuse registry: a reload
 // that leaves a limiter's parameters unchanged keeps its buckets.
-func limiterKey(route, what string, rl RateLimit) string {
-	return fmt.Sprintf("ratelimit/%s/%s/%v/%d/%d", route, what, rl.QPS, rl.GCRA().Burst, rl.MaxKeys)
+func limiterKey(route, what string, r ratelimit.Rate, maxKeys int) string {
+	return fmt.Sprintf("ratelimit/%s/%s/%v/%d/%d", route, what, r.QPS, r.GCRA().Burst, maxKeys)
 }
 
-func newRouteLimit(b *builder, name string, rl RateLimit) (*routeLimit, error) {
-	key, err := parseKey(rl.Key)
+func newRouteLimit(b *builder, name string, rl ratelimit.Config) (*routeLimit, error) {
+	key, err := ratelimit.ParseKey(rl.Key)
 	if err != nil {
 		return nil, err
 	}
 	// mk returns the bucket of one limit: a local table, or the
 	// process's global node (the same keys, the same answers).
-	mk := func(g RateLimit, what, policy string) (bucket, error) {
+	mk := func(r ratelimit.Rate, what, policy string) (bucket, error) {
 		if rl.Scope == "global" {
 			if b.g == nil || b.g.global == nil {
 				return nil, fmt.Errorf("scope global needs the cluster profile's global limiter")
 			}
-			l, err := b.g.global.Limiter(globalName(name, what, g), g.GCRA())
+			l, err := b.g.global.Limiter(globalName(name, what, r), r.GCRA())
 			if err != nil {
 				return nil, err
 			}
-			return globalBucket{l: l, pol: ratelimit.PolicyOf(policy, g.GCRA())}, nil
+			return globalBucket{l: l, pol: ratelimit.PolicyOf(policy, r.GCRA())}, nil
 		}
-		l, err := keep(b, limiterKey(name, what, g), func() (*ratelimit.Limiter, error) {
-			return ratelimit.New(g.GCRA(), ratelimit.Options{MaxKeys: g.MaxKeys, Clock: b.clock, Policy: policy, Networks: b.networks})
+		l, err := keep(b, limiterKey(name, what, r, rl.MaxKeys), func() (*ratelimit.Limiter, error) {
+			return ratelimit.New(r.GCRA(), ratelimit.Options{MaxKeys: rl.MaxKeys, Clock: b.clock, Policy: policy, Networks: b.networks})
 		})
 		if err != nil {
 			return nil, err
 		}
 		return localBucket{l}, nil
 	}
-	l := &routeLimit{kind: key.kind, status: rl.Status, headers: headerMode(rl.Headers)}
-	if l.keyed, err = mk(rl, "key:"+rl.Key, name); err != nil {
+	l := &routeLimit{kind: key.Kind, status: rl.Status, headers: rl.HeaderMode()}
+	if l.keyed, err = mk(rl.Rate, "key:"+rl.Key, name); err != nil {
 		return nil, fmt.Errorf("gateway: route %q: rate_limit: %w", name, err)
 	}
 	if pc := rl.PerClient; pc != nil {
-		g := RateLimit{QPS: pc.QPS, Burst: pc.Burst, MaxKeys: rl.MaxKeys}
-		if l.perClient, err = mk(g, "per_client", name+".per_client"); err != nil {
+		if l.perClient, err = mk(*pc, "per_client", name+".per_client"); err != nil {
 			return nil, fmt.Errorf("gateway: route %q: rate_limit.per_client: %w", name, err)
 		}
 	}
-	switch key.kind {
-	case keyRoute:
+	switch key.Kind {
+	case ratelimit.KeyRoute:
 		l.route = ratelimit.StringKey(name)
-	case keyHeader:
+	case ratelimit.KeyHeader:
 		var fallback ratelimit.KeyFunc
 		if rl.KeyFallback == "client_ip" {
 			fallback = ratelimit.ClientIP(b.resolver)
 		}
-		l.header = ratelimit.Header(key.header, fallback)
+		l.header = ratelimit.Header(key.Header, fallback)
 	}
 	return l, nil
 }
@@ -147,11 +102,11 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange,
 	}
 	var k ratelimit.Key
 	switch l.kind {
-	case keyClientIP:
+	case ratelimit.KeyClientIP:
 		k = clientKey(ex)
-	case keyRoute:
+	case ratelimit.KeyRoute:
 		k = l.route
-	case keyHeader:
+	case ratelimit.KeyHeader:
 		var err error
 		if k, err = l.header(r); err != nil {
 			ratelimit.WriteKeyError(w, r, err)

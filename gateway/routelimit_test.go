@@ -10,13 +10,14 @@ import (
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/peer"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
 // Unit tests of the route rate limit (routelimit.go) on a manual clock;
 // the end-to-end tests (policy_e2e_test.go) run the same through real
 // sockets.
 
-func testRouteLimit(t *testing.T, rl RateLimit) (*routeLimit, *clock.Manual) {
+func testRouteLimit(t *testing.T, rl ratelimit.Config) (*routeLimit, *clock.Manual) {
 	t.Helper()
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	res, err := peer.New(peer.Config{})
@@ -55,7 +56,7 @@ func charge(l *routeLimit, ex *exchange, shadow bool, hdr ...string) (*httptest.
 }
 
 func TestRouteLimitPerClientIP(t *testing.T) {
-	l, clk := testRouteLimit(t, RateLimit{QPS: 1, Burst: 2, Key: "client_ip"})
+	l, clk := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 2}, Key: "client_ip"})
 	a, b := exchangeFrom("192.0.2.1"), exchangeFrom("192.0.2.2")
 	for i := 0; i < 2; i++ {
 		if _, ok, _ := charge(l, a, false); !ok {
@@ -81,7 +82,7 @@ func TestRouteLimitPerClientIP(t *testing.T) {
 }
 
 func TestRouteLimitRouteKeySharedByClients(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 1, Burst: 1, Key: "route"})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "route"})
 	if _, ok, _ := charge(l, exchangeFrom("192.0.2.1"), false); !ok {
 		t.Fatal("first request refused")
 	}
@@ -91,7 +92,7 @@ func TestRouteLimitRouteKeySharedByClients(t *testing.T) {
 }
 
 func TestRouteLimitHeaderKey(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 1, Burst: 1, Key: "header:X-Api-Key", KeyFallback: "client_ip"})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "header:X-Api-Key", KeyFallback: "client_ip"})
 	ex := exchangeFrom("192.0.2.1")
 	if _, ok, _ := charge(l, ex, false, "X-Api-Key", "k1"); !ok {
 		t.Fatal("k1 refused")
@@ -114,8 +115,8 @@ func TestRouteLimitHeaderKey(t *testing.T) {
 }
 
 func TestRouteLimitPerClientBeforeKey(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 100, Burst: 100, Key: "header:X-Api-Key",
-		PerClient: &ClientLimit{QPS: 1, Burst: 2}, Status: http.StatusServiceUnavailable})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 100, Burst: 100}, Key: "header:X-Api-Key",
+		PerClient: &ratelimit.Rate{QPS: 1, Burst: 2}, Status: http.StatusServiceUnavailable})
 	ex := exchangeFrom("2001:db8::1")
 	// Rotating key values cannot get past the per-client limit.
 	for i, k := range []string{"a", "b"} {
@@ -130,7 +131,7 @@ func TestRouteLimitPerClientBeforeKey(t *testing.T) {
 }
 
 func TestRouteLimitShadowAnswersNothing(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 1, Burst: 1, Key: "client_ip"})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "client_ip"})
 	ex := exchangeFrom("192.0.2.1")
 	charge(l, ex, true)
 	w, ok, reason := charge(l, ex, true)
@@ -143,7 +144,7 @@ func TestRouteLimitShadowAnswersNothing(t *testing.T) {
 }
 
 func TestRouteLimitFullTableRefuses(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 1, Burst: 5, Key: "header:X-Api-Key", MaxKeys: 16})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 5}, Key: "header:X-Api-Key", MaxKeys: 16})
 	ex := exchangeFrom("192.0.2.1")
 	refused := ""
 	for i := 0; i < 64 && refused == ""; i++ {
@@ -157,12 +158,12 @@ func TestRouteLimitFullTableRefuses(t *testing.T) {
 }
 
 func TestRouteLimitHeadersAlways(t *testing.T) {
-	l, _ := testRouteLimit(t, RateLimit{QPS: 10, Burst: 10, Key: "client_ip", Headers: "always"})
+	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 10, Burst: 10}, Key: "client_ip", Headers: "always"})
 	w, ok, _ := charge(l, exchangeFrom("192.0.2.1"), false)
 	if !ok || w.Header().Get("RateLimit") == "" || w.Header().Get("RateLimit-Policy") == "" {
 		t.Fatalf("headers: always: allowed answer without the fields: %v", w.Header())
 	}
-	l, _ = testRouteLimit(t, RateLimit{QPS: 10, Burst: 10, Key: "client_ip"})
+	l, _ = testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 10, Burst: 10}, Key: "client_ip"})
 	if w, _, _ := charge(l, exchangeFrom("192.0.2.1"), false); w.Header().Get("RateLimit") != "" {
 		t.Fatal("headers: on_reject set the fields on an allowed answer")
 	}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -20,10 +19,10 @@ import (
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
-	"github.com/bulwarkhq/bulwark/limit"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
 )
@@ -41,11 +40,7 @@ var (
 	rangeMaxIdle = intRange{1, proxy.MaxIdleConnsPerHostLimit}
 	rangeMaxConn = intRange{0, proxy.MaxConnsPerHostLimit}
 
-	rangeQPS              = floatRange{0.001, 1_000_000}
-	rangeBurst            = intRange{0, 1_000_000}
-	rangeRateLimitStatus  = intRange{400, 599}
-	rangeRateLimitMaxKeys = intRange{1, 10_000_000}
-	rangeRLSMaxKeys       = intRange{1, keyed.MaxCapacity}
+	rangeRLSMaxKeys = intRange{1, keyed.MaxCapacity}
 
 	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
@@ -128,9 +123,6 @@ func (f *fieldErrs) sortByKeys(keys []string) {
 	}
 	slices.SortStableFunc(f.List(), func(a, b *FieldError) int { return rank(a) - rank(b) })
 }
-
-// fmtDuration prints d compactly: 1m rather than 1m0s.
-func fmtDuration(d time.Duration) string { return conf.FormatDuration(d) }
 
 func fmtFloat(f float64) string { return conf.FormatFloat(f) }
 
@@ -283,11 +275,16 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 		if r.Upstream != "" && !upstreams[r.Upstream] {
 			rf.add("upstream", "unknown upstream %q", r.Upstream)
 		}
-		if rl := r.RateLimit; rl != nil && rl.Scope == "global" && c.Profile != Cluster {
-			rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
+		if rl := r.RateLimit; rl != nil && rl.Scope == "global" {
+			if c.Profile != Cluster {
+				rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
+			}
+			if rl.QPS > global.MaxRate {
+				rf.add("rate_limit.qps", "%s: a global limit counts in microseconds, at most %s", fmtFloat(rl.QPS), fmtFloat(global.MaxRate))
+			}
 		}
 		if rl := r.RateLimit; rl != nil {
-			if k, err := parseKey(rl.Key); err == nil && k.kind == keyHeader && headers.strips([]byte(k.header)) {
+			if k, err := ratelimit.ParseKey(rl.Key); err == nil && k.Kind == ratelimit.KeyHeader && headers.strips([]byte(k.Header)) {
 				rf.add("rate_limit.key", "%q: the gateway removes %s from every request before any policy (request_headers.strip, or a quota route's asserted header): the key would never be seen", rl.Key, strings.TrimPrefix(rl.Key, "header:"))
 			}
 		}
@@ -669,63 +666,6 @@ func (c *Config) headerRules() *headerRules {
 	return newHeaderRules(c.RequestHeaders.Strip, asserted)
 }
 
-// Validate checks the limit's ranges and key, then the algorithm's and
-// the table's own checks: qps 0.001 with burst 1000000 is within both
-// ranges, but an empty bucket would take 31 years to refill, which
-// limit.GCRA refuses.
-func (rl RateLimit) Validate() error {
-	var f fieldErrs
-	f.float("qps", rl.QPS, rangeQPS)
-	f.int("burst", rl.Burst, rangeBurst)
-	f.int("status", int64(rl.Status), rangeRateLimitStatus)
-	f.int("max_keys", int64(rl.MaxKeys), rangeRateLimitMaxKeys)
-	key, err := parseKey(rl.Key)
-	if err != nil {
-		f.add("key", "%v", err)
-	}
-	switch rl.KeyFallback {
-	case "shared":
-	case "client_ip":
-		if err == nil && key.kind != keyHeader {
-			f.add("key_fallback", "applies only to header:NAME keys (key is %q)", rl.Key)
-		}
-	default:
-		f.add("key_fallback", "%q: want shared or client_ip", rl.KeyFallback)
-	}
-	switch rl.Headers {
-	case "on_reject", "always", "off":
-	default:
-		f.add("headers", "%q: want on_reject, always or off", rl.Headers)
-	}
-	f.mode("mode", rl.Mode)
-	switch rl.Scope {
-	case "local":
-	case "global":
-		if rl.QPS > global.MaxRate {
-			f.add("qps", "%s: a global limit counts in microseconds, at most %s", fmtFloat(rl.QPS), fmtFloat(global.MaxRate))
-		}
-	default:
-		f.add("scope", "%q: want local or global", rl.Scope)
-	}
-	if pc := rl.PerClient; pc != nil {
-		f.sub("per_client", pc.Validate())
-	}
-	if f.ok() {
-		g := rl.GCRA()
-		if err := g.Validate(); err != nil {
-			if t := g.Interval(); t > 0 && float64(g.Burst)*float64(t) > float64(limit.MaxRefill) {
-				refill := time.Duration(float64(g.Burst) * float64(t)).Round(time.Second)
-				f.add("burst", "%d at qps %s: an empty bucket takes %s to refill, more than %s (lower burst or raise qps)",
-					g.Burst, fmtFloat(g.Rate), fmtDuration(refill), fmtDuration(limit.MaxRefill))
-			} else {
-				f.guard("", err)
-			}
-		}
-		f.guard("max_keys", keyed.Config{Capacity: rl.MaxKeys}.Validate())
-	}
-	return f.err()
-}
-
 // Validate checks the access log's mode, sample and rate bound.
 func (a AccessLog) Validate() error {
 	var f fieldErrs
@@ -804,28 +744,6 @@ func (r RLS) Validate() error {
 		f.add("addr", "%q is not a loopback address and the RLS protocol has no authentication: set rls.token_file or rls.tls.client_ca_file (mutual TLS)", r.Addr)
 	}
 	return f.err()
-}
-
-// Validate checks a per-client limit's rate and burst, then the
-// algorithm's own check.
-func (cl ClientLimit) Validate() error {
-	var f fieldErrs
-	f.float("qps", cl.QPS, rangeQPS)
-	f.int("burst", cl.Burst, rangeBurst)
-	if f.ok() {
-		f.guard("", RateLimit{QPS: cl.QPS, Burst: cl.Burst}.GCRA().Validate())
-	}
-	return f.err()
-}
-
-// GCRA returns the algorithm's parameters as the route limiter uses them:
-// Rate is QPS, and Burst 0 means ceil(QPS) (at least 1).
-func (rl RateLimit) GCRA() limit.GCRA {
-	burst := rl.Burst
-	if burst == 0 {
-		burst = max(1, int64(math.Ceil(rl.QPS)))
-	}
-	return limit.GCRA{Rate: rl.QPS, Burst: burst}
 }
 
 // Validate checks the quota's operation, limit and window and its
@@ -989,18 +907,7 @@ func validName(s string) bool {
 
 // validToken reports whether s is an RFC 9110 token (methods, header
 // field names).
-func validToken(s string) bool {
-	if s == "" || len(s) > maxNameLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
+func validToken(s string) bool { return len(s) <= maxNameLen && fieldname.Token(s) }
 
 func validHostPort(s string) error {
 	host, port, err := net.SplitHostPort(s)

@@ -21,6 +21,11 @@
 // clients: a dishonest one rotates values. Pair such a limit with a
 // per-address limit checked first ([Limiter.Middleware] composes; the
 // gateway's rate_limit.per_client does exactly that).
+//
+// A [Config] is one route's limit as a configuration file states it (the
+// gateway's routes[].rate_limit section): rate, key, per-client limit,
+// answer and table bound, with a Validate that names every invalid key
+// and its range.
 package ratelimit
 
 import (

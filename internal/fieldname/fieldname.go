@@ -6,6 +6,8 @@
 // that field.
 package fieldname
 
+import "strings"
+
 // Equal reports whether a and b name the same field for such a server.
 // It does not allocate.
 func Equal[T string | []byte](a T, b string) bool {
@@ -46,4 +48,19 @@ func Underscored[T string | []byte](name T) bool {
 		}
 	}
 	return false
+}
+
+// Token reports whether name is a field name as RFC 9110 spells one: a
+// non-empty token (letters, digits and !#$%&'*+-.^_`|~).
+func Token(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
