@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 )
 
 // FuzzHeader checks the Header key against what a lenient application
@@ -32,7 +34,7 @@ func FuzzHeader(f *testing.F) {
 	}
 	fallback := func(*http.Request) (Key, error) { return StringKey("\x00fallback"), nil }
 	f.Fuzz(func(t *testing.T, name, fields string) {
-		if !isToken(name) || strings.Contains(name, "_") {
+		if !fieldname.Token(name) || strings.Contains(name, "_") {
 			return // names come from configuration, where they are '-' tokens
 		}
 		r := &http.Request{Header: http.Header{}}
@@ -42,7 +44,7 @@ func FuzzHeader(f *testing.F) {
 		var lines []string // the values an application may read as the field
 		for _, line := range strings.Split(fields, "\n") {
 			k, v, ok := strings.Cut(line, ":")
-			if !ok || !isToken(k) {
+			if !ok || !fieldname.Token(k) {
 				continue
 			}
 			k = textproto.CanonicalMIMEHeaderKey(k)
@@ -72,17 +74,4 @@ func FuzzHeader(f *testing.F) {
 			t.Fatalf("%q in %q: key %v, want %q", name, fields, k, lines[0])
 		}
 	})
-}
-
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

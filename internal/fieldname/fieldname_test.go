@@ -23,3 +23,14 @@ func TestUnderscored(t *testing.T) {
 		}
 	}
 }
+
+func TestToken(t *testing.T) {
+	for s, want := range map[string]bool{
+		"X-Api-Key": true, "x_api_key": true, "!#$%&'*+-.^_`|~09azAZ": true,
+		"": false, "X Api": false, "X:Api": false, "X\"": false, "é": false, "a\x00": false, "(a)": false,
+	} {
+		if got := Token(s); got != want {
+			t.Errorf("Token(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
