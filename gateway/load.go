@@ -231,22 +231,18 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 
 	c.rlsDomains = nil
 	if r := &c.RLS; r.Addr != "" && r.ConfigFile != "" {
+		// A file, or a directory of them (rls.Load), validated as serve
+		// will use it.
 		p := resolve(dir, r.ConfigFile)
-		data, err := readBounded(p, MaxConfigBytes)
+		domains, err := rls.Load(p)
 		switch {
+		case err != nil && !errors.Is(err, rls.ErrConfig):
+			at("rls.config_file", "%q: %s", r.ConfigFile, strings.TrimPrefix(err.Error(), "rls: "))
 		case err != nil:
-			at("rls.config_file", "%q: %v", r.ConfigFile, err)
+			at("rls.config_file", "%s: %s", r.ConfigFile, strings.TrimPrefix(err.Error(), "rls: "))
 		default:
-			domains, err := rls.ParseConfig(data)
-			if err == nil {
-				err = rls.Validate(domains)
-			}
-			if err != nil {
-				at("rls.config_file", "%s: %s", r.ConfigFile, strings.TrimPrefix(err.Error(), "rls: "))
-			} else {
-				r.ConfigFile = p
-				c.rlsDomains = domains
-			}
+			r.ConfigFile = p
+			c.rlsDomains = domains
 		}
 	}
 

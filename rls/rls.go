@@ -3,33 +3,45 @@
 // Bulwark's global limiter, so Envoy and Istio sidecars share the limits
 // Bulwark enforces across replicas.
 //
-// Configuration follows envoyproxy/ratelimit: per domain, a tree of
-// descriptors (key, optional value, nested descriptors) whose nodes carry
-// rate_limit {unit, requests_per_unit} and optionally shadow_mode. For each
-// request descriptor the entries walk the tree (an exact key+value child
-// first, then a value prefix ending in '*', then the key alone), and the
-// limit of the node reached by the last entry applies; each distinct
-// sequence of request entries is counted separately. A descriptor that
-// matches nothing, or an unknown domain, is answered OK without a limit,
-// as envoyproxy/ratelimit does. Differences: limits are GCRA buckets (rate
-// requests_per_unit/unit, burst requests_per_unit), not fixed windows;
-// units are second to week; a request's per-descriptor limit override is
-// ignored; negative hits (refunds) are refused.
+// Configuration follows envoyproxy/ratelimit (see [DomainConfig],
+// [Load]): per domain, a tree of descriptors (key, optional value,
+// nested descriptors) whose nodes carry rate_limit {unit,
+// requests_per_unit, name, replaces} and optionally shadow_mode,
+// quota_mode and share_threshold. For each request descriptor the
+// entries walk the tree (an exact key+value child first, then a value
+// prefix ending in '*', then the key alone), and the limit of the node
+// reached by the last entry applies; each distinct sequence of request
+// entries is counted separately (all the values of a share_threshold
+// prefix as one). A descriptor that matches nothing, or an unknown
+// domain, is answered OK without a limit, as envoyproxy/ratelimit does;
+// a limit named in another applied limit's replaces is dropped; a
+// descriptor's limit override (Envoy's dynamic limits) replaces the
+// configured limit. Differences: limits are GCRA buckets (rate
+// requests_per_unit/unit, burst requests_per_unit), not fixed windows,
+// so duration_until_reset is the time until the bucket is full (OK) or
+// the request could pass (OVER_LIMIT), not until a window ends; rates
+// from 1 per day to 1,000,000 per second and windows up to a month
+// (units second to month; year refused); negative hits (refunds) are
+// refused; detailed_metric and value_to_metric change nothing (no
+// per-descriptor metrics).
 //
 // hits_addend (request level, overridden per descriptor) is the cost; 0
 // at request level means 1, 0 per descriptor is a query that consumes
 // nothing. A shadow_mode descriptor is counted and reported but always
-// answered OK. The response carries overall_code, one status per
-// descriptor (code, current_limit, limit_remaining — approximate, see
-// [global.Limiter] — and duration_until_reset: time until full when OK,
-// until the request could pass when over the limit) and
-// response_headers_to_add with the IETF RateLimit and RateLimit-Policy
-// fields of the most restrictive descriptor (plus Retry-After when over
-// the limit).
+// answered OK; a quota_mode one too, its violation reported in the
+// dynamic metadata. requests_per_unit 0 refuses every request. The
+// response carries overall_code, one status per descriptor (code,
+// current_limit with the configured name, limit_remaining —
+// approximate, see [global.Limiter]; MaxUint32 for an unlimited
+// descriptor — and duration_until_reset), and response_headers_to_add
+// with the IETF RateLimit and RateLimit-Policy fields of the most
+// restrictive descriptor (plus Retry-After when over the limit) unless
+// [Settings.ResponseHeaders] is false.
 //
 // A malformed request (empty domain, no descriptors, an empty entry list
 // or key, oversized keys or values, too many descriptors or entries,
-// negative or excessive hits) gets codes.InvalidArgument with a fixed
+// negative or excessive hits, a limit override Bulwark cannot enforce or
+// one more than MaxOverrides) gets codes.InvalidArgument with a fixed
 // message and counts nothing.
 //
 // [Server.Reload] swaps configurations atomically; descriptors whose
@@ -51,8 +63,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +90,11 @@ import (
 // MaxMessageBytes bounds a request message.
 const MaxMessageBytes = 64 << 10
 
+// MaxOverrides bounds the distinct limit overrides (requests_per_unit and
+// unit) a server holds a limiter for; a request with one more is refused
+// with InvalidArgument.
+const MaxOverrides = 256
+
 // ServiceName is the gRPC service the server registers (also its health
 // service name).
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
@@ -87,10 +107,13 @@ type Server struct {
 	cur    atomic.Pointer[snapshot]
 	health *health.Server
 	c      counters
+
+	ovMu      sync.Mutex
+	overrides map[overrideKey]*rate
 }
 
 type counters struct {
-	requests, invalid, unknownDomain, unmatched, ok, overLimit, shadow atomic.Uint64
+	requests, invalid, unknownDomain, unmatched, ok, overLimit, shadow, quota, replaced atomic.Uint64
 }
 
 // Stats are cumulative counters since New.
@@ -103,27 +126,47 @@ type Stats struct {
 	// OK and OverLimit count limited descriptors by outcome; Shadow those
 	// over the limit in shadow mode (answered OK).
 	OK, OverLimit, Shadow uint64
+	// Quota counts descriptors over the limit in quota_mode (answered
+	// OK); Replaced limits dropped by another's replaces.
+	Quota, Replaced uint64
 }
 
-type snapshot struct{ domains map[string]*level }
+type snapshot struct {
+	domains  map[string]*level
+	settings Settings
+}
 
 // level is one level of a domain's tree.
 type level struct {
 	exact   map[string]*node // key + "\x00" + value
 	anyVal  map[string]*node // key
-	prefixs []*node          // values ending in '*'
+	prefixs []*node          // values ending in '*', in file order
 }
 
 type node struct {
 	key, value string // value without the trailing '*' for prefixes
-	lim        *global.Limiter
-	unlimited  bool
-	shadow     bool
-	rpu        uint32
-	unit       pb.RateLimitResponse_RateLimit_Unit
-	window     time.Duration
-	name       string
-	sub        *level
+	// pattern is the configured value ending in '*' of a share_threshold
+	// node: the one value counted for all the values it matches.
+	pattern string
+	rate    *rate // nil: no rate_limit
+	sub     *level
+}
+
+// rate is a limit as applied: a configured node's or a request's
+// override.
+type rate struct {
+	lim       *global.Limiter // nil when unlimited or refusing all
+	unlimited bool
+	block     bool // requests_per_unit 0: every hit is refused
+	shadow    bool
+	quota     bool
+	rpu       uint32
+	unit      pb.RateLimitResponse_RateLimit_Unit
+	window    time.Duration
+	// name is the configured name (current_limit.name, replaces);
+	// policy the RateLimit-Policy name (name, else the key path).
+	name, policy string
+	replaces     []string
 }
 
 // New returns a server for domains (see [Validate]) whose limiters keep
@@ -131,7 +174,7 @@ type node struct {
 // the server a table of its own ([global.Node.Table]): its clients pick
 // the keys.
 func New(tab *global.Table, domains []DomainConfig) (*Server, error) {
-	s := &Server{tab: tab, health: health.NewServer()}
+	s := &Server{tab: tab, health: health.NewServer(), overrides: map[overrideKey]*rate{}}
 	if err := s.Reload(domains); err != nil {
 		return nil, err
 	}
@@ -146,8 +189,13 @@ func (s *Server) Reload(domains []DomainConfig) error {
 	if err := Validate(domains); err != nil {
 		return err
 	}
+	domains, _ = mergeDomains(domains)
 	snap := &snapshot{domains: map[string]*level{}}
 	for _, d := range domains {
+		if d.Settings != nil {
+			snap.settings = *d.Settings
+			continue
+		}
 		lv, err := s.build(d.Domain, d.Domain, d.Descriptors)
 		if err != nil {
 			return err
@@ -161,33 +209,40 @@ func (s *Server) Reload(domains []DomainConfig) error {
 func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
 	lv := &level{exact: map[string]*node{}, anyVal: map[string]*node{}}
 	for _, d := range ds {
-		n := &node{key: d.Key, value: d.Value, shadow: d.ShadowMode}
+		n := &node{key: d.Key, value: d.Value}
 		here := path + "." + d.Key
 		if d.Value != "" {
 			here += "=" + d.Value
 		}
 		if r := d.RateLimit; r != nil {
-			if r.Unlimited {
-				n.unlimited = true
-			} else {
-				unit := strings.ToLower(r.Unit)
-				n.window = units[unit]
-				n.unit = pb.RateLimitResponse_RateLimit_Unit(pb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)])
-				n.rpu = r.RequestsPerUnit
-				n.name = r.Name
-				if n.name == "" {
-					n.name = strings.ReplaceAll(strings.ReplaceAll(here, `"`, "'"), `\`, "/")
-				}
-				// The limiter's name is a digest of the domain and the
-				// node's path: stable across replicas and reloads.
-				sum := sha256.Sum256([]byte(here))
-				g := limit.GCRA{Rate: float64(r.RequestsPerUnit) / n.window.Seconds(), Burst: int64(r.RequestsPerUnit)}
-				lim, err := s.tab.Limiter("rls."+hex.EncodeToString(sum[:12]), g)
-				if err != nil {
-					return nil, fmt.Errorf("%w: %s: %v", ErrConfig, here, err)
-				}
-				n.lim = lim
+			rt := &rate{unlimited: r.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, name: r.Name, policy: r.Name}
+			for _, rp := range r.Replaces {
+				rt.replaces = append(rt.replaces, rp.Name)
 			}
+			if rt.policy == "" {
+				rt.policy = here
+			}
+			if !r.Unlimited {
+				u, _ := unitOf(r.Unit)
+				rt.window, rt.unit, rt.rpu = u.d, u.pb, r.RequestsPerUnit
+				if r.RequestsPerUnit == 0 {
+					rt.block = true
+				} else {
+					g, msg := rateGCRA(r.RequestsPerUnit, strings.ToLower(r.Unit), u.d)
+					if msg != "" {
+						return nil, &ConfigError{Domain: domain, Path: here, Msg: msg}
+					}
+					// The limiter's name is a digest of the domain and the
+					// node's path: stable across replicas and reloads.
+					sum := sha256.Sum256([]byte(here))
+					lim, err := s.tab.Limiter("rls."+hex.EncodeToString(sum[:12]), g)
+					if err != nil {
+						return nil, &ConfigError{Domain: domain, Path: here, Msg: err.Error()}
+					}
+					rt.lim = lim
+				}
+			}
+			n.rate = rt
 		}
 		if len(d.Descriptors) > 0 {
 			sub, err := s.build(domain, here, d.Descriptors)
@@ -201,6 +256,9 @@ func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
 			lv.anyVal[d.Key] = n
 		case strings.HasSuffix(d.Value, "*"):
 			n.value = strings.TrimSuffix(d.Value, "*")
+			if d.ShareThreshold {
+				n.pattern = d.Value
+			}
 			lv.prefixs = append(lv.prefixs, n)
 		default:
 			lv.exact[d.Key+"\x00"+d.Value] = n
@@ -210,18 +268,29 @@ func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
 }
 
 // match walks entries down the tree and returns the node reached by the
-// last entry, or nil when the walk stops early.
-func (lv *level) match(entries []*rlv3.RateLimitDescriptor_Entry) *node {
-	var n *node
-	for _, e := range entries {
+// last entry, or nil when the walk stops early, and, when some entry was
+// matched by a share_threshold prefix, the pattern each entry counts as
+// ("" for its own value).
+func (lv *level) match(entries []*rlv3.RateLimitDescriptor_Entry) (*node, []string) {
+	var (
+		n    *node
+		pats []string
+	)
+	for i, e := range entries {
 		if lv == nil {
-			return nil
+			return nil, nil
 		}
 		n = lv.exact[e.Key+"\x00"+e.Value]
 		if n == nil {
 			for _, p := range lv.prefixs {
 				if p.key == e.Key && strings.HasPrefix(e.Value, p.value) {
 					n = p
+					if p.pattern != "" {
+						if pats == nil {
+							pats = make([]string, len(entries))
+						}
+						pats[i] = p.pattern
+					}
 					break
 				}
 			}
@@ -230,11 +299,53 @@ func (lv *level) match(entries []*rlv3.RateLimitDescriptor_Entry) *node {
 			n = lv.anyVal[e.Key]
 		}
 		if n == nil {
-			return nil
+			return nil, nil
 		}
 		lv = n.sub
 	}
-	return n
+	return n, pats
+}
+
+// overrideKey is a request's limit override.
+type overrideKey struct {
+	rpu  uint32
+	unit pb.RateLimitResponse_RateLimit_Unit
+}
+
+// override returns the rate of a request's limit override (Envoy's
+// dynamic limits), with a limiter shared by every descriptor carrying
+// the same override. At most MaxOverrides distinct overrides are held.
+func (s *Server) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*rate, error) {
+	k := overrideKey{o.GetRequestsPerUnit(), pb.RateLimitResponse_RateLimit_Unit(o.GetUnit())}
+	s.ovMu.Lock()
+	defer s.ovMu.Unlock()
+	if r := s.overrides[k]; r != nil {
+		return r, nil
+	}
+	if len(s.overrides) >= MaxOverrides {
+		return nil, errInvalid("too many distinct limit overrides")
+	}
+	u, ok := pbUnit(k.unit)
+	if !ok {
+		return nil, errInvalid("limit override with an unknown unit")
+	}
+	name := strings.ToLower(k.unit.String())
+	r := &rate{rpu: k.rpu, unit: k.unit, window: u.d, policy: fmt.Sprintf("override-%d-per-%s", k.rpu, name)}
+	if k.rpu == 0 {
+		r.block = true
+	} else {
+		g, msg := rateGCRA(k.rpu, name, u.d)
+		if msg != "" {
+			return nil, errInvalid("limit override: " + msg)
+		}
+		lim, err := s.tab.Limiter(fmt.Sprintf("rls.override.%d.%d", k.rpu, k.unit), g)
+		if err != nil {
+			return nil, errInvalid("limit override refused")
+		}
+		r.lim = lim
+	}
+	s.overrides[k] = r
+	return r, nil
 }
 
 // Health returns the gRPC health server (SERVING while the server runs;
@@ -248,7 +359,8 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 func (s *Server) Stats() Stats {
 	c := &s.c
 	return Stats{Requests: c.requests.Load(), Invalid: c.invalid.Load(), UnknownDomain: c.unknownDomain.Load(),
-		Unmatched: c.unmatched.Load(), OK: c.ok.Load(), OverLimit: c.overLimit.Load(), Shadow: c.shadow.Load()}
+		Unmatched: c.unmatched.Load(), OK: c.ok.Load(), OverLimit: c.overLimit.Load(), Shadow: c.shadow.Load(),
+		Quota: c.quota.Load(), Replaced: c.replaced.Load()}
 }
 
 // GRPC returns a gRPC server with the rate limit and health services
@@ -313,14 +425,32 @@ func validate(req *pb.RateLimitRequest) error {
 	return nil
 }
 
-// entriesKey encodes a descriptor's entries, length-prefixed, as the
-// limiter key.
-func entriesKey(entries []*rlv3.RateLimitDescriptor_Entry) string {
-	var b strings.Builder
-	for _, e := range entries {
-		fmt.Fprintf(&b, "%d:%s%d:%s", len(e.Key), e.Key, len(e.Value), e.Value)
+// appendKey appends a descriptor's entries, length-prefixed, to b as
+// the limiter key; an entry matched by a share_threshold prefix counts
+// as its pattern.
+func appendKey(b []byte, entries []*rlv3.RateLimitDescriptor_Entry, pats []string) []byte {
+	for i, e := range entries {
+		v := e.Value
+		if pats != nil && pats[i] != "" {
+			v = pats[i]
+		}
+		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
+		b = append(b, ':')
+		b = append(b, e.Key...)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
 	}
-	return b.String()
+	return b
+}
+
+// target is what one request descriptor is decided against.
+type target struct {
+	r    *rate // nil: no limit
+	n    *node // the configured node, nil for an override
+	pats []string
+	hits int64
+	key  string
 }
 
 // ShouldRateLimit implements the RateLimitService.
@@ -330,38 +460,136 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		s.c.invalid.Add(1)
 		return nil, err
 	}
-	lv := s.cur.Load().domains[req.Domain]
+	snap := s.cur.Load()
+	lv := snap.domains[req.Domain]
 	if lv == nil {
 		s.c.unknownDomain.Add(1)
 	}
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
+	// Resolve every descriptor's limit first: nothing is counted for a
+	// request refused here.
+	ts := make([]target, len(req.Descriptors))
+	var replacing map[string]bool
+	for i, desc := range req.Descriptors {
+		t := &ts[i]
+		switch {
+		case lv == nil:
+			// An unknown domain has no limits, overrides included.
+		case desc.Limit != nil:
+			r, err := s.override(desc.Limit)
+			if err != nil {
+				s.c.invalid.Add(1)
+				return nil, err
+			}
+			t.r = r
+		default:
+			t.n, t.pats = lv.match(desc.Entries)
+			if t.n != nil {
+				t.r = t.n.rate
+			}
+		}
+		if t.r != nil && len(t.r.replaces) > 0 {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
+			for _, name := range t.r.replaces {
+				replacing[name] = true
+			}
+		}
+		t.hits = 1
+		if req.HitsAddend > 0 {
+			t.hits = int64(req.HitsAddend)
+		}
+		if h := desc.HitsAddend; h != nil {
+			t.hits = int64(h.Value)
+		}
+	}
+	var buf []byte
+	for i := range ts {
+		t := &ts[i]
+		if t.r != nil && t.r.name != "" && replacing[t.r.name] {
+			t.r = nil // replaced: neither counted nor reported
+			s.c.replaced.Add(1)
+		}
+		if t.r != nil && t.r.lim != nil {
+			buf = buf[:0]
+			if t.n == nil { // overrides share limiters across domains
+				buf = append(strconv.AppendInt(buf, int64(len(req.Domain)), 10), ':')
+				buf = append(buf, req.Domain...)
+			}
+			buf = appendKey(buf, req.Descriptors[i].Entries, t.pats)
+			t.key = string(buf)
+		}
+	}
+	// With stop_counting_over_limit, a request that some descriptor
+	// refuses counts nothing on the others: each bucket is asked first
+	// (what this replica last heard), and only those that cannot take
+	// their hits are charged (and refuse).
+	var refusing []bool
+	if snap.settings.StopCountingOverLimit {
+		refusing = make([]bool, len(ts))
+		any := false
+		for i := range ts {
+			t := &ts[i]
+			switch {
+			case t.r == nil || t.r.unlimited || t.hits <= 0:
+			case t.r.block:
+				refusing[i], any = true, true
+			default:
+				if q := t.r.lim.AllowN(t.key, 0); q.Remaining < t.hits {
+					refusing[i], any = true, true
+				}
+			}
+		}
+		if !any {
+			refusing = nil
+		}
+	}
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(ts))}
 	type pick struct {
-		n    *node
+		r    *rate
 		d    limit.Decision
 		over bool
 	}
-	var tight *pick
-	for i, desc := range req.Descriptors {
-		n := lv.match(desc.Entries)
-		if n == nil || n.unlimited || n.lim == nil {
+	var (
+		tight      *pick
+		violations []int
+	)
+	for i := range ts {
+		t := &ts[i]
+		switch {
+		case t.r == nil:
 			s.c.unmatched.Add(1)
 			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 			continue
+		case t.r.unlimited:
+			// As envoyproxy/ratelimit: OK, no current limit, the most
+			// that can remain.
+			s.c.unmatched.Add(1)
+			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
 		}
-		hits := int64(1)
-		if req.HitsAddend > 0 {
-			hits = int64(req.HitsAddend)
+		r := t.r
+		hits := t.hits
+		if refusing != nil && !refusing[i] {
+			hits = 0 // asked, not counted
 		}
-		if h := desc.HitsAddend; h != nil {
-			hits = int64(h.Value)
+		var d limit.Decision
+		if r.block {
+			// requests_per_unit 0: every hit is over the limit; a query
+			// (0 hits) is OK with nothing left.
+			d = limit.Decision{Allowed: hits <= 0, RetryAfter: r.window, ResetAfter: r.window}
+		} else {
+			d = r.lim.AllowN(t.key, hits)
 		}
-		d := n.lim.AllowN(entriesKey(desc.Entries), hits)
 		st := &pb.RateLimitResponse_DescriptorStatus{
 			Code:           pb.RateLimitResponse_OK,
-			CurrentLimit:   &pb.RateLimitResponse_RateLimit{Name: n.name, RequestsPerUnit: n.rpu, Unit: n.unit},
-			LimitRemaining: uint32(min(max(d.Remaining, 0), int64(n.rpu))),
+			CurrentLimit:   &pb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit},
+			LimitRemaining: uint32(min(max(d.Remaining, 0), int64(r.rpu))),
 		}
 		over := !d.Allowed
+		if over {
+			st.LimitRemaining = 0
+		}
 		reset := d.ResetAfter
 		if over {
 			reset = min(d.RetryAfter, 365*24*time.Hour) // InfDuration: hits above the limit
@@ -370,16 +598,22 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		switch {
 		case !over:
 			s.c.ok.Add(1)
-		case n.shadow:
+		case r.shadow:
 			s.c.shadow.Add(1)
 			over = false
+		case r.quota:
+			// quota_mode: OK, the violation reported in the metadata.
+			s.c.quota.Add(1)
+			over = false
+			violations = append(violations, i)
+			st.DurationUntilReset = nil
 		default:
 			s.c.overLimit.Add(1)
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
 		resp.Statuses[i] = st
-		p := &pick{n: n, d: d, over: over}
+		p := &pick{r: r, d: d, over: over}
 		switch {
 		case tight == nil:
 			tight = p
@@ -389,7 +623,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			tight = p
 		}
 	}
-	if tight != nil {
+	if tight != nil && (snap.settings.ResponseHeaders == nil || *snap.settings.ResponseHeaders) {
 		h := http.Header{}
 		rem := tight.d.Remaining
 		reset := tight.d.ResetAfter
@@ -397,15 +631,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			rem = 0
 			reset = tight.d.RetryAfter
 		}
-		wire.SetRateLimit(h, wire.RateLimit{Policy: tight.n.name, Limit: int64(tight.n.rpu), Remaining: rem, Window: tight.n.window, Reset: min(reset, tight.n.window)})
+		wire.SetRateLimit(h, wire.RateLimit{Policy: tight.r.policy, Limit: int64(tight.r.rpu), Remaining: rem, Window: tight.r.window, Reset: min(reset, tight.r.window)})
 		if tight.over {
-			h.Set("Retry-After", fmt.Sprint(limit.CeilSeconds(min(tight.d.RetryAfter, tight.n.window))))
+			h.Set("Retry-After", fmt.Sprint(limit.CeilSeconds(min(tight.d.RetryAfter, tight.r.window))))
 		}
 		for _, k := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
 			if v := h.Get(k); v != "" {
 				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: k, Value: v})
 			}
 		}
+	}
+	if snap.settings.ResponseMetadata {
+		resp.DynamicMetadata = responseMetadata(req, ts, violations)
 	}
 	return resp, nil
 }

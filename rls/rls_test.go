@@ -57,7 +57,11 @@ type env struct {
 	health healthpb.HealthClient
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T) *env { t.Helper(); return startWith(t, config) }
+
+// startWith serves the configuration text (see rls.ParseConfig) on a
+// node backed by a throwaway redis-server.
+func startWith(t *testing.T, text string) *env {
 	t.Helper()
 	rd := testsvc.StartRedis(t)
 	st, err := redisglobal.Open(redisconn.Options{URL: "redis://" + rd.Addr()}, redisglobal.Config{})
@@ -70,7 +74,7 @@ func start(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = node.Close() })
-	domains, err := rls.ParseConfig([]byte(config))
+	domains, err := rls.ParseConfig([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,20 +341,55 @@ func TestHealthAndReload(t *testing.T) {
 	}
 }
 
+// Refusals name the line and the key in the file's terms, never a Go
+// type, and refuse what Bulwark cannot enforce (so that check = serve).
 func TestParseConfigErrors(t *testing.T) {
+	const d = "domain: a\ndescriptors:\n  - key: k\n"
 	for _, c := range []struct{ yaml, want string }{
-		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: month, requests_per_unit: 1}\n", "unit"},
-		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n", "requests_per_unit"},
-		{"domain: a\ndescriptors:\n  - key: k\n    bogus: 1\n", "bogus"},
-		{"domain: ''\n", "domain"},
-		{"domain: a\n---\ndomain: a\n", "twice"},
-		{"domain: a\ndescriptors:\n  - key: k\n  - key: k\n", "twice"},
-		{"domain: a\ndescriptors:\n  - key: ''\n", "key"},
-		{"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, name: 'a\"b'}\n", "quotes"},
+		{d + "    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", `line 4: domain: a: descriptors[0].rate_limit.unit: "fortnight" is not a unit: second, minute, hour, day, week, month or year`},
+		{d + "    rate_limit: {unit: week, requests_per_unit: 6}\n", `line 4: domain: a: descriptors[0].rate_limit: 6 per week is below the slowest rate Bulwark enforces, 1 per day: use at least 7 per week`},
+		{d + "    rate_limit: {unit: month, requests_per_unit: 29}\n", `line 4: domain: a: descriptors[0].rate_limit: 29 per month is below the slowest rate Bulwark enforces, 1 per day: use at least 30 per month`},
+		{d + "    rate_limit: {unit: year, requests_per_unit: 1000}\n", `line 4: domain: a: descriptors[0].rate_limit: unit year is not supported: Bulwark's buckets refill within at most 30 days (use unit: month with a twelfth of the requests)`},
+		{d + "    rate_limit: {unit: second, requests_per_unit: 2000000}\n", `line 4: domain: a: descriptors[0].rate_limit: 2000000 per second is above the fastest rate Bulwark enforces, 1000000 per second and 1000000000 at once`},
+		{d + "    rate_limit: {unit: second, requests_per_unit: -1}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: "-1" must be a whole number from 0 to 4294967295`},
+		{d + "    rate_limit: {unit: second, requests_per_unit: ten}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: "ten" must be a whole number from 0 to 4294967295`},
+		{d + "    shadow_mode: maybe\n", `line 4: domain: a: descriptors[0].shadow_mode: "maybe" must be true or false`},
+		{d + "    bogus: 1\n", `line 4: domain: a: descriptors[0].bogus: unknown key (known: key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold)`},
+		{d + "    value: v\n    share_threshold: true\n", `line 5: domain: a: descriptors[0].share_threshold: applies only to a value ending in '*'`},
+		{d + "    descriptors: {key: x}\n", `line 4: domain: a: descriptors[0].descriptors: must be a list`},
+		{d + "    key: again\n", `line 4: domain: a: descriptors[0].key: written twice`},
+		{"domain: ''\n", `line 1: document 1: domain: required: a domain name of 1 to 128 bytes`},
+		{"domain: a\n---\ndomain: a\n", `domain: a: defined twice (merge_domains in the settings merges them)`},
+		{"domain: a\ndescriptors:\n  - key: k\n  - key: k\n", `line 4: domain: a: descriptors[1]: same key and value as descriptors[0] (key "k")`},
+		{"domain: a\ndescriptors:\n  - key: ''\n", `line 3: domain: a: descriptors[0].key: must be 1 to 128 bytes without control characters`},
+		{"settings: {response_headers: 1}\n", `line 1: document 1: settings.response_headers: "1" must be true or false`},
+		{"settings: {colour: red}\n", `line 1: document 1: settings.colour: unknown key (known: response_headers, stop_counting_over_limit, response_metadata, merge_domains)`},
+		{"settings: {}\n---\nsettings: {}\n", `document 2: settings: defined twice`},
+		{"domain: a\nsettings: {}\n", `domain: a: settings: belongs in a document of its own, without domain or descriptors`},
+		{"[1, 2]\n", `line 1: document 1: must be a mapping of domain, descriptors, settings`},
 	} {
 		_, err := rls.ParseConfig([]byte(c.yaml))
-		if !errors.Is(err, rls.ErrConfig) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v, want an error naming %s", c.yaml, err, c.want)
+		if !errors.Is(err, rls.ErrConfig) || err.Error() != "rls: invalid config: "+c.want {
+			t.Errorf("%q:\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+	// What the parser accepts New accepts: the rates at the bounds.
+	for _, text := range []string{
+		d + "    rate_limit: {unit: week, requests_per_unit: 7}\n",
+		d + "    rate_limit: {unit: month, requests_per_unit: 30}\n",
+		d + "    rate_limit: {unit: month, requests_per_unit: 4294967}\n",
+		d + "    rate_limit: {unit: second, requests_per_unit: 1000000}\n",
+		d + "    rate_limit: {unit: Second}\n", // no requests_per_unit: refuses all
+		d + "    rate_limit: {unlimited: true, requests_per_unit: 5}\n",
+		d + "    rate_limit: {name: 'a\"b', unit: second, requests_per_unit: 1}\n",
+	} {
+		ds, err := rls.ParseConfig([]byte(text))
+		if err != nil {
+			t.Errorf("%q: %v", text, err)
+			continue
+		}
+		if _, err := rls.New(newTable(t), ds); err != nil {
+			t.Errorf("%q: parsed, but New: %v", text, err)
 		}
 	}
 }
