@@ -394,6 +394,10 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// FuzzParseConfig: any input is parsed or refused with a ConfigError
+// (never a panic), and what is parsed passes Validate and starts a
+// server (check = serve). Seeds: testdata/fuzz/FuzzParseConfig (the
+// reference's files among them).
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(config))
 	f.Add([]byte("domain: a\ndescriptors:\n  - key: k\n    value: v*\n    rate_limit: {unit: week, requests_per_unit: 70}\n"))
@@ -401,13 +405,20 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ds, err := rls.ParseConfig(data)
 		if err != nil {
-			if !errors.Is(err, rls.ErrConfig) {
-				t.Fatalf("error not wrapping ErrConfig: %v", err)
+			var ce *rls.ConfigError
+			if !errors.Is(err, rls.ErrConfig) || !errors.As(err, &ce) {
+				t.Fatalf("error not a ConfigError: %v", err)
+			}
+			if strings.Contains(err.Error(), "rls.") || strings.Contains(err.Error(), "uint32") {
+				t.Fatalf("error names a Go type: %v", err)
 			}
 			return
 		}
 		if err := rls.Validate(ds); err != nil {
 			t.Fatalf("parsed config fails Validate: %v", err)
+		}
+		if _, err := rls.New(newTable(t), ds); err != nil {
+			t.Fatalf("parsed config refused by New: %v", err)
 		}
 	})
 }
