@@ -119,16 +119,16 @@ type Config struct {
 	Routes         []Route        `yaml:"routes"`
 	// FrontControllers are the PHP front controllers route matching
 	// sees through.
-	FrontControllers FrontControllers `yaml:"front_controllers"`
-	Metrics          Metrics          `yaml:"metrics"`
-	AccessLog        AccessLog        `yaml:"access_log"`
-	Log              Log              `yaml:"log"`
-	IPSets           IPSets           `yaml:"ipsets"`
-	XDP              XDP              `yaml:"xdp"`
-	Redis            Redis            `yaml:"redis"`
-	Global           global.Config    `yaml:"global"` // the global limiter
-	RLS              RLS              `yaml:"rls"`
-	Control          Control          `yaml:"control"`
+	FrontControllers FrontControllers  `yaml:"front_controllers"`
+	Metrics          Metrics           `yaml:"metrics"`
+	AccessLog        AccessLog         `yaml:"access_log"`
+	Log              Log               `yaml:"log"`
+	IPSets           IPSets            `yaml:"ipsets"`
+	XDP              XDP               `yaml:"xdp"`
+	Redis            redisconn.Options `yaml:"redis"`  // the URL is BULWARK_REDIS_URL
+	Global           global.Config     `yaml:"global"` // the global limiter
+	RLS              RLS               `yaml:"rls"`
+	Control          Control           `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
 	File string `yaml:"-"`
@@ -491,31 +491,6 @@ type XDP struct {
 	NoPin   bool   `yaml:"no_pin"`
 }
 
-// Redis is how the cluster profile reaches Redis. The URL (with its
-// credentials) comes from BULWARK_REDIS_URL, redis:// or rediss:// (TLS).
-type Redis struct {
-	// Cluster uses the Redis Cluster protocol (the URL names one node;
-	// addr=host:port parameters add seeds).
-	Cluster bool `yaml:"cluster"`
-	// DialTimeout, ReadTimeout and WriteTimeout bound each step.
-	DialTimeout  time.Duration `yaml:"dial_timeout"`
-	ReadTimeout  time.Duration `yaml:"read_timeout"`
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// PoolSize is the number of connections per node; 0 keeps the URL's
-	// or go-redis's default.
-	PoolSize int `yaml:"pool_size"`
-	// CAFile names a PEM file of the CA certificates that sign the
-	// server's certificate (a private CA, the usual case for Redis);
-	// empty trusts the system's roots. Needs a rediss:// URL. A relative
-	// name is relative to the configuration file.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile, both or neither, name a PEM client
-	// certificate and its key, for servers that require one
-	// (tls-auth-clients yes). Need a rediss:// URL.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-}
-
 // RLS serves Envoy's rate limit service (envoy.service.ratelimit.v3) on
 // gRPC, backed by the global limiter: Envoy and Istio ask it before
 // forwarding. Cluster profile.
@@ -637,13 +612,9 @@ func DefaultConfig() *Config {
 		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},
 		Log:       Log{Format: "json", Level: "info"},
 		IPSets:    IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
-		Redis: Redis{
-			DialTimeout:  redisconn.DefaultDialTimeout,
-			ReadTimeout:  redisconn.DefaultReadTimeout,
-			WriteTimeout: redisconn.DefaultWriteTimeout,
-		},
-		Global: global.DefaultConfig(),
-		RLS:    RLS{MaxKeys: global.DefaultCapacity},
+		Redis:     redisconn.Options{}.WithDefaults(),
+		Global:    global.DefaultConfig(),
+		RLS:       RLS{MaxKeys: global.DefaultCapacity},
 		XDP: XDP{
 			Mode:             "off",
 			Flags:            xdp.DefaultFlags.Names(),

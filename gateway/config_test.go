@@ -804,28 +804,27 @@ func TestProvision(t *testing.T) {
 }
 
 // TestRedisOptions: BULWARK_REDIS_URL goes through the parser of the
-// login store's client (redisconn, on redis.ParseURL): the check accepts
+// stores' client (redisconn, on redis.ParseURL): the check accepts
 // rediss:// as the store does, refuses what it refuses, and no error shows
 // the URL.
 func TestRedisOptions(t *testing.T) {
 	for _, c := range []struct {
-		url  string
-		want redisstore.Options
-		err  string
+		url string
+		err string
 	}{
-		{"redis://cache:6379", redisstore.Options{URL: "redis://cache:6379"}, ""},
-		{"redis://u:hunter2@cache:6380/15", redisstore.Options{URL: "redis://u:hunter2@cache:6380/15"}, ""},
-		{"rediss://u:hunter2@cache:6380", redisstore.Options{URL: "rediss://u:hunter2@cache:6380"}, ""},
-		{"redis://u:hunter2@cache:6379?pool_size=5", redisstore.Options{URL: "redis://u:hunter2@cache:6379?pool_size=5"}, ""},
-		{"redis://u:hunter2@cache:6379?pool_size=5000", redisstore.Options{}, "pool_size out of range [1, 1000] (value not shown)"},
-		{"redis://u:hunter2@cache:6379/x", redisstore.Options{}, "not a valid Redis URL"},
-		{"redis://u:hunter2@cache:6379?colour=blue", redisstore.Options{}, "not a valid Redis URL"},
-		{"http://u:hunter2@cache", redisstore.Options{}, "not a valid Redis URL"},
-		{"", redisstore.Options{}, "URL is required"},
+		{"redis://cache:6379", ""},
+		{"redis://u:hunter2@cache:6380/15", ""},
+		{"rediss://u:hunter2@cache:6380", ""},
+		{"redis://u:hunter2@cache:6379?pool_size=5", ""},
+		{"redis://u:hunter2@cache:6379?pool_size=5000", "pool_size out of range [1, 1000] (value not shown)"},
+		{"redis://u:hunter2@cache:6379/x", "not a valid Redis URL"},
+		{"redis://u:hunter2@cache:6379?colour=blue", "not a valid Redis URL"},
+		{"http://u:hunter2@cache", "not a valid Redis URL"},
+		{"", "required"},
 	} {
-		got, err := redisOptions(c.url, Redis{})
-		if c.err == "" && (err != nil || got != c.want) {
-			t.Errorf("%s: %+v %v, want %+v", c.url, got, err, c.want)
+		err := redisURLProblem(c.url, DefaultConfig().Redis)
+		if c.err == "" && err != nil {
+			t.Errorf("%s: %v", c.url, err)
 		}
 		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: %v, want %q", c.url, err, c.err)
@@ -843,11 +842,12 @@ func FuzzRedisOptions(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		opts, err := redisOptions(raw, Redis{})
-		if err != nil {
+		cfg := DefaultConfig()
+		if redisURLProblem(raw, cfg.Redis) != nil {
 			return
 		}
-		s, err := redisstore.Open(opts)
+		cfg.Env.RedisURL = raw
+		s, err := redisstore.OpenConn(cfg.redisConn(), redisstore.Config{})
 		if err != nil {
 			t.Fatalf("the check accepted %q, the store refuses it: %v", raw, err)
 		}
@@ -879,7 +879,9 @@ func TestRedisCAFileRelativeToConfig(t *testing.T) {
 	if want := filepath.Join(dir, "redis-ca.pem"); cfg.Redis.CAFile != want {
 		t.Fatalf("redis.ca_file = %q, want %q", cfg.Redis.CAFile, want)
 	}
-	if o, err := redisOptions(cfg.Env.RedisURL, cfg.Redis); err != nil || o.CAFile != cfg.Redis.CAFile {
-		t.Fatalf("the login store's options: %+v %v", o, err)
+	s, err := redisstore.OpenConn(cfg.redisConn(), redisstore.Config{})
+	if err != nil {
+		t.Fatalf("the login store: %v", err)
 	}
+	_ = s.Close()
 }

@@ -69,7 +69,7 @@ func globalKeyLife(cfg *Config) time.Duration {
 // a Redis that is down at start opens the breaker on the first round
 // trips and the limits run on the local share until a probe succeeds.
 func (g *Gateway) openGlobal(cfg *Config) error {
-	st, err := redisglobal.Open(cfg.Redis.options(cfg.Env.RedisURL), redisglobal.Config{})
+	st, err := redisglobal.Open(cfg.redisConn(), redisglobal.Config{})
 	if err != nil {
 		return fmt.Errorf("gateway: global limiter store: %w", err)
 	}

@@ -13,10 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/control"
-	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
+	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
 )
 
@@ -312,17 +313,39 @@ func (c *Config) quotaStoreConfig() pgquota.Config {
 	return pgquota.Config{Operations: quotaOperations(c), InsecureAllowNoTLS: c.Env.PostgresTLSMode == "disable"}
 }
 
-// redisOptions turns BULWARK_REDIS_URL into the login store's options:
-// the URL itself, checked by the parser the store's client is built with
-// (redisconn, on go-redis's redis.ParseURL), so the profile gate refuses
-// exactly what the store would. rediss:// gets TLS with the server's name
-// and certificate verified. Errors never echo the URL.
-func redisOptions(raw string, r Redis) (redisstore.Options, error) {
-	if err := r.options(raw).Validate(); err != nil {
-		return redisstore.Options{}, fmt.Errorf("%s (value not shown)", redisFileKeys(err))
+// redisURLProblem checks BULWARK_REDIS_URL with the redis section, by
+// the parser the stores' client is built with (redisconn, on go-redis's
+// redis.ParseURL), so the profile gate refuses exactly what the stores
+// would: the URL's own problems (the section's are reported at its keys).
+// rediss:// gets TLS with the server's name and certificate verified.
+// Errors never echo the URL.
+func redisURLProblem(raw string, r redisconn.Options) error {
+	if raw == "" {
+		return errors.New("required")
 	}
-	return redisstore.Options{URL: raw, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout,
-		WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize, CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile}, nil
+	r.URL = raw
+	var es conf.Errors
+	if !errors.As(r.Validate(), &es) {
+		return nil
+	}
+	var msgs []string
+	for _, e := range es {
+		if e.Path == "url" {
+			msgs = append(msgs, e.Msg)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s (value not shown)", strings.Join(msgs, "; "))
+}
+
+// redisConn is the redis section with BULWARK_REDIS_URL: how the stores
+// reach Redis.
+func (c *Config) redisConn() redisconn.Options {
+	o := c.Redis
+	o.URL = c.Env.RedisURL
+	return o
 }
 
 // applyProfileGate settles the effective profile and, only for the
@@ -377,7 +400,7 @@ func applyProfileGate(cfg *Config, getenv func(string) string) []Problem {
 
 	if raw := getenv(EnvRedisURL); raw == "" {
 		add(EnvRedisURL, "required in the cluster profile")
-	} else if _, err := redisOptions(raw, cfg.Redis); err != nil {
+	} else if err := redisURLProblem(raw, cfg.Redis); err != nil {
 		add(EnvRedisURL, "%v", err)
 	} else {
 		env.RedisURL = raw

@@ -59,11 +59,7 @@ func (g *Gateway) openStores(cfg *Config) error {
 		g.depMons = append(g.depMons, g.pgMon, g.authMon)
 	}
 	if hasLogin(cfg) {
-		ro, err := redisOptions(cfg.Env.RedisURL, cfg.Redis)
-		if err != nil {
-			return fmt.Errorf("gateway: %s: %w", EnvRedisURL, err)
-		}
-		s, err := redisstore.Open(ro)
+		s, err := redisstore.OpenConn(cfg.redisConn(), redisstore.Config{})
 		if err != nil {
 			return fmt.Errorf("gateway: login store: %w", err)
 		}

@@ -23,7 +23,6 @@ import (
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
-	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
 )
 
@@ -677,44 +676,6 @@ func (a AccessLog) Validate() error {
 	f.float("sample", a.Sample, floatRange{0, 1})
 	f.int("max_per_second", int64(a.MaxPerSecond), intRange{1, 1_000_000})
 	return f.err()
-}
-
-// Validate checks the Redis client settings with redisconn's own check.
-func (r Redis) Validate() error {
-	var f fieldErrs
-	for _, d := range []struct {
-		key string
-		v   time.Duration
-	}{{"dial_timeout", r.DialTimeout}, {"read_timeout", r.ReadTimeout}, {"write_timeout", r.WriteTimeout}} {
-		f.dur(d.key, d.v, durRange{redisconn.MinTimeout, redisconn.MaxTimeout})
-	}
-	f.int("pool_size", int64(r.PoolSize), intRange{0, redisconn.MaxPoolSize})
-	if f.ok() {
-		// The URL is a secret read from the environment at start; check
-		// the settings here with a stand-in (rediss:// when TLS files are
-		// named, so that they are read and checked now).
-		url := "redis://127.0.0.1:6379"
-		if r.CAFile != "" || r.CertFile != "" || r.KeyFile != "" {
-			url = "rediss://127.0.0.1:6379"
-		}
-		if err := r.options(url).Validate(); err != nil {
-			f.add("", "%s", redisFileKeys(err))
-		}
-	}
-	return f.err()
-}
-
-// redisFileKeys names redisconn's file options by their keys here
-// (ca_file for CAFile, ...) in err's message.
-func redisFileKeys(err error) string {
-	return strings.NewReplacer("CAFile", "ca_file", "CertFile", "cert_file", "KeyFile", "key_file",
-		redisconn.ErrConfig.Error()+": ", "").Replace(err.Error())
-}
-
-// options are the redisconn.Options of r for url.
-func (r Redis) options(url string) redisconn.Options {
-	return redisconn.Options{URL: url, Cluster: r.Cluster, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
-		PoolSize: r.PoolSize, CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile}
 }
 
 // Validate checks the RLS listener: an address and a config file

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // recordHandler keeps the records it is given.
@@ -111,26 +113,55 @@ func TestOptionsBounds(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{}, "URL is required"},
-		{Options{URL: "redis://" + strings.Repeat("a", MaxURLLen)}, "longer than"},
-		{Options{URL: "redis://localhost", DialTimeout: time.Microsecond}, "DialTimeout"},
-		{Options{URL: "redis://localhost", ReadTimeout: time.Hour}, "ReadTimeout"},
-		{Options{URL: "redis://localhost", WriteTimeout: -1}, "WriteTimeout"},
-		{Options{URL: "redis://localhost", PoolSize: MaxPoolSize + 1}, "PoolSize"},
-		{Options{URL: "redis://localhost", PoolSize: -1}, "PoolSize"},
-		{Options{URL: "redis://localhost/0?pool_size=5000"}, "pool_size"},
-		{Options{URL: "http://:" + secret + "@localhost"}, "not a valid Redis URL"},
-		{Options{URL: "http://:" + secret + "@localhost", Cluster: true}, "not a valid Redis Cluster URL"},
-		{Options{URL: "redis://:" + secret + "@localhost", TLS: &tls.Config{}}, "not rediss://"},
-		{Options{URL: "redis://localhost", CAFile: "/nonexistent/" + secret}, "CAFile"},
+		{Options{}, "url: required"},
+		{Options{URL: "redis://" + strings.Repeat("a", MaxURLLen)}, "url: longer than"},
+		{Options{URL: "redis://localhost", DialTimeout: time.Microsecond}, "dial_timeout: 1µs out of range [1ms, 10s]"},
+		{Options{URL: "redis://localhost", ReadTimeout: time.Hour}, "read_timeout: 1h out of range"},
+		{Options{URL: "redis://localhost", WriteTimeout: -1}, "write_timeout: -1ns out of range"},
+		{Options{URL: "redis://localhost", PoolSize: MaxPoolSize + 1}, "pool_size: 1001 out of range [0, 1000]"},
+		{Options{URL: "redis://localhost", PoolSize: -1}, "pool_size: -1 out of range"},
+		{Options{URL: "redis://localhost/0?pool_size=5000"}, "url: pool_size out of range [1, 1000]"},
+		{Options{URL: "http://:" + secret + "@localhost"}, "url: not a valid Redis URL"},
+		{Options{URL: "http://:" + secret + "@localhost", Cluster: true}, "url: not a valid Redis Cluster URL"},
+		{Options{URL: "redis://:" + secret + "@localhost", TLS: &tls.Config{}}, "url: TLS is set but the URL is not rediss://"},
+		{Options{URL: "redis://localhost", CAFile: "/nonexistent/" + secret}, "ca_file: cannot open"},
 	} {
-		err := c.o.Validate()
+		_, err := Open(c.o)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
-			t.Errorf("%+v: %v, want ErrConfig naming %q", c.o, err, c.want)
+			t.Errorf("Open(%+v): %v, want ErrConfig naming %q", c.o, err, c.want)
 		}
-		if cl, err := Open(c.o); err == nil || cl != nil {
-			t.Errorf("%+v opened", c.o)
+		if c.o.URL == "" {
+			continue // Validate checks a URL only when one is set
 		}
+		err = c.o.WithDefaults().Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("Validate(%+v): %v, want ErrConfig naming %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestValidateAsIs: Validate checks the options as they are (a zero
+// timeout is out of range until WithDefaults fills it), names every
+// problem by its key, and checks the URL only when one is set (the
+// gateway reads it from the environment).
+func TestValidateAsIs(t *testing.T) {
+	err := Options{PoolSize: -1, CertFile: "c.pem"}.Validate()
+	var es conf.Errors
+	if !errors.As(err, &es) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("Validate: %v, want conf.Errors of ErrConfig", err)
+	}
+	var paths []string
+	for _, e := range es {
+		paths = append(paths, e.Path)
+	}
+	if want := []string{"dial_timeout", "read_timeout", "write_timeout", "pool_size", "cert_file"}; !slices.Equal(paths, want) {
+		t.Fatalf("paths %v, want %v (%v)", paths, want, err)
+	}
+	if got := es[0].Error(); got != "redisconn: invalid options: dial_timeout: 0s out of range [1ms, 10s]" {
+		t.Fatalf("first error %q", got)
+	}
+	if err := (Options{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults without a URL: %v", err)
 	}
 }
 

@@ -28,13 +28,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // Bounds and defaults of [Options].
@@ -50,56 +51,91 @@ const (
 	MaxPEMFileSize = 1 << 20
 )
 
-// ErrConfig is wrapped by every error of [Options.Validate] and [Open].
+// ErrConfig is the kind of every error of [Options.Validate] and [Open].
 var ErrConfig = errors.New("redisconn: invalid options")
 
-// Options describe how to reach Redis.
+// Options describe how to reach Redis. The yaml tags are the gateway's
+// configuration keys (redis.<key>); URL (a secret, read from the
+// environment there) and TLS are not keys.
 type Options struct {
 	// URL is redis://[user[:password]@]host[:port][/db][?option=value...]
 	// or rediss:// for TLS (server name and certificate verified against
 	// the host). With Cluster, the URL names one node and addr=host:port
 	// parameters add more seed nodes; there is no db. Query options are
 	// go-redis's (redis.ParseURL, redis.ParseClusterURL); the fields below
-	// override them when set. Required; at most MaxURLLen bytes.
-	URL string
-	// Cluster selects a Redis Cluster client.
-	Cluster bool
-	// DialTimeout (default 1 s), ReadTimeout and WriteTimeout (default
-	// 500 ms each) bound every step, in [MinTimeout, MaxTimeout].
-	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// PoolSize is the number of connections per node, in [1, MaxPoolSize];
-	// 0 keeps the URL's pool_size or go-redis's default (10 per CPU).
-	PoolSize int
+	// override them when set. Required by Open; at most MaxURLLen bytes.
+	URL string `yaml:"-"`
+	// Cluster (cluster) selects a Redis Cluster client (the URL names one
+	// node; addr=host:port parameters add seeds).
+	Cluster bool `yaml:"cluster"`
+	// DialTimeout (dial_timeout, default 1 s), ReadTimeout (read_timeout)
+	// and WriteTimeout (write_timeout, default 500 ms each) bound every
+	// step, in [MinTimeout, MaxTimeout].
+	DialTimeout  time.Duration `yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// PoolSize (pool_size) is the number of connections per node, in
+	// [0, MaxPoolSize]; 0 keeps the URL's pool_size or go-redis's default
+	// (10 per CPU).
+	PoolSize int `yaml:"pool_size"`
 	// TLS, when non-nil, is the TLS configuration for rediss:// (e.g. a
 	// private RootCAs or client certificates). Its ServerName defaults to
 	// the URL's host. Setting it with a redis:// URL is an error.
-	TLS *tls.Config
-	// CAFile names a PEM file of the CA certificates that sign the
-	// server's certificate, trusted instead of the system's roots
-	// (rediss:// only; not together with TLS.RootCAs). At most
-	// MaxPEMFileSize bytes.
-	CAFile string
-	// CertFile and KeyFile, both or neither, name a PEM client
-	// certificate and its private key, for servers that require client
-	// certificates (tls-auth-clients yes); rediss:// only, not together
-	// with TLS.Certificates.
-	CertFile, KeyFile string
+	TLS *tls.Config `yaml:"-"`
+	// CAFile (ca_file) names a PEM file of the CA certificates that sign
+	// the server's certificate (a private CA, the usual case for Redis),
+	// trusted instead of the system's roots (rediss:// only; not together
+	// with TLS.RootCAs). At most MaxPEMFileSize bytes.
+	CAFile string `yaml:"ca_file"`
+	// CertFile (cert_file) and KeyFile (key_file), both or neither, name
+	// a PEM client certificate and its private key, for servers that
+	// require client certificates (tls-auth-clients yes); rediss:// only,
+	// not together with TLS.Certificates.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
-// Validate checks o without connecting; it reads CAFile, CertFile and
-// KeyFile. Errors never contain the URL.
+// WithDefaults returns o with a zero DialTimeout, ReadTimeout or
+// WriteTimeout replaced by its default. Negative values are kept so that
+// Validate reports them.
+func (o Options) WithDefaults() Options {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.DialTimeout, DefaultDialTimeout}, {&o.ReadTimeout, DefaultReadTimeout}, {&o.WriteTimeout, DefaultWriteTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	return o
+}
+
+// Validate checks every option as it is, without connecting (a zero
+// timeout is out of range: apply WithDefaults first), and reads CAFile,
+// CertFile and KeyFile. The URL is checked when set (Open requires it):
+// its syntax, its query options and that it is rediss:// when TLS or a
+// file is set. The error is a conf.Errors naming each problem by its key
+// ("dial_timeout: 0s out of range [1ms, 10s]", "url: not a valid Redis
+// URL ..."), each of kind ErrConfig. No error contains the URL.
 func (o Options) Validate() error {
-	_, _, err := o.parse()
-	return err
+	f := conf.Check{Kind: ErrConfig}
+	o.build(&f)
+	return f.Err()
 }
 
-// Open returns a client for o. It connects lazily: no connection is made
-// until the first command, so a Redis that is down at start does not fail
-// Open (the caller's breaker or degraded mode takes over). The caller owns
-// the client and closes it.
+// Open returns a client for o (with its defaults). It connects lazily: no
+// connection is made until the first command, so a Redis that is down at
+// start does not fail Open (the caller's breaker or degraded mode takes
+// over). The caller owns the client and closes it.
 func Open(o Options) (redis.UniversalClient, error) {
-	s, c, err := o.parse()
-	if err != nil {
+	o = o.WithDefaults()
+	f := conf.Check{Kind: ErrConfig}
+	if o.URL == "" {
+		f.Add("url", "required")
+		return nil, f.Err()
+	}
+	s, c := o.build(&f)
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	if c != nil {
@@ -108,147 +144,153 @@ func Open(o Options) (redis.UniversalClient, error) {
 	return redis.NewClient(s), nil
 }
 
-// parse validates o into go-redis options: one of single or cluster.
-func (o Options) parse() (single *redis.Options, cluster *redis.ClusterOptions, err error) {
+// build checks o into f and, when o has a URL and f nothing, returns its
+// go-redis options: one of single or cluster.
+func (o Options) build(f *conf.Check) (single *redis.Options, cluster *redis.ClusterOptions) {
+	f.Duration("dial_timeout", o.DialTimeout, MinTimeout, MaxTimeout)
+	f.Duration("read_timeout", o.ReadTimeout, MinTimeout, MaxTimeout)
+	f.Duration("write_timeout", o.WriteTimeout, MinTimeout, MaxTimeout)
+	f.Int("pool_size", int64(o.PoolSize), 0, MaxPoolSize)
+	roots, certs := o.readFiles(f)
 	if o.URL == "" {
-		return nil, nil, fmt.Errorf("%w: URL is required", ErrConfig)
+		return nil, nil
 	}
-	if len(o.URL) > MaxURLLen {
-		return nil, nil, fmt.Errorf("%w: URL longer than %d bytes", ErrConfig, MaxURLLen)
+	tlsc, pool := o.parseURL(f, &single, &cluster)
+	if tlsc == nil {
+		return nil, nil
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"DialTimeout", &o.DialTimeout, DefaultDialTimeout},
-		{"ReadTimeout", &o.ReadTimeout, DefaultReadTimeout},
-		{"WriteTimeout", &o.WriteTimeout, DefaultWriteTimeout},
-	} {
-		if *d.v == 0 {
-			*d.v = d.def
+	if *tlsc == nil && (o.TLS != nil || o.CAFile != "" || o.CertFile != "" || o.KeyFile != "") {
+		if o.TLS != nil {
+			f.Add("url", "TLS is set but the URL is not rediss://")
+		} else {
+			f.Add("url", "ca_file, cert_file and key_file need a rediss:// URL")
 		}
-		if *d.v < MinTimeout || *d.v > MaxTimeout {
-			return nil, nil, fmt.Errorf("%w: %s %v out of range [%v, %v]", ErrConfig, d.name, *d.v, MinTimeout, MaxTimeout)
-		}
+		return nil, nil
 	}
-	if o.PoolSize < 0 || o.PoolSize > MaxPoolSize {
-		return nil, nil, fmt.Errorf("%w: PoolSize %d out of range [1, %d]", ErrConfig, o.PoolSize, MaxPoolSize)
-	}
-	var tlsc **tls.Config
-	var pool *int
-	if o.Cluster {
-		cluster, err = redis.ParseClusterURL(o.URL)
-		if err != nil {
-			// go-redis's message can echo the URL or its parts.
-			return nil, nil, fmt.Errorf("%w: not a valid Redis Cluster URL (redis:// or rediss://, addr= for more nodes)", ErrConfig)
+	if *tlsc != nil {
+		c := (*tlsc).Clone()
+		if o.TLS != nil {
+			c = o.TLS.Clone()
+			if c.ServerName == "" {
+				c.ServerName = (*tlsc).ServerName
+			}
 		}
-		cluster.DialTimeout, cluster.ReadTimeout, cluster.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
-		// No command retries (a retried script could count twice) and
-		// one dial attempt per operation (degrade at once, not after
-		// back-off). MOVED/ASK redirects still follow the cluster.
-		cluster.MaxRetries, cluster.DialerRetries = -1, 1
-		tlsc, pool = &cluster.TLSConfig, &cluster.PoolSize
-	} else {
-		single, err = redis.ParseURL(o.URL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: not a valid Redis URL (redis:// or rediss://)", ErrConfig)
+		if roots != nil {
+			if c.RootCAs != nil {
+				f.Add("ca_file", "set either ca_file or TLS.RootCAs, not both")
+			}
+			c.RootCAs = roots
 		}
-		single.DialTimeout, single.ReadTimeout, single.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
-		single.MaxRetries, single.DialerRetries = -1, 1
-		tlsc, pool = &single.TLSConfig, &single.PoolSize
-	}
-	if o.TLS != nil {
-		if *tlsc == nil {
-			return nil, nil, fmt.Errorf("%w: TLS is set but the URL is not rediss://", ErrConfig)
+		if certs != nil {
+			if len(c.Certificates) > 0 {
+				f.Add("cert_file", "set either cert_file and key_file or TLS.Certificates, not both")
+			}
+			c.Certificates = certs
 		}
-		c := o.TLS.Clone()
-		if c.ServerName == "" {
-			c.ServerName = (*tlsc).ServerName
+		if c.MinVersion == 0 {
+			c.MinVersion = tls.VersionTLS12
 		}
 		*tlsc = c
-	}
-	if err := o.loadFiles(tlsc); err != nil {
-		return nil, nil, err
-	}
-	if *tlsc != nil && (*tlsc).MinVersion == 0 {
-		(*tlsc).MinVersion = tls.VersionTLS12
 	}
 	if o.PoolSize != 0 {
 		*pool = o.PoolSize
 	}
 	if *pool < 0 || *pool > MaxPoolSize {
-		return nil, nil, fmt.Errorf("%w: pool_size out of range [1, %d]", ErrConfig, MaxPoolSize)
+		f.Add("url", "pool_size out of range [1, %d]", MaxPoolSize)
 	}
-	return single, cluster, nil
+	if !f.OK() {
+		return nil, nil
+	}
+	return single, cluster
 }
 
-// loadFiles applies CAFile, CertFile and KeyFile to *tlsc (which is nil
-// for a redis:// URL).
-func (o Options) loadFiles(tlsc **tls.Config) error {
-	if o.CAFile == "" && o.CertFile == "" && o.KeyFile == "" {
-		return nil
+// parseURL parses o.URL into *single or *cluster with o's timeouts and
+// no retries, returning where its TLS configuration and pool size are,
+// or nil after recording why it does not parse.
+func (o Options) parseURL(f *conf.Check, single **redis.Options, cluster **redis.ClusterOptions) (tlsc **tls.Config, pool *int) {
+	if len(o.URL) > MaxURLLen {
+		f.Add("url", "longer than %d bytes", MaxURLLen)
+		return nil, nil
 	}
-	if *tlsc == nil {
-		return fmt.Errorf("%w: CAFile, CertFile and KeyFile need a rediss:// URL", ErrConfig)
+	if o.Cluster {
+		c, err := redis.ParseClusterURL(o.URL)
+		if err != nil {
+			// go-redis's message can echo the URL or its parts.
+			f.Add("url", "not a valid Redis Cluster URL (redis:// or rediss://, addr= for more nodes)")
+			return nil, nil
+		}
+		c.DialTimeout, c.ReadTimeout, c.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+		// No command retries (a retried script could count twice) and
+		// one dial attempt per operation (degrade at once, not after
+		// back-off). MOVED/ASK redirects still follow the cluster.
+		c.MaxRetries, c.DialerRetries = -1, 1
+		*cluster = c
+		return &c.TLSConfig, &c.PoolSize
 	}
-	c := (*tlsc).Clone()
+	s, err := redis.ParseURL(o.URL)
+	if err != nil {
+		f.Add("url", "not a valid Redis URL (redis:// or rediss://)")
+		return nil, nil
+	}
+	s.DialTimeout, s.ReadTimeout, s.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+	s.MaxRetries, s.DialerRetries = -1, 1
+	*single = s
+	return &s.TLSConfig, &s.PoolSize
+}
+
+// readFiles reads CAFile, CertFile and KeyFile into a root pool and a
+// client certificate (nil when not set), recording their problems in f.
+func (o Options) readFiles(f *conf.Check) (roots *x509.CertPool, certs []tls.Certificate) {
 	if o.CAFile != "" {
-		if c.RootCAs != nil {
-			return fmt.Errorf("%w: set either CAFile or TLS.RootCAs, not both", ErrConfig)
+		if b, ok := readPEM(f, "ca_file", o.CAFile); ok {
+			roots = x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(b) {
+				f.Add("ca_file", "holds no PEM certificate")
+				roots = nil
+			}
 		}
-		b, err := readPEM("CAFile", o.CAFile)
-		if err != nil {
-			return err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return fmt.Errorf("%w: CAFile holds no PEM certificate", ErrConfig)
-		}
-		c.RootCAs = pool
 	}
-	if (o.CertFile == "") != (o.KeyFile == "") {
-		return fmt.Errorf("%w: CertFile and KeyFile go together", ErrConfig)
-	}
-	if o.CertFile != "" {
-		if len(c.Certificates) > 0 {
-			return fmt.Errorf("%w: set either CertFile and KeyFile or TLS.Certificates, not both", ErrConfig)
-		}
-		cert, err := readPEM("CertFile", o.CertFile)
-		if err != nil {
-			return err
-		}
-		key, err := readPEM("KeyFile", o.KeyFile)
-		if err != nil {
-			return err
+	switch {
+	case o.CertFile != "" && o.KeyFile == "":
+		f.Add("cert_file", "needs key_file")
+	case o.CertFile == "" && o.KeyFile != "":
+		f.Add("key_file", "needs cert_file")
+	case o.CertFile != "":
+		cert, ok1 := readPEM(f, "cert_file", o.CertFile)
+		key, ok2 := readPEM(f, "key_file", o.KeyFile)
+		if !ok1 || !ok2 {
+			break
 		}
 		pair, err := tls.X509KeyPair(cert, key)
 		if err != nil {
 			// crypto/tls's message names neither file contents nor key.
-			return fmt.Errorf("%w: CertFile and KeyFile: %v", ErrConfig, err)
+			f.Add("cert_file", "with key_file: %v", err)
+			break
 		}
-		c.Certificates = []tls.Certificate{pair}
+		certs = []tls.Certificate{pair}
 	}
-	*tlsc = c
-	return nil
+	return roots, certs
 }
 
 // readPEM reads a file of at most MaxPEMFileSize bytes; errors name the
-// option, not the path's contents.
-func readPEM(field, name string) ([]byte, error) {
-	f, err := os.Open(name)
+// key, not the path or the contents.
+func readPEM(f *conf.Check, key, name string) ([]byte, bool) {
+	file, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: cannot open: %v", ErrConfig, field, pathErr(err))
+		f.Add(key, "cannot open: %v", pathErr(err))
+		return nil, false
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxPEMFileSize+1))
+	defer file.Close()
+	b, err := io.ReadAll(io.LimitReader(file, MaxPEMFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: cannot read: %v", ErrConfig, field, pathErr(err))
+		f.Add(key, "cannot read: %v", pathErr(err))
+		return nil, false
 	}
 	if len(b) > MaxPEMFileSize {
-		return nil, fmt.Errorf("%w: %s larger than %d bytes", ErrConfig, field, MaxPEMFileSize)
+		f.Add(key, "larger than %d bytes", MaxPEMFileSize)
+		return nil, false
 	}
-	return b, nil
+	return b, true
 }
 
 // pathErr strips the path from a file error.

@@ -135,15 +135,15 @@ func TestTLSFileOptions(t *testing.T) {
 		{redisconn.Options{URL: url, CAFile: ca.File}, ""},
 		{redisconn.Options{URL: url, CAFile: ca.File, CertFile: cli.CertFile, KeyFile: cli.KeyFile}, ""},
 		{redisconn.Options{URL: url, Cluster: true, CAFile: ca.File}, ""},
-		{redisconn.Options{URL: "redis://u:pw@cache.internal:6380", CAFile: ca.File}, "need a rediss:// URL"},
-		{redisconn.Options{URL: url, CAFile: filepath.Join(dir, "missing.pem")}, "CAFile: cannot open: no such file or directory"},
-		{redisconn.Options{URL: url, CAFile: junk}, "CAFile holds no PEM certificate"},
-		{redisconn.Options{URL: url, CAFile: huge}, "CAFile larger than"},
-		{redisconn.Options{URL: url, CertFile: cli.CertFile}, "CertFile and KeyFile go together"},
-		{redisconn.Options{URL: url, CertFile: cli.CertFile, KeyFile: ca.File}, "CertFile and KeyFile:"},
-		{redisconn.Options{URL: url, CAFile: ca.File, TLS: &tls.Config{RootCAs: ca.Pool()}}, "either CAFile or TLS.RootCAs"},
+		{redisconn.Options{URL: "redis://u:pw@cache.internal:6380", CAFile: ca.File}, "url: ca_file, cert_file and key_file need a rediss:// URL"},
+		{redisconn.Options{URL: url, CAFile: filepath.Join(dir, "missing.pem")}, "ca_file: cannot open: no such file or directory"},
+		{redisconn.Options{URL: url, CAFile: junk}, "ca_file: holds no PEM certificate"},
+		{redisconn.Options{URL: url, CAFile: huge}, "ca_file: larger than"},
+		{redisconn.Options{URL: url, CertFile: cli.CertFile}, "cert_file: needs key_file"},
+		{redisconn.Options{URL: url, CertFile: cli.CertFile, KeyFile: ca.File}, "cert_file: with key_file:"},
+		{redisconn.Options{URL: url, CAFile: ca.File, TLS: &tls.Config{RootCAs: ca.Pool()}}, "ca_file: set either ca_file or TLS.RootCAs"},
 	} {
-		err := c.o.Validate()
+		err := c.o.WithDefaults().Validate()
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%+v: %v", c.o, err)

@@ -292,13 +292,19 @@ func openURL(opts Options) (*Store, error) {
 	if opts.Addr != "" || opts.Username != "" || opts.Password != "" || opts.DB != 0 {
 		return nil, errors.New("redisstore: Options.URL excludes Addr, Username, Password and DB (put them in the URL)")
 	}
-	c, err := redisconn.Open(redisconn.Options{URL: opts.URL, Cluster: opts.Cluster, TLS: opts.TLS,
+	return OpenConn(redisconn.Options{URL: opts.URL, Cluster: opts.Cluster, TLS: opts.TLS,
 		CAFile: opts.CAFile, CertFile: opts.CertFile, KeyFile: opts.KeyFile,
-		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize})
+		DialTimeout: opts.DialTimeout, ReadTimeout: opts.ReadTimeout, WriteTimeout: opts.WriteTimeout, PoolSize: opts.PoolSize}, opts.Config)
+}
+
+// OpenConn connects a client for o through redisconn (single, cluster,
+// TLS; lazily, like Open) and returns a store with cfg that owns it.
+func OpenConn(o redisconn.Options, cfg Config) (*Store, error) {
+	c, err := redisconn.Open(o)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	s, err := New(c, opts.Config)
+	s, err := New(c, cfg)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
