@@ -6,7 +6,6 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -83,17 +82,9 @@ const (
 // (Update returns ErrClosed); call NewCells.
 type Cells[K comparable] struct {
 	// Read-only after NewCells.
-	expired    func(state, now int64) bool
-	salt       [8]uint64 // random per table, for hash
-	shards     []cellShard[K]
-	shardShift uint
-	scanLimit  int
-	slabSize   int
-	capacity   int64
-
-	_     [cacheLine]byte
-	count atomic.Int64 // reserved entries, never above capacity
-	_     [cacheLine - 8]byte
+	expired func(state, now int64) bool
+	shards  []cellShard[K]
+	core    // salts, sizes, capacity and the global count
 }
 
 // cell is one slab position of a Cells shard. The key is written one
@@ -110,33 +101,27 @@ const freePos = ^uint32(0)
 
 // cellShardHead holds a shard's lock and the bookkeeping written under it.
 type cellShardHead struct {
-	mu     sync.Mutex
-	closed bool
-	live   int // cells holding a key
-	hi     int // slab[:hi] have been handed out at least once since New or Clear
-	nfree  int // free[:nfree] are the free positions below hi
-	hand   int // next slab position the reclaim scan inspects
-	shardStats
+	shardLock
+	live  int // cells holding a key
+	hi    int // slab[:hi] have been handed out at least once since New or Clear
+	nfree int // free[:nfree] are the free positions below hi
 }
 
 const (
 	cellHeadPad   = cacheLine - unsafe.Sizeof(cellShardHead{})%cacheLine
-	cellTablesPad = cacheLine - (8+4*unsafe.Sizeof([]byte(nil)))%cacheLine
+	cellTablesPad = cacheLine - (unsafe.Sizeof(index{})+2*sliceSize)%cacheLine
 )
 
-// cellShard is one independently locked part of a Cells table. idx is an
-// open-addressing index as in a Table shard (h32<<32 | position+1,
-// linear probing, backward-shift deletion), but read without the lock, so
-// every access to it is atomic. mask, idx and slab never change after
-// NewCells (Close keeps them: a reader may still be probing); pos and
-// free are only touched under mu.
+// cellShard is one independently locked part of a Cells table. Its
+// index (see [index]) is read without the lock. mask, idx and slab never
+// change after NewCells (Close keeps them: a reader may still be
+// probing); pos (a slab position's index slot, or freePos) and free are
+// only touched under mu.
 type cellShard[K comparable] struct {
 	cellShardHead
-	_    [cellHeadPad]byte
-	mask uint32
-	idx  []atomic.Uint64
+	_ [cellHeadPad]byte
+	index
 	slab []cell[K]
-	pos  []uint32 // slab position -> index slot, or freePos
 	free []uint32
 	_    [cellTablesPad]byte
 }
@@ -153,34 +138,20 @@ type cellShard[K comparable] struct {
 // timeline the caller chooses (normally
 // [github.com/bulwarkhq/bulwark/clock.Mono]).
 func NewCells[K comparable](cfg Config, expired func(state, now int64) bool) (*Cells[K], error) {
-	cfg, err := cfg.resolve()
+	t := &Cells[K]{expired: expired}
+	cfg, idxLen, err := t.core.init(cfg, maphash.MakeSeed())
 	if err != nil {
 		return nil, err
 	}
 	if err := checkWordKey(reflect.TypeFor[K]()); err != nil {
 		return nil, err
 	}
-	per := shardSlabSize(cfg.Capacity, cfg.Shards)
-	idxLen := 1 << bits.Len(uint(2*per-1))
-	t := &Cells[K]{
-		expired:    expired,
-		shards:     make([]cellShard[K], cfg.Shards),
-		shardShift: uint(64 - bits.TrailingZeros(uint(cfg.Shards))),
-		scanLimit:  cfg.ScanLimit,
-		slabSize:   per,
-		capacity:   int64(cfg.Capacity),
-	}
-	seed := maphash.MakeSeed()
-	for i := range t.salt {
-		t.salt[i] = maphash.Comparable(seed, i) | 1
-	}
+	t.shards = make([]cellShard[K], cfg.Shards)
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.idx = make([]atomic.Uint64, idxLen)
-		sh.mask = uint32(idxLen - 1)
-		sh.slab = make([]cell[K], per)
-		sh.pos = make([]uint32, per)
-		sh.free = make([]uint32, per)
+		sh.make(idxLen, t.slabSize)
+		sh.slab = make([]cell[K], t.slabSize)
+		sh.free = make([]uint32, t.slabSize)
 	}
 	return t, nil
 }
@@ -553,7 +524,6 @@ func (t *Cells[K]) updateLocked(sh *cellShard[K], key *K, h32 uint32, now int64,
 	}
 	i, ok := t.insertLocked(sh, key, h32, now)
 	if !ok {
-		sh.full++
 		return ErrFull
 	}
 	next, write := f(0, true)
@@ -571,7 +541,7 @@ func (t *Cells[K]) updateLocked(sh *cellShard[K], key *K, h32 uint32, now int64,
 	w := e.word.Load() + 1
 	e.base.Store(w - uint64(next)<<1)
 	e.word.Store(w)
-	sh.index(i, h32)
+	sh.insert(i, h32)
 	sh.inserts++
 	return nil
 }
@@ -601,31 +571,17 @@ func (sh *cellShard[K]) find(key *K, h32 uint32) int {
 	}
 }
 
-// insertLocked finds a slab position for a new key, as Table's
-// insertLocked does (opportunistic scan, reservation, full scan), and
+// insertLocked finds a slab position for a new key (see core.claim) and
 // writes the key into it. The returned cell has an odd word and is not
 // indexed yet. sh.mu must be held and key must be absent.
 func (t *Cells[K]) insertLocked(sh *cellShard[K], key *K, h32 uint32, now int64) (int, bool) {
-	room := sh.live < len(sh.slab)
-	limit := min(t.scanLimit, sh.live)
-	if t.expired == nil {
-		limit = 0
+	i, ok := t.claim(&sh.shardLock, sh.live, len(sh.slab), t.expired != nil, func(inspected, steps, limit int) (int, int, int) {
+		return t.scanLocked(sh, inspected, steps, limit, now)
+	})
+	if !ok {
+		return 0, false
 	}
-	inspected, steps, i, reserved := 0, 0, -1, false
-	if room {
-		inspected, steps, i = t.scanLocked(sh, 0, 0, min(limit, opportunisticScan), now)
-		if i < 0 {
-			reserved = t.reserve()
-		}
-	}
-	if i < 0 && !reserved {
-		inspected, _, i = t.scanLocked(sh, inspected, steps, limit, now)
-	}
-	sh.scanned(inspected)
 	if i < 0 {
-		if !reserved {
-			return 0, false
-		}
 		if sh.nfree > 0 {
 			sh.nfree--
 			i = int(sh.free[sh.nfree])
@@ -645,32 +601,14 @@ func (t *Cells[K]) insertLocked(sh *cellShard[K], key *K, h32 uint32, now int64)
 	return i, true
 }
 
-// reserve takes one unit of the global capacity if any is left.
-func (t *Cells[K]) reserve() bool {
-	for {
-		n := t.count.Load()
-		if n >= t.capacity {
-			return false
-		}
-		if t.count.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// scanLocked moves the clock hand over slab[:hi] until it finds an
-// expired cell, inspected reaches limit or the hand has visited 2*limit
-// positions (free positions are stepped over without inspection) or all
-// of slab[:hi]. It returns the new counts and the position of the cell it
-// retired (its word made odd by a compare-and-swap from the word it
-// judged expired, and taken out of the index), or -1.
+// scanLocked is a Cells table's reclaim sweep (see core.claim) over
+// slab[:hi]: free positions are stepped over without inspection; an
+// expired cell is retired by a compare-and-swap from the word it was
+// judged on (making it odd) and taken out of the index. It returns the
+// new counts and the retired cell's position, or -1.
 func (t *Cells[K]) scanLocked(sh *cellShard[K], inspected, steps, limit int, now int64) (int, int, int) {
 	for inspected < limit && steps < 2*limit && steps < sh.hi {
-		j := sh.hand
-		if j >= sh.hi {
-			j = 0
-		}
-		sh.hand = j + 1
+		j := sh.next(sh.hi)
 		steps++
 		if sh.pos[j] == freePos {
 			continue
@@ -685,38 +623,6 @@ func (t *Cells[K]) scanLocked(sh *cellShard[K], inspected, steps, limit int, now
 		}
 	}
 	return inspected, steps, -1
-}
-
-// index points a free index slot at slab position i.
-func (sh *cellShard[K]) index(i int, h32 uint32) {
-	p := h32 & sh.mask
-	for sh.idx[p].Load() != 0 {
-		p = (p + 1) & sh.mask
-	}
-	sh.idx[p].Store(uint64(h32)<<32 | uint64(i+1))
-	sh.pos[i] = p
-}
-
-// unindex clears the index slot of slab[i] by backward-shift deletion.
-// Lock-free readers may miss a key whose slot moves while they probe;
-// they then take the locked path.
-func (sh *cellShard[K]) unindex(i int) {
-	idx, mask, pos := sh.idx, sh.mask, sh.pos
-	hole := pos[i]
-	for p := (hole + 1) & mask; ; p = (p + 1) & mask {
-		s := idx[p].Load()
-		if s == 0 {
-			break
-		}
-		home := uint32(s>>32) & mask
-		if (p-home)&mask >= (p-hole)&mask {
-			idx[hole].Store(s)
-			pos[uint32(s)-1] = hole
-			hole = p
-		}
-	}
-	idx[hole].Store(0)
-	pos[i] = freePos
 }
 
 // release returns slab position i, whose cell is odd and not indexed, to
@@ -796,12 +702,9 @@ func (t *Cells[K]) clear(closing bool) {
 // takes each shard lock in turn, so it is meant for tests and low-rate
 // metrics.
 func (t *Cells[K]) Stats() Stats {
-	s := Stats{Len: t.Len(), Capacity: int(t.capacity), Shards: len(t.shards), ShardSlab: t.slabSize}
+	s := t.stats(len(t.shards))
 	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		sh.addTo(&s)
-		sh.mu.Unlock()
+		t.shards[i].addStats(&s)
 	}
 	return s
 }

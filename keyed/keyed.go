@@ -61,12 +61,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"reflect"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -159,13 +156,6 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// shardSlabSize is the fixed number of entries one shard can hold.
-func shardSlabSize(capacity, shards int) int {
-	m := (capacity + shards - 1) / shards
-	slack := int(math.Ceil(8*math.Sqrt(float64(m)))) + 8
-	return min(capacity, m+slack)
-}
-
 // Hashable is a fixed-size key type. Hash must mix every byte of the key
 // with seed (each table has its own random seed, so clients cannot craft
 // keys that collide) and must not allocate.
@@ -196,22 +186,12 @@ func (k Key128) Hash(seed maphash.Seed) uint64 {
 // call New.
 type Table[K Hashable, V any] struct {
 	// Read-only after New.
-	expired    func(v *V, now time.Time) bool
-	seed       maphash.Seed
-	words      bool      // K is plain 8-byte words: mixWords and wordsEqual
-	salt       [8]uint64 // for mixWords
-	shards     []shard[K, V]
-	shardShift uint // 64 - log2(len(shards)); h>>64 == 0 for one shard
-	scanLimit  int
-	slabSize   int // entries per shard slab
-	capacity   int64
-
-	_     [cacheLine]byte
-	count atomic.Int64 // reserved entries, never above capacity
-	_     [cacheLine - 8]byte
+	expired func(v *V, now time.Time) bool
+	seed    maphash.Seed
+	words   bool // K is plain 8-byte words: mixWords and wordsEqual
+	shards  []shard[K, V]
+	core    // salts, sizes, capacity and the global count
 }
-
-const cacheLine = 128 // two 64-byte lines: adjacent-line prefetch
 
 // entry is one slot of a shard's slab. The key and its value are
 // adjacent and nothing else is stored with them, so a hit touches the
@@ -225,59 +205,28 @@ type entry[K Hashable, V any] struct {
 
 // shardHead holds a shard's lock and the bookkeeping written under it.
 type shardHead struct {
-	mu     sync.Mutex
-	closed bool
-	n      int // entries live in slab[:n]
-	hand   int // next slab position the reclaim scan inspects
-	shardStats
-}
-
-// shardStats are a shard's statistics (Table and Cells), guarded by its
-// lock.
-type shardStats struct {
-	inserts      uint64
-	reclaimed    uint64
-	full         uint64
-	inspected    uint64
-	maxInspected int
-}
-
-// scanned records one insert's reclaim scan of n entries.
-func (st *shardStats) scanned(n int) {
-	st.inspected += uint64(n)
-	st.maxInspected = max(st.maxInspected, n)
-}
-
-// addTo adds the shard's counts to s.
-func (st *shardStats) addTo(s *Stats) {
-	s.Inserts += st.inserts
-	s.Reclaimed += st.reclaimed
-	s.Full += st.full
-	s.Inspected += st.inspected
-	s.MaxInspected = max(s.MaxInspected, st.maxInspected)
+	shardLock
+	n int // entries live in slab[:n]
 }
 
 // Padding that puts a shard's written fields (shardHead) and its fields
-// written only by New and Close (mask and the slice headers, read by every
+// written only by New and Close (the index and the slab, read by every
 // lookup) in separate cacheLine blocks, so inserts and statistics updates
 // on one core do not evict the lookup fields from another core's cache.
 const (
 	headPad   = cacheLine - unsafe.Sizeof(shardHead{})%cacheLine
-	tablesPad = cacheLine - (8+3*unsafe.Sizeof([]byte(nil)))%cacheLine
+	tablesPad = cacheLine - (unsafe.Sizeof(index{})+sliceSize)%cacheLine
 )
 
-// shard is one independently locked part of a Table. idx is an
-// open-addressing index whose nonzero slots hold h32<<32 | (slab position
-// + 1), h32 being the low 32 bits of the key's hash under the table seed;
-// slab[:n] holds the entries densely, slab[n:] is zeroed; pos[i] is the
-// index slot that points at slab[i] (0 beyond n).
+// shard is one independently locked part of a Table: its index (see
+// [index]; h32 is the low half of the key's hash under the table's seed
+// or salts) and its slab. slab[:n] holds the entries densely, slab[n:] is
+// zeroed; pos[i] is 0 beyond n.
 type shard[K Hashable, V any] struct {
 	shardHead
-	_    [headPad]byte
-	mask uint32 // len(idx)-1
-	idx  []uint64
+	_ [headPad]byte
+	index
 	slab []entry[K, V]
-	pos  []uint32
 	_    [tablesPad]byte
 }
 
@@ -288,31 +237,20 @@ type shard[K Hashable, V any] struct {
 //
 // New allocates all the memory the table will use (see [Config]).
 func New[K Hashable, V any](cfg Config, expired func(v *V, now time.Time) bool) (*Table[K, V], error) {
-	cfg, err := cfg.resolve()
+	t := &Table[K, V]{
+		expired: expired,
+		seed:    maphash.MakeSeed(),
+		words:   checkWordKey(reflect.TypeFor[K]()) == nil,
+	}
+	cfg, idxLen, err := t.core.init(cfg, t.seed)
 	if err != nil {
 		return nil, err
 	}
-	per := shardSlabSize(cfg.Capacity, cfg.Shards)
-	idxLen := 1 << bits.Len(uint(2*per-1)) // power of two >= 2*per
-	t := &Table[K, V]{
-		expired:    expired,
-		seed:       maphash.MakeSeed(),
-		shards:     make([]shard[K, V], cfg.Shards),
-		shardShift: uint(64 - bits.TrailingZeros(uint(cfg.Shards))),
-		scanLimit:  cfg.ScanLimit,
-		slabSize:   per,
-		capacity:   int64(cfg.Capacity),
-		words:      checkWordKey(reflect.TypeFor[K]()) == nil,
-	}
-	for i := range t.salt {
-		t.salt[i] = maphash.Comparable(t.seed, i) | 1
-	}
+	t.shards = make([]shard[K, V], cfg.Shards)
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.idx = make([]uint64, idxLen)
-		sh.mask = uint32(idxLen - 1)
-		sh.slab = make([]entry[K, V], per)
-		sh.pos = make([]uint32, per)
+		sh.make(idxLen, t.slabSize)
+		sh.slab = make([]entry[K, V], t.slabSize)
 	}
 	return t, nil
 }
@@ -379,84 +317,41 @@ func (t *Table[K, V]) Delete(key K) bool {
 	return true
 }
 
-// reserve takes one unit of the global capacity if any is left.
-func (t *Table[K, V]) reserve() bool {
-	for {
-		n := t.count.Load()
-		if n >= t.capacity {
-			return false
-		}
-		if t.count.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// opportunisticScan is how many entries a new-key insert inspects when
-// there is room. More than one, so that the clock hand moves faster than
-// the slab grows and laps it instead of trailing the newest entry.
-const opportunisticScan = 2
-
-// insertLocked makes room for a new key in sh, stores the key with a
-// zero value and returns its slab position. sh.mu must be held and key
-// must be absent.
+// insertLocked makes room for a new key in sh (see core.claim), stores
+// the key with a zero value and returns its slab position. sh.mu must be
+// held and key must be absent.
 //
-// The scan starts at the clock hand and stops at the first expired entry,
-// whose slab slot and capacity unit pass to key (no atomic operation, no
-// entry moved).
-// If the shard has room and the first opportunisticScan inspected entries
-// are live, one unit is reserved from the global count instead; only when
-// that fails (table or shard full) does the scan go on, up to t.scanLimit
-// inspected entries in all.
+// A reclaimed entry's slab slot and capacity unit pass to key (no atomic
+// operation, no entry moved); otherwise key takes slab[n] and a unit
+// reserved from the global count.
 func (t *Table[K, V]) insertLocked(sh *shard[K, V], key K, h32 uint32, now time.Time) (int, bool) {
-	room := sh.n < len(sh.slab)
-	limit := min(t.scanLimit, sh.n)
-	if t.expired == nil {
-		limit = 0
+	i, ok := t.claim(&sh.shardLock, sh.n, len(sh.slab), t.expired != nil, func(inspected, _, limit int) (int, int, int) {
+		inspected, i := t.scanLocked(sh, inspected, limit, now)
+		return inspected, inspected, i
+	})
+	if !ok {
+		return 0, false
 	}
-	inspected, i, reserved := 0, -1, false
-	if room {
-		inspected, i = t.scanLocked(sh, 0, min(limit, opportunisticScan), now)
-		if i < 0 {
-			reserved = t.reserve()
-		}
-	}
-	if i < 0 && !reserved {
-		inspected, i = t.scanLocked(sh, inspected, limit, now)
-	}
-	sh.scanned(inspected)
 	if i < 0 {
-		if !reserved {
-			sh.full++
-			return 0, false
-		}
 		i = sh.n
 		sh.n++
 	}
 	// Removal may have moved index slots: probe again for key's empty slot.
-	p := h32 & sh.mask
-	for sh.idx[p] != 0 {
-		p = (p + 1) & sh.mask
-	}
-	sh.idx[p] = uint64(h32)<<32 | uint64(i+1)
+	sh.insert(i, h32)
 	sh.slab[i].key = key
-	sh.pos[i] = p
 	sh.inserts++
 	return i, true
 }
 
-// scanLocked inspects entries at the clock hand until one is expired or
-// inspected reaches limit. It returns the new inspected count and the
-// slab position of the expired entry, or -1. That entry is taken out of
-// the index and its value zeroed, but it stays in slab[:n] for the caller
-// to fill with the new key at once.
+// scanLocked is a Table's reclaim sweep (see core.claim): it inspects
+// entries at the clock hand until one is expired or inspected reaches
+// limit (at most the n entries of the dense slab). It returns the new
+// inspected count and the slab position of the expired entry, or -1.
+// That entry is taken out of the index and its value zeroed, but it
+// stays in slab[:n] for the caller to fill with the new key at once.
 func (t *Table[K, V]) scanLocked(sh *shard[K, V], inspected, limit int, now time.Time) (int, int) {
 	for inspected < limit {
-		j := sh.hand
-		if j >= sh.n {
-			j = 0
-		}
-		sh.hand = j + 1
+		j := sh.next(sh.n)
 		inspected++
 		if t.expired(&sh.slab[j].val, now) {
 			sh.unindex(j)
@@ -482,7 +377,7 @@ func (t *Table[K, V]) hashKey(key *K) uint64 {
 func (sh *shard[K, V]) find(key K, h32 uint32, words bool) int {
 	idx, mask := sh.idx, sh.mask
 	for p := h32 & mask; ; p = (p + 1) & mask {
-		s := idx[p]
+		s := idx[p].Load()
 		if s == 0 {
 			return -1
 		}
@@ -505,33 +400,11 @@ func (sh *shard[K, V]) removeAt(i int) {
 	last := sh.n - 1
 	if i != last {
 		sh.slab[i] = sh.slab[last]
-		p := sh.pos[last]
-		sh.pos[i] = p
-		sh.idx[p] = sh.idx[p]&^(1<<32-1) | uint64(i+1)
+		sh.move(last, i)
 	}
 	sh.slab[last] = entry[K, V]{}
 	sh.pos[last] = 0
 	sh.n = last
-}
-
-// unindex clears the index slot of slab[i] by backward-shift deletion,
-// updating the back-pointer of every entry whose slot moves. pos[i] is
-// left stale.
-func (sh *shard[K, V]) unindex(i int) {
-	idx, mask, pos := sh.idx, sh.mask, sh.pos
-	hole := pos[i]
-	for p := (hole + 1) & mask; idx[p] != 0; p = (p + 1) & mask {
-		s := idx[p]
-		home := uint32(s>>32) & mask
-		// The occupant of p may move back to hole unless its home lies
-		// cyclically in (hole, p].
-		if (p-home)&mask >= (p-hole)&mask {
-			idx[hole] = s
-			pos[uint32(s)-1] = hole
-			hole = p
-		}
-	}
-	idx[hole] = 0
 }
 
 // Len returns the number of entries. It never exceeds the capacity; while
@@ -587,12 +460,9 @@ type Stats struct {
 // Stats returns a snapshot of the table's statistics. It takes each shard
 // lock in turn, so it is meant for tests and low-rate metrics.
 func (t *Table[K, V]) Stats() Stats {
-	s := Stats{Len: t.Len(), Capacity: int(t.capacity), Shards: len(t.shards), ShardSlab: t.slabSize}
+	s := t.stats(len(t.shards))
 	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		sh.addTo(&s)
-		sh.mu.Unlock()
+		t.shards[i].addStats(&s)
 	}
 	return s
 }
