@@ -14,20 +14,20 @@ var (
 	ErrMalformedBody = errors.New("h1: malformed body")
 	// ErrBodyTooLarge is returned once a body grows past its bound.
 	ErrBodyTooLarge = errors.New("h1: body too large")
-	// ErrLineTooLong is returned for a chunk-size line of more than
+	// errLineTooLong is returned for a chunk-size line of more than
 	// MaxChunkLine bytes.
-	ErrLineTooLong = malformed("chunk line too long")
+	errLineTooLong = malformed("chunk line too long")
 )
 
-// BodyError is a framing error of a body. It matches ErrMalformedBody.
-type BodyError struct{ msg string }
+// bodyError is a framing error of a body. It matches ErrMalformedBody.
+type bodyError struct{ msg string }
 
-func (e *BodyError) Error() string { return "h1: malformed body: " + e.msg }
+func (e *bodyError) Error() string { return "h1: malformed body: " + e.msg }
 
 // Is reports whether target is ErrMalformedBody.
-func (e *BodyError) Is(target error) bool { return target == ErrMalformedBody }
+func (e *bodyError) Is(target error) bool { return target == ErrMalformedBody }
 
-func malformed(msg string) error { return &BodyError{msg} }
+func malformed(msg string) error { return &bodyError{msg} }
 
 var (
 	errBareLF       = malformed("chunked line ends with bare LF")
@@ -261,14 +261,14 @@ func (b *Body) chunkLine() ([]byte, error) {
 			return line[:len(line)-2], nil
 		}
 		if len(buf) >= MaxChunkLine {
-			return nil, ErrLineTooLong
+			return nil, errLineTooLong
 		}
 		if err := b.rd.Fill(); err != nil {
 			if err == io.EOF {
 				return nil, io.ErrUnexpectedEOF
 			}
 			if err == ErrBufferFull {
-				return nil, ErrLineTooLong
+				return nil, errLineTooLong
 			}
 			return nil, err
 		}

@@ -351,11 +351,11 @@ func TestExchangeRawAndControl(t *testing.T) {
 	}
 
 	x, conn, _ := exchangeFor(t, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", &out)
-	if err := x.SetReadDeadline(time.Now().Add(time.Hour)); err != nil || x.GaveUpBody() {
+	if err := x.SetReadDeadline(time.Now().Add(time.Hour)); err != nil || x.unread {
 		t.Fatal("a future deadline gave up the body")
 	}
 	_ = x.SetReadDeadline(time.Now().Add(-time.Second))
-	if !x.GaveUpBody() || x.KeepAlive() {
+	if !x.unread || x.KeepAlive() {
 		t.Fatal("a past deadline did not give up the body")
 	}
 	x.SetClose()
@@ -457,8 +457,8 @@ func TestErrorsMatchSentinels(t *testing.T) {
 		err, target error
 	}{
 		{malformed("x"), ErrMalformedBody},
-		{ErrLineTooLong, ErrMalformedBody},
-		{&DeclineError{"x"}, ErrDecline},
+		{errLineTooLong, ErrMalformedBody},
+		{&declineError{"x"}, ErrDecline},
 		{errStatusLine, ErrMalformedResponse},
 	} {
 		if !errors.Is(c.err, c.target) || !strings.HasPrefix(c.err.Error(), "h1: ") || errors.Is(c.err, io.EOF) {

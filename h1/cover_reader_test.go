@@ -58,19 +58,16 @@ func TestReaderBuffering(t *testing.T) {
 	if err := r.Fill(); err != nil || string(r.Buffered()) != "abcdefgh" || string(pinned) != "a" {
 		t.Fatalf("grown: %q %v (pinned %q)", r.Buffered(), err, pinned)
 	}
-	if err := r.Fill(); !errors.Is(err, timeoutErr{}) || r.Err() != nil {
-		t.Fatalf("timeout: %v, sticky %v", err, r.Err())
+	if err := r.Fill(); !errors.Is(err, timeoutErr{}) || r.err != nil {
+		t.Fatalf("timeout: %v, sticky %v", err, r.err)
 	}
 	r.Unpin()
 	r.Discard(len(r.Buffered()))
 	if err := r.Fill(); err != nil || string(r.Buffered()) != "ijkl" {
 		t.Fatalf("after the timeout: %q %v", r.Buffered(), err)
 	}
-	if err := r.Fill(); err != io.EOF || r.Err() != io.EOF || r.Fill() != io.EOF {
-		t.Fatalf("EOF: %v, sticky %v", err, r.Err())
-	}
-	if rest := r.Release(); string(rest) != "ijkl" || r.Buf() != nil {
-		t.Fatalf("Release %q, buffer %v", rest, r.Buf())
+	if err := r.Fill(); err != io.EOF || r.err != io.EOF || r.Fill() != io.EOF {
+		t.Fatalf("EOF: %v, sticky %v", err, r.err)
 	}
 
 	// Unconsumed bytes move down to the pin (here the start).

@@ -31,7 +31,7 @@
 //     Transfer-Encoding field whose value is "chunked", never both;
 //   - no Expect and no Upgrade field.
 //
-// Chunked bodies are decoded by [ChunkedReader], a port of net/http's
+// Chunked bodies are decoded by [Body], a port of net/http's
 // decoder that accepts and refuses exactly the same chunk framing
 // (sizes, extensions, CRLF rules, the non-data overhead bound, trailers).
 //

@@ -30,10 +30,9 @@ func Example() {
 	fmt.Printf("body %q, err %v\n", b, err)
 
 	_, err = h1.ParseRequest([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"), &req, 4096)
-	var de *h1.DeclineError
-	fmt.Println(errors.Is(err, h1.ErrDecline), errors.As(err, &de) && de.Reason == "transfer_encoding")
+	fmt.Println(errors.Is(err, h1.ErrDecline), err)
 	// Output:
 	// POST /upload?x=1 host=example.com chunked=true
 	// body "hello", err <nil>
-	// true true
+	// true h1: head declined: transfer_encoding
 }

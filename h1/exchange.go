@@ -126,7 +126,7 @@ func (x *Exchange) Init(c interface{ SetReadDeadline(time.Time) error }, w *bufi
 func (x *Exchange) Reset(rd *Reader, maxBody int64, start time.Time) {
 	clear(x.hdr)
 	x.status, x.wroteHeader, x.raw, x.chunkedOut, x.noBody = 0, false, false, false, false
-	x.clLeft, x.close, x.broken, x.unread, x.written = -1, x.Req.Close, false, false, 0
+	x.clLeft, x.close, x.broken, x.unread, x.written = -1, x.Req.close, false, false, 0
 	x.Start, x.Deadline = start, time.Time{}
 	x.stubbed = false
 	x.body.Reset(rd, x.Req.ContentLength, x.Req.Chunked, false, maxBody)
@@ -201,7 +201,7 @@ func (x *Exchange) Stub() *http.Request {
 		Host:          x.Host(),
 		RemoteAddr:    x.RemoteAddr,
 		ContentLength: x.Req.ContentLength,
-		Close:         x.Req.Close,
+		Close:         x.Req.close,
 		Body:          http.NoBody,
 	}
 	p, q := x.Target(), ""
@@ -252,7 +252,7 @@ func (x *Exchange) Request() (*http.Request, error) {
 		RemoteAddr:    x.RemoteAddr,
 		RequestURI:    x.Target(),
 		ContentLength: x.Req.ContentLength,
-		Close:         x.Req.Close,
+		Close:         x.Req.close,
 		Body:          http.NoBody,
 	}
 	if x.Req.Chunked {
@@ -281,10 +281,6 @@ func (x *Exchange) Status() int { return x.status }
 // Broken reports that the response was cut short: the connection must
 // be closed without writing more.
 func (x *Exchange) Broken() bool { return x.broken }
-
-// GaveUpBody reports whether the handler asked (SetReadDeadline in the
-// past) not to read the rest of the body.
-func (x *Exchange) GaveUpBody() bool { return x.unread }
 
 // BeginRaw commits a response with status that the caller writes itself
 // (status line, fields, framing, body) to the returned writer. Whether

@@ -101,8 +101,8 @@ func compareWithNetHTTP(t *testing.T, b []byte) {
 	if chunked != r.Chunked || (!chunked && req.ContentLength != r.ContentLength) {
 		t.Fatalf("framing: net/http CL %d chunked %v, h1 CL %d chunked %v", req.ContentLength, chunked, r.ContentLength, r.Chunked)
 	}
-	if req.Close != r.Close {
-		t.Fatalf("keep-alive: net/http close %v, h1 close %v", req.Close, r.Close)
+	if req.Close != r.close {
+		t.Fatalf("keep-alive: net/http close %v, h1 close %v", req.Close, r.close)
 	}
 	// The body, read to its end by both, and what follows it.
 	theirBody, theirErr := io.ReadAll(req.Body)
@@ -204,8 +204,8 @@ func TestParseRequestAccepts(t *testing.T) {
 	if string(r.Method) != "POST" || string(r.Target) != "/a?b" || string(r.Path()) != "/a" || string(r.Host) != "x.example:81" {
 		t.Errorf("line: %q %q %q", r.Method, r.Target, r.Host)
 	}
-	if r.ContentLength != 3 || r.Chunked || !r.Close {
-		t.Errorf("framing: CL %d chunked %v close %v", r.ContentLength, r.Chunked, r.Close)
+	if r.ContentLength != 3 || r.Chunked || !r.close {
+		t.Errorf("framing: CL %d chunked %v close %v", r.ContentLength, r.Chunked, r.close)
 	}
 	if v, ok := r.Lookup("x-a"); !ok || string(v) != "v1" {
 		t.Errorf("X-A = %q %v", v, ok)
@@ -269,7 +269,7 @@ func TestParseRequestDeclines(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var r Request
 			_, err := ParseRequest([]byte(c.in), &r, 4096)
-			var de *DeclineError
+			var de *declineError
 			if !errors.As(err, &de) || !errors.Is(err, ErrDecline) {
 				t.Fatalf("err %v, want a decline", err)
 			}

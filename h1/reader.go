@@ -57,9 +57,6 @@ func (b *Reader) Pin() { b.pin = b.r }
 // Unpin releases the pin.
 func (b *Reader) Unpin() { b.pin = 0 }
 
-// Err returns the sticky read error, if any.
-func (b *Reader) Err() error { return b.err }
-
 // Fill reads more input into the buffer, making room by moving the
 // unconsumed bytes down to the pin or by growing the buffer (up to its
 // bound). It returns an error only when nothing was read.
@@ -135,14 +132,6 @@ func (b *Reader) Read(p []byte) (int, error) {
 func isTimeout(err error) bool {
 	t, ok := err.(interface{ Timeout() bool })
 	return ok && t.Timeout()
-}
-
-// Release drops the buffer (for a connection handed elsewhere or
-// closed) and returns the bytes that were buffered and not consumed.
-func (b *Reader) Release() []byte {
-	rest := b.buf[b.r:b.w]
-	b.buf, b.r, b.w, b.pin = nil, 0, 0, 0
-	return rest
 }
 
 // Buf returns the buffer (for pooling).

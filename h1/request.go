@@ -10,40 +10,40 @@ var (
 	// ErrIncomplete reports that the buffer does not hold a complete head
 	// yet: read more and parse again.
 	ErrIncomplete = errors.New("h1: incomplete head")
-	// ErrDecline matches every *DeclineError: the head is outside the
-	// strict subset this package accepts (see the package
+	// ErrDecline matches every decline of ParseRequest: the head is
+	// outside the strict subset this package accepts (see the package
 	// documentation). The caller hands the connection to net/http.
 	ErrDecline = errors.New("h1: head declined")
 )
 
-// DeclineError is returned by ParseRequest for a head outside the strict
+// declineError is returned by ParseRequest for a head outside the strict
 // subset. Reason is a fixed word (a metric label) naming the first
 // property that made the parser decline.
-type DeclineError struct{ Reason string }
+type declineError struct{ Reason string }
 
-func (e *DeclineError) Error() string { return "h1: head declined: " + e.Reason }
+func (e *declineError) Error() string { return "h1: head declined: " + e.Reason }
 
 // Is reports whether target is ErrDecline.
-func (e *DeclineError) Is(target error) bool { return target == ErrDecline }
+func (e *declineError) Is(target error) bool { return target == ErrDecline }
 
 // Decline reasons. Each error value is allocated once.
 var (
-	declineLine        = &DeclineError{"request_line"}
-	declineMethod      = &DeclineError{"method"}
-	declineTarget      = &DeclineError{"target"}
-	declineVersion     = &DeclineError{"version"}
-	declineLF          = &DeclineError{"bare_lf"}
-	declineFold        = &DeclineError{"obs_fold"}
-	declineName        = &DeclineError{"field_name"}
-	declineValue       = &DeclineError{"field_value"}
-	declineFields      = &DeclineError{"too_many_fields"}
-	declineHost        = &DeclineError{"host"}
-	declineLength      = &DeclineError{"content_length"}
-	declineTE          = &DeclineError{"transfer_encoding"}
-	declineExpect      = &DeclineError{"expect"}
-	declineUpgrade     = &DeclineError{"upgrade"}
-	declineLeadingCRLF = &DeclineError{"leading_crlf"}
-	declineTooLarge    = &DeclineError{"head_too_large"}
+	declineLine        = &declineError{"request_line"}
+	declineMethod      = &declineError{"method"}
+	declineTarget      = &declineError{"target"}
+	declineVersion     = &declineError{"version"}
+	declineLF          = &declineError{"bare_lf"}
+	declineFold        = &declineError{"obs_fold"}
+	declineName        = &declineError{"field_name"}
+	declineValue       = &declineError{"field_value"}
+	declineFields      = &declineError{"too_many_fields"}
+	declineHost        = &declineError{"host"}
+	declineLength      = &declineError{"content_length"}
+	declineTE          = &declineError{"transfer_encoding"}
+	declineExpect      = &declineError{"expect"}
+	declineUpgrade     = &declineError{"upgrade"}
+	declineLeadingCRLF = &declineError{"leading_crlf"}
+	declineTooLarge    = &declineError{"head_too_large"}
 )
 
 // Field is one header field as it appeared on the wire: Name as sent,
@@ -66,8 +66,9 @@ type Request struct {
 	ContentLength int64
 	// Chunked reports Transfer-Encoding: chunked.
 	Chunked bool
-	// Close reports a "close" token in Connection.
-	Close bool
+	// close reports a "close" token in Connection (read through
+	// Exchange.KeepAlive).
+	close bool
 	// HeadLen is the length of the head in bytes, final CRLF included.
 	HeadLen int
 }
@@ -91,21 +92,21 @@ func (r *Request) Path() []byte {
 	return r.Target
 }
 
-// MaxFields bounds the header fields of a head ParseRequest accepts; a
+// maxFields bounds the header fields of a head ParseRequest accepts; a
 // head with more is declined (net/http then applies the server's own
 // bounds).
-const MaxFields = 1000
+const maxFields = 1000
 
 // ParseRequest parses the request head at the start of b into r (whose
 // Fields slice is reused). It returns the head's length; ErrIncomplete
 // when b does not hold a complete head (read more; a caller bounds how
-// much); or a *DeclineError when the head is outside the strict subset,
-// in which case it must be served by net/http. A head longer than
+// much); or an error matching ErrDecline, whose message names the
+// reason, when the head is outside the strict subset, in which case it must be served by net/http. A head longer than
 // maxHead bytes is declined as soon as that is known.
 func ParseRequest(b []byte, r *Request, maxHead int) (int, error) {
 	r.Fields = r.Fields[:0]
 	r.Method, r.Target, r.Host = nil, nil, nil
-	r.ContentLength, r.Chunked, r.Close, r.HeadLen = 0, false, false, 0
+	r.ContentLength, r.Chunked, r.close, r.HeadLen = 0, false, false, 0
 	if len(b) > maxHead {
 		b = b[:maxHead+1]
 	}
@@ -182,7 +183,7 @@ func ParseRequest(b []byte, r *Request, maxHead int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if len(r.Fields) == MaxFields {
+		if len(r.Fields) == maxFields {
 			return 0, declineFields
 		}
 		r.Fields = append(r.Fields, f)
@@ -207,7 +208,7 @@ func ParseRequest(b []byte, r *Request, maxHead int) (int, error) {
 			}
 		case 10:
 			if equalFold(f.Name, "connection") && hasToken(f.Value, "close") {
-				r.Close = true
+				r.close = true
 			}
 		case 14:
 			if equalFold(f.Name, "content-length") {

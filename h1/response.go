@@ -9,31 +9,31 @@ import (
 // response head it refuses to frame.
 var ErrMalformedResponse = errors.New("h1: malformed response")
 
-// ResponseError is a refused upstream response head.
-type ResponseError struct{ msg string }
+// responseError is a refused upstream response head.
+type responseError struct{ msg string }
 
-func (e *ResponseError) Error() string { return "h1: malformed response: " + e.msg }
+func (e *responseError) Error() string { return "h1: malformed response: " + e.msg }
 
 // Is reports whether target is ErrMalformedResponse.
-func (e *ResponseError) Is(target error) bool { return target == ErrMalformedResponse }
+func (e *responseError) Is(target error) bool { return target == ErrMalformedResponse }
 
 var (
-	errStatusLine = &ResponseError{"status line"}
-	errRespLF     = &ResponseError{"bare LF"}
-	errRespFold   = &ResponseError{"obs-fold"}
-	errRespField  = &ResponseError{"header field"}
-	errRespLength = &ResponseError{"content-length"}
-	errRespTE     = &ResponseError{"transfer-encoding"}
-	errRespCLTE   = &ResponseError{"content-length with transfer-encoding"}
-	errRespTE10   = &ResponseError{"transfer-encoding in HTTP/1.0"}
-	errRespFields = &ResponseError{"too many fields"}
-	errRespLarge  = &ResponseError{"head too large"}
+	errStatusLine = &responseError{"status line"}
+	errRespLF     = &responseError{"bare LF"}
+	errRespFold   = &responseError{"obs-fold"}
+	errRespField  = &responseError{"header field"}
+	errRespLength = &responseError{"content-length"}
+	errRespTE     = &responseError{"transfer-encoding"}
+	errRespCLTE   = &responseError{"content-length with transfer-encoding"}
+	errRespTE10   = &responseError{"transfer-encoding in HTTP/1.0"}
+	errRespFields = &responseError{"too many fields"}
+	errRespLarge  = &responseError{"head too large"}
 )
 
 // Response is a parsed upstream response head. Its slices refer to the
 // parsed buffer.
 type Response struct {
-	Minor  int // 0 or 1 (HTTP/1.x)
+	minor  int // 0 or 1 (HTTP/1.x)
 	Status int
 	Fields []Field
 	// ContentLength is the declared length, or -1 when none was given
@@ -48,7 +48,7 @@ type Response struct {
 
 // ParseResponse parses the response head at the start of b into r. It
 // returns the head's length, ErrIncomplete when b does not hold a whole
-// head yet, or a *ResponseError. It is strict where framing is at stake
+// head yet, or an error matching ErrMalformedResponse. It is strict where framing is at stake
 // (CRLF line ends, no obs-fold, valid field names and values, one
 // Content-Length value, Transfer-Encoding exactly "chunked") and follows
 // net/http otherwise (equal duplicate Content-Length values count once).
@@ -60,7 +60,7 @@ type Response struct {
 // request (HEAD) and the status: see BodyAllowed.
 func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 	r.Fields = r.Fields[:0]
-	r.Minor, r.Status, r.ContentLength, r.Chunked, r.Close, r.HeadLen = 0, 0, -1, false, false, 0
+	r.minor, r.Status, r.ContentLength, r.Chunked, r.Close, r.HeadLen = 0, 0, -1, false, false, 0
 	if len(b) > maxHead+1 {
 		b = b[:maxHead+1]
 	}
@@ -76,7 +76,7 @@ func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 	if len(line) < 12 || string(line[:7]) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ' {
 		return 0, errStatusLine
 	}
-	r.Minor = int(line[7] - '0')
+	r.minor = int(line[7] - '0')
 	for i := 9; i < 12; i++ {
 		if line[i] < '0' || line[i] > '9' {
 			return 0, errStatusLine
@@ -126,7 +126,7 @@ func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 		if err != nil {
 			return 0, errRespField
 		}
-		if len(r.Fields) == MaxFields {
+		if len(r.Fields) == maxFields {
 			return 0, errRespFields
 		}
 		r.Fields = append(r.Fields, f)
@@ -155,12 +155,12 @@ func ParseResponse(b []byte, r *Response, maxHead int) (int, error) {
 		switch {
 		case clSeen:
 			return 0, errRespCLTE
-		case r.Minor == 0:
+		case r.minor == 0:
 			return 0, errRespTE10
 		}
 		r.Chunked, r.ContentLength = true, -1
 	}
-	r.Close = closeTok || r.Minor == 0 && !keepAlive
+	r.Close = closeTok || r.minor == 0 && !keepAlive
 	r.HeadLen = pos
 	return pos, nil
 }

@@ -94,8 +94,8 @@ func compareResponseWithNetHTTP(t *testing.T, b []byte, head bool) {
 		t.Fatalf("%q (%s): ParseResponse accepts, net/http refuses: %v", b, method, nerr)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != r.Status || resp.ProtoMinor != r.Minor {
-		t.Fatalf("%q: status %d HTTP/1.%d, net/http %d HTTP/1.%d", b, r.Status, r.Minor, resp.StatusCode, resp.ProtoMinor)
+	if resp.StatusCode != r.Status || resp.ProtoMinor != r.minor {
+		t.Fatalf("%q: status %d HTTP/1.%d, net/http %d HTTP/1.%d", b, r.Status, r.minor, resp.StatusCode, resp.ProtoMinor)
 	}
 	hasBody := BodyAllowed([]byte(method), r.Status)
 	untilEOF := hasBody && !r.Chunked && r.ContentLength < 0
