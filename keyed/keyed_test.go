@@ -4,10 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
-	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -360,94 +357,6 @@ func TestPanicInFnReleasesLock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("shard lock held after fn panicked")
-	}
-}
-
-// TestConcurrentChurn hammers a small sharded table from many goroutines
-// with distinct keys, keep=false removals and deletes, while a watcher
-// checks Len() <= Capacity throughout. Run with -race.
-func TestConcurrentChurn(t *testing.T) {
-	const (
-		capacity   = 300
-		goroutines = 8
-		perG       = 4000
-	)
-	for _, expiring := range []bool{false, true} {
-		var maxSeen atomic.Int64
-		var scan atomic.Int64
-		tab := mustNew[Digest, item](t, Config{Capacity: capacity, Shards: 8, ScanLimit: 16}, itemExpired)
-		var clock atomic.Int64 // nanoseconds since t0
-		stop := make(chan struct{})
-		var watch sync.WaitGroup
-		watch.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				n := int64(tab.Len())
-				if n > capacity {
-					t.Errorf("Len() = %d > %d", n, capacity)
-				}
-				if n > maxSeen.Load() {
-					maxSeen.Store(n)
-				}
-			}
-		})
-		var wg sync.WaitGroup
-		var ok, full atomic.Int64
-		for g := range goroutines {
-			wg.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(g), 1))
-				for i := range perG {
-					now := t0.Add(time.Duration(clock.Add(1000)))
-					ttl := time.Hour
-					if expiring {
-						ttl = time.Duration(r.IntN(300_000)) // a few hundred ops
-					}
-					key := dkey(uint64(g)<<32 | uint64(i))
-					err := tab.Do(key, now, func(v *item, created bool) bool {
-						if !created {
-							t.Error("fresh key reported as existing")
-						}
-						v.exp = now.Add(ttl)
-						v.buf = make([]byte, 4)
-						return r.IntN(10) != 0 // 10%: keep=false
-					})
-					switch {
-					case err == nil:
-						ok.Add(1)
-					case errors.Is(err, ErrFull):
-						full.Add(1)
-					default:
-						t.Error(err)
-					}
-					if r.IntN(20) == 0 {
-						tab.Delete(dkey(uint64(g)<<32 | uint64(r.IntN(i+1))))
-					}
-					if n := tab.Len(); n > capacity {
-						t.Errorf("Len() = %d > %d", n, capacity)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(stop)
-		watch.Wait()
-		_ = scan.Load()
-		st := tab.Stats()
-		if st.Len > capacity || st.MaxInspected > 16 {
-			t.Fatalf("expiring=%v: stats %+v", expiring, st)
-		}
-		if !expiring && full.Load() == 0 {
-			t.Errorf("no ErrFull without expiry (ok=%d)", ok.Load())
-		}
-		if expiring && ok.Load() < goroutines*perG/2 {
-			t.Errorf("expiring: only %d of %d inserts succeeded", ok.Load(), goroutines*perG)
-		}
-		t.Logf("expiring=%v ok=%d full=%d maxLen=%d stats=%+v", expiring, ok.Load(), full.Load(), maxSeen.Load(), st)
-		checkInvariants(t, tab)
 	}
 }
 

@@ -3,6 +3,7 @@ package keyed
 import (
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,12 @@ type modelTable interface {
 	// reports whether it was created. A Cells table refuses an exp before
 	// the current one with ErrState (see forwardOnly).
 	set(t testing.TB, key Digest, now, exp int64) (created bool, err error)
+	// put is set without checks, safe to call from any goroutine: a new
+	// key stays only if keep (a Table's keep, a Cells table's write).
+	// created reports that the key was new.
+	put(key Digest, now, exp int64, keep bool) (created bool, err error)
+	// bump moves an existing key's expiry 1 ns later; it never inserts.
+	bump(key Digest, now int64)
 	// skip asks the table to leave key as it is: Do's keep == false,
 	// which removes an existing key (see skipRemoves), or Update's write
 	// == false, which keeps it.
@@ -88,6 +95,25 @@ func (m tableModel) set(t testing.TB, key Digest, now, exp int64) (bool, error) 
 	return created, err
 }
 
+func (m tableModel) put(key Digest, now, exp int64, keep bool) (bool, error) {
+	var created bool
+	err := m.tab.Do(key, nsTime(now), func(v *item, c bool) bool {
+		created = c
+		v.id, v.exp = int(exp), nsTime(exp)
+		v.buf = make([]byte, 4)
+		return keep
+	})
+	return created, err
+}
+
+func (m tableModel) bump(key Digest, now int64) {
+	_ = m.tab.Do(key, nsTime(now), func(v *item, c bool) bool {
+		v.exp = v.exp.Add(1)
+		v.id = int(timeNs(v.exp))
+		return !c
+	})
+}
+
 func (m tableModel) skip(key Digest, now int64) error {
 	return m.tab.Do(key, nsTime(now), func(*item, bool) bool { return false })
 }
@@ -139,6 +165,19 @@ func (m cellsModel) set(t testing.TB, key Digest, now, exp int64) (bool, error) 
 		return exp, true
 	})
 	return created, err
+}
+
+func (m cellsModel) put(key Digest, now, exp int64, keep bool) (bool, error) {
+	var created bool
+	err := m.tab.Update(key, now, func(_ int64, c bool) (int64, bool) {
+		created = c
+		return exp, keep
+	})
+	return created, err
+}
+
+func (m cellsModel) bump(key Digest, now int64) {
+	_ = m.tab.Update(key, now, func(s int64, c bool) (int64, bool) { return s + 1, !c })
 }
 
 func (m cellsModel) skip(key Digest, now int64) error {
@@ -566,5 +605,85 @@ func TestCapacityExactAcrossShards(t *testing.T) {
 			t.Fatalf("%s: insert beyond capacity: %v", mt.name, err)
 		}
 		tab.check(t)
+	}
+}
+
+// TestConcurrentChurn hammers a small sharded table from many goroutines
+// with distinct keys, refusals to keep a new key, deletes and updates of
+// existing keys, while a watcher checks Len <= Capacity throughout. Run
+// with -race.
+func TestConcurrentChurn(t *testing.T) {
+	const (
+		capacity   = 300
+		goroutines = 8
+		perG       = 3000
+	)
+	for _, mt := range modelTables {
+		for _, expiring := range []bool{false, true} {
+			tab := mt.new(t, Config{Capacity: capacity, Shards: 8, ScanLimit: 16}, expAt)
+			var clk atomic.Int64
+			clk.Store(c0)
+			stop := make(chan struct{})
+			var watch sync.WaitGroup
+			watch.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if n := tab.len(); n > capacity {
+						t.Errorf("%s: Len() = %d > %d", mt.name, n, capacity)
+					}
+				}
+			})
+			var wg sync.WaitGroup
+			var ok, full atomic.Int64
+			for g := range goroutines {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(g), 1))
+					for i := range perG {
+						now := clk.Add(1000)
+						ttl := int64(time.Hour)
+						if expiring {
+							ttl = int64(r.IntN(300_000)) // a few hundred ops
+						}
+						key := dkey(uint64(g)<<32 | uint64(i))
+						created, err := tab.put(key, now, now+ttl, r.IntN(10) != 0) // 10%: not kept
+						switch {
+						case err == nil:
+							if !created {
+								t.Errorf("%s: fresh key reported as existing", mt.name)
+							}
+							ok.Add(1)
+						case errors.Is(err, ErrFull):
+							full.Add(1)
+						default:
+							t.Error(err)
+						}
+						if r.IntN(20) == 0 {
+							tab.delete(dkey(uint64(g)<<32 | uint64(r.IntN(i+1))))
+						}
+						// Existing keys of this goroutine move forward.
+						tab.bump(dkey(uint64(g)<<32|uint64(r.IntN(i+1))), now)
+					}
+				})
+			}
+			wg.Wait()
+			close(stop)
+			watch.Wait()
+			st := tab.stats()
+			if st.Len > capacity || st.MaxInspected > 16 {
+				t.Fatalf("%s expiring=%v: stats %+v", mt.name, expiring, st)
+			}
+			if !expiring && full.Load() == 0 {
+				t.Errorf("%s: no ErrFull without expiry (ok=%d)", mt.name, ok.Load())
+			}
+			if expiring && ok.Load() < goroutines*perG/2 {
+				t.Errorf("%s expiring: only %d of %d inserts succeeded", mt.name, ok.Load(), goroutines*perG)
+			}
+			t.Logf("%s expiring=%v ok=%d full=%d stats=%+v", mt.name, expiring, ok.Load(), full.Load(), st)
+			tab.check(t)
+		}
 	}
 }
