@@ -362,55 +362,57 @@ func FuzzCells(f *testing.F) { fuzzModel(f, newModelCells) }
 
 func TestFullFailsClosed(t *testing.T) {
 	for _, mt := range modelTables {
-		for _, shards := range []int{1, 4} {
-			const capacity = 64
-			var calls atomic.Int64
-			tab := mt.new(t, Config{Capacity: capacity, Shards: shards, ScanLimit: 16}, func(exp, now int64) bool {
-				calls.Add(1)
-				return expAt(exp, now)
-			})
-			far := c0 + int64(time.Hour)
-			inserted := 0
-			for i := 0; inserted < capacity; i++ {
-				if i > 10*capacity {
-					t.Fatalf("%s shards=%d: could not fill the table", mt.name, shards)
-				}
-				_, err := tab.set(t, dkey(uint64(i)), c0, far+int64(i))
-				if err == nil {
-					inserted++
-				} else if !errors.Is(err, ErrFull) || shards == 1 {
-					t.Fatalf("%s shards=%d: insert %d: %v", mt.name, shards, i, err)
-				}
-			}
-			before := tab.stats()
-			for i := range 100 {
-				created, err := tab.set(t, dkey(uint64(1_000_000+i)), c0+int64(time.Minute), far)
-				if !errors.Is(err, ErrFull) || created {
-					t.Fatalf("%s shards=%d: new key on full table: err=%v created=%v", mt.name, shards, err, created)
-				}
-			}
-			after := tab.stats()
-			if after.Full-before.Full != 100 || after.Len != capacity || after.Reclaimed != 0 || after.MaxInspected > 16 {
-				t.Fatalf("%s shards=%d: stats %+v", mt.name, shards, after)
-			}
-			// Existing keys are never evicted and still update.
-			n := 0
-			for i := 0; i < 10*capacity; i++ {
-				if s, ok := tab.get(dkey(uint64(i))); ok {
-					if s != far+int64(i) {
-						t.Fatalf("%s: key %d holds %d", mt.name, i, s)
+		t.Run(mt.name, func(t *testing.T) {
+			for _, shards := range []int{1, 4} {
+				const capacity = 64
+				var calls atomic.Int64
+				tab := mt.new(t, Config{Capacity: capacity, Shards: shards, ScanLimit: 16}, func(exp, now int64) bool {
+					calls.Add(1)
+					return expAt(exp, now)
+				})
+				far := c0 + int64(time.Hour)
+				inserted := 0
+				for i := 0; inserted < capacity; i++ {
+					if i > 10*capacity {
+						t.Fatalf("%s shards=%d: could not fill the table", mt.name, shards)
 					}
-					if _, err := tab.set(t, dkey(uint64(i)), c0, s+1); err != nil {
-						t.Fatal(err)
+					_, err := tab.set(t, dkey(uint64(i)), c0, far+int64(i))
+					if err == nil {
+						inserted++
+					} else if !errors.Is(err, ErrFull) || shards == 1 {
+						t.Fatalf("%s shards=%d: insert %d: %v", mt.name, shards, i, err)
 					}
-					n++
 				}
+				before := tab.stats()
+				for i := range 100 {
+					created, err := tab.set(t, dkey(uint64(1_000_000+i)), c0+int64(time.Minute), far)
+					if !errors.Is(err, ErrFull) || created {
+						t.Fatalf("%s shards=%d: new key on full table: err=%v created=%v", mt.name, shards, err, created)
+					}
+				}
+				after := tab.stats()
+				if after.Full-before.Full != 100 || after.Len != capacity || after.Reclaimed != 0 || after.MaxInspected > 16 {
+					t.Fatalf("%s shards=%d: stats %+v", mt.name, shards, after)
+				}
+				// Existing keys are never evicted and still update.
+				n := 0
+				for i := 0; i < 10*capacity; i++ {
+					if s, ok := tab.get(dkey(uint64(i))); ok {
+						if s != far+int64(i) {
+							t.Fatalf("%s: key %d holds %d", mt.name, i, s)
+						}
+						if _, err := tab.set(t, dkey(uint64(i)), c0, s+1); err != nil {
+							t.Fatal(err)
+						}
+						n++
+					}
+				}
+				if n != capacity {
+					t.Fatalf("%s shards=%d: %d of %d keys still present", mt.name, shards, n, capacity)
+				}
+				tab.check(t)
 			}
-			if n != capacity {
-				t.Fatalf("%s shards=%d: %d of %d keys still present", mt.name, shards, n, capacity)
-			}
-			tab.check(t)
-		}
+		})
 	}
 }
 
@@ -418,76 +420,80 @@ func TestExpiredReclaimed(t *testing.T) {
 	const capacity = 100
 	sec := int64(time.Second)
 	for _, mt := range modelTables {
-		tab := mt.new(t, Config{Capacity: capacity, ScanLimit: 4}, expAt)
-		for i := range capacity {
-			if _, err := tab.set(t, dkey(uint64(i)), c0, c0+sec); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := tab.set(t, dkey(1000), c0, c0+sec); !errors.Is(err, ErrFull) {
-			t.Fatalf("%s before expiry: %v, want ErrFull", mt.name, err)
-		}
-		// After expiry every new key reclaims an old one: three generations
-		// of keys, each living one second, pass through the full table.
-		for round := range 3 {
-			now := c0 + int64(2+2*round)*sec
+		t.Run(mt.name, func(t *testing.T) {
+			tab := mt.new(t, Config{Capacity: capacity, ScanLimit: 4}, expAt)
 			for i := range capacity {
-				id := uint64(1000*(round+1) + i)
-				if _, err := tab.set(t, dkey(id), now, now+sec); err != nil {
-					t.Fatalf("%s round %d insert %d after expiry: %v", mt.name, round, i, err)
-				}
-				if tab.len() > capacity {
-					t.Fatalf("%s: Len %d > capacity", mt.name, tab.len())
+				if _, err := tab.set(t, dkey(uint64(i)), c0, c0+sec); err != nil {
+					t.Fatal(err)
 				}
 			}
-			// Full of live entries again.
-			if _, err := tab.set(t, dkey(999), now, now+sec); !errors.Is(err, ErrFull) {
-				t.Fatalf("%s round %d: %v, want ErrFull", mt.name, round, err)
+			if _, err := tab.set(t, dkey(1000), c0, c0+sec); !errors.Is(err, ErrFull) {
+				t.Fatalf("%s before expiry: %v, want ErrFull", mt.name, err)
 			}
-		}
-		st := tab.stats()
-		if st.Len != capacity || st.Reclaimed != 3*capacity || st.MaxInspected > 4 {
-			t.Fatalf("%s: stats %+v", mt.name, st)
-		}
-		// The last generation is the live set.
-		for i := range capacity {
-			if _, ok := tab.get(dkey(uint64(3000 + i))); !ok {
-				t.Fatalf("%s: key %d missing", mt.name, 3000+i)
+			// After expiry every new key reclaims an old one: three generations
+			// of keys, each living one second, pass through the full table.
+			for round := range 3 {
+				now := c0 + int64(2+2*round)*sec
+				for i := range capacity {
+					id := uint64(1000*(round+1) + i)
+					if _, err := tab.set(t, dkey(id), now, now+sec); err != nil {
+						t.Fatalf("%s round %d insert %d after expiry: %v", mt.name, round, i, err)
+					}
+					if tab.len() > capacity {
+						t.Fatalf("%s: Len %d > capacity", mt.name, tab.len())
+					}
+				}
+				// Full of live entries again.
+				if _, err := tab.set(t, dkey(999), now, now+sec); !errors.Is(err, ErrFull) {
+					t.Fatalf("%s round %d: %v, want ErrFull", mt.name, round, err)
+				}
 			}
-			if _, ok := tab.get(dkey(uint64(2000 + i))); ok {
-				t.Fatalf("%s: reclaimed key %d still present", mt.name, 2000+i)
+			st := tab.stats()
+			if st.Len != capacity || st.Reclaimed != 3*capacity || st.MaxInspected > 4 {
+				t.Fatalf("%s: stats %+v", mt.name, st)
 			}
-		}
-		tab.check(t)
+			// The last generation is the live set.
+			for i := range capacity {
+				if _, ok := tab.get(dkey(uint64(3000 + i))); !ok {
+					t.Fatalf("%s: key %d missing", mt.name, 3000+i)
+				}
+				if _, ok := tab.get(dkey(uint64(2000 + i))); ok {
+					t.Fatalf("%s: reclaimed key %d still present", mt.name, 2000+i)
+				}
+			}
+			tab.check(t)
+		})
 	}
 }
 
 func TestOpportunisticReclaim(t *testing.T) {
 	sec := int64(time.Second)
 	for _, mt := range modelTables {
-		tab := mt.new(t, Config{Capacity: 1000}, expAt)
-		for i := range 100 {
-			if _, err := tab.set(t, dkey(uint64(i)), c0, c0+sec); err != nil {
-				t.Fatal(err)
+		t.Run(mt.name, func(t *testing.T) {
+			tab := mt.new(t, Config{Capacity: 1000}, expAt)
+			for i := range 100 {
+				if _, err := tab.set(t, dkey(uint64(i)), c0, c0+sec); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		// Not full: each new key inspects at most two entries at the hand
-		// and reuses the slot of an expired one.
-		now := c0 + 60*sec
-		before := tab.stats()
-		for i := range 100 {
-			if _, err := tab.set(t, dkey(uint64(1000+i)), now, now+3600*sec); err != nil {
-				t.Fatal(err)
+			// Not full: each new key inspects at most two entries at the hand
+			// and reuses the slot of an expired one.
+			now := c0 + 60*sec
+			before := tab.stats()
+			for i := range 100 {
+				if _, err := tab.set(t, dkey(uint64(1000+i)), now, now+3600*sec); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		after := tab.stats()
-		if d := after.Inspected - before.Inspected; d > 200 {
-			t.Fatalf("%s: inspected %d entries for 100 inserts with room, want <= 200", mt.name, d)
-		}
-		if after.MaxInspected > opportunisticScan || after.Reclaimed < 50 || after.Len > 150 {
-			t.Fatalf("%s: opportunistic reclaim: %+v", mt.name, after)
-		}
-		tab.check(t)
+			after := tab.stats()
+			if d := after.Inspected - before.Inspected; d > 200 {
+				t.Fatalf("%s: inspected %d entries for 100 inserts with room, want <= 200", mt.name, d)
+			}
+			if after.MaxInspected > opportunisticScan || after.Reclaimed < 50 || after.Len > 150 {
+				t.Fatalf("%s: opportunistic reclaim: %+v", mt.name, after)
+			}
+			tab.check(t)
+		})
 	}
 }
 
@@ -497,23 +503,25 @@ func TestLenTracksLiveSet(t *testing.T) {
 	const capacity, horizon, total = 20_000, 1000, 100_000
 	ms := int64(time.Millisecond)
 	for _, mt := range modelTables {
-		tab := mt.new(t, Config{Capacity: capacity}, expAt)
-		maxLen := 0
-		for i := range total {
-			now := c0 + int64(i)*ms
-			if _, err := tab.set(t, dkey(uint64(i)), now, now+horizon*ms); err != nil {
-				t.Fatal(err)
+		t.Run(mt.name, func(t *testing.T) {
+			tab := mt.new(t, Config{Capacity: capacity}, expAt)
+			maxLen := 0
+			for i := range total {
+				now := c0 + int64(i)*ms
+				if _, err := tab.set(t, dkey(uint64(i)), now, now+horizon*ms); err != nil {
+					t.Fatal(err)
+				}
+				if i > 10*horizon {
+					maxLen = max(maxLen, tab.len())
+				}
 			}
-			if i > 10*horizon {
-				maxLen = max(maxLen, tab.len())
+			st := tab.stats()
+			t.Logf("%s: max Len in steady state %d (live set %d), %+v", mt.name, maxLen, horizon, st)
+			if maxLen > 3*horizon || st.Full != 0 || float64(st.Inspected) > 2.0*total {
+				t.Fatalf("%s: max Len %d with a live set of %d; stats %+v", mt.name, maxLen, horizon, st)
 			}
-		}
-		st := tab.stats()
-		t.Logf("%s: max Len in steady state %d (live set %d), %+v", mt.name, maxLen, horizon, st)
-		if maxLen > 3*horizon || st.Full != 0 || float64(st.Inspected) > 2.0*total {
-			t.Fatalf("%s: max Len %d with a live set of %d; stats %+v", mt.name, maxLen, horizon, st)
-		}
-		tab.check(t)
+			tab.check(t)
+		})
 	}
 }
 
@@ -522,89 +530,95 @@ func TestLenTracksLiveSet(t *testing.T) {
 // scan bound is not found.
 func TestScanLimitBound(t *testing.T) {
 	for _, mt := range modelTables {
-		for _, limit := range []int{1, 8, 64} {
-			const capacity = 512
-			var calls int
-			tab := mt.new(t, Config{Capacity: capacity, ScanLimit: limit, Shards: 1}, func(exp, now int64) bool {
-				calls++
-				return expAt(exp, now)
-			})
-			far := c0 + int64(time.Hour)
-			for i := range capacity {
-				exp := far
-				if i == capacity-1 {
-					exp = c0 + 1 // the only entry that will expire, at the end
+		t.Run(mt.name, func(t *testing.T) {
+			for _, limit := range []int{1, 8, 64} {
+				const capacity = 512
+				var calls int
+				tab := mt.new(t, Config{Capacity: capacity, ScanLimit: limit, Shards: 1}, func(exp, now int64) bool {
+					calls++
+					return expAt(exp, now)
+				})
+				far := c0 + int64(time.Hour)
+				for i := range capacity {
+					exp := far
+					if i == capacity-1 {
+						exp = c0 + 1 // the only entry that will expire, at the end
+					}
+					if _, err := tab.set(t, dkey(uint64(i)), c0, exp); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if _, err := tab.set(t, dkey(uint64(i)), c0, exp); err != nil {
-					t.Fatal(err)
+				// Full. Put the hand at the start; the expired entry sits at the
+				// end, out of reach for capacity/limit-1 inserts.
+				tab.rewind()
+				calls = 0
+				base := tab.stats()
+				for i := 0; i < capacity/limit-1; i++ {
+					before := calls
+					_, err := tab.set(t, dkey(uint64(10_000+i)), c0+int64(time.Second), far)
+					if got := calls - before; got > limit {
+						t.Fatalf("%s limit %d: insert inspected %d entries", mt.name, limit, got)
+					}
+					if !errors.Is(err, ErrFull) {
+						t.Fatalf("%s limit %d: insert %d: %v, want ErrFull", mt.name, limit, i, err)
+					}
 				}
-			}
-			// Full. Put the hand at the start; the expired entry sits at the
-			// end, out of reach for capacity/limit-1 inserts.
-			tab.rewind()
-			calls = 0
-			base := tab.stats()
-			for i := 0; i < capacity/limit-1; i++ {
-				before := calls
-				_, err := tab.set(t, dkey(uint64(10_000+i)), c0+int64(time.Second), far)
-				if got := calls - before; got > limit {
-					t.Fatalf("%s limit %d: insert inspected %d entries", mt.name, limit, got)
+				// The next inserts reach it.
+				var err error
+				for i := 0; i < 2 && (i == 0 || err != nil); i++ {
+					before := calls
+					_, err = tab.set(t, dkey(20_000), c0+int64(time.Second), far)
+					if got := calls - before; got > limit {
+						t.Fatalf("%s limit %d: insert inspected %d entries", mt.name, limit, got)
+					}
 				}
-				if !errors.Is(err, ErrFull) {
-					t.Fatalf("%s limit %d: insert %d: %v, want ErrFull", mt.name, limit, i, err)
+				if err != nil {
+					t.Fatalf("%s limit %d: expired entry was never reclaimed: %v", mt.name, limit, err)
 				}
-			}
-			// The next inserts reach it.
-			var err error
-			for i := 0; i < 2 && (i == 0 || err != nil); i++ {
-				before := calls
-				_, err = tab.set(t, dkey(20_000), c0+int64(time.Second), far)
-				if got := calls - before; got > limit {
-					t.Fatalf("%s limit %d: insert inspected %d entries", mt.name, limit, got)
+				st := tab.stats()
+				if st.MaxInspected != limit || st.Reclaimed != 1 || int(st.Inspected-base.Inspected) != calls || st.Len != capacity {
+					t.Fatalf("%s limit %d: stats %+v, calls %d", mt.name, limit, st, calls)
 				}
+				tab.check(t)
 			}
-			if err != nil {
-				t.Fatalf("%s limit %d: expired entry was never reclaimed: %v", mt.name, limit, err)
-			}
-			st := tab.stats()
-			if st.MaxInspected != limit || st.Reclaimed != 1 || int(st.Inspected-base.Inspected) != calls || st.Len != capacity {
-				t.Fatalf("%s limit %d: stats %+v, calls %d", mt.name, limit, st, calls)
-			}
-			tab.check(t)
-		}
+		})
 	}
 }
 
 func TestNilExpiredNeverReclaims(t *testing.T) {
 	for _, mt := range modelTables {
-		tab := mt.new(t, Config{Capacity: 3}, nil)
-		for i := range 3 {
-			if _, err := tab.set(t, dkey(uint64(i)), c0, c0); err != nil {
-				t.Fatal(err)
+		t.Run(mt.name, func(t *testing.T) {
+			tab := mt.new(t, Config{Capacity: 3}, nil)
+			for i := range 3 {
+				if _, err := tab.set(t, dkey(uint64(i)), c0, c0); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if _, err := tab.set(t, dkey(9), c0+int64(1000*time.Hour), c0); !errors.Is(err, ErrFull) {
-			t.Fatalf("%s: got %v, want ErrFull", mt.name, err)
-		}
-		if st := tab.stats(); st.Inspected != 0 {
-			t.Fatalf("%s: inspected %d with nil expired", mt.name, st.Inspected)
-		}
+			if _, err := tab.set(t, dkey(9), c0+int64(1000*time.Hour), c0); !errors.Is(err, ErrFull) {
+				t.Fatalf("%s: got %v, want ErrFull", mt.name, err)
+			}
+			if st := tab.stats(); st.Inspected != 0 {
+				t.Fatalf("%s: inspected %d with nil expired", mt.name, st.Inspected)
+			}
+		})
 	}
 }
 
 func TestCapacityExactAcrossShards(t *testing.T) {
 	const capacity = 20_000
 	for _, mt := range modelTables {
-		tab := mt.new(t, Config{Capacity: capacity, Shards: 16}, nil)
-		for i := range capacity {
-			if _, err := tab.set(t, dkey(uint64(i)), c0, c0); err != nil {
-				t.Fatalf("%s: insert %d: %v", mt.name, i, err)
+		t.Run(mt.name, func(t *testing.T) {
+			tab := mt.new(t, Config{Capacity: capacity, Shards: 16}, nil)
+			for i := range capacity {
+				if _, err := tab.set(t, dkey(uint64(i)), c0, c0); err != nil {
+					t.Fatalf("%s: insert %d: %v", mt.name, i, err)
+				}
 			}
-		}
-		if _, err := tab.set(t, dkey(capacity), c0, c0); !errors.Is(err, ErrFull) {
-			t.Fatalf("%s: insert beyond capacity: %v", mt.name, err)
-		}
-		tab.check(t)
+			if _, err := tab.set(t, dkey(capacity), c0, c0); !errors.Is(err, ErrFull) {
+				t.Fatalf("%s: insert beyond capacity: %v", mt.name, err)
+			}
+			tab.check(t)
+		})
 	}
 }
 
@@ -619,71 +633,73 @@ func TestConcurrentChurn(t *testing.T) {
 		perG       = 3000
 	)
 	for _, mt := range modelTables {
-		for _, expiring := range []bool{false, true} {
-			tab := mt.new(t, Config{Capacity: capacity, Shards: 8, ScanLimit: 16}, expAt)
-			var clk atomic.Int64
-			clk.Store(c0)
-			stop := make(chan struct{})
-			var watch sync.WaitGroup
-			watch.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if n := tab.len(); n > capacity {
-						t.Errorf("%s: Len() = %d > %d", mt.name, n, capacity)
-					}
-				}
-			})
-			var wg sync.WaitGroup
-			var ok, full atomic.Int64
-			for g := range goroutines {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(g), 1))
-					for i := range perG {
-						now := clk.Add(1000)
-						ttl := int64(time.Hour)
-						if expiring {
-							ttl = int64(r.IntN(300_000)) // a few hundred ops
-						}
-						key := dkey(uint64(g)<<32 | uint64(i))
-						created, err := tab.put(key, now, now+ttl, r.IntN(10) != 0) // 10%: not kept
-						switch {
-						case err == nil:
-							if !created {
-								t.Errorf("%s: fresh key reported as existing", mt.name)
-							}
-							ok.Add(1)
-						case errors.Is(err, ErrFull):
-							full.Add(1)
+		t.Run(mt.name, func(t *testing.T) {
+			for _, expiring := range []bool{false, true} {
+				tab := mt.new(t, Config{Capacity: capacity, Shards: 8, ScanLimit: 16}, expAt)
+				var clk atomic.Int64
+				clk.Store(c0)
+				stop := make(chan struct{})
+				var watch sync.WaitGroup
+				watch.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
 						default:
-							t.Error(err)
 						}
-						if r.IntN(20) == 0 {
-							tab.delete(dkey(uint64(g)<<32 | uint64(r.IntN(i+1))))
+						if n := tab.len(); n > capacity {
+							t.Errorf("%s: Len() = %d > %d", mt.name, n, capacity)
 						}
-						// Existing keys of this goroutine move forward.
-						tab.bump(dkey(uint64(g)<<32|uint64(r.IntN(i+1))), now)
 					}
 				})
+				var wg sync.WaitGroup
+				var ok, full atomic.Int64
+				for g := range goroutines {
+					wg.Go(func() {
+						r := rand.New(rand.NewPCG(uint64(g), 1))
+						for i := range perG {
+							now := clk.Add(1000)
+							ttl := int64(time.Hour)
+							if expiring {
+								ttl = int64(r.IntN(300_000)) // a few hundred ops
+							}
+							key := dkey(uint64(g)<<32 | uint64(i))
+							created, err := tab.put(key, now, now+ttl, r.IntN(10) != 0) // 10%: not kept
+							switch {
+							case err == nil:
+								if !created {
+									t.Errorf("%s: fresh key reported as existing", mt.name)
+								}
+								ok.Add(1)
+							case errors.Is(err, ErrFull):
+								full.Add(1)
+							default:
+								t.Error(err)
+							}
+							if r.IntN(20) == 0 {
+								tab.delete(dkey(uint64(g)<<32 | uint64(r.IntN(i+1))))
+							}
+							// Existing keys of this goroutine move forward.
+							tab.bump(dkey(uint64(g)<<32|uint64(r.IntN(i+1))), now)
+						}
+					})
+				}
+				wg.Wait()
+				close(stop)
+				watch.Wait()
+				st := tab.stats()
+				if st.Len > capacity || st.MaxInspected > 16 {
+					t.Fatalf("%s expiring=%v: stats %+v", mt.name, expiring, st)
+				}
+				if !expiring && full.Load() == 0 {
+					t.Errorf("%s: no ErrFull without expiry (ok=%d)", mt.name, ok.Load())
+				}
+				if expiring && ok.Load() < goroutines*perG/2 {
+					t.Errorf("%s expiring: only %d of %d inserts succeeded", mt.name, ok.Load(), goroutines*perG)
+				}
+				t.Logf("%s expiring=%v ok=%d full=%d stats=%+v", mt.name, expiring, ok.Load(), full.Load(), st)
+				tab.check(t)
 			}
-			wg.Wait()
-			close(stop)
-			watch.Wait()
-			st := tab.stats()
-			if st.Len > capacity || st.MaxInspected > 16 {
-				t.Fatalf("%s expiring=%v: stats %+v", mt.name, expiring, st)
-			}
-			if !expiring && full.Load() == 0 {
-				t.Errorf("%s: no ErrFull without expiry (ok=%d)", mt.name, ok.Load())
-			}
-			if expiring && ok.Load() < goroutines*perG/2 {
-				t.Errorf("%s expiring: only %d of %d inserts succeeded", mt.name, ok.Load(), goroutines*perG)
-			}
-			t.Logf("%s expiring=%v ok=%d full=%d stats=%+v", mt.name, expiring, ok.Load(), full.Load(), st)
-			tab.check(t)
-		}
+		})
 	}
 }
