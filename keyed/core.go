@@ -12,12 +12,13 @@ import (
 // This file holds the machinery a Table and a Cells table share: the
 // sizes derived from a Config, the per-table hash salts and the choice of
 // a shard (core), the hard capacity (core.count and reserve), a shard's
-// lock, clock hand and statistics (shardLock), the reclaim sweep and the
-// decision where a new key goes (claim), and the open-addressing index
-// with its back-pointers (index). What differs between the two is how an
-// entry stores its value and how a lookup reads it: a Table's slab is
-// dense and read under the lock, a Cells slab keeps fixed positions and
-// is read without it.
+// lock, clock hand and statistics (shardLock), the decision where a new
+// key goes with the bounds of its reclaim sweep (claim), and the
+// open-addressing index with its back-pointers (index). What differs
+// between the two is how an entry stores its value, how a lookup reads
+// it and how the sweep judges one (each table's scanLocked): a Table's
+// slab is dense and read under the lock, a Cells slab keeps fixed
+// positions and is read without it.
 
 // core is the part of a table that is the same for a Table and a Cells:
 // read-only after init except count, which sits on its own cache lines.
