@@ -614,3 +614,27 @@ func TestConfigDirectory(t *testing.T) {
 		t.Fatalf("missing path: %v", err)
 	}
 }
+
+// YAML the reference's parser reads the same way: rate_limit: ~ is no
+// limit, YAML 1.1 booleans, numbers as string values.
+func TestReferenceYAMLReadings(t *testing.T) {
+	ds, err := rls.ParseConfig([]byte("domain: 8080\ndescriptors:\n  - key: k\n    value: 1.50\n    rate_limit: ~\n    shadow_mode: yes\n    descriptors:\n      - key: sub\n        rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(ds), "8080.k=1.50 shadow\n8080.k=1.50.sub 1/second\n"; got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	// A domain merged from Go (Reload) as from files.
+	merged := []rls.DomainConfig{
+		{Domain: "d", Descriptors: []rls.Descriptor{{Key: "a"}}},
+		{Domain: "d", Descriptors: []rls.Descriptor{{Key: "b"}}},
+		{Settings: &rls.Settings{MergeDomains: true}},
+	}
+	if err := rls.Validate(merged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rls.New(newTable(t), merged); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -279,10 +279,8 @@ func parseFiles(files []file) ([]DomainConfig, error) {
 			}
 		}
 	}
-	out, err := mergeDomains(docs)
-	if err == nil {
-		err = Validate(out)
-	}
+	out, _ := mergeDomains(docs)
+	err := Validate(out)
 	var ce *ConfigError
 	if errors.As(err, &ce) && ce.Line == 0 && ce.Domain != "" {
 		// The key's line, else its closest parent's (a missing key).
@@ -336,6 +334,7 @@ func mergeDomains(docs []DomainConfig) ([]DomainConfig, error) {
 // Validate checks domains: names, values, units, rates Bulwark can
 // enforce, bounds, duplicates. Errors are [*ConfigError]s.
 func Validate(domains []DomainConfig) error {
+	domains, _ = mergeDomains(domains)
 	if len(domains) > MaxDomains+1 {
 		return &ConfigError{Msg: fmt.Sprintf("more than %d domains", MaxDomains)}
 	}

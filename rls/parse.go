@@ -259,7 +259,9 @@ func (p *parser) descriptors(n *yaml.Node, path string, offset, depth int) ([]De
 			case "value":
 				d.Value, err = p.str(v, sub)
 			case "rate_limit":
-				d.RateLimit, err = p.rateLimit(v, sub)
+				if !isNull(v) { // rate_limit: ~ is no limit, as in envoyproxy/ratelimit
+					d.RateLimit, err = p.rateLimit(v, sub)
+				}
 			case "descriptors":
 				d.Descriptors, err = p.descriptors(v, here+".", 0, depth+1)
 			case "shadow_mode":

@@ -186,10 +186,10 @@ func New(tab *global.Table, domains []DomainConfig) (*Server, error) {
 // Reload validates domains and swaps them in atomically. On error the
 // current configuration stays.
 func (s *Server) Reload(domains []DomainConfig) error {
+	domains, _ = mergeDomains(domains)
 	if err := Validate(domains); err != nil {
 		return err
 	}
-	domains, _ = mergeDomains(domains)
 	snap := &snapshot{domains: map[string]*level{}}
 	for _, d := range domains {
 		if d.Settings != nil {
