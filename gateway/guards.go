@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"errors"
 	"net"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,212 +13,49 @@ import (
 // (package guard): accept caps per client address and in total, slow
 // clients (Slowloris), TLS handshake floods, HTTP/2 frame abuse (rapid
 // reset, CONTINUATION and control-frame floods) and the overload manager.
-// On by default. Each key is the guard package's setting of the same
-// name; a zero value takes the package's default, and the ranges are the
-// package's. Everything can change on reload except enabled,
+// On by default. Its keys besides enabled are guard.Config's, with the
+// package's defaults and ranges; a zero value takes the package's default.
+// Everything can change on reload except enabled,
 // conns.addr_table_capacity, conns.ipv6_prefix and tls.rate_slots.
 type Guards struct {
 	// Enabled turns the guards on (default true). Turn them off only for
 	// a listener that no untrusted client reaches.
-	Enabled   bool          `yaml:"enabled"`
-	Conns     GuardConns    `yaml:"conns"`
-	Slowloris GuardSlow     `yaml:"slowloris"`
-	TLS       GuardTLS      `yaml:"tls"`
-	H2        GuardH2       `yaml:"h2"`
-	Overload  GuardOverload `yaml:"overload"`
-}
-
-// GuardConns bounds connections at accept time (see guard.ConnConfig).
-type GuardConns struct {
-	// MaxConns bounds the open client connections; 0 derives it from
-	// RLIMIT_NOFILE (half of what is left after 256 descriptors, since a
-	// proxied connection costs one upstream descriptor too).
-	MaxConns             int     `yaml:"max_conns"`
-	MaxPerAddr           int     `yaml:"max_per_addr"`
-	MaxIncompletePerAddr int     `yaml:"max_incomplete_per_addr"`
-	AcceptRatePerAddr    float64 `yaml:"accept_rate_per_addr"`
-	AcceptBurstPerAddr   int     `yaml:"accept_burst_per_addr"`
-	AddrTableCapacity    int     `yaml:"addr_table_capacity"`
-	IPv6Prefix           int     `yaml:"ipv6_prefix"`
-}
-
-// GuardSlow bounds slow clients (see guard.SlowConfig).
-type GuardSlow struct {
-	HeaderTimeout time.Duration `yaml:"header_timeout"`
-	MinRecvRate   int           `yaml:"min_recv_rate"`
-	RecvGrace     time.Duration `yaml:"recv_grace"`
-	RecvWindow    time.Duration `yaml:"recv_window"`
-}
-
-// GuardTLS bounds TLS handshakes (see guard.TLSConfig).
-type GuardTLS struct {
-	MaxHandshakesPerAddrPerSec int           `yaml:"max_handshakes_per_addr_per_sec"`
-	MaxConcurrentHandshakes    int           `yaml:"max_concurrent_handshakes"`
-	HandshakeTimeout           time.Duration `yaml:"handshake_timeout"`
-	RateSlots                  int           `yaml:"rate_slots"`
-}
-
-// GuardH2 bounds what one HTTP/2 connection may do (see guard.H2Config).
-type GuardH2 struct {
-	MaxConcurrentStreams   int `yaml:"max_concurrent_streams"`
-	MaxStreamsPerSec       int `yaml:"max_streams_per_sec"`
-	MaxRSTPerSec           int `yaml:"max_rst_per_sec"`
-	PrematureResetStreams  int `yaml:"premature_reset_streams"`
-	MaxContinuationFrames  int `yaml:"max_continuation_frames"`
-	MaxHeaderBlockBytes    int `yaml:"max_header_block_bytes"`
-	MaxPingsPerSec         int `yaml:"max_pings_per_sec"`
-	MaxSettingsPerSec      int `yaml:"max_settings_per_sec"`
-	MaxWindowUpdatesPerSec int `yaml:"max_window_updates_per_sec"`
-	MaxEmptyDataPerSec     int `yaml:"max_empty_data_per_sec"`
-	MaxPriorityPerSec      int `yaml:"max_priority_per_sec"`
-}
-
-// GuardOverload sets the overload manager (see guard.OverloadConfig).
-type GuardOverload struct {
-	// HeapBytes is the heap limit; 0 (default) leaves the heap out.
-	HeapBytes int64 `yaml:"heap_bytes"`
-	// MaxConns defaults to conns.max_conns, MaxInFlight to
-	// limits.max_in_flight.
-	MaxConns           int           `yaml:"max_conns"`
-	MaxInFlight        int           `yaml:"max_in_flight"`
-	StopAcceptAt       float64       `yaml:"stop_accept_at"`
-	DisableKeepAliveAt float64       `yaml:"disable_keepalive_at"`
-	ShedAt             float64       `yaml:"shed_at"`
-	Hysteresis         float64       `yaml:"hysteresis"`
-	SampleInterval     time.Duration `yaml:"sample_interval"`
+	Enabled      bool `yaml:"enabled"`
+	guard.Config `yaml:",inline"`
 }
 
 // defaultGuards is the guards section's defaults: the guard package's,
-// except the two sizes derived at start (max_conns from RLIMIT_NOFILE,
-// overload.max_in_flight from limits.max_in_flight), which stay 0 so that
-// a configuration reads the same on every machine.
+// except the sizes derived at start (conns.max_conns and
+// overload.max_conns from RLIMIT_NOFILE, overload.max_in_flight from
+// limits.max_in_flight), which stay 0 so that a configuration reads the
+// same on every machine.
 func defaultGuards() Guards {
 	d := guard.DefaultConfig()
-	return Guards{
-		Enabled: true,
-		Conns: GuardConns{
-			MaxPerAddr:           d.Conns.MaxPerAddr,
-			MaxIncompletePerAddr: d.Conns.MaxIncompletePerAddr,
-			AcceptRatePerAddr:    d.Conns.AcceptRatePerAddr,
-			AcceptBurstPerAddr:   d.Conns.AcceptBurstPerAddr,
-			AddrTableCapacity:    d.Conns.AddrTableCapacity,
-			IPv6Prefix:           d.Conns.IPv6Prefix,
-		},
-		Slowloris: GuardSlow{
-			HeaderTimeout: d.Slow.HeaderTimeout,
-			MinRecvRate:   d.Slow.MinRecvRate,
-			RecvGrace:     d.Slow.RecvGrace,
-			RecvWindow:    d.Slow.RecvWindow,
-		},
-		TLS: GuardTLS{
-			MaxHandshakesPerAddrPerSec: d.TLS.MaxHandshakesPerAddr,
-			MaxConcurrentHandshakes:    d.TLS.MaxConcurrent,
-			HandshakeTimeout:           d.TLS.Timeout,
-			RateSlots:                  d.TLS.RateSlots,
-		},
-		H2: GuardH2{
-			MaxConcurrentStreams:   d.H2.MaxConcurrentStreams,
-			MaxStreamsPerSec:       d.H2.MaxStreamsPerSec,
-			MaxRSTPerSec:           d.H2.MaxResetsPerSec,
-			PrematureResetStreams:  d.H2.PrematureResetStreams,
-			MaxContinuationFrames:  d.H2.MaxContinuationFrames,
-			MaxHeaderBlockBytes:    d.H2.MaxHeaderBlockBytes,
-			MaxPingsPerSec:         d.H2.MaxPingsPerSec,
-			MaxSettingsPerSec:      d.H2.MaxSettingsPerSec,
-			MaxWindowUpdatesPerSec: d.H2.MaxWindowUpdatesPerSec,
-			MaxEmptyDataPerSec:     d.H2.MaxEmptyDataPerSec,
-			MaxPriorityPerSec:      d.H2.MaxPriorityPerSec,
-		},
-		Overload: GuardOverload{
-			StopAcceptAt:       d.Overload.StopAcceptAt,
-			DisableKeepAliveAt: d.Overload.DisableKeepAliveAt,
-			ShedAt:             d.Overload.ShedAt,
-			Hysteresis:         d.Overload.Hysteresis,
-			SampleInterval:     d.Overload.SampleInterval,
-		},
-	}
+	d.Conns.MaxConns, d.Overload.MaxConns, d.Overload.MaxInFlight = 0, 0, 0
+	return Guards{Enabled: true, Config: d}
 }
 
 // guardConfig is the guard package's configuration for c, with the
-// gateway's derived defaults: the in-flight limit the overload manager
-// measures against is the host's.
+// gateway's derived settings: the networks budget of client_ip, and the
+// host's in-flight limit for the overload manager to measure against.
 func (c *Config) guardConfig() guard.Config {
-	g := c.Guards
-	inFlight := g.Overload.MaxInFlight
-	if inFlight == 0 {
-		inFlight = c.Limits.MaxInFlight
+	gc := c.Guards.Config
+	gc.Conns.Networks = c.ClientIP.Networks.budget() // of socket peers
+	if gc.Overload.MaxInFlight == 0 {
+		gc.Overload.MaxInFlight = c.Limits.MaxInFlight
 	}
-	return guard.Config{
-		Conns: guard.ConnConfig{
-			MaxConns:             g.Conns.MaxConns,
-			MaxPerAddr:           g.Conns.MaxPerAddr,
-			MaxIncompletePerAddr: g.Conns.MaxIncompletePerAddr,
-			AcceptRatePerAddr:    g.Conns.AcceptRatePerAddr,
-			AcceptBurstPerAddr:   g.Conns.AcceptBurstPerAddr,
-			AddrTableCapacity:    g.Conns.AddrTableCapacity,
-			IPv6Prefix:           g.Conns.IPv6Prefix,
-			Networks:             c.ClientIP.Networks.budget(), // of socket peers
-		},
-		Slow: guard.SlowConfig{
-			HeaderTimeout: g.Slowloris.HeaderTimeout,
-			MinRecvRate:   g.Slowloris.MinRecvRate,
-			RecvGrace:     g.Slowloris.RecvGrace,
-			RecvWindow:    g.Slowloris.RecvWindow,
-		},
-		TLS: guard.TLSConfig{
-			MaxHandshakesPerAddr: g.TLS.MaxHandshakesPerAddrPerSec,
-			MaxConcurrent:        g.TLS.MaxConcurrentHandshakes,
-			Timeout:              g.TLS.HandshakeTimeout,
-			RateSlots:            g.TLS.RateSlots,
-		},
-		H2: guard.H2Config{
-			MaxConcurrentStreams:   g.H2.MaxConcurrentStreams,
-			MaxStreamsPerSec:       g.H2.MaxStreamsPerSec,
-			MaxResetsPerSec:        g.H2.MaxRSTPerSec,
-			PrematureResetStreams:  g.H2.PrematureResetStreams,
-			MaxContinuationFrames:  g.H2.MaxContinuationFrames,
-			MaxHeaderBlockBytes:    g.H2.MaxHeaderBlockBytes,
-			MaxPingsPerSec:         g.H2.MaxPingsPerSec,
-			MaxSettingsPerSec:      g.H2.MaxSettingsPerSec,
-			MaxWindowUpdatesPerSec: g.H2.MaxWindowUpdatesPerSec,
-			MaxEmptyDataPerSec:     g.H2.MaxEmptyDataPerSec,
-			MaxPriorityPerSec:      g.H2.MaxPriorityPerSec,
-		},
-		Overload: guard.OverloadConfig{
-			HeapBytes:          g.Overload.HeapBytes,
-			MaxConns:           g.Overload.MaxConns,
-			MaxInFlight:        inFlight,
-			StopAcceptAt:       g.Overload.StopAcceptAt,
-			DisableKeepAliveAt: g.Overload.DisableKeepAliveAt,
-			ShedAt:             g.Overload.ShedAt,
-			Hysteresis:         g.Overload.Hysteresis,
-			SampleInterval:     g.Overload.SampleInterval,
-		},
-	}.WithDefaults()
+	return gc.WithDefaults()
 }
 
 // validateGuards checks the guards section with the guard package's own
-// rules (one implementation of the ranges), reported at the key's path,
-// and the one rule that spans sections.
+// Validate (one implementation of the ranges), reported at the key's
+// path, and the one rule that spans sections.
 func (c *Config) validateGuards(f *fieldErrs) {
 	if !c.Guards.Enabled {
 		return
 	}
 	gc := c.guardConfig()
-	if err := gc.Validate(); err != nil {
-		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		}
-		for _, err := range errs {
-			var ce *guard.ConfigError
-			if errors.As(err, &ce) {
-				f.add("guards."+ce.Key, "%s", ce.Msg)
-			} else {
-				f.add("guards", "%v", err)
-			}
-		}
-	}
+	f.sub("guards", gc.Validate())
 	// An HTTP/2 header block the frame guard cuts must be larger than
 	// any the host would answer 431 for: oversized headers get their
 	// status, not a GOAWAY.

@@ -2,50 +2,36 @@ package guard
 
 import (
 	"errors"
-	"fmt"
 	"math/bits"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/keyed"
 )
 
-// ErrInvalidConfig is wrapped by every error [Config.Validate], [New] and
-// [Guard.Reload] return for a bad setting. The message names the setting by
-// its configuration key (the snake_case path under "guards:") and gives the
+// ErrInvalidConfig is the kind of every error [Config.Validate], [New]
+// and [Guard.Reload] return for a bad setting: a conf.Errors (or one
+// *conf.FieldError) whose paths are the settings' configuration keys under
+// "guards:" (for example "h2.max_rst_per_sec") and whose messages give the
 // allowed range.
 var ErrInvalidConfig = errors.New("guard: invalid config")
 
-// ConfigError is the error [Config.Validate], [New] and [Guard.Reload]
-// return for a bad setting: Key is the setting's configuration key under
-// "guards:" (for example "h2.max_rst_per_sec") and Msg says what is wrong
-// and the allowed range. It wraps [ErrInvalidConfig].
-type ConfigError struct {
-	Key, Msg string
-}
-
-func (e *ConfigError) Error() string { return "guard: invalid config: " + e.Key + " " + e.Msg }
-
-// Unwrap returns [ErrInvalidConfig].
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
-
-func configErr(key, format string, args ...any) error {
-	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
-}
-
 // Config holds every limit of a [Guard]. A zero field takes its default
-// (see [DefaultConfig] and the constants below); [Config.Validate] checks the
-// ranges. The snake_case name in each field comment is its configuration key
-// under "guards:" and the name used in error messages.
+// (see [DefaultConfig] and the constants below) once WithDefaults is
+// applied, which New and Reload do; [Config.Validate] checks the ranges.
+// The yaml tags are the configuration keys under "guards:" (the
+// snake_case name in each field comment is its full key, the path in
+// error messages); Conns.Networks is not a key.
 //
 // All fields can be changed by [Guard.Reload] except the three sizes that
 // fix memory at [New]: conns.addr_table_capacity, conns.ipv6_prefix and
 // tls.rate_slots.
 type Config struct {
-	Conns    ConnConfig     // conns
-	Slow     SlowConfig     // slowloris
-	TLS      TLSConfig      // tls
-	H2       H2Config       // h2
-	Overload OverloadConfig // overload
+	Conns    ConnConfig     `yaml:"conns"`
+	Slow     SlowConfig     `yaml:"slowloris"`
+	TLS      TLSConfig      `yaml:"tls"`
+	H2       H2Config       `yaml:"h2"`
+	Overload OverloadConfig `yaml:"overload"`
 }
 
 // ConnConfig bounds connections at accept time. Refusals close the socket
@@ -54,36 +40,36 @@ type ConnConfig struct {
 	// MaxConns (conns.max_conns) bounds the open connections of the whole
 	// Guard. Default: from RLIMIT_NOFILE, see [DefaultMaxConns]. Range
 	// [1, MaxMaxConns].
-	MaxConns int
+	MaxConns int `yaml:"max_conns"`
 	// MaxPerAddr (conns.max_per_addr) bounds the open connections of one
 	// client address (IPv4 /32, IPv6 /IPv6Prefix). Default 256 (a NAT
 	// gateway in front of many browsers opening 6 connections each),
 	// range [1, 1048576].
-	MaxPerAddr int
+	MaxPerAddr int `yaml:"max_per_addr"`
 	// MaxIncompletePerAddr (conns.max_incomplete_per_addr) bounds the
 	// connections of one address that were accepted but have not yet
 	// delivered a complete request head (TLS handshake included): the
 	// Slowloris resource. Default 128 (a client opening many connections
 	// at once: load tools, HTTP/2 clients dialing in parallel), range
 	// [1, 1048576] and at most max_per_addr.
-	MaxIncompletePerAddr int
+	MaxIncompletePerAddr int `yaml:"max_incomplete_per_addr"`
 	// AcceptRatePerAddr (conns.accept_rate_per_addr) is the sustained rate
 	// of new connections one address may open, per second (a GCRA with
 	// AcceptBurstPerAddr). Default 100, range [0.1, 1e6].
-	AcceptRatePerAddr float64
+	AcceptRatePerAddr float64 `yaml:"accept_rate_per_addr"`
 	// AcceptBurstPerAddr (conns.accept_burst_per_addr) is the burst of new
 	// connections one address may open at once. Default 200, range
 	// [1, 1e6].
-	AcceptBurstPerAddr int
+	AcceptBurstPerAddr int `yaml:"accept_burst_per_addr"`
 	// AddrTableCapacity (conns.addr_table_capacity) is the number of
 	// client addresses tracked at once. When it is full of live entries a
 	// new address is refused ("table_full"): the table fails closed.
 	// Default 65536, range [16, 16777216]. Not reloadable.
-	AddrTableCapacity int
+	AddrTableCapacity int `yaml:"addr_table_capacity"`
 	// IPv6Prefix (conns.ipv6_prefix) is the prefix length that groups IPv6
 	// clients into one address. Default 64 (one subscriber), range
 	// [16, 128]. Not reloadable.
-	IPv6Prefix int
+	IPv6Prefix int `yaml:"ipv6_prefix"`
 	// Networks (client_ip.networks in the gateway), when its Share is
 	// set, bounds the live entries of the address table one network of
 	// peers (an IPv4 /24, an IPv6 /48 by default) may hold: at most
@@ -91,7 +77,7 @@ type ConnConfig struct {
 	// is refused like a full table ("table_full") while other networks'
 	// still get in; an entry counts until the table reclaims it. Loopback
 	// peers are not counted. The zero value is off. Not reloadable.
-	Networks keyed.NetworkBudget
+	Networks keyed.NetworkBudget `yaml:"-"`
 }
 
 // SlowConfig bounds slow clients (Slowloris). Receive time is banked as a
@@ -109,16 +95,16 @@ type SlowConfig struct {
 	// headers_timeout_ns) is the hard deadline for a complete request head,
 	// from accept for the first one (TLS handshake included) and from its
 	// first byte for later ones. Default 10 s, range [100 ms, 5 m].
-	HeaderTimeout time.Duration
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
 	// MinRecvRate (slowloris.min_recv_rate; the seed's min_recv_rate_bps),
 	// in bytes per second. Default 256, range [1, 1 GiB].
-	MinRecvRate int
+	MinRecvRate int `yaml:"min_recv_rate"`
 	// RecvGrace (slowloris.recv_grace) is the credit a phase starts with.
 	// Default 5 s, range [10 ms, 5 m], at most recv_window.
-	RecvGrace time.Duration
+	RecvGrace time.Duration `yaml:"recv_grace"`
 	// RecvWindow (slowloris.recv_window) caps the credit. Default 10 s,
 	// range [10 ms, 10 m].
-	RecvWindow time.Duration
+	RecvWindow time.Duration `yaml:"recv_window"`
 }
 
 // TLSConfig bounds TLS handshakes. Its limits apply to listeners created
@@ -128,19 +114,19 @@ type TLSConfig struct {
 	// seed's max_handshakes_per_ip_per_sec) bounds the TLS connections one
 	// address may start per second, checked at accept, before any
 	// handshake work. Default 128, range [1, 1e6].
-	MaxHandshakesPerAddr int
+	MaxHandshakesPerAddr int `yaml:"max_handshakes_per_addr_per_sec"`
 	// MaxConcurrent (tls.max_concurrent_handshakes) bounds the handshakes
 	// in progress in the whole Guard; a connection that would exceed it is
 	// refused at accept. Default 1024, range [1, 1048576].
-	MaxConcurrent int
+	MaxConcurrent int `yaml:"max_concurrent_handshakes"`
 	// Timeout (tls.handshake_timeout) bounds one handshake. Default 5 s,
 	// range [100 ms, 1 m].
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"handshake_timeout"`
 	// RateSlots (tls.rate_slots) is the size of the per-address handshake
 	// counter array, a power of two. Addresses whose keyed hashes share a
 	// slot share a budget. Default 65536 (512 KiB), range [64, 16777216].
 	// Not reloadable.
-	RateSlots int
+	RateSlots int `yaml:"rate_slots"`
 }
 
 // H2Config bounds what one HTTP/2 connection may do. Rates are counted in
@@ -152,10 +138,10 @@ type H2Config struct {
 	// advertised to clients (see [Guard.HTTP2Config]) and enforced: a
 	// client that opens more is abusive. Default 100, range [1, 10000].
 	// A reload applies to connections opened afterwards.
-	MaxConcurrentStreams int
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
 	// MaxStreamsPerSec (h2.max_streams_per_sec): new streams per second.
 	// Default 5000, range [1, 1e6].
-	MaxStreamsPerSec int
+	MaxStreamsPerSec int `yaml:"max_streams_per_sec"`
 	// MaxResetsPerSec (h2.max_rst_per_sec): stream resets per second that
 	// cost the server work: the client's RST_STREAM frames that cancel a
 	// stream before its response headers were sent, and the RST_STREAM
@@ -163,42 +149,42 @@ type H2Config struct {
 	// client closing a response body it no longer wants resets a stream
 	// that already has its answer and is not counted. Default 100, range
 	// [1, 1e6].
-	MaxResetsPerSec int
+	MaxResetsPerSec int `yaml:"max_rst_per_sec"`
 	// PrematureResetStreams (h2.premature_reset_streams) is Envoy's
 	// premature_reset_total_stream_count: once half of this many streams
 	// (or, after this many streams closed, half of all closed streams)
 	// were reset before their response completed, the connection is
 	// abusive. Default 500, range [2, 1e6].
-	PrematureResetStreams int
+	PrematureResetStreams int `yaml:"premature_reset_streams"`
 	// MaxContinuationFrames (h2.max_continuation_frames) bounds the
 	// CONTINUATION frames of one header block. Default 32, range
 	// [1, 100000].
-	MaxContinuationFrames int
+	MaxContinuationFrames int `yaml:"max_continuation_frames"`
 	// MaxHeaderBlockBytes (h2.max_header_block_bytes) bounds the encoded
 	// size of one header block (HEADERS plus CONTINUATION payloads). Keep
 	// it above the server's header-list limit so that oversized headers
 	// get 431 rather than GOAWAY. Default 128 KiB, range [1 KiB, 16 MiB].
-	MaxHeaderBlockBytes int
+	MaxHeaderBlockBytes int `yaml:"max_header_block_bytes"`
 	// MaxPingsPerSec (h2.max_pings_per_sec): PING frames per second.
 	// Default 100, range [1, 1e6].
-	MaxPingsPerSec int
+	MaxPingsPerSec int `yaml:"max_pings_per_sec"`
 	// MaxSettingsPerSec (h2.max_settings_per_sec): SETTINGS frames (not
 	// acknowledgements) per second. Default 20, range [1, 1e6].
-	MaxSettingsPerSec int
+	MaxSettingsPerSec int `yaml:"max_settings_per_sec"`
 	// MaxWindowUpdatesPerSec (h2.max_window_updates_per_sec):
 	// WINDOW_UPDATE frames per second beyond which a connection is
 	// abusive, unless over its lifetime it received at most this many
 	// plus 10 for every DATA frame the server sent (Envoy's ratio): a
 	// client acknowledging a download is never cut. Default 100, range
 	// [1, 1e6].
-	MaxWindowUpdatesPerSec int
+	MaxWindowUpdatesPerSec int `yaml:"max_window_updates_per_sec"`
 	// MaxEmptyDataPerSec (h2.max_empty_data_per_sec): DATA frames with no
 	// data and no END_STREAM, per second. Default 100, range [1, 1e6].
-	MaxEmptyDataPerSec int
+	MaxEmptyDataPerSec int `yaml:"max_empty_data_per_sec"`
 	// MaxPriorityPerSec (h2.max_priority_per_sec): PRIORITY,
 	// PRIORITY_UPDATE and unknown-type frames per second. Default 1000,
 	// range [1, 1e6].
-	MaxPriorityPerSec int
+	MaxPriorityPerSec int `yaml:"max_priority_per_sec"`
 }
 
 // OverloadConfig sets the overload manager's thresholds. Each monitored
@@ -211,28 +197,28 @@ type OverloadConfig struct {
 	// HeapBytes (overload.heap_bytes) is the heap limit (bytes in live
 	// and not yet swept heap objects). 0 disables the heap monitor.
 	// Range 0 or [1 MiB, 1 PiB].
-	HeapBytes int64
+	HeapBytes int64 `yaml:"heap_bytes"`
 	// MaxConns (overload.max_conns) is the connection limit the pressure
 	// is computed against. Default conns.max_conns, range [1, MaxMaxConns].
-	MaxConns int
+	MaxConns int `yaml:"max_conns"`
 	// MaxInFlight (overload.max_in_flight) is the in-flight request
 	// limit. Default 1024 (the host's max_in_flight), range [1, 1e6].
-	MaxInFlight int
+	MaxInFlight int `yaml:"max_in_flight"`
 	// StopAcceptAt (overload.stop_accept_at), DisableKeepAliveAt
 	// (overload.disable_keepalive_at) and ShedAt (overload.shed_at) are
 	// pressures in [0.01, 1], in that order (non-decreasing). Defaults
 	// 0.90, 0.95 and 0.98.
-	StopAcceptAt       float64
-	DisableKeepAliveAt float64
-	ShedAt             float64
+	StopAcceptAt       float64 `yaml:"stop_accept_at"`
+	DisableKeepAliveAt float64 `yaml:"disable_keepalive_at"`
+	ShedAt             float64 `yaml:"shed_at"`
 	// Hysteresis (overload.hysteresis) is how far below a threshold the
 	// pressure must fall to leave its state. Default 0.05, range [0, 0.5],
 	// below stop_accept_at.
-	Hysteresis float64
+	Hysteresis float64 `yaml:"hysteresis"`
 	// SampleInterval (overload.sample_interval) is the longest a heap
 	// reading is reused, and how often a paused listener re-checks.
 	// Default 100 ms, range [10 ms, 10 s].
-	SampleInterval time.Duration
+	SampleInterval time.Duration `yaml:"sample_interval"`
 }
 
 // Defaults.
@@ -359,125 +345,89 @@ func setFloat(p *float64, d float64) {
 	}
 }
 
-// Validate checks every field against its range; apply WithDefaults first
-// (zero is out of range for most fields). The first violation is returned,
-// wrapping ErrInvalidConfig, as
-// "guard: invalid config: <key> <value> out of range [<min>, <max>]".
+// Validate checks every field against its range as it is; apply
+// WithDefaults first (zero is out of range for most fields). Every
+// violation is reported, as a conf.Errors of kind ErrInvalidConfig naming
+// the key: "guard: invalid config: <key>: <value> out of range [<min>,
+// <max>]".
 func (c Config) Validate() error {
+	f := conf.Check{Kind: ErrInvalidConfig}
 	n := c.Conns
-	checks := []error{
-		checkInt("conns.max_conns", n.MaxConns, 1, MaxMaxConns),
-		checkInt("conns.max_per_addr", n.MaxPerAddr, 1, 1<<20),
-		checkInt("conns.max_incomplete_per_addr", n.MaxIncompletePerAddr, 1, 1<<20),
-		checkFloat("conns.accept_rate_per_addr", n.AcceptRatePerAddr, 0.1, 1e6),
-		checkInt("conns.accept_burst_per_addr", n.AcceptBurstPerAddr, 1, 1e6),
-		checkInt("conns.addr_table_capacity", n.AddrTableCapacity, 16, keyed.MaxCapacity),
-		checkInt("conns.ipv6_prefix", n.IPv6Prefix, 16, 128),
-	}
-	if err := n.Networks.Validate(); err != nil {
-		checks = append(checks, configErr("conns.networks", "%v", err))
-	}
+	f.Int("conns.max_conns", int64(n.MaxConns), 1, MaxMaxConns)
+	f.Int("conns.max_per_addr", int64(n.MaxPerAddr), 1, 1<<20)
+	f.Int("conns.max_incomplete_per_addr", int64(n.MaxIncompletePerAddr), 1, 1<<20)
+	f.Float("conns.accept_rate_per_addr", n.AcceptRatePerAddr, 0.1, 1e6)
+	f.Int("conns.accept_burst_per_addr", int64(n.AcceptBurstPerAddr), 1, 1e6)
+	f.Int("conns.addr_table_capacity", int64(n.AddrTableCapacity), 16, keyed.MaxCapacity)
+	f.Int("conns.ipv6_prefix", int64(n.IPv6Prefix), 16, 128)
+	f.Sub("conns.networks", n.Networks.Validate())
 	if n.MaxIncompletePerAddr > n.MaxPerAddr && n.MaxPerAddr >= 1 {
-		checks = append(checks, configErr("conns.max_incomplete_per_addr", "%d must not exceed conns.max_per_addr %d", n.MaxIncompletePerAddr, n.MaxPerAddr))
+		f.Add("conns.max_incomplete_per_addr", "%d must not exceed conns.max_per_addr %d", n.MaxIncompletePerAddr, n.MaxPerAddr)
 	}
 	s := c.Slow
-	checks = append(checks,
-		checkDur("slowloris.header_timeout", s.HeaderTimeout, 100*time.Millisecond, 5*time.Minute),
-		checkInt("slowloris.min_recv_rate", s.MinRecvRate, 1, 1<<30),
-		checkDur("slowloris.recv_grace", s.RecvGrace, 10*time.Millisecond, 5*time.Minute),
-		checkDur("slowloris.recv_window", s.RecvWindow, 10*time.Millisecond, 10*time.Minute),
-	)
+	f.Duration("slowloris.header_timeout", s.HeaderTimeout, 100*time.Millisecond, 5*time.Minute)
+	f.Int("slowloris.min_recv_rate", int64(s.MinRecvRate), 1, 1<<30)
+	f.Duration("slowloris.recv_grace", s.RecvGrace, 10*time.Millisecond, 5*time.Minute)
+	f.Duration("slowloris.recv_window", s.RecvWindow, 10*time.Millisecond, 10*time.Minute)
 	if s.RecvGrace > s.RecvWindow && s.RecvWindow > 0 {
-		checks = append(checks, configErr("slowloris.recv_grace", "%s must not exceed slowloris.recv_window %s", s.RecvGrace, s.RecvWindow))
+		f.Add("slowloris.recv_grace", "%s must not exceed slowloris.recv_window %s", conf.FormatDuration(s.RecvGrace), conf.FormatDuration(s.RecvWindow))
 	}
 	t := c.TLS
-	checks = append(checks,
-		checkInt("tls.max_handshakes_per_addr_per_sec", t.MaxHandshakesPerAddr, 1, 1e6),
-		checkInt("tls.max_concurrent_handshakes", t.MaxConcurrent, 1, 1<<20),
-		checkDur("tls.handshake_timeout", t.Timeout, 100*time.Millisecond, time.Minute),
-		checkInt("tls.rate_slots", t.RateSlots, 64, 1<<24),
-	)
+	f.Int("tls.max_handshakes_per_addr_per_sec", int64(t.MaxHandshakesPerAddr), 1, 1e6)
+	f.Int("tls.max_concurrent_handshakes", int64(t.MaxConcurrent), 1, 1<<20)
+	f.Duration("tls.handshake_timeout", t.Timeout, 100*time.Millisecond, time.Minute)
+	f.Int("tls.rate_slots", int64(t.RateSlots), 64, 1<<24)
 	if t.RateSlots > 0 && bits.OnesCount(uint(t.RateSlots)) != 1 {
-		checks = append(checks, configErr("tls.rate_slots", "%d must be a power of two", t.RateSlots))
+		f.Add("tls.rate_slots", "%d must be a power of two", t.RateSlots)
 	}
 	h := c.H2
-	checks = append(checks,
-		checkInt("h2.max_concurrent_streams", h.MaxConcurrentStreams, 1, 10000),
-		checkInt("h2.max_streams_per_sec", h.MaxStreamsPerSec, 1, 1e6),
-		checkInt("h2.max_rst_per_sec", h.MaxResetsPerSec, 1, 1e6),
-		checkInt("h2.premature_reset_streams", h.PrematureResetStreams, 2, 1e6),
-		checkInt("h2.max_continuation_frames", h.MaxContinuationFrames, 1, 100000),
-		checkInt("h2.max_header_block_bytes", h.MaxHeaderBlockBytes, 1<<10, 16<<20),
-		checkInt("h2.max_pings_per_sec", h.MaxPingsPerSec, 1, 1e6),
-		checkInt("h2.max_settings_per_sec", h.MaxSettingsPerSec, 1, 1e6),
-		checkInt("h2.max_window_updates_per_sec", h.MaxWindowUpdatesPerSec, 1, 1e6),
-		checkInt("h2.max_empty_data_per_sec", h.MaxEmptyDataPerSec, 1, 1e6),
-		checkInt("h2.max_priority_per_sec", h.MaxPriorityPerSec, 1, 1e6),
-	)
+	f.Int("h2.max_concurrent_streams", int64(h.MaxConcurrentStreams), 1, 10000)
+	f.Int("h2.max_streams_per_sec", int64(h.MaxStreamsPerSec), 1, 1e6)
+	f.Int("h2.max_rst_per_sec", int64(h.MaxResetsPerSec), 1, 1e6)
+	f.Int("h2.premature_reset_streams", int64(h.PrematureResetStreams), 2, 1e6)
+	f.Int("h2.max_continuation_frames", int64(h.MaxContinuationFrames), 1, 100000)
+	f.Int("h2.max_header_block_bytes", int64(h.MaxHeaderBlockBytes), 1<<10, 16<<20)
+	f.Int("h2.max_pings_per_sec", int64(h.MaxPingsPerSec), 1, 1e6)
+	f.Int("h2.max_settings_per_sec", int64(h.MaxSettingsPerSec), 1, 1e6)
+	f.Int("h2.max_window_updates_per_sec", int64(h.MaxWindowUpdatesPerSec), 1, 1e6)
+	f.Int("h2.max_empty_data_per_sec", int64(h.MaxEmptyDataPerSec), 1, 1e6)
+	f.Int("h2.max_priority_per_sec", int64(h.MaxPriorityPerSec), 1, 1e6)
 	o := c.Overload
 	if o.HeapBytes != 0 {
-		checks = append(checks, checkInt64("overload.heap_bytes", o.HeapBytes, 1<<20, 1<<50))
+		f.Int("overload.heap_bytes", o.HeapBytes, 1<<20, 1<<50)
 	}
-	checks = append(checks,
-		checkInt("overload.max_conns", o.MaxConns, 1, MaxMaxConns),
-		checkInt("overload.max_in_flight", o.MaxInFlight, 1, 1e6),
-		checkFloat("overload.stop_accept_at", o.StopAcceptAt, 0.01, 1),
-		checkFloat("overload.disable_keepalive_at", o.DisableKeepAliveAt, 0.01, 1),
-		checkFloat("overload.shed_at", o.ShedAt, 0.01, 1),
-		checkFloat("overload.hysteresis", o.Hysteresis, 0, 0.5),
-		checkDur("overload.sample_interval", o.SampleInterval, 10*time.Millisecond, 10*time.Second),
-	)
+	f.Int("overload.max_conns", int64(o.MaxConns), 1, MaxMaxConns)
+	f.Int("overload.max_in_flight", int64(o.MaxInFlight), 1, 1e6)
+	f.Float("overload.stop_accept_at", o.StopAcceptAt, 0.01, 1)
+	f.Float("overload.disable_keepalive_at", o.DisableKeepAliveAt, 0.01, 1)
+	f.Float("overload.shed_at", o.ShedAt, 0.01, 1)
+	f.Float("overload.hysteresis", o.Hysteresis, 0, 0.5)
+	f.Duration("overload.sample_interval", o.SampleInterval, 10*time.Millisecond, 10*time.Second)
 	if o.DisableKeepAliveAt < o.StopAcceptAt || o.ShedAt < o.DisableKeepAliveAt {
-		checks = append(checks, configErr("overload.disable_keepalive_at", "thresholds must satisfy stop_accept_at (%g) <= disable_keepalive_at (%g) <= shed_at (%g)", o.StopAcceptAt, o.DisableKeepAliveAt, o.ShedAt))
+		f.Add("overload.disable_keepalive_at", "thresholds must satisfy stop_accept_at (%s) <= disable_keepalive_at (%s) <= shed_at (%s)",
+			conf.FormatFloat(o.StopAcceptAt), conf.FormatFloat(o.DisableKeepAliveAt), conf.FormatFloat(o.ShedAt))
 	}
 	if o.Hysteresis >= o.StopAcceptAt {
-		checks = append(checks, configErr("overload.hysteresis", "%g must be below overload.stop_accept_at %g", o.Hysteresis, o.StopAcceptAt))
+		f.Add("overload.hysteresis", "%s must be below overload.stop_accept_at %s", conf.FormatFloat(o.Hysteresis), conf.FormatFloat(o.StopAcceptAt))
 	}
-	// Every problem at once (errors.Join drops the nils): an operator
-	// fixes a file in one pass, not one setting per start.
-	return errors.Join(checks...)
+	// Every problem at once: an operator fixes a file in one pass, not
+	// one setting per start.
+	return f.Err()
 }
 
 // checkReload reports the first setting that differs between old and new
 // but cannot change after New.
 func checkReload(old, c Config) error {
+	f := conf.Check{Kind: ErrInvalidConfig}
 	switch {
 	case old.Conns.AddrTableCapacity != c.Conns.AddrTableCapacity:
-		return configErr("conns.addr_table_capacity", "cannot change on reload (%d -> %d)", old.Conns.AddrTableCapacity, c.Conns.AddrTableCapacity)
+		f.Add("conns.addr_table_capacity", "cannot change on reload (%d -> %d)", old.Conns.AddrTableCapacity, c.Conns.AddrTableCapacity)
 	case old.Conns.IPv6Prefix != c.Conns.IPv6Prefix:
-		return configErr("conns.ipv6_prefix", "cannot change on reload (%d -> %d)", old.Conns.IPv6Prefix, c.Conns.IPv6Prefix)
+		f.Add("conns.ipv6_prefix", "cannot change on reload (%d -> %d)", old.Conns.IPv6Prefix, c.Conns.IPv6Prefix)
 	case old.Conns.Networks != c.Conns.Networks:
-		return configErr("conns.networks", "cannot change on reload")
+		f.Add("conns.networks", "cannot change on reload")
 	case old.TLS.RateSlots != c.TLS.RateSlots:
-		return configErr("tls.rate_slots", "cannot change on reload (%d -> %d)", old.TLS.RateSlots, c.TLS.RateSlots)
+		f.Add("tls.rate_slots", "cannot change on reload (%d -> %d)", old.TLS.RateSlots, c.TLS.RateSlots)
 	}
-	return nil
-}
-
-func checkInt(key string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return configErr(key, "%d out of range [%d, %d]", v, lo, hi)
-	}
-	return nil
-}
-
-func checkInt64(key string, v, lo, hi int64) error {
-	if v < lo || v > hi {
-		return configErr(key, "%d out of range [%d, %d]", v, lo, hi)
-	}
-	return nil
-}
-
-func checkFloat(key string, v, lo, hi float64) error {
-	if !(v >= lo && v <= hi) { // also rejects NaN
-		return configErr(key, "%g out of range [%g, %g]", v, lo, hi)
-	}
-	return nil
-}
-
-func checkDur(key string, v, lo, hi time.Duration) error {
-	if v < lo || v > hi {
-		return configErr(key, "%s out of range [%s, %s]", v, lo, hi)
-	}
-	return nil
+	return f.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/guard"
 )
 
@@ -33,26 +34,26 @@ func TestValidateNamesFieldAndRange(t *testing.T) {
 		mut  func(*guard.Config)
 		want string
 	}{
-		{func(c *guard.Config) { c.Conns.MaxConns = -1 }, "conns.max_conns -1 out of range [1, 4194304]"},
-		{func(c *guard.Config) { c.Conns.MaxPerAddr = 1 << 21 }, "conns.max_per_addr 2097152 out of range"},
-		{func(c *guard.Config) { c.Conns.MaxIncompletePerAddr = 300 }, "conns.max_incomplete_per_addr 300 must not exceed conns.max_per_addr 256"},
-		{func(c *guard.Config) { c.Conns.AcceptRatePerAddr = math.NaN() }, "conns.accept_rate_per_addr NaN out of range [0.1, 1e+06]"},
-		{func(c *guard.Config) { c.Conns.AddrTableCapacity = 8 }, "conns.addr_table_capacity 8 out of range [16, 16777216]"},
-		{func(c *guard.Config) { c.Conns.IPv6Prefix = 8 }, "conns.ipv6_prefix 8 out of range [16, 128]"},
-		{func(c *guard.Config) { c.Slow.HeaderTimeout = time.Millisecond }, "slowloris.header_timeout 1ms out of range [100ms, 5m0s]"},
-		{func(c *guard.Config) { c.Slow.MinRecvRate = -5 }, "slowloris.min_recv_rate -5 out of range"},
-		{func(c *guard.Config) { c.Slow.RecvGrace = time.Minute }, "slowloris.recv_grace 1m0s must not exceed slowloris.recv_window 10s"},
-		{func(c *guard.Config) { c.TLS.Timeout = 2 * time.Minute }, "tls.handshake_timeout 2m0s out of range [100ms, 1m0s]"},
-		{func(c *guard.Config) { c.TLS.RateSlots = 1000 }, "tls.rate_slots 1000 must be a power of two"},
-		{func(c *guard.Config) { c.TLS.MaxHandshakesPerAddr = -1 }, "tls.max_handshakes_per_addr_per_sec -1 out of range"},
-		{func(c *guard.Config) { c.H2.MaxConcurrentStreams = 20000 }, "h2.max_concurrent_streams 20000 out of range [1, 10000]"},
-		{func(c *guard.Config) { c.H2.PrematureResetStreams = 1 }, "h2.premature_reset_streams 1 out of range [2, 1000000]"},
-		{func(c *guard.Config) { c.H2.MaxHeaderBlockBytes = 10 }, "h2.max_header_block_bytes 10 out of range [1024, 16777216]"},
-		{func(c *guard.Config) { c.Overload.HeapBytes = 1 }, "overload.heap_bytes 1 out of range [1048576, 1125899906842624]"},
-		{func(c *guard.Config) { c.Overload.ShedAt = 1.5 }, "overload.shed_at 1.5 out of range [0.01, 1]"},
+		{func(c *guard.Config) { c.Conns.MaxConns = -1 }, "conns.max_conns: -1 out of range [1, 4194304]"},
+		{func(c *guard.Config) { c.Conns.MaxPerAddr = 1 << 21 }, "conns.max_per_addr: 2097152 out of range"},
+		{func(c *guard.Config) { c.Conns.MaxIncompletePerAddr = 300 }, "conns.max_incomplete_per_addr: 300 must not exceed conns.max_per_addr 256"},
+		{func(c *guard.Config) { c.Conns.AcceptRatePerAddr = math.NaN() }, "conns.accept_rate_per_addr: NaN out of range [0.1, 1000000]"},
+		{func(c *guard.Config) { c.Conns.AddrTableCapacity = 8 }, "conns.addr_table_capacity: 8 out of range [16, 16777216]"},
+		{func(c *guard.Config) { c.Conns.IPv6Prefix = 8 }, "conns.ipv6_prefix: 8 out of range [16, 128]"},
+		{func(c *guard.Config) { c.Slow.HeaderTimeout = time.Millisecond }, "slowloris.header_timeout: 1ms out of range [100ms, 5m]"},
+		{func(c *guard.Config) { c.Slow.MinRecvRate = -5 }, "slowloris.min_recv_rate: -5 out of range"},
+		{func(c *guard.Config) { c.Slow.RecvGrace = time.Minute }, "slowloris.recv_grace: 1m must not exceed slowloris.recv_window 10s"},
+		{func(c *guard.Config) { c.TLS.Timeout = 2 * time.Minute }, "tls.handshake_timeout: 2m out of range [100ms, 1m]"},
+		{func(c *guard.Config) { c.TLS.RateSlots = 1000 }, "tls.rate_slots: 1000 must be a power of two"},
+		{func(c *guard.Config) { c.TLS.MaxHandshakesPerAddr = -1 }, "tls.max_handshakes_per_addr_per_sec: -1 out of range"},
+		{func(c *guard.Config) { c.H2.MaxConcurrentStreams = 20000 }, "h2.max_concurrent_streams: 20000 out of range [1, 10000]"},
+		{func(c *guard.Config) { c.H2.PrematureResetStreams = 1 }, "h2.premature_reset_streams: 1 out of range [2, 1000000]"},
+		{func(c *guard.Config) { c.H2.MaxHeaderBlockBytes = 10 }, "h2.max_header_block_bytes: 10 out of range [1024, 16777216]"},
+		{func(c *guard.Config) { c.Overload.HeapBytes = 1 }, "overload.heap_bytes: 1 out of range [1048576, 1125899906842624]"},
+		{func(c *guard.Config) { c.Overload.ShedAt = 1.5 }, "overload.shed_at: 1.5 out of range [0.01, 1]"},
 		{func(c *guard.Config) { c.Overload.StopAcceptAt = 0.99 }, "stop_accept_at (0.99) <= disable_keepalive_at (0.95)"},
-		{func(c *guard.Config) { c.Overload.Hysteresis = 0.5; c.Overload.StopAcceptAt = 0.4 }, "overload.hysteresis 0.5 must be below overload.stop_accept_at 0.4"},
-		{func(c *guard.Config) { c.Overload.SampleInterval = time.Millisecond }, "overload.sample_interval 1ms out of range [10ms, 10s]"},
+		{func(c *guard.Config) { c.Overload.Hysteresis = 0.5; c.Overload.StopAcceptAt = 0.4 }, "overload.hysteresis: 0.5 must be below overload.stop_accept_at 0.4"},
+		{func(c *guard.Config) { c.Overload.SampleInterval = time.Millisecond }, "overload.sample_interval: 1ms out of range [10ms, 10s]"},
 	}
 	for _, c := range cases {
 		cfg := guard.DefaultConfig()
@@ -63,10 +64,10 @@ func TestValidateNamesFieldAndRange(t *testing.T) {
 			continue
 		}
 		// The key is given apart, for callers that report it at their
-		// own path (the gateway: "guards." + Key).
-		var ce *guard.ConfigError
-		if !errors.As(err, &ce) || !strings.Contains(c.want, strings.TrimPrefix(ce.Key, "overload.")) {
-			t.Errorf("%v: key %+v does not name the setting of %q", err, ce, c.want)
+		// own path (the gateway: "guards." + Path).
+		var es conf.Errors
+		if !errors.As(err, &es) || !strings.Contains(c.want, strings.TrimPrefix(es[0].Path, "overload.")) {
+			t.Errorf("%v: key %+v does not name the setting of %q", err, es, c.want)
 		}
 		if _, err := guard.New(cfg, guard.Options{}); err == nil {
 			t.Errorf("New accepted %q", c.want)
@@ -82,7 +83,7 @@ func TestReload(t *testing.T) {
 
 	bad := cfg
 	bad.Conns.AddrTableCapacity = 1024
-	if err := s.g.Reload(bad); err == nil || !strings.Contains(err.Error(), "conns.addr_table_capacity cannot change on reload") {
+	if err := s.g.Reload(bad); err == nil || !strings.Contains(err.Error(), "conns.addr_table_capacity: cannot change on reload") {
 		t.Fatalf("reload of a fixed size: %v", err)
 	}
 	bad = cfg

@@ -125,5 +125,5 @@ func ExampleConfig_Validate() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// guard: invalid config: h2.max_rst_per_sec 0 out of range [1, 1000000]
+	// guard: invalid config: h2.max_rst_per_sec: 0 out of range [1, 1000000]
 }
