@@ -128,7 +128,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 	}
 	var routes map[string]control.Endpoint
 	if g.xdp != nil {
-		routes = xdp.NewHandler(g.xdp, xdp.HandlerConfig{Audit: g.log, Who: control.TokenID(token)}).Routes()
+		routes = XDPRoutes(g.xdp, g.log, control.TokenID(token))
 	}
 	h, err := control.New(control.Config{
 		Allow:        g.lists.allow,

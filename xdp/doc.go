@@ -72,8 +72,9 @@
 // missing from the new process's lists are restored into them.
 // [Manager.Stop] detaches.
 //
-// [Handler] serves GET /v1/xdp/status and PUT /v1/xdp/config for the
-// control API.
+// The package knows no API: [Manager.Status] and [Manager.Update] are
+// what the gateway's control routes (GET /v1/xdp/status, PUT
+// /v1/xdp/config; gateway.XDPRoutes) adapt to HTTP.
 //
 // The package builds everywhere; off Linux, Start reports "unsupported"
 // (and serves without XDP). cilium/ebpf is imported only here.

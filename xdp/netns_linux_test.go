@@ -319,7 +319,7 @@ func TestNetnsIntegration(t *testing.T) {
 	if st.Attached != AttachedNative || st.Syncookies != 2 || st.Pinned == "" || len(st.Warnings) != 0 {
 		t.Fatalf("status after start: %+v", st)
 	}
-	ctl, err := control.New(control.Config{Allow: l.allow, Deny: l.deny, Routes: NewHandler(m, HandlerConfig{}).Routes()})
+	ctl, err := control.New(control.Config{Allow: l.allow, Deny: l.deny})
 	if err != nil {
 		t.Fatal(err)
 	}

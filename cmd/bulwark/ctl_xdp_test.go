@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/gateway"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
@@ -25,7 +26,7 @@ func TestCtlXDP(t *testing.T) {
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 10})
 	h, err := control.New(control.Config{
 		Allow: allow, Deny: deny, Token: token,
-		Routes: xdp.NewHandler(m, xdp.HandlerConfig{}).Routes(),
+		Routes: gateway.XDPRoutes(m, nil, ""),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package xdp_test
+package gateway_test
 
 import (
 	"bytes"
@@ -11,15 +11,16 @@ import (
 	"testing"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/gateway"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
 
-const token = "xdp-test-token-0123456789"
+const xdpToken = "xdp-test-token-0123456789"
 
-// apiFixture serves the control API with the XDP routes mounted, over a
+// xdpAPIFixture serves the control API with the XDP routes mounted, over a
 // manager that is not started (the routes work the same either way).
-func apiFixture(t *testing.T) (*xdp.Manager, *httptest.Server, *bytes.Buffer, *[]xdp.Event) {
+func xdpAPIFixture(t *testing.T) (*xdp.Manager, *httptest.Server, *bytes.Buffer, *[]xdp.Event) {
 	t.Helper()
 	var events []xdp.Event
 	m, err := xdp.New(xdp.Config{Interface: "eth0", OnEvent: func(e xdp.Event) { events = append(events, e) }})
@@ -30,8 +31,8 @@ func apiFixture(t *testing.T) (*xdp.Manager, *httptest.Server, *bytes.Buffer, *[
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 10})
 	audit := &bytes.Buffer{}
 	h, err := control.New(control.Config{
-		Allow: allow, Deny: deny, Token: token,
-		Routes: xdp.NewHandler(m, xdp.HandlerConfig{Audit: slog.New(slog.NewJSONHandler(audit, nil)), Who: control.TokenID(token)}).Routes(),
+		Allow: allow, Deny: deny, Token: xdpToken,
+		Routes: gateway.XDPRoutes(m, slog.New(slog.NewJSONHandler(audit, nil)), control.TokenID(xdpToken)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func apiFixture(t *testing.T) (*xdp.Manager, *httptest.Server, *bytes.Buffer, *[
 	return m, srv, audit, &events
 }
 
-func do(t *testing.T, srv *httptest.Server, method, path, tok, body string) (int, map[string]any) {
+func xdpDo(t *testing.T, srv *httptest.Server, method, path, tok, body string) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -64,12 +65,12 @@ func do(t *testing.T, srv *httptest.Server, method, path, tok, body string) (int
 	return resp.StatusCode, m
 }
 
-func TestStatusEndpoint(t *testing.T) {
-	_, srv, _, _ := apiFixture(t)
-	if code, _ := do(t, srv, "GET", "/v1/xdp/status", "", ""); code != 401 {
-		t.Errorf("without the token: %d, want 401", code)
+func TestXDPStatusEndpoint(t *testing.T) {
+	_, srv, _, _ := xdpAPIFixture(t)
+	if code, _ := xdpDo(t, srv, "GET", "/v1/xdp/status", "", ""); code != 401 {
+		t.Errorf("without the xdpToken: %d, want 401", code)
 	}
-	code, st := do(t, srv, "GET", "/v1/xdp/status", token, "")
+	code, st := xdpDo(t, srv, "GET", "/v1/xdp/status", xdpToken, "")
 	if code != 200 {
 		t.Fatalf("status %d", code)
 	}
@@ -81,9 +82,9 @@ func TestStatusEndpoint(t *testing.T) {
 	}
 }
 
-func TestConfigEndpoint(t *testing.T) {
-	m, srv, audit, events := apiFixture(t)
-	code, st := do(t, srv, "PUT", "/v1/xdp/config", token, `{"flags": ["syn_flood", "syn_proxy"], "k": 4.5}`)
+func TestXDPConfigEndpoint(t *testing.T) {
+	m, srv, audit, events := xdpAPIFixture(t)
+	code, st := xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, `{"flags": ["syn_flood", "syn_proxy"], "k": 4.5}`)
 	if code != 200 || st["flag_word"] != 3.0 || st["k"] != 4.5 {
 		t.Fatalf("PUT names: %d %v", code, st)
 	}
@@ -91,16 +92,16 @@ func TestConfigEndpoint(t *testing.T) {
 		t.Errorf("manager k %v", m.K())
 	}
 	// The seed's numeric form; the defense bit in it is ignored.
-	if code, st = do(t, srv, "PUT", "/v1/xdp/config", token, `{"flags": 19}`); code != 200 || st["flag_word"] != 3.0 {
+	if code, st = xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, `{"flags": 19}`); code != 200 || st["flag_word"] != 3.0 {
 		t.Errorf("PUT word: %d %v", code, st)
 	}
-	if code, st = do(t, srv, "PUT", "/v1/xdp/config", token, `{"defense": "on"}`); code != 200 || st["defense"] != true || st["flag_word"] != 19.0 {
+	if code, st = xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, `{"defense": "on"}`); code != 200 || st["defense"] != true || st["flag_word"] != 19.0 {
 		t.Errorf("PUT defense on: %d %v", code, st)
 	}
 	if len(*events) != 1 || (*events)[0].Kind != xdp.EventDefenseOn {
 		t.Errorf("events %+v, want one defense_on", *events)
 	}
-	do(t, srv, "PUT", "/v1/xdp/config", token, `{"defense": "auto"}`)
+	xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, `{"defense": "auto"}`)
 	if m.Status().Defense {
 		t.Error("defense still on after auto (the detector is idle)")
 	}
@@ -117,7 +118,7 @@ func TestConfigEndpoint(t *testing.T) {
 		{"unknown member", `{"flags": 3, "extra": 1}`},
 		{"not an object", `[1]`},
 	} {
-		code, p := do(t, srv, "PUT", "/v1/xdp/config", token, c.body)
+		code, p := xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, c.body)
 		if code != 400 || p["code"] != "invalid_request" {
 			t.Errorf("%s: %d %v, want 400 invalid_request", c.name, code, p)
 		}
@@ -126,16 +127,16 @@ func TestConfigEndpoint(t *testing.T) {
 	if st := m.Status(); st.FlagWord != 3 || st.K != 4.5 {
 		t.Errorf("after rejected updates: flags %d k %v", st.FlagWord, st.K)
 	}
-	if !strings.Contains(audit.String(), `"action":"xdp_config"`) || strings.Contains(audit.String(), token) {
-		t.Errorf("audit log %q: want xdp_config lines and never the token", audit.String())
+	if !strings.Contains(audit.String(), `"action":"xdp_config"`) || strings.Contains(audit.String(), xdpToken) {
+		t.Errorf("audit log %q: want xdp_config lines and never the xdpToken", audit.String())
 	}
 }
 
-func TestControlRejectsDuplicateRoute(t *testing.T) {
+func TestXDPControlRejectsDuplicateRoute(t *testing.T) {
 	allow, _ := ipset.New(ipset.Config{Name: "allow", Capacity: 10})
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 10})
 	m, _ := xdp.New(xdp.Config{Mode: xdp.ModeOff})
-	routes := xdp.NewHandler(m, xdp.HandlerConfig{}).Routes()
+	routes := gateway.XDPRoutes(m, nil, "")
 	routes["GET /v1/status"] = routes["GET /v1/xdp/status"]
 	if _, err := control.New(control.Config{Allow: allow, Deny: deny, Routes: routes}); err == nil {
 		t.Error("a route repeating GET /v1/status was accepted")
