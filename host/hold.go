@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/bulwarkhq/bulwark/internal/admission"
 )
 
 // Hold keeps the admission slot of the request that ctx belongs to (the
@@ -12,10 +14,11 @@ import (
 // the handler returns; release is idempotent. Outside an admitted request,
 // or after its handler returned, Hold does nothing.
 func Hold(ctx context.Context) (release func()) {
-	rq := requestFrom(ctx)
-	if rq == nil {
-		return func() {}
-	}
+	return admission.Hold(ctx)
+}
+
+// Hold implements admission.Holder: see [Hold].
+func (rq *request) Hold() (release func()) {
 	for {
 		n := rq.refs.Load()
 		if n <= 0 {

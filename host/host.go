@@ -83,6 +83,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/internal/admission"
 	"github.com/bulwarkhq/bulwark/internal/h2conn"
 )
 
@@ -92,13 +93,13 @@ var (
 	ErrDrainTimeout = errors.New("host: drain timeout")
 	// ErrDraining is the context.Cause of an admitted handler's context
 	// when Shutdown cancels it.
-	ErrDraining = errors.New("host: draining")
+	ErrDraining = admission.ErrDraining
 	// ErrRequestTimeout is the context.Cause of an admitted handler's
 	// context when Limits.RequestTimeout expires.
-	ErrRequestTimeout = errors.New("host: request timeout")
+	ErrRequestTimeout = admission.ErrRequestTimeout
 	// ErrStopped is returned by Start and Ready once the host is stopping
 	// or stopped, and is the context cause seen after a readiness failure.
-	ErrStopped = errors.New("host: stopped")
+	ErrStopped = admission.ErrStopped
 	// ErrNotStarted is returned by Ready before Start.
 	ErrNotStarted = errors.New("host: not started")
 )

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/internal/admission"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -363,8 +364,6 @@ type request struct {
 	unlinked   bool
 }
 
-type reqKey struct{}
-
 // reqCtx is the admitted handler's context: a cancel context under the
 // request context, cancelled at the request timeout (ErrRequestTimeout)
 // and at drain (ErrDraining). It reports the timeout as its deadline and
@@ -385,15 +384,10 @@ func (c *reqCtx) Deadline() (time.Time, bool) {
 }
 
 func (c *reqCtx) Value(key any) any {
-	if key == (reqKey{}) {
+	if key == (admission.ContextKey{}) {
 		return c.rq
 	}
 	return c.Context.Value(key)
-}
-
-func requestFrom(ctx context.Context) *request {
-	rq, _ := ctx.Value(reqKey{}).(*request)
-	return rq
 }
 
 // unref drops one reference; the last one frees the admission slot.

@@ -4,10 +4,12 @@
 // every error answered as a stable problem (package wire) that never
 // carries request data or error text.
 //
-// It runs under a host.Host: a handler's context is the host's (cancelled
-// at the request timeout and at drain), the client is answered 504 or 503
-// at once, and host.Hold keeps the admission slot until the handler really
-// returns, so a drain waits for it.
+// It runs under a host.Host without importing it (the contract is
+// internal/admission, which host re-exports): a handler's context is the
+// host's (cancelled at the request timeout and at drain), the client is
+// answered 504 or 503 at once, and admission.Hold (host.Hold) keeps the
+// admission slot until the handler really returns, so a drain waits for
+// it.
 package jsonapi
 
 import (
@@ -26,7 +28,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/internal/admission"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -355,7 +357,7 @@ func (a *api) serveRoute(w http.ResponseWriter, r *http.Request, fn Handler) {
 		}
 	}
 
-	release := host.Hold(ctx)
+	release := admission.Hold(ctx)
 	done := make(chan result, 1)
 	go func() {
 		var res result
@@ -381,9 +383,9 @@ func (a *api) serveRoute(w http.ResponseWriter, r *http.Request, fn Handler) {
 		default:
 			cause := context.Cause(ctx)
 			switch {
-			case errors.Is(cause, host.ErrRequestTimeout):
+			case errors.Is(cause, admission.ErrRequestTimeout):
 				a.fail(w, r, probTimeout, cause, false)
-			case errors.Is(cause, host.ErrDraining) || errors.Is(cause, host.ErrStopped):
+			case errors.Is(cause, admission.ErrDraining) || errors.Is(cause, admission.ErrStopped):
 				a.fail(w, r, probDraining, cause, false)
 			}
 			// Otherwise the client is gone; nobody reads an answer.
@@ -474,9 +476,9 @@ func problemFor(err error) wire.Problem {
 	switch {
 	case errors.As(err, &pe):
 		return sanitize(pe.Problem())
-	case errors.Is(err, host.ErrRequestTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, admission.ErrRequestTimeout), errors.Is(err, context.DeadlineExceeded):
 		return probTimeout
-	case errors.Is(err, host.ErrDraining):
+	case errors.Is(err, admission.ErrDraining):
 		return probDraining
 	default:
 		return probInternal
