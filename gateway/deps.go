@@ -107,6 +107,16 @@ func (d *depMonitor) failed(reason string) {
 	d.log.Warn(d.name+" unavailable; serving without it", "dependency", d.name, "reason", reason)
 }
 
+// report records a success for "" and a failure for any other reason
+// (the quota middleware's OnAuth and OnStore).
+func (d *depMonitor) report(failure string) {
+	if failure == "" {
+		d.ok()
+		return
+	}
+	d.failed(failure)
+}
+
 // state is "up" or "down".
 func (d *depMonitor) state() string {
 	if d.up.Load() {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
+	"github.com/bulwarkhq/bulwark/quota"
 )
 
 // Headers the client must not choose
@@ -38,12 +39,6 @@ var DefaultStripHeaders = []string{
 	"Client-IP", "X-ProxyUser-IP", "Forwarded-For", "X-Forwarded",
 }
 
-// Headers the gateway itself asserts or relies on.
-const (
-	headerIdempotencyKey    = "Idempotency-Key"
-	headerIdempotencyReplay = "Idempotency-Replay"
-)
-
 // headerRules is the gateway-wide header policy of one pipeline.
 type headerRules struct {
 	strip     []string // removed from every request (any spelling)
@@ -65,9 +60,9 @@ func newHeaderRules(strip, asserted []string) *headerRules {
 	}
 	add(&hr.strip, strip...)
 	add(&hr.strip, asserted...)
-	add(&hr.strip, headerIdempotencyReplay)
+	add(&hr.strip, quota.HeaderIdempotencyReplay)
 	add(&hr.protected, hr.strip...)
-	add(&hr.protected, headerIdempotencyKey, "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded")
+	add(&hr.protected, quota.HeaderIdempotencyKey, "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded")
 	return hr
 }
 
@@ -87,7 +82,7 @@ func (hr *headerRules) strips(name []byte) bool {
 // could deduplicate on another key than the receipt the gateway bound.
 // The real field passes; its aliases are removed.
 func keyAlias[T string | []byte](name T) bool {
-	return fieldname.Underscored(name) && fieldname.Equal(name, headerIdempotencyKey)
+	return fieldname.Underscored(name) && fieldname.Equal(name, quota.HeaderIdempotencyKey)
 }
 
 // protects reports whether a Connection token naming name is ignored.

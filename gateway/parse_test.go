@@ -1,35 +1,8 @@
 package gateway
 
 import (
-	"net/http"
-	"strings"
 	"testing"
-
-	"github.com/bulwarkhq/bulwark/wire"
 )
-
-func TestIdempotencyKey(t *testing.T) {
-	for _, tc := range []struct {
-		values []string
-		want   string
-		code   string
-	}{
-		{nil, "", wire.CodeIdempotencyKeyRequired},
-		{[]string{""}, "", wire.CodeIdempotencyKeyRequired},
-		{[]string{"abc-123"}, "abc-123", ""},
-		{[]string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
-		{[]string{"a b"}, "", wire.CodeIdempotencyKeyInvalid},
-		{[]string{`""`}, "", wire.CodeIdempotencyKeyInvalid},
-		{[]string{strings.Repeat("k", 129)}, "", wire.CodeIdempotencyKeyInvalid},
-		{[]string{"a", "b"}, "", wire.CodeIdempotencyKeyInvalid},
-	} {
-		h := http.Header{"Idempotency-Key": tc.values}
-		got, code := idempotencyKey(h)
-		if got != tc.want || code != tc.code {
-			t.Errorf("%q: got %q %q, want %q %q", tc.values, got, code, tc.want, tc.code)
-		}
-	}
-}
 
 func TestProblemString(t *testing.T) {
 	for _, tc := range []struct {

@@ -506,21 +506,9 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			if g.quota == nil {
 				return nil, fmt.Errorf("gateway: route %q: quota needs the cluster profile", rc.Name)
 			}
-			h = &quotaPolicy{
-				next:          h,
-				consumer:      g.quota,
-				operation:     q.Operation,
-				authURL:       q.Auth.URL,
-				projectHeader: http.CanonicalHeaderKey(q.Auth.ProjectHeader),
-				subjectHeader: http.CanonicalHeaderKey(q.Auth.SubjectHeader),
-				subjectType:   q.Auth.SubjectType,
-				timeout:       q.Auth.Timeout,
-				maxBody:       q.MaxBodyBytes,
-				client:        newAuthClient(q.Auth.Timeout),
-				log:           g.log.With("route", rc.Name),
-				metrics:       g.metrics,
-				pg:            g.pgMon,
-				auth:          g.authMon,
+			var err error
+			if h, err = g.quotaMiddleware(rc.Name, *q, h); err != nil {
+				return nil, fmt.Errorf("gateway: route %q: quota: %w", rc.Name, err)
 			}
 		}
 		if l := rc.Login; l != nil {

@@ -6,9 +6,14 @@
 // A quota is consulted after authentication and policy, for expensive,
 // low-volume operations (management writes, approvals, exports) whose budget
 // must be shared by every replica and survive restarts. The PostgreSQL
-// implementation lives in [github.com/bulwarkhq/bulwark/quota/pgquota]; the
-// HTTP mapping (429 quota_exceeded, 503 quota_unavailable) lives in
-// [github.com/bulwarkhq/bulwark/wire].
+// implementation lives in [github.com/bulwarkhq/bulwark/quota/pgquota].
+//
+// The layer's HTTP lives here too: [Reject] answers a Consume result
+// (429 quota_exceeded, 422 idempotency_key_reused, 503 quota_unavailable,
+// ... as problem details through package wire), and [NewMiddleware]
+// charges a quota for the caller a forward-auth service names, bound to
+// the client's Idempotency-Key and the request's fingerprint; the
+// gateway's quota routes run it unchanged.
 //
 // # Semantics
 //

@@ -88,7 +88,7 @@ func Example() {
 		})
 		// 429 quota_exceeded or idempotency_replay_limit, 422
 		// idempotency_key_reused, 503 quota_unavailable, 400.
-		if wire.WriteQuota(w, r, d, err) {
+		if quota.Reject(w, r, d, err) {
 			return
 		}
 		// d.Replayed: the same request was already admitted; answer it

@@ -1,4 +1,4 @@
-package wire_test
+package quota_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
-func TestQuotaProblem(t *testing.T) {
+func TestProblemFor(t *testing.T) {
 	cases := []struct {
 		name       string
 		d          quota.Decision
@@ -56,9 +56,9 @@ func TestQuotaProblem(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			wrote := wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), c.d, c.err)
+			wrote := quota.Reject(rec, httptest.NewRequest("POST", "/", nil), c.d, c.err)
 			if wrote != (c.status != 0) {
-				t.Fatalf("WriteQuota wrote=%v", wrote)
+				t.Fatalf("Reject wrote=%v", wrote)
 			}
 			if !wrote {
 				if rec.Body.Len() != 0 || len(rec.Header()) != 0 {
@@ -72,8 +72,8 @@ func TestQuotaProblem(t *testing.T) {
 			if got := [2]string{rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit")}; got != c.rateLimit {
 				t.Fatalf("RateLimit-Policy, RateLimit = %q; want %q", got, c.rateLimit)
 			}
-			if p, ok := wire.QuotaProblem(c.d, c.err); !ok || p.Status != c.status || p.Code != c.code {
-				t.Fatalf("QuotaProblem = %+v, %v", p, ok)
+			if p, ok := quota.ProblemFor(c.d, c.err); !ok || p.Status != c.status || p.Code != c.code {
+				t.Fatalf("ProblemFor = %+v, %v", p, ok)
 			}
 			if ct := rec.Header().Get("Content-Type"); ct != wire.ContentType {
 				t.Fatalf("Content-Type %q", ct)
@@ -112,11 +112,11 @@ func TestQuotaProblem(t *testing.T) {
 	}
 }
 
-func ExampleWriteQuota() {
+func ExampleReject() {
 	// A denied decision from a quota.Consumer: the quota is exhausted.
 	d := quota.Decision{Denial: quota.DenialExhausted, Limit: 30, Window: time.Minute, RetryAfter: 12300 * time.Millisecond}
 	rec := httptest.NewRecorder()
-	if wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), d, nil) {
+	if quota.Reject(rec, httptest.NewRequest("POST", "/", nil), d, nil) {
 		fmt.Println(rec.Code, rec.Header().Get("Retry-After"))
 		fmt.Print(rec.Body.String())
 		fmt.Println(rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
@@ -126,13 +126,13 @@ func ExampleWriteQuota() {
 	for _, denial := range []quota.Denial{quota.DenialKeyReused, quota.DenialReplayLimit} {
 		d.Denial = denial
 		rec = httptest.NewRecorder()
-		wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), d, nil)
+		quota.Reject(rec, httptest.NewRequest("POST", "/", nil), d, nil)
 		fmt.Printf("%d Retry-After=%q\n", rec.Code, rec.Header().Get("Retry-After"))
 		fmt.Print(rec.Body.String())
 	}
 	// Any error that is not a malformed request fails closed.
 	rec = httptest.NewRecorder()
-	wire.WriteQuota(rec, httptest.NewRequest("POST", "/", nil), quota.Decision{}, quota.Unavailable(quota.ReasonTimeout, "", "", nil))
+	quota.Reject(rec, httptest.NewRequest("POST", "/", nil), quota.Decision{}, quota.Unavailable(quota.ReasonTimeout, "", "", nil))
 	fmt.Println(rec.Code, http.StatusText(rec.Code))
 	// Output:
 	// 429 13
