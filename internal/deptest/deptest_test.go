@@ -39,6 +39,16 @@ var rules = []rule{
 		why:    "commands are thin mains on top of the library",
 	},
 	{
+		forbid:  tree(module + "/control"),
+		allowIn: anyOf(tree(module+"/control"), tree(module+"/console")),
+		why:     "the control API is the operator's, above every layer; only the operator console builds on it",
+	},
+	{
+		forbid: exact(module + "/host"),
+		in:     tree(module + "/control/internal/jsonapi"),
+		why:    "the control API's JSON mode runs under any server: the host's admission contract is internal/admission, not host",
+	},
+	{
 		forbid: tree("github.com/prometheus"),
 		why:    "libraries expose hooks and events; Prometheus metrics live in the gateway",
 	},
@@ -91,31 +101,34 @@ func TestCheckerFindsViolations(t *testing.T) {
 	const pgx, rds, prom, grpc = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus", "google.golang.org/grpc"
 	const bpf = "github.com/cilium/ebpf"
 	pkgs := graph(map[string][]string{
-		module + "/shield":             {module + "/gateway"},          // direct import of the gateway
-		module + "/login":              {module + "/login/redisstore"}, // go-redis through an adapter
-		module + "/login/redisstore":   {rds},                          // allowed: path contains redis
-		module + "/global":             {rds},                          // not allowed: the core of global
-		module + "/global/redisglobal": {rds},                          // allowed: path contains redis
-		module + "/rls":                {grpc},                         // allowed: the RLS server
-		module + "/ipset":              {grpc},                         // gRPC outside rls
-		module + "/quota":              {"fmt"},                        // clean
-		module + "/quota/pgquota":      {pgx},                          // allowed
-		module + "/quota/pgquota/more": {pgx},                          // allowed: inside the adapter's tree
-		module + "/peer":               {pgx},                          // driver outside its adapter
-		module + "/xdp":                {bpf},                          // allowed: the xdp tree
-		module + "/control":            {bpf},                          // eBPF outside the xdp tree
-		module + "/host":               {module + "/host/metrics"},
-		module + "/host/metrics":       {prom}, // Prometheus, indirectly for host
-		module + "/guard":              {module + "/cmd/bulwark"},
-		module + "/gateway":            {prom, pgx, rds},
-		module + "/cmd/bulwark":        {module + "/gateway"},
-		pgx:                            {pgx + "/internal/x"},
-		pgx + "/internal/x":            nil,
-		rds:                            nil,
-		grpc:                           nil,
-		prom:                           nil,
-		bpf:                            nil,
-		"fmt":                          nil,
+		module + "/shield":                   {module + "/gateway"},          // direct import of the gateway
+		module + "/login":                    {module + "/login/redisstore"}, // go-redis through an adapter
+		module + "/login/redisstore":         {rds},                          // allowed: path contains redis
+		module + "/global":                   {rds},                          // not allowed: the core of global
+		module + "/global/redisglobal":       {rds},                          // allowed: path contains redis
+		module + "/rls":                      {grpc},                         // allowed: the RLS server
+		module + "/ipset":                    {grpc},                         // gRPC outside rls
+		module + "/quota":                    {"fmt"},                        // clean
+		module + "/quota/pgquota":            {pgx},                          // allowed
+		module + "/quota/pgquota/more":       {pgx},                          // allowed: inside the adapter's tree
+		module + "/peer":                     {pgx},                          // driver outside its adapter
+		module + "/xdp":                      {bpf},                          // allowed: the xdp tree
+		module + "/control":                  {bpf},                          // eBPF outside the xdp tree
+		module + "/host":                     {module + "/host/metrics"},
+		module + "/host/metrics":             {prom}, // Prometheus, indirectly for host
+		module + "/guard":                    {module + "/cmd/bulwark"},
+		module + "/console":                  {module + "/control"}, // allowed: the operator UI
+		module + "/ratelimit":                {module + "/control"}, // a layer on the control API
+		module + "/control/internal/jsonapi": {module + "/host"},    // the JSON mode on the host
+		module + "/gateway":                  {prom, pgx, rds},
+		module + "/cmd/bulwark":              {module + "/gateway"},
+		pgx:                                  {pgx + "/internal/x"},
+		pgx + "/internal/x":                  nil,
+		rds:                                  nil,
+		grpc:                                 nil,
+		prom:                                 nil,
+		bpf:                                  nil,
+		"fmt":                                nil,
 	})
 	var libs []string
 	for path := range pkgs {
@@ -144,6 +157,11 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/guard -> " + prom,
 		module + "/guard -> " + pgx,
 		module + "/guard -> " + rds,
+		module + "/ratelimit -> " + module + "/control",
+		module + "/ratelimit -> " + bpf, // through control
+		module + "/console -> " + bpf,   // through control (which is allowed)
+		module + "/control/internal/jsonapi -> " + module + "/host",
+		module + "/control/internal/jsonapi -> " + prom, // through host
 	}
 	for _, w := range want {
 		if !got[w] {
@@ -156,10 +174,12 @@ func TestCheckerFindsViolations(t *testing.T) {
 	}
 }
 
-// A rule forbids a set of import paths to library packages outside allowIn.
+// A rule forbids a set of import paths to library packages outside allowIn
+// (to those in in, when in is set).
 type rule struct {
 	forbid  matcher
 	allowIn matcher // nil: no library package may have the dependency
+	in      matcher // nil: the rule applies to every library package
 	why     string
 }
 
@@ -172,6 +192,11 @@ type matcher struct {
 // tree matches root and every package below it.
 func tree(root string) matcher {
 	return matcher{root + "/...", func(p string) bool { return p == root || strings.HasPrefix(p, root+"/") }}
+}
+
+// exact matches one package.
+func exact(path string) matcher {
+	return matcher{path, func(p string) bool { return p == path }}
 }
 
 // contains matches module packages whose path below the module contains s.
@@ -208,6 +233,9 @@ func (v violation) String() string {
 	if v.rule.allowIn.match != nil {
 		allowed = " (allowed only in " + v.rule.allowIn.name + ")"
 	}
+	if v.rule.in.match != nil {
+		allowed = " (forbidden in " + v.rule.in.name + ")"
+	}
 	return v.pkg + " depends on " + v.dep + allowed + ": " + v.rule.why +
 		"\n\timport chain: " + strings.Join(v.via, " -> ")
 }
@@ -231,7 +259,7 @@ func check(pkgs map[string]*pkg, libs []string) []violation {
 			continue
 		}
 		for _, r := range rules {
-			if r.allowIn.match != nil && r.allowIn.match(lib) {
+			if r.allowIn.match != nil && r.allowIn.match(lib) || r.in.match != nil && !r.in.match(lib) {
 				continue
 			}
 			// One report per package and rule: the forbidden dependency
