@@ -576,28 +576,12 @@ func (fp *fastPools) waitCount() (n uint64) {
 // scratch buffers for body copies; at most one per request in flight.
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// hop-by-hop request and response fields (httputil's list), removed in
-// both directions, plus the framing fields the proxy writes itself.
+// hopByHop reports the fields the fast engine does not relay, in either
+// direction: the hop-by-hop ones (h1.HopByHop, the list net/http's
+// ReverseProxy removes on the other engine) and Content-Length, which it
+// writes itself for the body it sends.
 func hopByHop(name []byte) bool {
-	switch len(name) {
-	case 2:
-		return h1.EqualFold(name, "te")
-	case 7:
-		return h1.EqualFold(name, "trailer") || h1.EqualFold(name, "upgrade")
-	case 10:
-		return h1.EqualFold(name, "connection") || h1.EqualFold(name, "keep-alive")
-	case 14:
-		return h1.EqualFold(name, "content-length")
-	case 16:
-		return h1.EqualFold(name, "proxy-connection")
-	case 17:
-		return h1.EqualFold(name, "transfer-encoding")
-	case 18:
-		return h1.EqualFold(name, "proxy-authenticate")
-	case 19:
-		return h1.EqualFold(name, "proxy-authorization")
-	}
-	return false
+	return h1.HopByHop(name) || len(name) == 14 && h1.EqualFold(name, "content-length")
 }
 
 // exchange1 is the per-request state of ServeHTTP1.

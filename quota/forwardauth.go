@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -36,13 +37,6 @@ const (
 
 // Headers copied from the client to the auth service.
 var authForwardHeaders = []string{"Authorization", "Cookie", "Proxy-Authorization"}
-
-// hopHeaders are never relayed (RFC 9110 §7.6.1).
-var hopHeaders = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true,
-}
 
 // MiddlewareConfig configures [NewMiddleware].
 type MiddlewareConfig struct {
@@ -409,7 +403,7 @@ func (p *policy) authenticate(w http.ResponseWriter, r *http.Request) (project, 
 	p.authHealth("")
 	h := w.Header()
 	for k, vs := range resp.Header {
-		if hopHeaders[k] {
+		if h1.HopByHop(k) || k == "Content-Length" { // (the body is written below)
 			continue
 		}
 		h[k] = append([]string(nil), vs...)

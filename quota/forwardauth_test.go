@@ -120,6 +120,9 @@ func TestMiddlewareForwardAuth(t *testing.T) {
 			w.Header().Set("X-Project", "p1")
 		default:
 			w.Header().Set("WWW-Authenticate", "Bearer")
+			for _, k := range []string{"Keep-Alive", "Proxy-Authenticate", "Upgrade"} {
+				w.Header().Set(k, "hop") // never relayed (h1.HopByHop)
+			}
 			w.WriteHeader(http.StatusUnauthorized)
 			io.WriteString(w, "who are you")
 		}
@@ -147,6 +150,11 @@ func TestMiddlewareForwardAuth(t *testing.T) {
 	w, _, _, ok := run("Bearer bad")
 	if ok || w.Code != http.StatusUnauthorized || w.Body.String() != "who are you" || w.Header().Get("WWW-Authenticate") != "Bearer" {
 		t.Fatalf("denial: ok=%v %d %v %q", ok, w.Code, w.Header(), w.Body)
+	}
+	for _, k := range []string{"Keep-Alive", "Proxy-Authenticate", "Upgrade", "Content-Length"} {
+		if v := w.Header().Values(k); len(v) > 0 {
+			t.Errorf("denial relays %s: %q", k, v)
+		}
 	}
 
 	// A 2xx without the identity is the auth service's fault: 503, not a pass.
