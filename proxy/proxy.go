@@ -373,34 +373,6 @@ func (p *Proxy) Close() {
 	p.lookups.close() // at most nameLookupTimeout
 }
 
-// PoolStats is the state of a proxy's connections to its targets.
-type PoolStats struct {
-	// Open is the number of connections open now (busy and idle).
-	Open int64
-	// Idle is the number of idle connections of the fast path's pool
-	// (net/http's Transport does not tell its own).
-	Idle int64
-	// Dials counts connections made since New.
-	Dials uint64
-	// Waits counts requests of the fast path that waited for a
-	// connection at the MaxConns bound.
-	Waits uint64
-	// MaxIdle is the bound on idle connections kept per target.
-	MaxIdle int
-	// MaxConns is the bound on open connections per target (0: none).
-	MaxConns int
-}
-
-// Stats returns the state of the connection pool.
-func (p *Proxy) Stats() PoolStats {
-	idle := p.fast.idleCount()
-	p.loopSets(func(fp *fastPools) { idle += fp.idleCount() })
-	return PoolStats{
-		Open: p.conns.Load(), Idle: idle, Dials: p.dials.Load(), Waits: p.fast.waitCount(),
-		MaxIdle: p.transport.MaxIdleConnsPerHost, MaxConns: p.transport.MaxConnsPerHost,
-	}
-}
-
 // countedConn keeps the open-connection count.
 type countedConn struct {
 	net.Conn
