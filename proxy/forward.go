@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/h1"
-	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // The fast path
@@ -131,11 +130,10 @@ func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
 // outcome.
 func (e *exchange1) serve() string {
 	p, x := e.p, e.x
-	first := p.next.Add(1) - 1
-	attempts := 1
-	if e.retryable() {
-		attempts += p.retries
-	}
+	// A streamed body cannot be sent again; an upgrade never reaches
+	// the fast engine (h1 declines it).
+	retry := mayRetry(x.Method(), x.HasBody(), false, false)
+	first, attempts := p.attempts(retry)
 	var lastErr error
 	staleRetry := true
 	for i := 0; i < attempts; i++ {
@@ -143,9 +141,9 @@ func (e *exchange1) serve() string {
 			if !time.Now().Before(e.end) {
 				break
 			}
-			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
+			p.logRetry(i, lastErr)
 		}
-		pl := e.fp.pools[(first+uint64(i))%uint64(len(e.fp.pools))]
+		pl := e.fp.pools[nth(first, i, len(e.fp.pools))]
 		now := e.start
 		if i > 0 {
 			now = time.Now()
@@ -167,22 +165,11 @@ func (e *exchange1) serve() string {
 		if body := x.Body(); x.HasBody() && body.Err() != nil && !errors.Is(err, errUpstreamWrite) {
 			break // the client's body failed: no retry
 		}
-		if !e.retryable() {
+		if !retry {
 			break
 		}
 	}
 	return e.fail(lastErr)
-}
-
-// retryable reports whether another attempt is safe: an idempotent
-// method and no body (a streamed body cannot be replayed).
-func (e *exchange1) retryable() bool {
-	switch e.x.Method() {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
-	default:
-		return false
-	}
-	return !e.x.HasBody()
 }
 
 var (
@@ -360,8 +347,7 @@ func (e *exchange1) replayable() bool {
 	if e.x.HasBody() {
 		return false
 	}
-	switch e.x.Method() {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+	if idempotent(e.x.Method()) {
 		return true
 	}
 	_, ok := e.x.Req.Lookup("idempotency-key")
@@ -479,28 +465,26 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 			continue
 		case e.named(name):
 			continue
-		case forwardingAlias(name):
+		}
+		switch forwarding(name, f.Trusted) {
+		case fwdDrop:
 			continue
-		case len(name) > 12 && h1.EqualFold(name[:12], "x-forwarded-"):
-			if !f.Trusted {
-				continue // only a trusted proxy may speak about earlier hops
-			}
-			switch {
-			case h1.EqualFold(name, "x-forwarded-for"):
-				xff = append(xff, fl.Value)
-				continue
-			case h1.EqualFold(name, "x-forwarded-host"):
-				xfh = append(xfh, fl.Value)
-				continue
-			case h1.EqualFold(name, "x-forwarded-proto"):
-				xfp = append(xfp, fl.Value)
-				continue
-			}
-		case h1.EqualFold(name, "forwarded"):
+		case fwdFor:
+			xff = append(xff, fl.Value)
+			continue
+		case fwdHost:
+			xfh = append(xfh, fl.Value)
+			continue
+		case fwdProto:
+			xfp = append(xfp, fl.Value)
+			continue
+		case fwdForwarded:
 			if f.Trusted {
 				fwd = append(fwd, fl.Value)
 			}
 			continue
+		}
+		switch {
 		case h1.EqualFold(name, "pragma"):
 			pragmaNoCache = pragmaNoCache || string(fl.Value) == "no-cache"
 		case h1.EqualFold(name, "cache-control"):
@@ -526,14 +510,14 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 		_, _ = w.WriteString("\r\n")
 	}
 	_, _ = w.WriteString("X-Forwarded-Host: ")
-	if len(xfh) == 1 && len(xfh[0]) > 0 {
-		_, _ = w.Write(xfh[0])
+	if v, ok := edgeValue(xfh); ok {
+		_, _ = w.Write(v)
 	} else {
 		_, _ = w.Write(x.Req.Host)
 	}
 	_, _ = w.WriteString("\r\nX-Forwarded-Proto: ")
-	if len(xfp) == 1 && len(xfp[0]) > 0 {
-		_, _ = w.Write(xfp[0])
+	if v, ok := edgeValue(xfp); ok {
+		_, _ = w.Write(v)
 	} else {
 		_, _ = w.WriteString("http")
 	}
@@ -809,7 +793,7 @@ func (e *exchange1) complete(uc *upConn, hasBody bool) bool {
 		// A 204 announcing a body (which it may not have): its bytes
 		// may still be on their way.
 		return false
-	case e.x.HasBody() && (e.early || resp.Status >= 400):
+	case e.x.HasBody() && !keepsAfterBody(!e.early, resp.Status):
 		// An answer that came before the whole body was sent, or an
 		// error answer to a request with a body (401 or 413 to an
 		// upload is typically sent without reading it): the upstream
@@ -907,34 +891,19 @@ func (e *exchange1) fail(err error) string {
 	p, x := e.p, e.x
 	if x.HasBody() && (errors.Is(err, errClientBody) || x.Body().Err() != nil) && !errors.Is(err, errRequestTimeout) {
 		if e.requestExpired() {
-			return "canceled" // the host answers 504
+			return failCanceled.outcome // the host answers 504
 		}
-		p.log.Debug("malformed request body", "error", describeBody(x.Body().Err()))
-		wire.WriteClose(x, x.Stub(), wire.New(wire.CodeInvalidBody))
-		return "invalid_body"
+		return p.answer(x, x.Stub(), failInvalidBody, describeBody(x.Body().Err()))
 	}
 	if errors.Is(err, errClientGone) {
-		p.log.Debug("client canceled upstream request")
+		outcome := p.answer(x, nil, failCanceled, "")
 		x.EndRaw(false) // nobody reads an answer: cut the connection
-		return "canceled"
+		return outcome
 	}
 	if errors.Is(err, errRequestTimeout) || e.requestExpired() {
-		p.log.Debug("client canceled upstream request")
-		return "canceled" // the host answers 504 timeout
+		return p.answer(x, nil, failCanceled, "") // the host answers 504 timeout
 	}
-	if errorClass(err) == "timeout" {
-		p.log.Warn("upstream timeout", "error", describe(err))
-		wire.Write(x, wire.New(wire.CodeUpstreamTimeout))
-		return "timeout"
-	}
-	if invalidResponse(err) {
-		p.log.Warn("upstream invalid response", "error", describe(err))
-		wire.Write(x, wire.New(wire.CodeUpstreamInvalidResponse))
-		return "error"
-	}
-	p.log.Warn("upstream unavailable", "error", describe(err))
-	wire.Write(x, wire.New(wire.CodeUpstreamUnavailable))
-	return "error"
+	return p.answer(x, nil, upstreamFailure(err), describe(err))
 }
 
 func describeBody(err error) string {

@@ -84,7 +84,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
-	"net/textproto"
 	"net/url"
 	"runtime"
 	"strings"
@@ -92,7 +91,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -510,16 +508,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	completed = true
 }
 
-// forwardingAlias reports a field name that is not X-Forwarded-* but
-// reads as one where '_' and '-' are the same: CGI-style servers (PHP,
-// WSGI and CGI gateways) see X_Forwarded_For as HTTP_X_FORWARDED_FOR,
-// exactly like X-Forwarded-For. A genuine proxy writes the hyphenated
-// names, so both engines drop these from every client, trusted or not.
-func forwardingAlias[T string | []byte](name T) bool {
-	const xf = "x-forwarded-"
-	return len(name) > len(xf) && fieldname.Underscored(name) && fieldname.Equal(name[:len(xf)], xf)
-}
-
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// The target (scheme, host and path prefix) is chosen per attempt by
 	// the round tripper; the first one here keeps the outbound URL well
@@ -528,8 +516,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = p.targets[0].Host
 	in, out := pr.In, pr.Out.Header
 	trusted := p.trust != nil && p.trust(in)
+	// (ReverseProxy removed X-Forwarded-For, -Host, -Proto and Forwarded
+	// from out; they are taken from in.)
 	for k := range out {
-		if forwardingAlias(k) {
+		if forwarding(k, trusted) == fwdDrop {
 			delete(out, k)
 		}
 	}
@@ -537,20 +527,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		if prior := in.Header["X-Forwarded-For"]; len(prior) > 0 {
 			out["X-Forwarded-For"] = append([]string(nil), prior...)
 		}
-	} else {
-		// Only a trusted proxy may speak about earlier hops.
-		for k := range out {
-			if len(k) > 12 && strings.EqualFold(k[:12], "X-Forwarded-") {
-				delete(out, k)
-			}
-		}
 	}
 	pr.SetXForwarded()
 	if trusted {
 		// Keep what the trusted edge said about the original request.
 		for _, k := range [...]string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-			if vs := in.Header[k]; len(vs) == 1 && vs[0] != "" {
-				out[k] = []string{vs[0]}
+			if v, ok := edgeValue(in.Header[k]); ok {
+				out[k] = []string{v}
 			}
 		}
 	}
@@ -575,163 +558,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// maxForwardedBytes bounds an inbound Forwarded header that is extended.
-const maxForwardedBytes = 8 << 10
-
-// validForwarded reports whether s is a well-formed RFC 7239 Forwarded
-// field value: elements separated by ",", pairs by ";", each pair
-// token "=" (token / quoted-string). Empty elements are tolerated.
-func validForwarded(s string) bool {
-	if len(s) > maxForwardedBytes {
-		return false
-	}
-	i := 0
-	skipOWS := func() {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-	}
-	token := func() bool {
-		j := i
-		for i < len(s) && isTokenChar(s[i]) {
-			i++
-		}
-		return i > j
-	}
-	for {
-		skipOWS()
-		if i == len(s) {
-			return true
-		}
-		if s[i] == ',' || s[i] == ';' {
-			i++ // empty element or pair
-			continue
-		}
-		if !token() {
-			return false
-		}
-		if i == len(s) || s[i] != '=' {
-			return false
-		}
-		i++
-		if i < len(s) && s[i] == '"' {
-			i++
-			closed := false
-			for i < len(s) {
-				c := s[i]
-				if c == '\\' {
-					// quoted-pair: "\" (HTAB / SP / VCHAR / obs-text)
-					if i+1 >= len(s) || s[i+1] < 0x20 && s[i+1] != '\t' || s[i+1] == 0x7f {
-						return false
-					}
-					i += 2
-					continue
-				}
-				i++
-				if c == '"' {
-					closed = true
-					break
-				}
-				if c < 0x20 && c != '\t' || c == 0x7f {
-					return false
-				}
-			}
-			if !closed {
-				return false
-			}
-		} else if !token() {
-			return false
-		}
-		skipOWS()
-		if i == len(s) {
-			return true
-		}
-		if s[i] != ',' && s[i] != ';' {
-			return false
-		}
-		i++
-	}
-}
-
-func isTokenChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// appendForwardedElement appends one RFC 7239 element to b. Values that
-// are not tokens are quoted; an IPv6 node is always quoted with
-// brackets.
-func appendForwardedElement(b []byte, remoteAddr, host, proto string) []byte {
-	node := ""
-	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		node = h
-	}
-	return appendForwardedNode(b, node, host, proto)
-}
-
-// appendForwardedNode is appendForwardedElement for a node already split
-// off its port ("" for none: "unknown").
-func appendForwardedNode(b []byte, node, host, proto string) []byte {
-	if node == "" {
-		node = "unknown"
-	}
-	b = append(b, "for="...)
-	if strings.Contains(node, ":") {
-		b = append(b, `"[`...)
-		b = append(b, node...)
-		b = append(b, `]"`...)
-	} else {
-		b = append(b, node...)
-	}
-	if host != "" {
-		b = append(b, ";host="...)
-		b = appendQuotedIfNeeded(b, host)
-	}
-	b = append(b, ";proto="...)
-	return append(b, proto...)
-}
-
-// appendQuotedIfNeeded appends s, as a quoted-string (RFC 9110 §5.6.4)
-// unless it is a token.
-func appendQuotedIfNeeded(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
-			b = append(b, '"')
-			for j := 0; j < len(s); j++ {
-				if s[j] == '\\' || s[j] == '"' {
-					b = append(b, '\\')
-				}
-				b = append(b, s[j])
-			}
-			return append(b, '"')
-		}
-	}
-	return append(b, s...)
-}
-
-var (
-	errConnectTimeout = &timeoutError{"connect timeout"}
-	errPerTryTimeout  = &timeoutError{"per-try timeout"}
-	errTotalTimeout   = &timeoutError{"total timeout"}
-)
-
-type timeoutError struct{ what string }
-
-func (e *timeoutError) Error() string { return "proxy: " + e.what }
-func (e *timeoutError) Timeout() bool { return true }
-
-// Temporary is part of net.Error; a timeout says nothing about later tries.
-func (e *timeoutError) Temporary() bool { return false }
-
 // retrier is the round tripper that picks targets and retries.
 type retrier struct{ p *Proxy }
 
 func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := rt.p
-	first := p.next.Add(1) - 1
-	attempts := 1
-	if retryable(req) {
-		attempts += p.retries
-	}
+	body := req.Body != nil && req.Body != http.NoBody
+	first, attempts := p.attempts(mayRetry(req.Method, body, req.GetBody != nil, isUpgrade(req)))
 	var lastErr error
 	for i := 0; i < attempts; i++ {
 		if i > 0 {
@@ -745,9 +578,9 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				req.Body = body
 			}
-			p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(lastErr))
+			p.logRetry(i, lastErr)
 		}
-		target := p.targets[(first+uint64(i))%uint64(len(p.targets))]
+		target := p.targets[nth(first, i, len(p.targets))]
 		resp, err := rt.attempt(req, target)
 		if err == nil {
 			return resp, nil
@@ -819,15 +652,13 @@ func (b *attemptBody) Close() error {
 
 func (w *exchangeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Store(true) }
 
-// answered marks the connection not to be reused when the response to
-// a request with a body came before the body was all written, or is an
-// error (the upstream may not read the rest of the body, or read it as a
-// request of its own): the rule of the fast path's exchange1.complete.
+// answered marks the connection not to be reused when the exchange
+// carried a request body and keepsAfterBody does not hold.
 func (w *exchangeWatch) answered(req *http.Request, resp *http.Response) {
 	if w.conn == nil || req.Body == nil || req.Body == http.NoBody {
 		return
 	}
-	if !w.wrote.Load() || resp.StatusCode >= 400 {
+	if !keepsAfterBody(w.wrote.Load(), resp.StatusCode) {
 		w.conn.noReuse.Store(true)
 	}
 }
@@ -942,20 +773,6 @@ func (c *cancelOnClose) Write(b []byte) (int, error) {
 	return 0, errors.New("proxy: response body is not writable")
 }
 
-// retryable reports whether a request may be sent again after a failed
-// attempt: an idempotent method and a replayable body.
-func retryable(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-	default:
-		return false
-	}
-	if isUpgrade(r) {
-		return false
-	}
-	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
-}
-
 func isUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
 }
@@ -973,95 +790,22 @@ func headerHasToken(h http.Header, key, token string) bool {
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ex, _ := r.Context().Value(ctxKey{}).(*exchange)
-	set := func(o string) {
-		if ex != nil {
-			ex.outcome = o
-		}
-	}
-	if ex != nil && ex.body != nil && ex.body.err != nil {
+	class := errorClass(err)
+	var outcome string
+	switch {
+	case ex != nil && ex.body != nil && ex.body.err != nil:
 		// The client's body was malformed or cut short: its fault (also
 		// when it then hung up; the answer is then simply lost).
-		set("invalid_body")
-		p.log.Debug("malformed request body", "error", ex.body.err.Error())
-		wire.WriteClose(w, r, wire.New(wire.CodeInvalidBody))
-		return
-	}
-	class := errorClass(err)
-	if class == "canceled" || (class != "timeout" && r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errTotalTimeout)) {
+		outcome = p.answer(w, r, failInvalidBody, ex.body.err.Error())
+	case class == "canceled" || (class != "timeout" && r.Context().Err() != nil && !errors.Is(context.Cause(r.Context()), errTotalTimeout)):
 		// The client went away: nobody is listening for an answer.
-		set("canceled")
-		p.log.Debug("client canceled upstream request")
-		return
+		outcome = p.answer(w, r, failCanceled, "")
+	default:
+		outcome = p.answer(w, r, upstreamFailure(err), describe(err))
 	}
-	if class == "timeout" {
-		set("timeout")
-		p.log.Warn("upstream timeout", "error", describe(err))
-		wire.Write(w, wire.New(wire.CodeUpstreamTimeout))
-		return
+	if ex != nil {
+		ex.outcome = outcome
 	}
-	set("error")
-	if invalidResponse(err) {
-		p.log.Warn("upstream invalid response", "error", describe(err))
-		wire.Write(w, wire.New(wire.CodeUpstreamInvalidResponse))
-		return
-	}
-	p.log.Warn("upstream unavailable", "error", describe(err))
-	wire.Write(w, wire.New(wire.CodeUpstreamUnavailable))
-}
-
-// errorClass maps an error to timeout, canceled or error.
-func errorClass(err error) string {
-	var ne net.Error
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	}
-	return "error"
-}
-
-// netHTTPFraming are the beginnings of the errors net/http's Transport
-// (ReadResponse, its transfer rules) and ReverseProxy return for a
-// response head they refuse to frame: what ParseResponse refuses on the
-// fast path. They have no exported type.
-var netHTTPFraming = []string{
-	"malformed HTTP ", // status line: response, version, status code
-	"bad Content-Length",
-	"invalid empty Content-Length",
-	"http: message cannot contain multiple Content-Length headers",
-	"unsupported transfer encoding",
-	"too many transfer encodings",
-	"net/http: server response headers exceeded",
-	"backend tried to switch", // 101 to a request without Upgrade
-	"malformed MIME header",   // textproto: a field line
-}
-
-// invalidResponse reports whether err (from net/http's Transport or
-// ReverseProxy, or the fast path) says the upstream's response head could
-// not be framed, as opposed to the upstream being unreachable, closing
-// or timing out.
-func invalidResponse(err error) bool {
-	if errors.Is(err, errBadResponse) {
-		return true
-	}
-	var pe textproto.ProtocolError
-	if errors.As(err, &pe) {
-		return true
-	}
-	inner := err
-	for u := errors.Unwrap(inner); u != nil; u = errors.Unwrap(inner) {
-		inner = u
-	}
-	msg := inner.Error()
-	for _, p := range netHTTPFraming {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func classifyCtx(ctx context.Context) string {
@@ -1069,14 +813,4 @@ func classifyCtx(ctx context.Context) string {
 		return "timeout"
 	}
 	return "canceled"
-}
-
-// describe renders err for a log line without the request URL (which can
-// carry query secrets): a *url.Error is reduced to its cause.
-func describe(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return err.Error()
 }

@@ -64,6 +64,9 @@ type frontServer struct {
 	Listener net.Listener
 	// OnLoop counts the requests forwarded on an event loop.
 	OnLoop *atomic.Int64
+	// Fast counts the requests forwarded by ServeHTTP1 (on an event
+	// loop or not).
+	Fast *atomic.Int64
 	// Proxy is the proxy served.
 	Proxy *proxy.Proxy
 }
@@ -86,6 +89,7 @@ type fastFront struct {
 	p      *proxy.Proxy
 	opts   proxy.Options
 	onLoop *atomic.Int64
+	fast   *atomic.Int64
 }
 
 func (f fastFront) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.p.ServeHTTP(w, r) }
@@ -97,6 +101,7 @@ func (f fastFront) ServeHTTP1(x *h1.Exchange) bool {
 	if x.Loop != nil {
 		f.onLoop.Add(1)
 	}
+	f.fast.Add(1)
 	fw := proxy.Forward{}
 	if f.opts.TrustForwarded != nil {
 		fw.Trusted = f.opts.TrustForwarded(x.Stub())
@@ -136,7 +141,7 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 	case !strings.Contains(t.Name(), "/engine=fast"):
 		s := httptest.NewServer(p)
 		t.Cleanup(func() { s.Close(); p.Close() })
-		return &frontServer{URL: s.URL, Listener: s.Listener, OnLoop: new(atomic.Int64), Proxy: p}, obs
+		return &frontServer{URL: s.URL, Listener: s.Listener, OnLoop: new(atomic.Int64), Fast: new(atomic.Int64), Proxy: p}, obs
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,15 +157,15 @@ func front(t *testing.T, u proxy.Upstream, opts proxy.Options) (*frontServer, *o
 	if err := h.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	onLoop := new(atomic.Int64)
-	h.Activate(fastFront{p: p, opts: opts, onLoop: onLoop})
+	onLoop, fast := new(atomic.Int64), new(atomic.Int64)
+	h.Activate(fastFront{p: p, opts: opts, onLoop: onLoop, fast: fast})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = h.Shutdown(ctx)
 		p.Close()
 	})
-	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln, OnLoop: onLoop, Proxy: p}, obs
+	return &frontServer{URL: "http://" + ln.Addr().String(), Listener: ln, OnLoop: onLoop, Fast: fast, Proxy: p}, obs
 }
 
 func readProblem(t *testing.T, resp *http.Response) map[string]any {
