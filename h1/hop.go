@@ -14,36 +14,19 @@ package h1
 func HopByHop[T string | []byte](name T) bool {
 	switch len(name) {
 	case 2:
-		return foldEqual(name, "te")
+		return equalFold(name, "te")
 	case 7:
-		return foldEqual(name, "trailer") || foldEqual(name, "upgrade")
+		return equalFold(name, "trailer") || equalFold(name, "upgrade")
 	case 10:
-		return foldEqual(name, "connection") || foldEqual(name, "keep-alive")
+		return equalFold(name, "connection") || equalFold(name, "keep-alive")
 	case 16:
-		return foldEqual(name, "proxy-connection")
+		return equalFold(name, "proxy-connection")
 	case 17:
-		return foldEqual(name, "transfer-encoding")
+		return equalFold(name, "transfer-encoding")
 	case 18:
-		return foldEqual(name, "proxy-authenticate")
+		return equalFold(name, "proxy-authenticate")
 	case 19:
-		return foldEqual(name, "proxy-authorization")
+		return equalFold(name, "proxy-authorization")
 	}
 	return false
-}
-
-// foldEqual is equalFold for a name of either type; s is lower case.
-func foldEqual[T string | []byte](name T, s string) bool {
-	if len(name) != len(s) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }

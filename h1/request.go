@@ -379,7 +379,7 @@ func trimOWS(b []byte) []byte {
 }
 
 // equalFold compares b with the lower-case ASCII string s ignoring case.
-func equalFold(b []byte, s string) bool {
+func equalFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
