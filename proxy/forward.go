@@ -602,22 +602,14 @@ func joinFields(vs [][]byte) string {
 }
 
 // writeJoined writes a target path prefix and the request path with one
-// slash between them (singleJoin).
+// slash between them (joinSlash).
 func writeJoined(w *bufio.Writer, prefix string, path []byte) {
-	as := prefix[len(prefix)-1] == '/'
-	bs := len(path) > 0 && path[0] == '/'
-	switch {
-	case as && bs:
-		_, _ = w.WriteString(prefix)
-		_, _ = w.Write(path[1:])
-	case !as && !bs:
-		_, _ = w.WriteString(prefix)
+	add, drop := joinSlash(prefix, path)
+	_, _ = w.WriteString(prefix)
+	if add {
 		_ = w.WriteByte('/')
-		_, _ = w.Write(path)
-	default:
-		_, _ = w.WriteString(prefix)
-		_, _ = w.Write(path)
 	}
+	_, _ = w.Write(path[drop:])
 }
 
 // sendConcurrently sends the body beside the response read, and reports

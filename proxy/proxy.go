@@ -740,14 +740,11 @@ func RequestPath(r *http.Request) string {
 
 // singleJoin joins a target path prefix and a request path with one slash.
 func singleJoin(a, b string) string {
-	as, bs := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
-	switch {
-	case as && bs:
-		return a + b[1:]
-	case !as && !bs:
+	add, drop := joinSlash(a, b)
+	if add {
 		return a + "/" + b
 	}
-	return a + b
+	return a + b[drop:]
 }
 
 // cancelOnClose releases an attempt's context when ReverseProxy is done

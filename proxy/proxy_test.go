@@ -223,17 +223,21 @@ func testTargetPathPrefix(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path)
 	}))
-	withPrefix := *up
-	withPrefix.Path = "/base/"
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{&withPrefix}}, proxy.Options{})
-	resp, err := http.Get(s.URL + "/x/y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "/base/x/y" {
-		t.Fatalf("upstream saw path %q, want /base/x/y", b)
+	// One slash between prefix and path, whether the prefix ends in one
+	// or not (joinSlash).
+	for _, prefix := range []string{"/base/", "/base"} {
+		withPrefix := *up
+		withPrefix.Path = prefix
+		s, _ := front(t, proxy.Upstream{Targets: []*url.URL{&withPrefix}}, proxy.Options{})
+		resp, err := http.Get(s.URL + "/x/y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "/base/x/y" {
+			t.Fatalf("prefix %q: upstream saw path %q, want /base/x/y", prefix, b)
+		}
 	}
 }
 

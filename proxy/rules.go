@@ -76,6 +76,22 @@ func (p *Proxy) logRetry(i int, last error) {
 // as a request of its own.
 func keepsAfterBody(sentFirst bool, status int) bool { return sentFirst && status < 400 }
 
+// joinSlash is how both engines join a target's path prefix and a
+// request path with one slash between them: add one when neither has
+// it, drop the request path's own (drop = 1) when the prefix ends in
+// one.
+func joinSlash[T string | []byte](prefix string, path T) (add bool, drop int) {
+	as := strings.HasSuffix(prefix, "/")
+	bs := len(path) > 0 && path[0] == '/'
+	switch {
+	case as && bs:
+		return false, 1
+	case !as && !bs:
+		return true, 0
+	}
+	return false, 0
+}
+
 // # Failures
 
 // failure is how a request that no attempt could serve ends: the outcome
