@@ -283,3 +283,62 @@ func testHopByHopNotRelayed(t *testing.T) {
 	}
 	checkEngine(t, s, 2)
 }
+
+func TestResponseHeaderBoundsOnlyTheHead(t *testing.T) {
+	engines(t, testResponseHeaderBoundsOnlyTheHead)
+}
+
+// testResponseHeaderBoundsOnlyTheHead: ResponseHeader bounds the wait
+// for the response head, on both engines; the body that follows is
+// bounded by Total. The upstream sends its head with the first bytes of
+// a chunked body, then the rest only after ResponseHeader has passed.
+func testResponseHeaderBoundsOnlyTheHead(t *testing.T) {
+	const rh = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		// The chunk's first half comes with the head, its second half
+		// later.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n20\r\nfirst 16 bytes..")
+		time.Sleep(3 * rh) // past ResponseHeader (and its slack), well within Total
+		io.WriteString(c, "second 16 bytes.\r\n0\r\n\r\n")
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	s, obs := front(t, proxy.Upstream{
+		Targets:  []*url.URL{up},
+		Timeouts: proxy.Timeouts{ResponseHeader: rh, Total: 30 * time.Second},
+	}, proxy.Options{})
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "first 16 bytes..second 16 bytes." || err != nil {
+		t.Errorf("%d %q (%v), want 200 and the whole body", resp.StatusCode, b, err)
+	}
+	if obs.last() != "ok" {
+		t.Errorf("outcome %q, want ok", obs.last())
+	}
+	checkEngine(t, s, 1)
+}
