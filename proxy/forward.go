@@ -801,7 +801,14 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	buf := *sp
-	bodyDeadline := false
+	// The body is read from the socket by Total (or the request
+	// timeout), not by the response-header deadline still in force: that
+	// is set before the first read that can reach the socket, which is
+	// any read but of a Content-Length body all buffered with the head (a
+	// read of a chunked body goes on to the socket when a chunk outruns
+	// the buffer).
+	resp := &uc.resp
+	bodyDeadline := resp.ContentLength >= 0 && !resp.Chunked && int64(len(uc.rd.Buffered())) >= resp.ContentLength
 	sinceYield := 0
 	for {
 		if uc.body.Done() {
@@ -810,18 +817,14 @@ func (e *exchange1) copyBody(uc *upConn, w *bufio.Writer, chunkedOut bool) (stri
 			}
 			return "ok", true
 		}
-		if len(uc.rd.Buffered()) == 0 {
-			if w.Buffered() > 0 {
-				if err := w.Flush(); err != nil {
-					return "canceled", false // the client went away
-				}
+		if len(uc.rd.Buffered()) == 0 && w.Buffered() > 0 {
+			if err := w.Flush(); err != nil {
+				return "canceled", false // the client went away
 			}
-			if !bodyDeadline {
-				// The body is read from the socket: by Total (or the
-				// request timeout), not the response-header deadline.
-				bodyDeadline = true
-				uc.rdl.Set(uc.c, e.end, 0)
-			}
+		}
+		if !bodyDeadline {
+			bodyDeadline = true
+			uc.rdl.Set(uc.c, e.end, 0)
 		}
 		n, err := uc.body.Read(buf)
 		if lp := e.x.Loop; lp != nil && n > 0 {
