@@ -30,7 +30,7 @@ func TestHopByHop(t *testing.T) {
 	}
 }
 
-func TestHopByHopAllocs(t *testing.T) {
+func TestNoRaceHopByHopAllocs(t *testing.T) {
 	name := []byte("Proxy-Authorization")
 	if n := testing.AllocsPerRun(100, func() { HopByHop(name) }); n != 0 {
 		t.Fatalf("HopByHop allocates %v times", n)
