@@ -32,6 +32,8 @@ package conf
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -231,4 +233,38 @@ func Alternatives(words []string) string {
 		return words[0]
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// HostPort checks a listener address: host:port, the host an IP address,
+// a lower-case DNS name ([Hostname]) or empty (every interface), the port
+// 0 to 65535. The error says which part is wrong.
+func HostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host != "" {
+		if _, err := netip.ParseAddr(host); err != nil && !Hostname(host) {
+			return errors.New("bad host")
+		}
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return errors.New("bad port")
+	}
+	return nil
+}
+
+// Hostname reports whether s is a lower-case DNS name: 1 to 253 bytes of
+// a-z, 0-9, "-" and ".".
+func Hostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -127,7 +127,7 @@ type Config struct {
 	XDP              XDP               `yaml:"xdp"`
 	Redis            redisconn.Options `yaml:"redis"`  // the URL is BULWARK_REDIS_URL
 	Global           global.Config     `yaml:"global"` // the global limiter
-	RLS              RLS               `yaml:"rls"`
+	RLS              rls.Listener      `yaml:"rls"`    // Envoy's RLS server; cluster
 	Control          Control           `yaml:"control"`
 
 	// File is the name the configuration was loaded from.
@@ -491,41 +491,6 @@ type XDP struct {
 	NoPin   bool   `yaml:"no_pin"`
 }
 
-// RLS serves Envoy's rate limit service (envoy.service.ratelimit.v3) on
-// gRPC, backed by the global limiter: Envoy and Istio ask it before
-// forwarding. Cluster profile.
-type RLS struct {
-	// Addr is host:port of the gRPC listener; "" (default) turns it off.
-	// Beyond loopback it needs TokenFile or TLS.ClientCAFile: the
-	// protocol has no authentication of its own.
-	Addr string `yaml:"addr"`
-	// ConfigFile holds the domains, in envoyproxy/ratelimit's format
-	// (relative to this file). A reload re-reads it; unchanged limits
-	// keep their state.
-	ConfigFile string `yaml:"config_file"`
-	// MaxKeys bounds the RLS server's own table of keys in this replica
-	// (its clients choose the descriptor values), apart from
-	// global.capacity, so that it never crowds out the keys of scope:
-	// global routes.
-	MaxKeys int `yaml:"max_keys"`
-	// TokenFile holds a bearer token (relative to this file) that every
-	// call must carry as "authorization: Bearer <token>" metadata
-	// (Envoy: the rate limit service's grpc_service.initial_metadata).
-	TokenFile string `yaml:"token_file"`
-	// TLS serves gRPC over TLS; with a client CA, mutual TLS.
-	TLS *RLSTLS `yaml:"tls"`
-}
-
-// RLSTLS names the RLS listener's certificate and key files (PEM) and,
-// for mutual TLS, the CA that signs its clients' certificates.
-type RLSTLS struct {
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ClientCAFile, when set, makes every client present a certificate
-	// signed by one of its CAs (mutual TLS).
-	ClientCAFile string `yaml:"client_ca_file"`
-}
-
 // UDPLimit bounds UDP traffic to one destination port (0: no limit).
 type UDPLimit struct {
 	Port int   `yaml:"port"`
@@ -614,7 +579,7 @@ func DefaultConfig() *Config {
 		IPSets:    IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
 		Redis:     redisconn.Options{}.WithDefaults(),
 		Global:    global.DefaultConfig(),
-		RLS:       RLS{MaxKeys: global.DefaultCapacity},
+		RLS:       rls.Listener{MaxKeys: global.DefaultCapacity},
 		XDP: XDP{
 			Mode:             "off",
 			Flags:            xdp.DefaultFlags.Names(),

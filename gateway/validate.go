@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
-	"github.com/bulwarkhq/bulwark/rls"
 )
 
 // Hard ranges of every numeric setting. A value outside its range is a
@@ -38,8 +36,6 @@ var (
 	rangeRetries = intRange{0, proxy.MaxRetries}
 	rangeMaxIdle = intRange{1, proxy.MaxIdleConnsPerHostLimit}
 	rangeMaxConn = intRange{0, proxy.MaxConnsPerHostLimit}
-
-	rangeRLSMaxKeys = intRange{1, keyed.MaxCapacity}
 
 	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
@@ -678,35 +674,6 @@ func (a AccessLog) Validate() error {
 	return f.err()
 }
 
-// Validate checks the RLS listener: an address and a config file
-// together (the file itself is read and parsed by Provision).
-func (r RLS) Validate() error {
-	var f fieldErrs
-	if r.Addr == "" {
-		return nil
-	}
-	if err := validHostPort(r.Addr); err != nil {
-		f.add("addr", "%q: %v", r.Addr, err)
-	}
-	if r.ConfigFile == "" {
-		f.add("config_file", "required when rls.addr is set")
-	}
-	f.int("max_keys", int64(r.MaxKeys), rangeRLSMaxKeys)
-	if t := r.TLS; t != nil {
-		if t.CertFile == "" {
-			f.add("tls.cert_file", "required when rls.tls is set")
-		}
-		if t.KeyFile == "" {
-			f.add("tls.key_file", "required when rls.tls is set")
-		}
-	}
-	mtls := r.TLS != nil && r.TLS.ClientCAFile != ""
-	if err := rls.CheckAddr(r.Addr, r.TokenFile != "" || mtls); errors.Is(err, rls.ErrExposed) {
-		f.add("addr", "%q is not a loopback address and the RLS protocol has no authentication: set rls.token_file or rls.tls.client_ca_file (mutual TLS)", r.Addr)
-	}
-	return f.err()
-}
-
 // Validate checks the quota's operation, limit and window and its
 // forward-auth call, then the quota package's own check of the operation.
 func (q Quota) Validate() error {
@@ -870,35 +837,12 @@ func validName(s string) bool {
 // field names).
 func validToken(s string) bool { return len(s) <= maxNameLen && fieldname.Token(s) }
 
-func validHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return errors.New("want host:port")
-	}
-	if host != "" {
-		if _, err := netip.ParseAddr(host); err != nil && !validHostname(host) {
-			return errors.New("bad host")
-		}
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p < 0 || p > 65535 {
-		return errors.New("bad port")
-	}
-	return nil
-}
-
-func validHostname(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+// validHostPort and validHostname are conf's checks of a listener
+// address and of a DNS name.
+var (
+	validHostPort = conf.HostPort
+	validHostname = conf.Hostname
+)
 
 // parsePrefix accepts a CIDR prefix or a single address.
 func parsePrefix(s string) (netip.Prefix, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/limit"
@@ -234,5 +236,32 @@ func TestOwnTable(t *testing.T) {
 		if d := route.Allow(fmt.Sprintf("client-%d", i)); !d.Allowed {
 			t.Fatalf("route key %d refused after an RLS flood: %+v", i, d)
 		}
+	}
+}
+
+// TestListenerValidate: the rls section's own check names every problem
+// by its key (ErrConfig), and an empty addr is off, not an error.
+func TestListenerValidate(t *testing.T) {
+	if err := (rls.Listener{}).Validate(); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	ok := rls.Listener{Addr: "127.0.0.1:8081", ConfigFile: "r.yaml", MaxKeys: 10}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("loopback: %v", err)
+	}
+	err := rls.Listener{Addr: "0.0.0.0:99999", MaxKeys: -1, TLS: &rls.ListenerTLS{}}.Validate()
+	var es conf.Errors
+	if !errors.As(err, &es) || !errors.Is(err, rls.ErrConfig) {
+		t.Fatalf("Validate: %v, want conf.Errors of ErrConfig", err)
+	}
+	var paths []string
+	for _, e := range es {
+		paths = append(paths, e.Path)
+	}
+	if want := []string{"addr", "config_file", "max_keys", "tls.cert_file", "tls.key_file", "addr"}; !slices.Equal(paths, want) {
+		t.Fatalf("paths %v, want %v (%v)", paths, want, err)
+	}
+	if got := es[0].Error(); got != `rls: invalid config: addr: "0.0.0.0:99999": bad port` {
+		t.Fatalf("first error %q", got)
 	}
 }
