@@ -119,9 +119,9 @@ const (
 // only touched under mu.
 type cellShard[K comparable] struct {
 	cellShardHead
-	_ [cellHeadPad]byte
-	index
+	_    [cellHeadPad]byte
 	slab []cell[K]
+	index
 	free []uint32
 	_    [cellTablesPad]byte
 }

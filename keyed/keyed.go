@@ -224,10 +224,10 @@ const (
 // zeroed; pos[i] is 0 beyond n.
 type shard[K Hashable, V any] struct {
 	shardHead
-	_ [headPad]byte
-	index
+	_    [headPad]byte
 	slab []entry[K, V]
-	_    [tablesPad]byte
+	index
+	_ [tablesPad]byte
 }
 
 // New returns an empty table. expired reports whether an entry may be

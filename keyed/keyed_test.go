@@ -200,14 +200,30 @@ func TestShardPadding(t *testing.T) {
 	if n := unsafe.Sizeof(shard[Key128, int]{}); n%cacheLine != 0 {
 		t.Errorf("shard size %d is not a multiple of %d", n, cacheLine)
 	}
-	// The fields every lookup reads sit in their own block, after the
-	// lock and the fields written under it.
+	// The fields every lookup reads (slab, mask, idx) sit in one 64-byte
+	// line at the start of their own block, after the lock and the fields
+	// written under it; the rest (pos, free) follow in that block.
 	var sh shard[Digest, item]
-	if off := unsafe.Offsetof(sh.mask); off%cacheLine != 0 || off < unsafe.Sizeof(shardHead{}) {
-		t.Errorf("mask at offset %d", off)
+	var cs cellShard[Digest]
+	for _, f := range []struct {
+		name                       string
+		head, slab, mask, idx, end uintptr
+	}{
+		{"shard", unsafe.Sizeof(shardHead{}), unsafe.Offsetof(sh.slab), unsafe.Offsetof(sh.mask), unsafe.Offsetof(sh.idx), unsafe.Offsetof(sh.pos) + unsafe.Sizeof(sh.pos)},
+		{"cellShard", unsafe.Sizeof(cellShardHead{}), unsafe.Offsetof(cs.slab), unsafe.Offsetof(cs.mask), unsafe.Offsetof(cs.idx), unsafe.Offsetof(cs.free) + unsafe.Sizeof(cs.free)},
+	} {
+		if f.slab%cacheLine != 0 || f.slab < f.head {
+			t.Errorf("%s: slab at offset %d", f.name, f.slab)
+		}
+		if end := max(f.mask+4, f.idx+unsafe.Sizeof(sh.idx)); end-f.slab > 64 {
+			t.Errorf("%s: lookup fields span %d bytes", f.name, end-f.slab)
+		}
+		if f.end-f.slab > cacheLine {
+			t.Errorf("%s: lookup block spans %d bytes", f.name, f.end-f.slab)
+		}
 	}
-	if end := unsafe.Offsetof(sh.pos) + unsafe.Sizeof(sh.pos); end-unsafe.Offsetof(sh.mask) > cacheLine {
-		t.Errorf("lookup fields span %d bytes", end-unsafe.Offsetof(sh.mask))
+	if n := unsafe.Sizeof(cellShard[Key128]{}); n%cacheLine != 0 {
+		t.Errorf("cellShard size %d is not a multiple of %d", n, cacheLine)
 	}
 	var tab Table[Digest, int]
 	if gap := unsafe.Offsetof(tab.count) - unsafe.Offsetof(tab.capacity); gap < cacheLine {
