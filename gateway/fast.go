@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -26,29 +27,46 @@ import (
 // through the exchange's http.ResponseWriter.
 //
 // Routes with a login throttle or a quota read the body and need a
-// complete *http.Request: their requests are declined and the host hands
-// the connection to net/http, which serves them (and the connection's
-// later requests) exactly as with listen.engine nethttp. So do heads the
+// complete *http.Request: ServeHTTP1 declines their requests with
+// host.NetHTTP and the host hands the connection to net/http (straight
+// from an event loop), which serves them (and the connection's later
+// requests) exactly as with listen.engine nethttp. So do heads the
 // strict HTTP/1.1 parser declines, HTTP/2 and every upgrade (WebSocket
 // included). Layers that read header fields (a trusted proxy's
 // forwarding fields, header:NAME rate-limit keys) get a complete request
 // built for them.
+//
+// A request is routed once. The route matched on the fast engine
+// travels with a decline as the verdict's note (routed): to the
+// off-loop call of ServeHTTP1 (host.OffLoop, h1.Exchange.Note) and to
+// net/http's ServeHTTP for the declined request (host.NetHTTP,
+// host.NoteOf), where it is used only by the pipeline that matched it
+// (a reload in between: the request is routed again by the new one)
+// and only for the request it was matched for.
 
 // ServeHTTP1 serves a request of the host's fast engine with the current
-// pipeline (host.FastHandler). It returns false, having done nothing,
-// for a request whose route needs net/http, and on an event loop
-// (listen.engine auto) for one that cannot be served without blocking
-// the loop: a global rate limit, an upstream over TLS or whose name is
-// not looked up yet, a chunked or long body (see proxy.ServesOnLoop).
-// The host serves those off the loop.
-func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
+// pipeline (host.FastHandler). It declines, having done nothing, a
+// request whose route needs net/http (host.NetHTTP), and on an event
+// loop (listen.engine auto) one that cannot be served without blocking
+// the loop (host.OffLoop): a global rate limit, an upstream over TLS or
+// whose name is not looked up yet, a chunked or long body (see
+// proxy.ServesOnLoop). Either carries the route it matched.
+func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	p := g.cur.Load()
-	sent := x.Target()
-	t := p.target(x.Method(), sent, sent[:len(x.Req.Path())], x.Host())
+	method, sent, host1 := x.Method(), x.Target(), x.Host()
+	rawPath := sent[:len(x.Req.Path())]
+	rd, _ := x.Note.(*routed)
+	t, ok := rd.target(p, method, sent, rawPath, host1)
+	if !ok {
+		t = p.target(method, sent, rawPath, host1)
+	}
 	if t.err == nil && t.rule != nil {
 		rt := p.routes[t.rule.route]
-		if !rt.fast || x.Loop != nil && (!rt.loop || !rt.proxy.ServesOnLoop(x)) {
-			return false // net/http's, or off the loop
+		switch {
+		case !rt.fast:
+			return host.NetHTTP(p.routed(method, sent, rawPath, host1, &t))
+		case x.Loop != nil && (!rt.loop || !rt.proxy.ServesOnLoop(x)):
+			return host.OffLoop(p.routed(method, sent, rawPath, host1, &t))
 		}
 	}
 	g.tally.requests.Add(1)
@@ -57,7 +75,7 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) bool {
 	defer exchanges.Put(ex)
 	defer p.finish(ex)
 	p.serveFast(x, ex, &t)
-	return true
+	return host.Served
 }
 
 func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {

@@ -20,11 +20,12 @@
 // [Gateway.ServeHTTP1], the same layers through the same code, on event
 // loops (Linux; "goroutine" asks for a goroutine per connection), and
 // hands everything else (HTTP/2, upgrades, unusual heads, login and
-// quota routes) to net/http on the same listener; with "nethttp",
-// net/http serves everything. A request that would block an event loop
-// (a global rate limit, an upstream over TLS, a chunked or long body)
-// is served with a goroutine, its connection moved off the loop and
-// back.
+// quota routes) to net/http on the same listener, straight from the
+// loop; with "nethttp", net/http serves everything. A request that would
+// block an event loop (a global rate limit, an upstream over TLS, a
+// chunked or long body) is served with a goroutine, its connection moved
+// off the loop and back. Either way the request is routed once: the
+// route travels with it (see [Gateway.ServeHTTP1]).
 //
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
 // from it; [Gateway.Start] listens (client, metrics and control
@@ -103,6 +104,10 @@ type Deps struct {
 	// Nil means the configuration cannot be re-read (the embedded
 	// quickstart): the API answers 501 reload_unsupported.
 	Source func() (*Config, error)
+
+	// onTarget, when set, is called each time a request's route is
+	// worked out (tests count them: once per request on every engine).
+	onTarget func()
 }
 
 // Gateway is a running (or ready to run) gateway. Its methods are safe for

@@ -39,6 +39,8 @@ type gwOpts struct {
 	rls net.Listener
 	// stateDir is Deps.StateDir (a generated control token).
 	stateDir string
+	// onTarget is Deps.onTarget (counts the routes worked out).
+	onTarget func()
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -126,6 +128,7 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 		WrapListener:    o.wrap,
 		RLSListener:     o.rls,
 		StateDir:        o.stateDir,
+		onTarget:        o.onTarget,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

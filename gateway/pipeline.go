@@ -138,7 +138,8 @@ type pipeline struct {
 	shadowShield bool
 	reuse        *registry
 	proxies      map[string]*proxy.Proxy
-	created      []any // what this pipeline's build made (not taken over)
+	created      []any  // what this pipeline's build made (not taken over)
+	onTarget     func() // Deps.onTarget
 }
 
 // discard releases what a pipeline that never served created.
@@ -204,7 +205,13 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// 1. Headers the client must not choose.
 	p.headers.apply(r.Header)
 
-	t := p.target(r.Method, r.RequestURI, proxy.RequestPath(r), r.Host)
+	// 5, worked out first (pure): matched already on the fast engine
+	// when it declined this request to net/http.
+	rawPath := proxy.RequestPath(r)
+	t, ok := routedOf(r).target(p, r.Method, r.RequestURI, rawPath, r.Host)
+	if !ok {
+		t = p.target(r.Method, r.RequestURI, rawPath, r.Host)
+	}
 	// 2. The client.
 	ex.client, ex.clientOK = p.resolver.Client(r)
 	if ex.clientOK {
@@ -242,6 +249,9 @@ type target struct {
 // (no request target holds a fragment; RFC 9112 §3.2) with 400
 // invalid_path, wherever it is.
 func (p *pipeline) target(method, sent, rawPath, host string) target {
+	if p.onTarget != nil {
+		p.onTarget()
+	}
 	if strings.IndexByte(sent, '#') >= 0 {
 		return target{err: canon.ErrInvalidPath}
 	}
@@ -260,6 +270,42 @@ func (p *pipeline) target(method, sent, rawPath, host string) target {
 	t.rule = rule
 	t.path.Flags |= flags
 	return t
+}
+
+// routed is a request's route matched on the fast engine, carried with
+// its decline (the host.Verdict's note) to where it is served next: the
+// off-loop call of ServeHTTP1 (h1.Exchange.Note) or net/http's
+// ServeHTTP (host.NoteOf). It belongs to the pipeline that matched it
+// and to the request's method, target, path and Host, target's only
+// inputs: anywhere else it does not apply.
+type routed struct {
+	p                           *pipeline
+	method, sent, rawPath, host string // immutable strings, kept as they are
+	t                           target
+}
+
+// routed returns t, matched by p for a request of these inputs, as the
+// note of a decline.
+func (p *pipeline) routed(method, sent, rawPath, host string, t *target) *routed {
+	return &routed{p: p, method: method, sent: sent, rawPath: rawPath, host: host, t: *t}
+}
+
+// routedOf returns the route the fast engine carried to net/http with
+// r, or nil.
+func routedOf(r *http.Request) *routed {
+	rd, _ := host.NoteOf(r).(*routed)
+	return rd
+}
+
+// target returns the carried target when rd (nil: none) was matched by
+// p for a request of these very inputs: then p.target would return it.
+// ok false means the request is routed afresh (a reload since, another
+// request).
+func (rd *routed) target(p *pipeline, method, sent, rawPath, host string) (t target, ok bool) {
+	if rd == nil || rd.p != p || rd.method != method || rd.sent != sent || rd.rawPath != rawPath || rd.host != host {
+		return target{}, false
+	}
+	return rd.t, true
 }
 
 // identify runs steps 3 to 5 of the request path for both engines,
@@ -463,6 +509,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		behindLB:     len(cfg.ClientIP.TrustedProxies.CIDRs) > 0,
 		unmatched:    g.metrics.forUnmatched(),
 		reuse:        b.next,
+		onTarget:     g.deps.onTarget,
 	}
 	p.strips, p.protects = p.headers.strips, p.headers.protects
 	mt, bad := cfg.matcher()

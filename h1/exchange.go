@@ -46,6 +46,10 @@ type Exchange struct {
 	// cannot keep that rule declines the request (see host.FastHandler)
 	// and is called again for it off the loop.
 	Loop Loop
+	// Note is set by the host when it calls the handler again, off the
+	// event loop, for a request the handler declined on the loop: it is
+	// what that decline carried (host.OffLoop). Nil otherwise.
+	Note any
 
 	body  Body
 	w     *bufio.Writer

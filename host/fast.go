@@ -30,9 +30,11 @@ import (
 // Whatever the fast engine does not serve goes to net/http on the same
 // listener: a head outside h1's strict subset (malformed or unusual:
 // net/http answers it as it always does), HTTP/2 with prior knowledge,
-// upgrades, Expect, and requests a FastHandler declines. The connection is
-// handed over with the bytes already read and net/http serves it, and
-// every later request on it, from then on.
+// upgrades, Expect, and requests a FastHandler declines with NetHTTP (or,
+// off an event loop, OffLoop). The connection is handed over with the
+// bytes already read and net/http serves it, and every later request on
+// it, from then on; the handler's note reaches its ServeHTTP for the
+// declined request (NoteOf).
 
 // Engine selects how a cleartext listener serves HTTP/1.1.
 type Engine string
@@ -50,14 +52,76 @@ const (
 // FastHandler is implemented by an activated handler that can serve the
 // fast engine's requests.
 type FastHandler interface {
-	// ServeHTTP1 serves one admitted request, or declines it by
-	// returning false before reading its body or writing anything: the
-	// connection is then handed to net/http, which serves the request
-	// through ServeHTTP. x and everything it returns are valid only
-	// during the call. x.Deadline is the request timeout: the handler's
-	// I/O must end by then. A handler that panics with
-	// http.ErrAbortHandler cuts the connection without an answer.
-	ServeHTTP1(x *h1.Exchange) bool
+	// ServeHTTP1 serves one admitted request and returns Served, or
+	// declines it before reading its body or writing anything and says
+	// where it goes: OffLoop (on an event loop: served off the loop by
+	// ServeHTTP1 again) or NetHTTP (served by net/http through
+	// ServeHTTP). x and everything it returns are valid only during the
+	// call. x.Deadline is the request timeout: the handler's I/O must
+	// end by then. A handler that panics with http.ErrAbortHandler cuts
+	// the connection without an answer.
+	ServeHTTP1(x *h1.Exchange) Verdict
+}
+
+// A Verdict is what a FastHandler did with a request: it served it
+// (Served), or declined it, having read and written nothing, to where
+// it can be served (OffLoop, NetHTTP), as gnet's handlers return an
+// action instead of a bool with two meanings.
+//
+// A decline may carry a note: the handler's own value, such as the
+// route it matched, which the host gives back to the handler where the
+// request is served next, for that request only (h1.Exchange.Note off
+// the loop, NoteOf in ServeHTTP), so that what the handler worked out
+// once is not worked out again. The host never looks inside a note;
+// the handler must check that a note it gets back still applies (its
+// own state may have changed in between, by a reload say).
+type Verdict struct {
+	to   verdictTo
+	note any
+}
+
+type verdictTo uint8
+
+const (
+	toServed verdictTo = iota
+	toOffLoop
+	toNetHTTP
+)
+
+// Served is the verdict of a request the handler served (or cut): the
+// zero Verdict.
+var Served = Verdict{}
+
+// OffLoop declines a request on an event loop (h1.Exchange.Loop set)
+// that the handler can serve, but not without blocking the loop: the
+// connection leaves the loop (its socket goes back to the runtime's
+// poller) and a goroutine of the fast engine calls ServeHTTP1 again
+// for the same request, with h1.Exchange.Note set to note. Off a loop
+// it is NetHTTP(note).
+func OffLoop(note any) Verdict { return Verdict{to: toOffLoop, note: note} }
+
+// NetHTTP declines a request the fast engine does not serve (one that
+// needs a complete *http.Request, say): the connection and the bytes
+// read ahead are handed to net/http, straight from an event loop,
+// which serves the request through the handler's ServeHTTP, where
+// NoteOf returns note, and every later request of the connection.
+func NetHTTP(note any) Verdict { return Verdict{to: toNetHTTP, note: note} }
+
+// Declined reports whether v declines the request (OffLoop, NetHTTP).
+func (v Verdict) Declined() bool { return v.to != toServed }
+
+// Note returns the note a declining verdict carries.
+func (v Verdict) Note() any { return v.note }
+
+// String returns "served", "offloop" or "nethttp".
+func (v Verdict) String() string {
+	switch v.to {
+	case toOffLoop:
+		return "offloop"
+	case toNetHTTP:
+		return "nethttp"
+	}
+	return "served"
 }
 
 // FastRequestHook is the engine-neutral form of RequestHook for the
@@ -239,6 +303,9 @@ type connServer struct {
 	requests int
 	rdl, wdl deadline.Lazy
 	lc       *evloop.Conn // the loop's connection while a loop serves it
+	// note is what the handler's OffLoop verdict carried, for its next
+	// call (h1.Exchange.Note): the same request's, off the loop.
+	note any
 }
 
 var (
@@ -291,7 +358,7 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 	for {
 		ok, declined := cs.readHead(first)
 		if declined {
-			handedOff, moved = s.decline(cs, first)
+			handedOff, moved = s.decline(cs, first, NetHTTP(nil))
 			return
 		}
 		first = false
@@ -304,9 +371,9 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 		if cs.pc != nil {
 			cs.pc.HeadDone()
 		}
-		keep, decline := cs.serveRequest()
-		if decline {
-			handedOff, moved = s.decline(cs, false)
+		keep, v := cs.serveRequest()
+		if v.Declined() {
+			handedOff, moved = s.decline(cs, false, v)
 			return
 		}
 		cs.rd.Unpin()
@@ -350,13 +417,18 @@ func (s *fastServer) end(cs *connServer, handedOff bool) {
 }
 
 // decline passes on a connection whose next request the fast engine
-// does not serve: to net/http, or first off its loop to a goroutine of
-// the fast engine (which may then hand it to net/http).
-func (s *fastServer) decline(cs *connServer, first bool) (handedOff, moved bool) {
-	if cs.lc != nil {
+// does not serve, as v says: off its loop to a goroutine of the fast
+// engine, which serves the request (OffLoop, on a loop), or to net/http
+// (NetHTTP; OffLoop off a loop), straight from a loop too.
+func (s *fastServer) decline(cs *connServer, first bool, v Verdict) (handedOff, moved bool) {
+	switch {
+	case cs.lc == nil:
+		return s.handover(cs, v.note), false
+	case v.to == toOffLoop:
+		cs.note = v.note
 		return false, s.leaveLoop(cs, first)
 	}
-	return s.handover(cs), false
+	return false, s.handOverFromLoop(cs, v.note)
 }
 
 // readHead reads until a complete head is buffered and parsed into
@@ -416,10 +488,11 @@ func (cs *connServer) clientGone() bool {
 	return !errors.Is(err, h1.ErrBufferFull)
 }
 
-// handover gives the connection and its buffered bytes to net/http.
-func (s *fastServer) handover(cs *connServer) bool {
+// handover gives the connection and its buffered bytes to net/http,
+// with the note of the handler's decline for its first request.
+func (s *fastServer) handover(cs *connServer, note any) bool {
 	rest := cs.rd.Buffered()
-	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests)}
+	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests), note: note}
 	_ = cs.c.SetDeadline(time.Time{})
 	if !s.handoff.push(hc) {
 		return false
@@ -429,17 +502,20 @@ func (s *fastServer) handover(cs *connServer) bool {
 	return true
 }
 
-// serveRequest is Host.serve for the fast engine; decline reports that
-// the handler declined (nothing was written or read).
-func (cs *connServer) serveRequest() (keepAlive, decline bool) {
+// serveRequest is Host.serve for the fast engine; a declining v
+// reports that the handler declined (nothing was written or read) and
+// where the request goes.
+func (cs *connServer) serveRequest() (keepAlive bool, v Verdict) {
 	h := cs.s.h
 	lim := &h.lim
 	x := &cs.x
+	note := cs.note // for this request only
+	cs.note = nil
 	var fh FastHandler
 	if hb := h.handler.Load(); hb != nil {
 		fh, _ = hb.h.(FastHandler)
 		if fh == nil && cs.lc != nil {
-			return false, true // off the loop before anything counts it
+			return false, NetHTTP(nil) // before anything counts it
 		}
 	}
 	now := time.Now()
@@ -467,34 +543,33 @@ func (cs *connServer) serveRequest() (keepAlive, decline bool) {
 	switch {
 	case pathIs(path, "/livez"):
 		h.probe(x, r, true)
-		return x.Finish(), false
+		return x.Finish(), Served
 	case pathIs(path, "/readyz"):
 		h.probe(x, r, false)
-		return x.Finish(), false
+		return x.Finish(), Served
 	}
 	// Host is not counted among the header fields, as in net/http.
 	if reason, p := h.gate(shed, len(x.Req.Target), len(x.Req.Fields)-1, x.Req.ContentLength); reason != "" {
 		h.reject(x, r, reason, p)
-		return x.Finish(), false
+		return x.Finish(), Served
 	}
-	handled := cs.run(now, fh)
-	if !handled {
+	if v = cs.run(now, fh, note); v.Declined() {
 		cs.requests--
 		cs.rd.Unpin()
-		cs.rd.Unread(x.Req.HeadLen) // net/http reads the head again
-		return false, true
+		cs.rd.Unread(x.Req.HeadLen) // read again, off the loop or by net/http
+		return false, v
 	}
 	keep := x.Finish()
 	body := x.Body()
 	if x.HasBody() && !body.Done() {
 		keep = false // the rest of the body is not read: the connection ends
 	}
-	return keep, false
+	return keep, Served
 }
 
-// run is Host.run for the fast engine: the handler runs admitted, and
-// the host answers for it when it wrote nothing.
-func (cs *connServer) run(now time.Time, fh FastHandler) (handled bool) {
+// run is Host.run for the fast engine: the handler runs admitted, with
+// note as x.Note, and the host answers for it when it wrote nothing.
+func (cs *connServer) run(now time.Time, fh FastHandler, note any) (v Verdict) {
 	h := cs.s.h
 	x := &cs.x
 	x.Deadline = now.Add(h.lim.RequestTimeout)
@@ -516,9 +591,9 @@ func (cs *connServer) run(now time.Time, fh FastHandler) (handled bool) {
 		}
 	}
 	if fh == nil {
-		return false
+		return NetHTTP(nil)
 	}
-	handled = true
+	x.Note = note
 	func() {
 		defer func() {
 			p := recover()
@@ -537,15 +612,15 @@ func (cs *connServer) run(now time.Time, fh FastHandler) (handled bool) {
 			}
 			writeProblem(x, x.Stub(), probInternal)
 		}()
-		handled = fh.ServeHTTP1(x)
+		v = fh.ServeHTTP1(x)
 	}()
-	if !handled {
-		if x.Written() {
-			// A handler that wrote must not decline; treat it as served.
-			handled = true
-		} else {
-			return false
+	x.Note = nil
+	if v.Declined() {
+		if !x.Written() {
+			return v
 		}
+		// A handler that wrote must not decline; treat it as served.
+		v = Served
 	}
 	if !x.Written() && !x.Broken() {
 		body := x.Body()
@@ -567,7 +642,7 @@ func (cs *connServer) run(now time.Time, fh FastHandler) (handled bool) {
 			}
 		}
 	}
-	return true
+	return Served
 }
 
 // pathIs reports whether the raw path p decodes to want (net/http
@@ -662,6 +737,9 @@ type handoffConn struct {
 	buf      []byte
 	requests int64 // served by the fast engine: Limits.MaxRequestsPerConn counts on
 	watch    framingWatch
+	// note is what the handler's NetHTTP verdict carried for the
+	// declined request, the first net/http reads (NoteOf).
+	note any
 }
 
 func (c *handoffConn) Read(p []byte) (int, error) {

@@ -34,22 +34,22 @@ func (f *fastHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "nethttp "+r.URL.Path)
 }
 
-func (f *fastHandler) ServeHTTP1(x *h1.Exchange) bool {
+func (f *fastHandler) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	if f.decline != "" && strings.HasPrefix(string(x.Req.Path()), f.decline) {
-		return false
+		return host.NetHTTP(nil)
 	}
 	f.fast.Add(1)
 	if f.serve != nil {
 		f.serve(x)
-		return true
+		return host.Served
 	}
 	x.Header().Set("X-Engine", "fast")
 	b, err := io.ReadAll(x.Body())
 	if err != nil {
-		return true // the host answers for the body
+		return host.Served // the host answers for the body
 	}
 	_, _ = io.WriteString(x, "fast "+string(x.Req.Path())+" "+string(b))
-	return true
+	return host.Served
 }
 
 func startFast(t *testing.T, m mode, lim host.Limits, f *fastHandler, opts ...option) *env {
@@ -442,9 +442,9 @@ func TestLoopLeavesForADeclinedRequest(t *testing.T) {
 // does).
 type loopDecliner struct{ *fastHandler }
 
-func (d *loopDecliner) ServeHTTP1(x *h1.Exchange) bool {
+func (d *loopDecliner) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	if x.Loop != nil && string(x.Req.Path()) == "/block" {
-		return false
+		return host.OffLoop(nil)
 	}
 	return d.fastHandler.ServeHTTP1(x)
 }

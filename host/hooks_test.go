@@ -180,10 +180,11 @@ func TestRequestHookShedsButNotProbes(t *testing.T) {
 				t.Fatalf("handler served %d requests, want 1", served.Load())
 			}
 			want := int64(4)
-			if m.Fast {
+			if m.Fast && !m.Loop {
 				// The fast engine declines the served /x (a plain
 				// http.Handler): it is counted there, then again by
-				// net/http, which serves it.
+				// net/http, which serves it. (An event loop hands it
+				// to net/http before anything counts it.)
 				want = 5
 			}
 			if b, en := hook.begin.Load(), hook.end.Load(); b != want || en != want {

@@ -64,9 +64,9 @@
 // request) through the activated handler's FastHandler method, after the
 // very same checks, in the same order, as the net/http path. Everything
 // else on the listener (heads the strict parser declines, HTTP/2 with
-// prior knowledge, upgrades, Expect, requests the handler declines) is
-// handed, connection and all, to net/http, which answers it as it always
-// does; see FastHandler. EngineLoop runs the same engine on event loops
+// prior knowledge, upgrades, Expect, requests the handler declines with
+// NetHTTP) is handed, connection and all, to net/http, which answers it
+// as it always does; see FastHandler and Verdict. EngineLoop runs the same engine on event loops
 // (Linux): see "The loop engine" in loop.go and EngineLoop.
 package host
 
@@ -369,6 +369,7 @@ func New(cfg Config) (*Host, error) {
 			if hc, ok := c.(*handoffConn); ok {
 				ci.requests.Store(hc.requests) // served by the fast engine so far
 				ci.framing = &hc.watch
+				ci.note, hc.note = hc.note, nil
 			}
 			ctx = context.WithValue(ctx, connKey{}, ci)
 			if cfg.ConnContext != nil {

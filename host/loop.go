@@ -25,11 +25,14 @@ import (
 //
 // The rule of a loop is that nothing blocks but the connections' own
 // I/O, so a handler sees h1.Exchange.Loop set and declines what it
-// cannot do that way; the connection then leaves the loop (its socket
-// goes back to the runtime's poller) and goes on as on EngineFast, with
-// a goroutine: the declined request is served there, or handed to
-// net/http like any other the fast engine declines. Once it is served
-// the connection goes back to a loop (unless net/http has it). A
+// cannot do that way with OffLoop; the connection then leaves the loop
+// (its socket goes back to the runtime's poller) and goes on as on
+// EngineFast, with a goroutine, where the handler is called again for
+// the declined request (with the verdict's note). Once it is served the
+// connection goes back to a loop (unless net/http has it). A request
+// for net/http (a head h1 declines, a NetHTTP verdict) is handed to
+// net/http straight from the loop, not through a goroutine of the fast
+// engine: its head is parsed once by the fast engine, then by net/http. A
 // connection the loop engine does not take (not TCP, a loop full, no
 // loops on this platform) is served by a goroutine and joins a loop
 // after its first request when it can. A connection served many
@@ -247,6 +250,26 @@ func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
 	cs.onLoop(nil)
 	s.leftLoop.Add(1)
 	go s.serveConn(cs, first)
+	return true
+}
+
+// handOverFromLoop hands cs's connection to net/http from its loop,
+// for a request declined with NetHTTP: its socket goes back to the
+// runtime's poller and a goroutine hands it over (waiting for net/http's
+// accept loop, which a loop must not). It is called from the serve
+// function, with the connection's current request not begun.
+func (s *fastServer) handOverFromLoop(cs *connServer, note any) bool {
+	if cs.fc.state.Load() == connClosed {
+		return false // closed by a shutdown
+	}
+	sc := swapOf(cs.c)
+	nc, err := cs.lc.Detach()
+	if err != nil || sc == nil {
+		return false
+	}
+	sc.set(nc)
+	cs.onLoop(nil)
+	go func() { s.end(cs, s.handover(cs, note)) }()
 	return true
 }
 

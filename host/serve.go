@@ -26,6 +26,10 @@ type connInfo struct {
 	requests atomic.Int64
 	shard    uint32        // registry shard of this connection's requests
 	framing  *framingWatch // a cleartext connection's (framing.go), or nil
+	// note is the FastHandler's NetHTTP note for the connection's first
+	// request on net/http (an HTTP/1.1 connection's: read and cleared by
+	// that request's goroutine, the connection's), nil once taken.
+	note any
 }
 
 // Fixed rejection answers. Titles never carry request data.
@@ -59,7 +63,11 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 		defer rh.EndRequest(r)
 	}
 	var shard uint32
+	var note any
 	if ci, ok := r.Context().Value(connKey{}).(*connInfo); ok {
+		if ci.note != nil {
+			note, ci.note = ci.note, nil // the declined request's only
+		}
 		if ci.requests.Add(1) >= int64(h.lim.MaxRequestsPerConn) {
 			w.Header().Set("Connection", "close")
 		}
@@ -81,7 +89,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, reason, p)
 		return
 	}
-	h.run(w, r, &h.shards[shard])
+	h.run(w, r, &h.shards[shard], note)
 }
 
 // gate runs the checks every request passes before its handler, on
@@ -356,6 +364,7 @@ type request struct {
 	rw     responseWriter
 	body   bodyReader
 	cancel context.CancelCauseFunc
+	note   any // NoteOf
 	// expireAt is the request timeout as an offset from the host's epoch,
 	// written once by shard.add before the handler runs.
 	expireAt int64
@@ -390,6 +399,19 @@ func (c *reqCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// NoteOf returns the note of the NetHTTP verdict with which the
+// activated handler's ServeHTTP1 declined r on the fast engine (see
+// Verdict), or nil: for any other request, including the later ones of
+// the connection net/http serves from then on. r is the request the
+// host gave the handler, or one derived from it (its context's values
+// kept).
+func NoteOf(r *http.Request) any {
+	if rq, ok := r.Context().Value(admission.ContextKey{}).(*request); ok {
+		return rq.note
+	}
+	return nil
+}
+
 // unref drops one reference; the last one frees the admission slot.
 func (rq *request) unref() {
 	if rq.refs.Add(-1) == 0 {
@@ -397,10 +419,10 @@ func (rq *request) unref() {
 	}
 }
 
-// run serves an admitted request. The admission slot is held until the
-// handler and every Hold it took have returned.
-func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard) {
-	rq := &request{h: h}
+// run serves an admitted request, with note (NoteOf). The admission
+// slot is held until the handler and every Hold it took have returned.
+func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard, note any) {
+	rq := &request{h: h, note: note}
 	rq.refs.Store(1)
 	parent := r.Context()
 	var cctx context.Context

@@ -94,9 +94,9 @@ type fastFront struct {
 
 func (f fastFront) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.p.ServeHTTP(w, r) }
 
-func (f fastFront) ServeHTTP1(x *h1.Exchange) bool {
+func (f fastFront) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	if x.Loop != nil && !f.p.ServesOnLoop(x) {
-		return false // forwarded off the loop
+		return host.OffLoop(nil) // forwarded off the loop
 	}
 	if x.Loop != nil {
 		f.onLoop.Add(1)
@@ -116,7 +116,7 @@ func (f fastFront) ServeHTTP1(x *h1.Exchange) bool {
 		}
 	}
 	f.p.ServeHTTP1(x, fw)
-	return true
+	return host.Served
 }
 
 // front puts a proxy for u in front of a real loopback server: net/http's,
