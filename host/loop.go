@@ -330,13 +330,13 @@ type EngineStats struct {
 	// idle).
 	LoopConns int
 	// LeftLoop counts client connections moved off an event loop to a
-	// goroutine, for a request a handler declined there.
+	// goroutine, for a request a handler declined there with OffLoop.
 	LeftLoop uint64
 	// Rejoined counts client connections moved back to an event loop
 	// once such a request was served.
 	Rejoined uint64
 	// HandedOver counts client connections the fast engine handed to
-	// net/http.
+	// net/http (from an event loop too, without leaving it first).
 	HandedOver uint64
 }
 
