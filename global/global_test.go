@@ -51,11 +51,13 @@ func newLimiter(t testing.TB, n *global.Node, name string, g limit.GCRA) *global
 	return l
 }
 
-// eventually polls cond for up to 5 s of real time (the worker runs on its
-// own goroutine); it fails t if cond never holds.
+// eventually polls cond for up to 30 s of real time (the worker runs on
+// its own goroutine, which a loaded machine may leave without a CPU for
+// seconds: the deadline only catches a hang); it fails t if cond never
+// holds.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -144,7 +144,7 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		Keys: keys, StartAt: time.Now().Add(2 * time.Second).UnixNano(), Duration: dur,
 		Pace: envDuration("BULWARK_GLOBAL_PROOF_PACE", 250*time.Microsecond)}
 	// race-ok: a bigger decision budget; the counts are asserted all the same.
-	if raceEnabled || cluster {
+	if raceEnabled || cluster || !strictTiming() {
 		// Four replicas and the Redis server(s) share the machine (two
 		// cores here, and the rest of the test suite runs beside it):
 		// with three cluster nodes, or the race detector slowing every
@@ -155,8 +155,10 @@ func runReplicas(t *testing.T, url string, cluster bool, keys []string) {
 		// (TestRedisKilledMidLoad), whose fallback admissions are paid
 		// back only after the breaker closes, not the accounting this
 		// proof is about: give the decisions a budget no healthy Redis on
-		// loopback misses.
-		spec.Budget = 50 * time.Millisecond
+		// loopback misses. (50 ms was missed under stress-ng beside the
+		// suite: the longest allowed, unless BULWARK_STRICT_TIMING says
+		// the machine is quiet and the default budget is proved too.)
+		spec.Budget = global.MaxBudget
 	}
 	raw, _ := json.Marshal(spec)
 	var (
@@ -245,11 +247,11 @@ func TestRedisKilledMidLoad(t *testing.T) {
 	var events []global.Event
 	hooks := global.Hooks{Event: func(e global.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }}
 	// A budget no healthy Redis on loopback misses, even with the race
-	// detector and the rest of the suite on two cores (see
-	// runReplicas): the breaker must be closed before
-	// the kill for the test to see it open because of the kill; errors
-	// open it whatever the budget.
-	const budget = 50 * time.Millisecond
+	// detector and the rest of the suite on two loaded cores (see
+	// runReplicas; 50 ms was missed under load): the breaker must be
+	// closed before the kill for the test to see it open because of the
+	// kill; errors open it whatever the budget.
+	const budget = global.MaxBudget
 	n1 := newNode(t, global.Config{Store: openStore(t, o), Hooks: hooks, Summary: time.Second, Budget: budget})
 	n2 := newNode(t, global.Config{Store: openStore(t, o), Budget: budget})
 	waitFor(t, "two replicas", 5*time.Second, func() bool { return n1.Replicas() == 2 })
