@@ -197,39 +197,25 @@ type TLS struct {
 
 // ClientIP decides who the client of a request is, for every layer at
 // once: the allow and deny lists, the shield, client_ip rate-limit keys
-// and the login throttle all see the same client.
+// and the login throttle all see the same client. Its keys are peer's
+// (trusted_proxies, ipv6_prefix: peer.Config) and keyed's (networks:
+// keyed.NetworkBudget).
 type ClientIP struct {
-	// TrustedProxies is the opt-in trusted-proxy contract; empty (the
-	// default) means the socket peer is the client. When it is set, the
-	// allow and deny lists are also checked against the resolved client
-	// of every request (403 blocked), besides the socket peer at accept.
-	TrustedProxies TrustedProxies `yaml:"trusted_proxies"`
-	// IPv6Prefix groups IPv6 clients for limiting: every address of one
-	// /64 (the default) is one client. 48 to 128.
-	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// Config is the resolver's: the opt-in trusted-proxy contract (empty,
+	// the default, means the socket peer is the client; when it is set,
+	// the allow and deny lists are also checked against the resolved
+	// client of every request, 403 blocked, besides the socket peer at
+	// accept) and the IPv6 grouping (a /64 by default).
+	peer.Config `yaml:",inline"`
 	// Networks bounds the share of every fail-closed table keyed by
 	// client (the shield's peers, client_ip rate limits, the login
 	// throttle and lockout) that the clients of one network may fill with
-	// new keys, so that one /48 cannot lock everyone else out.
-	Networks Networks `yaml:"networks"`
-}
-
-// Networks is the per-network budget of new keys (keyed.NetworkBudget):
-// within one entry lifetime, the clients of one network (IPv4Prefix,
-// IPv6Prefix of the resolved client) may add at most Share of a table's
-// capacity; beyond it their new keys are refused like a full table
-// (reason capacity) while other networks' still get in.
-type Networks struct {
-	// Share is the part of each table one network may take; 0 turns the
-	// budget off.
-	Share      float64 `yaml:"share"`
-	IPv4Prefix int     `yaml:"ipv4_prefix"`
-	IPv6Prefix int     `yaml:"ipv6_prefix"`
-}
-
-// budget is n as a keyed.NetworkBudget.
-func (n Networks) budget() keyed.NetworkBudget {
-	return keyed.NetworkBudget{Share: n.Share, IPv4Prefix: n.IPv4Prefix, IPv6Prefix: n.IPv6Prefix}
+	// new keys, so that one /48 cannot lock everyone else out. Within one
+	// entry lifetime, the clients of one network (of the resolved client)
+	// may add at most Share of a table's capacity; beyond it their new
+	// keys are refused like a full table (reason capacity) while other
+	// networks' still get in.
+	Networks keyed.NetworkBudget `yaml:"networks"`
 }
 
 // RequestHeaders are the gateway-wide rules for request headers, applied
@@ -260,17 +246,6 @@ type Shield struct {
 	// that users behind one shared address are not starved by their own
 	// successful logins.
 	RefundOnLogin bool `yaml:"refund_on_login"`
-}
-
-// TrustedProxies is the opt-in trusted-proxy contract: only when the
-// socket peer is inside one of CIDRs is X-Forwarded-For read, and then
-// exactly Hops entries from the right. Empty (the default) means the
-// socket peer is the client.
-type TrustedProxies struct {
-	CIDRs []string `yaml:"cidrs"`
-	Hops  int      `yaml:"hops"`
-	// Header is x-forwarded-for (default) or forwarded (RFC 7239).
-	Header string `yaml:"header"`
 }
 
 // Upstream is a service requests are proxied to.
@@ -554,11 +529,10 @@ func DefaultConfig() *Config {
 		},
 		Guards: defaultGuards(),
 		ClientIP: ClientIP{
-			TrustedProxies: TrustedProxies{Header: "x-forwarded-for"},
-			IPv6Prefix:     peer.DefaultIPv6Prefix,
+			Config: peer.DefaultConfig(),
 			// One network may take 1/16 of a table: one /48 full of
 			// clients leaves 15/16 to everyone else.
-			Networks: Networks{Share: keyed.DefaultNetworkShare, IPv4Prefix: keyed.DefaultIPv4Prefix, IPv6Prefix: keyed.DefaultIPv6Prefix},
+			Networks: keyed.NetworkBudget{Share: keyed.DefaultNetworkShare, IPv4Prefix: keyed.DefaultIPv4Prefix, IPv6Prefix: keyed.DefaultIPv6Prefix},
 		},
 		RequestHeaders: RequestHeaders{Strip: append([]string(nil), DefaultStripHeaders...)},
 		// Off: the shield's budgets are per process and sized for

@@ -75,7 +75,7 @@ func (g *Gateway) openGlobal(cfg *Config) error {
 	}
 	gc := cfg.Global
 	gc.Store, gc.Clock = st, g.deps.Clock
-	gc.Networks, gc.NetworkWindow = cfg.ClientIP.Networks.budget(), globalKeyLife(cfg)
+	gc.Networks, gc.NetworkWindow = cfg.ClientIP.Networks, globalKeyLife(cfg)
 	gc.Hooks = g.metrics.globalHooks(g.log)
 	node, err := global.New(gc)
 	if err != nil {

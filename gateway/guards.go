@@ -40,7 +40,7 @@ func defaultGuards() Guards {
 // host's in-flight limit for the overload manager to measure against.
 func (c *Config) guardConfig() guard.Config {
 	gc := c.Guards.Config
-	gc.Conns.Networks = c.ClientIP.Networks.budget() // of socket peers
+	gc.Conns.Networks = c.ClientIP.Networks // of socket peers
 	if gc.Overload.MaxInFlight == 0 {
 		gc.Overload.MaxInFlight = c.Limits.MaxInFlight
 	}

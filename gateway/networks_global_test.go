@@ -27,7 +27,7 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 	st.SetFault(func(string) error { return errors.New("down") })
 	cfg := &Config{Routes: []Route{{Name: "r", RateLimit: &ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 10}, Scope: "global"}}}}
 	node, err := global.New(global.Config{Store: st, Clock: clk, Capacity: 1024, FallbackShare: 1,
-		Networks: Networks{Share: keyed.DefaultNetworkShare}.budget(), NetworkWindow: globalKeyLife(cfg)})
+		Networks: keyed.NetworkBudget{Share: keyed.DefaultNetworkShare}, NetworkWindow: globalKeyLife(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 // count).
 func TestGuardConfigBudgetsNetworks(t *testing.T) {
 	cfg := DefaultConfig()
-	if got, want := cfg.guardConfig().Conns.Networks, cfg.ClientIP.Networks.budget(); got != want || got.Share == 0 {
+	if got, want := cfg.guardConfig().Conns.Networks, cfg.ClientIP.Networks; got != want || got.Share == 0 {
 		t.Fatalf("guard conns.networks = %+v, want %+v (on)", got, want)
 	}
 }

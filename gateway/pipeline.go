@@ -480,7 +480,7 @@ type builder struct {
 // build creates the pipeline for cfg, reusing prev's state for unchanged
 // parts.
 func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
-	b := &builder{g: g, clock: g.deps.Clock, next: newRegistry(), networks: cfg.ClientIP.Networks.budget()}
+	b := &builder{g: g, clock: g.deps.Clock, next: newRegistry(), networks: cfg.ClientIP.Networks}
 	if prev != nil {
 		b.prev = prev.reuse
 	}
@@ -494,7 +494,7 @@ func (g *Gateway) build(cfg *Config, prev *pipeline) (*pipeline, error) {
 }
 
 func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
-	resolver, err := cfg.ClientIP.resolver()
+	resolver, err := peer.New(cfg.ClientIP.Config)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: client_ip: %w", err)
 	}
@@ -592,7 +592,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	if cfg.Shield.Enabled {
 		sc := cfg.Shield.Config
 		sc.Clock = g.deps.Clock
-		sc.Networks = cfg.ClientIP.Networks.budget()
+		sc.Networks = cfg.ClientIP.Networks
 		sc.Hook = func(e shield.Event) {
 			if g.cur.Load() != nil && g.cur.Load().shadowShield {
 				g.metrics.wouldRejectShadow(layerShield, string(e.Reason), "")

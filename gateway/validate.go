@@ -17,8 +17,6 @@ import (
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/ipset"
-	"github.com/bulwarkhq/bulwark/keyed"
-	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
@@ -29,9 +27,6 @@ import (
 // The bounds are the consuming library's own constants; where a library
 // type takes the value, its Validate runs as well (see the guards below).
 var (
-	rangeTrustedHops = intRange{0, peer.MaxHops}
-	rangeIPv6Prefix  = intRange{peer.MinIPv6Prefix, peer.MaxIPv6Prefix}
-
 	rangeTimeout = durRange{proxy.MinTimeout, proxy.MaxTimeout}
 	rangeRetries = intRange{0, proxy.MaxRetries}
 	rangeMaxIdle = intRange{1, proxy.MaxIdleConnsPerHostLimit}
@@ -52,7 +47,6 @@ const (
 	maxTargets      = proxy.MaxTargets
 	maxRoutes       = 1024
 	maxMethods      = 16
-	maxTrustedCIDRs = peer.MaxTrustedCIDRs
 	maxNameLen      = 64
 	maxStripHeaders = 64
 )
@@ -403,25 +397,13 @@ func (s Shield) Validate() error {
 	return f.err()
 }
 
-// Validate checks the trusted proxies and the IPv6 grouping, then the
-// resolver's own check.
+// Validate checks the resolver's settings (peer.Config.Validate) and the
+// per-network budget (keyed.NetworkBudget.Validate).
 func (c ClientIP) Validate() error {
 	var f fieldErrs
-	f.sub("trusted_proxies", c.TrustedProxies.Validate())
-	f.int("ipv6_prefix", int64(c.IPv6Prefix), rangeIPv6Prefix)
-	f.float("networks.share", c.Networks.Share, floatRange{0, 1})
-	f.int("networks.ipv4_prefix", int64(c.Networks.IPv4Prefix), intRange{keyed.MinIPv4Prefix, 32})
-	f.int("networks.ipv6_prefix", int64(c.Networks.IPv6Prefix), intRange{keyed.MinIPv6Prefix, 128})
-	if f.ok() {
-		_, err := c.resolver()
-		f.guard("", err)
-	}
+	f.sub("", c.Config.Validate())
+	f.sub("networks", c.Networks.Validate())
 	return f.err()
-}
-
-// resolver builds the request-identity resolver of c.
-func (c ClientIP) resolver() (*peer.Resolver, error) {
-	return peer.New(peer.Config{TrustedProxies: c.TrustedProxies.peerConfig(), IPv6Prefix: c.IPv6Prefix})
 }
 
 // Validate checks the strip list: header names, at most 64, no name twice
@@ -449,54 +431,6 @@ func (h RequestHeaders) Validate() error {
 		}
 	}
 	return f.err()
-}
-
-// Validate checks the trusted-proxy contract: the header, the hop count,
-// every CIDR, and that cidrs and hops are set together; then peer's own
-// check.
-func (tp TrustedProxies) Validate() error {
-	var f fieldErrs
-	f.int("hops", int64(tp.Hops), rangeTrustedHops)
-	switch tp.Header {
-	case "x-forwarded-for", "forwarded":
-	default:
-		f.add("header", "%q: want x-forwarded-for or forwarded", tp.Header)
-	}
-	if len(tp.CIDRs) > maxTrustedCIDRs {
-		f.add("cidrs", "%d entries, at most %d", len(tp.CIDRs), maxTrustedCIDRs)
-	}
-	for i, c := range tp.CIDRs {
-		if _, err := parsePrefix(c); err != nil {
-			f.add(fmt.Sprintf("cidrs[%d]", i), "%q: %v", c, err)
-		}
-	}
-	if (len(tp.CIDRs) == 0) != (tp.Hops == 0) {
-		f.add("", "cidrs and hops are set together (trusting forwarded addresses needs both the proxies and the hop count)")
-	}
-	if f.ok() {
-		if p := tp.peerConfig(); p != nil {
-			f.guard("", p.Validate())
-		}
-	}
-	return f.err()
-}
-
-// peerConfig is the peer.TrustedProxies of a validated tp, or nil when
-// no proxy is trusted.
-func (tp TrustedProxies) peerConfig() *peer.TrustedProxies {
-	if len(tp.CIDRs) == 0 {
-		return nil
-	}
-	p := &peer.TrustedProxies{Hops: tp.Hops}
-	if tp.Header == "forwarded" {
-		p.Header = peer.Forwarded
-	}
-	for _, c := range tp.CIDRs {
-		if pfx, err := parsePrefix(c); err == nil {
-			p.CIDRs = append(p.CIDRs, pfx)
-		}
-	}
-	return p
 }
 
 // Validate checks an upstream: its name, its target URLs, its timeouts
@@ -843,22 +777,6 @@ var (
 	validHostPort = conf.HostPort
 	validHostname = conf.Hostname
 )
-
-// parsePrefix accepts a CIDR prefix or a single address.
-func parsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		a, aerr := netip.ParseAddr(s)
-		if aerr != nil {
-			return netip.Prefix{}, errors.New("not an address or CIDR prefix")
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
-	}
-	if p.Addr().Is4In6() {
-		return netip.Prefix{}, errors.New("IPv4-mapped IPv6 prefix; write it in IPv4 form")
-	}
-	return p.Masked(), nil
-}
 
 // redactURL drops user info from a URL before it is echoed in a message.
 func redactURL(s string) string {

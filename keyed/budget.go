@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // Network budgets
@@ -33,43 +35,59 @@ const (
 	budgetCountMax      = 1<<24 - 1
 )
 
-// NetworkBudget configures a [Budget]. The zero value is off.
+// NetworkBudget configures a [Budget]. The zero value is off. Its yaml
+// tags are the keys of the gateway's client_ip.networks section.
+//
+// Unlike most configuration types, a zero prefix length is valid as it
+// is and means the default: a NetworkBudget is also a non-key field of
+// other layers' configurations (shield, ratelimit, login, global,
+// guard), whose Validate checks it as set there, often as {Share: s}.
 type NetworkBudget struct {
-	// Share is the part of the table one network may fill with new keys
-	// within one entry lifetime, in (0, 1]; 0 turns the budget off.
-	Share float64
-	// IPv4Prefix and IPv6Prefix are the prefix lengths of a network, in
-	// [MinIPv4Prefix, 32] and [MinIPv6Prefix, 128]; 0 means
-	// DefaultIPv4Prefix (24) and DefaultIPv6Prefix (48).
-	IPv4Prefix, IPv6Prefix int
+	// Share (share) is the part of the table one network may fill with
+	// new keys within one entry lifetime, in [0, 1]; 0 turns the budget
+	// off. Default (in the gateway) 0.0625, DefaultNetworkShare.
+	Share float64 `yaml:"share"`
+	// IPv4Prefix (ipv4_prefix) and IPv6Prefix (ipv6_prefix) are the
+	// prefix lengths of a network, in [MinIPv4Prefix, 32] and
+	// [MinIPv6Prefix, 128]; 0 means DefaultIPv4Prefix (24) and
+	// DefaultIPv6Prefix (48).
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	IPv6Prefix int `yaml:"ipv6_prefix"`
 }
 
-// Validate checks the ranges.
-func (nb NetworkBudget) Validate() error {
-	_, err := nb.resolve()
-	return err
-}
-
-func (nb NetworkBudget) resolve() (NetworkBudget, error) {
-	if nb.Share == 0 {
-		return nb, nil
-	}
-	if !(nb.Share > 0 && nb.Share <= 1) {
-		return nb, fmt.Errorf("%w: network budget Share must be in (0, 1], got %v", ErrInvalidConfig, nb.Share)
-	}
+// WithDefaults returns nb with zero prefix lengths set to the defaults
+// (Share is kept: 0 is off).
+func (nb NetworkBudget) WithDefaults() NetworkBudget {
 	if nb.IPv4Prefix == 0 {
 		nb.IPv4Prefix = DefaultIPv4Prefix
 	}
 	if nb.IPv6Prefix == 0 {
 		nb.IPv6Prefix = DefaultIPv6Prefix
 	}
-	if nb.IPv4Prefix < MinIPv4Prefix || nb.IPv4Prefix > 32 {
-		return nb, fmt.Errorf("%w: network budget IPv4Prefix must be in [%d, 32], got %d", ErrInvalidConfig, MinIPv4Prefix, nb.IPv4Prefix)
+	return nb
+}
+
+// Validate reports every setting out of range by key (a zero prefix
+// length is the default, not out of range). The error is a conf.Errors
+// wrapping ErrInvalidConfig.
+func (nb NetworkBudget) Validate() error {
+	f := conf.Check{Kind: ErrInvalidConfig}
+	f.Float("share", nb.Share, 0, 1)
+	if nb.IPv4Prefix != 0 {
+		f.Int("ipv4_prefix", int64(nb.IPv4Prefix), MinIPv4Prefix, 32)
 	}
-	if nb.IPv6Prefix < MinIPv6Prefix || nb.IPv6Prefix > 128 {
-		return nb, fmt.Errorf("%w: network budget IPv6Prefix must be in [%d, 128], got %d", ErrInvalidConfig, MinIPv6Prefix, nb.IPv6Prefix)
+	if nb.IPv6Prefix != 0 {
+		f.Int("ipv6_prefix", int64(nb.IPv6Prefix), MinIPv6Prefix, 128)
 	}
-	return nb, nil
+	return f.Err()
+}
+
+// resolve returns nb validated, with its defaults.
+func (nb NetworkBudget) resolve() (NetworkBudget, error) {
+	if err := nb.Validate(); err != nil {
+		return nb, err
+	}
+	return nb.WithDefaults(), nil
 }
 
 // Budget admits new keys of a table per network: at most Share ×

@@ -1,6 +1,8 @@
 package keyed
 
 import (
+	"errors"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -144,10 +146,34 @@ func TestBudgetSlides(t *testing.T) {
 }
 
 func TestNetworkBudgetValidate(t *testing.T) {
-	for _, nb := range []NetworkBudget{{Share: -1}, {Share: 1.5}, {Share: 0.1, IPv4Prefix: 7}, {Share: 0.1, IPv6Prefix: 129}} {
-		if nb.Validate() == nil {
-			t.Errorf("%+v accepted", nb)
+	for _, tt := range []struct {
+		nb   NetworkBudget
+		want string
+	}{
+		{NetworkBudget{Share: -1}, "keyed: invalid config: share: -1 out of range [0, 1]"},
+		{NetworkBudget{Share: 1.5}, "keyed: invalid config: share: 1.5 out of range [0, 1]"},
+		{NetworkBudget{Share: math.NaN()}, "keyed: invalid config: share: NaN out of range [0, 1]"},
+		{NetworkBudget{Share: 0.1, IPv4Prefix: 7}, "keyed: invalid config: ipv4_prefix: 7 out of range [8, 32]"},
+		{NetworkBudget{Share: 0.1, IPv6Prefix: 129}, "keyed: invalid config: ipv6_prefix: 129 out of range [16, 128]"},
+		// Off, but still a mistake.
+		{NetworkBudget{IPv4Prefix: 33, IPv6Prefix: 15}, "keyed: invalid config: ipv4_prefix: 33 out of range [8, 32]; ipv6_prefix: 15 out of range [16, 128]"},
+	} {
+		err := tt.nb.Validate()
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%+v: %v, want %s", tt.nb, err, tt.want)
 		}
+		if b, err := NewBudget(tt.nb, 10, time.Second); b != nil || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewBudget(%+v) = %v, %v", tt.nb, b, err)
+		}
+	}
+	// A zero prefix length is the default, as it is and once filled in.
+	for _, nb := range []NetworkBudget{{}, {Share: 0.1}, {Share: 1, IPv4Prefix: 32, IPv6Prefix: 128}} {
+		if err := nb.Validate(); err != nil {
+			t.Errorf("%+v: %v", nb, err)
+		}
+	}
+	if d := (NetworkBudget{Share: 0.1}).WithDefaults(); d != (NetworkBudget{Share: 0.1, IPv4Prefix: DefaultIPv4Prefix, IPv6Prefix: DefaultIPv6Prefix}) {
+		t.Errorf("WithDefaults = %+v", d)
 	}
 	if b, err := NewBudget(NetworkBudget{}, 10, time.Second); b != nil || err != nil {
 		t.Errorf("zero NetworkBudget: %v %v, want off", b, err)

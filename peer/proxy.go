@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // Hard bounds of the trusted-proxy contract.
@@ -143,16 +145,45 @@ const (
 	MaxIPv6Prefix = 128
 )
 
-// Config configures a [Resolver].
+// Config configures a [Resolver]. Its yaml tags are the keys of the
+// gateway's client_ip section (whose networks key is keyed's). Zero
+// fields mean the defaults once [Config.WithDefaults] is applied, which
+// New does; [Config.Validate] checks the values as they are.
 type Config struct {
-	// TrustedProxies, when non-nil, is the trusted-proxy contract; nil
-	// trusts no forwarding header (the socket peer is the client).
-	TrustedProxies *TrustedProxies
-	// IPv6Prefix is the prefix length IPv6 clients are grouped by for
-	// limiting (see [Resolver.ClientAddr]), MinIPv6Prefix to
-	// MaxIPv6Prefix; 0 means DefaultIPv6Prefix. IPv4 clients are never
+	// TrustedProxies (trusted_proxies) is the trusted-proxy contract;
+	// empty (the default) trusts no forwarding header: the socket peer
+	// is the client. See [TrustedProxies] for what it means.
+	TrustedProxies ProxyConfig `yaml:"trusted_proxies"`
+	// IPv6Prefix (ipv6_prefix) is the prefix length IPv6 clients are
+	// grouped by for limiting (see [Resolver.ClientAddr]): every address
+	// of one /64 (the default, DefaultIPv6Prefix) is one client. Range
+	// [48, 128] (MinIPv6Prefix, MaxIPv6Prefix). IPv4 clients are never
 	// grouped.
-	IPv6Prefix int
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+}
+
+// DefaultConfig returns the defaults: no trusted proxy (header
+// x-forwarded-for when one is set) and DefaultIPv6Prefix.
+func DefaultConfig() Config {
+	return Config{TrustedProxies: ProxyConfig{Header: HeaderXForwardedFor}, IPv6Prefix: DefaultIPv6Prefix}
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
+	if c.IPv6Prefix == 0 {
+		c.IPv6Prefix = DefaultIPv6Prefix
+	}
+	c.TrustedProxies = c.TrustedProxies.WithDefaults()
+	return c
+}
+
+// Validate reports every invalid setting of c by key, as it is; the
+// error is a conf.Errors wrapping ErrInvalidProxies.
+func (c Config) Validate() error {
+	f := conf.Check{Kind: ErrInvalidProxies}
+	f.Sub("trusted_proxies", c.TrustedProxies.Validate())
+	f.Int("ipv6_prefix", int64(c.IPv6Prefix), MinIPv6Prefix, MaxIPv6Prefix)
+	return f.Err()
 }
 
 // Resolver finds the client address of a request. A nil *Resolver uses
@@ -167,22 +198,23 @@ type Resolver struct {
 }
 
 // NewResolver returns a resolver for the given contract with the default
-// IPv6 grouping; see [New]. With tp == nil it trusts no header at all.
+// IPv6 grouping. With tp == nil it trusts no header at all. The CIDRs are
+// copied. Errors name the setting and its range.
 func NewResolver(tp *TrustedProxies) (*Resolver, error) {
-	return New(Config{TrustedProxies: tp})
+	return newResolver(tp, DefaultIPv6Prefix)
 }
 
-// New returns a resolver for cfg. The CIDRs are copied. Errors name the
-// setting and its range.
+// New returns a resolver for cfg, its zero fields set to the defaults.
+// The error is [Config.Validate]'s.
 func New(cfg Config) (*Resolver, error) {
-	bits := cfg.IPv6Prefix
-	if bits == 0 {
-		bits = DefaultIPv6Prefix
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if bits < MinIPv6Prefix || bits > MaxIPv6Prefix {
-		return nil, fmt.Errorf("%w: IPv6Prefix is %d, must be %d to %d", ErrInvalidProxies, cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
-	}
-	tp := cfg.TrustedProxies
+	return newResolver(cfg.TrustedProxies.TrustedProxies(), cfg.IPv6Prefix)
+}
+
+func newResolver(tp *TrustedProxies, bits int) (*Resolver, error) {
 	if tp == nil {
 		return &Resolver{v6bits: bits}, nil
 	}

@@ -131,8 +131,8 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every setting of c outside its hard bounds, as it is
 // (apply WithDefaults first for zeros to mean the defaults). The error
-// is a conf.Errors naming each key and its range; it wraps
-// ErrInvalidConfig.
+// is a conf.Errors naming each key and its range; its errors wrap
+// ErrInvalidConfig, those of Networks keyed.ErrInvalidConfig.
 func (c Config) Validate() error {
 	f := conf.Check{Kind: ErrInvalidConfig}
 	f.Duration("window", c.Window, MinWindow, HardMaxWindow)

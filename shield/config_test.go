@@ -28,7 +28,6 @@ func TestConfigValidate(t *testing.T) {
 		{"max peers", Config{MaxPeers: HardMaxPeers + 1}, "max_peers: 1048577 out of range [1, 1048576]"},
 		{"scan limit", Config{ScanLimit: HardMaxScanLimit + 1}, "scan_limit: 1025 out of range [1, 1024]"},
 		{"negative scan limit", Config{ScanLimit: -5}, "scan_limit: -5 out of range"},
-		{"network share", Config{Networks: keyed.NetworkBudget{Share: 2}}, "networks: "},
 	}
 	for _, tt := range tests {
 		// Validate checks the values as they are; New fills the zeros
@@ -49,6 +48,20 @@ func TestConfigValidate(t *testing.T) {
 		if nerr == nil || s != nil || !errors.Is(nerr, ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want an error", tt.name, nerr)
 		}
+	}
+}
+
+// TestConfigValidateNetworks: the network budget's errors are keyed's,
+// under networks.
+func TestConfigValidateNetworks(t *testing.T) {
+	c := DefaultConfig()
+	c.Networks = keyed.NetworkBudget{Share: 2}
+	err := c.Validate()
+	if err == nil || err.Error() != "keyed: invalid config: networks.share: 2 out of range [0, 1]" || !errors.Is(err, keyed.ErrInvalidConfig) {
+		t.Fatalf("Validate = %v", err)
+	}
+	if s, err := New(c); s != nil || !errors.Is(err, keyed.ErrInvalidConfig) {
+		t.Fatalf("New = %v, %v", s, err)
 	}
 }
 
