@@ -69,7 +69,6 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/control"
@@ -123,7 +122,7 @@ type Config struct {
 	Metrics          Metrics           `yaml:"metrics"`
 	AccessLog        AccessLog         `yaml:"access_log"`
 	Log              Log               `yaml:"log"`
-	IPSets           IPSets            `yaml:"ipsets"`
+	IPSets           ipset.ListsConfig `yaml:"ipsets"` // enforced as ipsets.go says
 	XDP              XDP               `yaml:"xdp"`
 	Redis            redisconn.Options `yaml:"redis"`  // the URL is BULWARK_REDIS_URL
 	Global           global.Config     `yaml:"global"` // the global limiter
@@ -382,49 +381,6 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn or error
 }
 
-// IPSets are the static allow and deny lists, checked against the socket
-// peer of every connection (X-Forwarded-For never counts). A denied peer
-// is refused at accept, before TLS and before any HTTP parsing; an
-// allowed peer bypasses the shield and every route rate limit (not the
-// login throttle, not quotas). Allow wins over deny. Runtime entries are
-// added with the control API; a reload replaces the static entries and
-// keeps the runtime ones.
-type IPSets struct {
-	Allow []ListEntry `yaml:"allow"`
-	Deny  []ListEntry `yaml:"deny"`
-	// AllowCapacity and DenyCapacity bound each list (static and runtime
-	// entries together); restart to change them.
-	AllowCapacity int `yaml:"allow_capacity"`
-	DenyCapacity  int `yaml:"deny_capacity"`
-}
-
-// ListEntry is one static list entry. In YAML it is either a string
-// ("203.0.113.0/24", "2001:db8::1") or a mapping {ip, reason}.
-type ListEntry struct {
-	// IP is an address or a CIDR prefix without host bits.
-	IP string `yaml:"ip"`
-	// Reason is at most 64 bytes of printable ASCII; default "config".
-	Reason string `yaml:"reason"`
-}
-
-// UnmarshalText accepts the short form of an entry, a plain string: the
-// address or prefix. (YAML scalars only; the {ip, reason} mapping is
-// decoded field by field, strictly.)
-func (e *ListEntry) UnmarshalText(text []byte) error {
-	e.IP = string(text)
-	return nil
-}
-
-// Prefix returns the entry's prefix, or the zero Prefix when IP does not
-// parse (Validate reports that).
-func (e ListEntry) Prefix() netip.Prefix {
-	p, err := ipset.ParsePrefix(e.IP)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return p
-}
-
 // XDP is the kernel-side layer: an XDP program on a network interface
 // that drops denied sources before the kernel allocates a socket buffer,
 // answers SYN floods with syncookies and scores floods. Off by default;
@@ -550,7 +506,7 @@ func DefaultConfig() *Config {
 		Metrics:   Metrics{Addr: "127.0.0.1:7921"},
 		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},
 		Log:       Log{Format: "json", Level: "info"},
-		IPSets:    IPSets{AllowCapacity: ipset.DefaultAllowCapacity, DenyCapacity: ipset.DefaultDenyCapacity},
+		IPSets:    ipset.DefaultListsConfig(),
 		Redis:     redisconn.Options{}.WithDefaults(),
 		Global:    global.DefaultConfig(),
 		RLS:       rls.Listener{MaxKeys: global.DefaultCapacity},

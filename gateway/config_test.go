@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/ratelimit"
@@ -736,8 +737,8 @@ func TestValidateNamesTheField(t *testing.T) {
 	if err := u.Validate(); !errors.As(err, &fes) || len(fes) != 2 || fes[0].Path != "targets[1]" || fes[1].Path != "timeouts.per_try" {
 		t.Fatalf("Upstream.Validate() = %v", err)
 	}
-	if err := (ListEntry{IP: "10.0.0.1/8", Reason: defaultReason}).Validate(); !errors.As(err, &fes) || fes[0].Path != "ip" {
-		t.Fatalf("ListEntry.Validate() = %v", err)
+	if err := (ipset.StaticEntry{IP: "10.0.0.1/8", Reason: defaultReason}).Validate(); !errors.As(err, &fes) || fes[0].Path != "ip" {
+		t.Fatalf("StaticEntry.Validate() = %v", err)
 	}
 
 	cfg := DefaultConfig()

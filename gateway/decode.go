@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"io"
@@ -230,7 +231,7 @@ func (w *walker) count(n *yaml.Node, path string) bool {
 var (
 	configType    = reflect.TypeFor[Config]()
 	durationType  = reflect.TypeFor[time.Duration]()
-	listEntryType = reflect.TypeFor[ListEntry]()
+	listEntryType = reflect.TypeFor[ipset.StaticEntry]()
 )
 
 // walk checks n against type t at path and reports whether the value is
@@ -632,7 +633,7 @@ func elementDefault(t reflect.Type) reflect.Value {
 	case reflect.TypeFor[Quota]():
 		d = DefaultQuota()
 	case listEntryType:
-		d = ListEntry{Reason: defaultReason}
+		d = ipset.StaticEntry{Reason: defaultReason}
 	default:
 		return reflect.Zero(t)
 	}

@@ -121,7 +121,7 @@ func (l *lists) remoteVerdict(remote string) ipset.Verdict {
 }
 
 // staticOf returns the prefixes and reasons a configuration lists.
-func staticOf(entries []ListEntry) map[netip.Prefix]string {
+func staticOf(entries []ipset.StaticEntry) map[netip.Prefix]string {
 	m := make(map[netip.Prefix]string, len(entries))
 	for _, e := range entries {
 		if p := e.Prefix(); p.IsValid() {
@@ -155,7 +155,7 @@ func (l *lists) apply(cfg *Config) (undo func(), problems []Problem) {
 	for i, x := range []struct {
 		name    string
 		set     *ipset.Set
-		entries []ListEntry
+		entries []ipset.StaticEntry
 	}{{"allow", l.allow, cfg.IPSets.Allow}, {"deny", l.deny, cfg.IPSets.Deny}} {
 		want := staticOf(x.entries)
 		next[i] = want

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"reflect"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
-	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
@@ -37,8 +35,6 @@ var (
 	rangeQuotaMaxReplays   = intRange{1, quota.MaxMaxReplays}
 	rangeQuotaMaxBodyBytes = intRange{1, 64 << 20}
 	rangeAuthTimeout       = durRange{10 * time.Millisecond, 30 * time.Second}
-
-	rangeListCapacity = intRange{1, ipset.MaxCapacity}
 )
 
 // Hard caps on list lengths.
@@ -652,59 +648,6 @@ func (a ForwardAuth) Validate() error {
 		f.add("subject_type", "%q: want 1 to %d of a-z 0-9 . _ -", a.SubjectType, maxNameLen)
 	}
 	f.dur("timeout", a.Timeout, rangeAuthTimeout)
-	return f.err()
-}
-
-// Validate checks the list capacities (with ipset's own check) and the
-// static entries: each parses, no prefix appears twice in a list, and the
-// entries fit the capacity.
-func (s IPSets) Validate() error {
-	var f fieldErrs
-	f.int("allow_capacity", int64(s.AllowCapacity), rangeListCapacity)
-	f.int("deny_capacity", int64(s.DenyCapacity), rangeListCapacity)
-	for _, l := range []struct {
-		name     string
-		entries  []ListEntry
-		capacity int
-	}{{"allow", s.Allow, s.AllowCapacity}, {"deny", s.Deny, s.DenyCapacity}} {
-		if c := int64(l.capacity); c >= rangeListCapacity.lo && c <= rangeListCapacity.hi {
-			f.guard(l.name+"_capacity", ipset.Config{Name: l.name, Capacity: l.capacity}.Validate())
-		}
-		if len(l.entries) > l.capacity && l.capacity >= 1 {
-			f.add(l.name, "%d static entries exceed ipsets.%s_capacity %d", len(l.entries), l.name, l.capacity)
-		}
-		first := make(map[netip.Prefix]int, len(l.entries))
-		for i, e := range l.entries {
-			p := fmt.Sprintf("%s[%d]", l.name, i)
-			f.sub(p, e.Validate())
-			pfx := e.Prefix()
-			if !pfx.IsValid() {
-				continue
-			}
-			if j, dup := first[pfx]; dup {
-				f.add(p+".ip", "%s duplicates ipsets.%s[%d]", pfx, l.name, j)
-				continue
-			}
-			first[pfx] = i
-		}
-	}
-	return f.err()
-}
-
-// Validate checks that the entry has an address or prefix that parses
-// and a short printable reason.
-func (e ListEntry) Validate() error {
-	var f fieldErrs
-	if e.IP == "" {
-		f.add("ip", "an address or CIDR prefix is required")
-		return f.err()
-	}
-	if !ipset.ValidReason(e.Reason) {
-		f.add("reason", "want at most %d bytes of printable ASCII", ipset.MaxReasonBytes)
-	}
-	if _, err := ipset.ParsePrefix(e.IP); err != nil {
-		f.add("ip", "%s", strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": "))
-	}
 	return f.err()
 }
 
