@@ -431,6 +431,16 @@ type UDPLimit struct {
 
 // Control is the control-plane API listener (allow/deny lists, status,
 // reload). See package control.
+//
+// It stays the gateway's own section: it is wiring, not a layer's
+// settings. enabled and addr are a listener the gateway opens (checked
+// with the other listeners), token_file is read at provisioning, console
+// mounts package console on the same listener, and addr and
+// allowed_hosts go to both control.Config and console.Config, whose
+// rules (control.HostCheck) Validate applies rather than repeats.
+// control.Config itself is the handler's run-time configuration (the
+// lists, the token, hooks, a clock): embedding it would put the token in
+// a struct that is printed, and no file key maps to most of it.
 type Control struct {
 	// Enabled starts the API; default true.
 	Enabled bool `yaml:"enabled"`
