@@ -241,6 +241,18 @@ func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
 	if !cs.fc.state.CompareAndSwap(connActive, connIdle) && cs.fc.state.Load() != connIdle {
 		return false // closed by a shutdown
 	}
+	if !detach(cs) {
+		return false
+	}
+	s.leftLoop.Add(1)
+	go s.serveConn(cs, first)
+	return true
+}
+
+// detach takes cs's socket off its loop and back to the runtime's
+// poller, under the connection's swappable net.Conn; false if the loop
+// would not let it go.
+func detach(cs *connServer) bool {
 	sc := swapOf(cs.c)
 	nc, err := cs.lc.Detach()
 	if err != nil || sc == nil {
@@ -248,8 +260,6 @@ func (s *fastServer) leaveLoop(cs *connServer, first bool) bool {
 	}
 	sc.set(nc)
 	cs.onLoop(nil)
-	s.leftLoop.Add(1)
-	go s.serveConn(cs, first)
 	return true
 }
 
@@ -262,13 +272,9 @@ func (s *fastServer) handOverFromLoop(cs *connServer, note any) bool {
 	if cs.fc.state.Load() == connClosed {
 		return false // closed by a shutdown
 	}
-	sc := swapOf(cs.c)
-	nc, err := cs.lc.Detach()
-	if err != nil || sc == nil {
+	if !detach(cs) {
 		return false
 	}
-	sc.set(nc)
-	cs.onLoop(nil)
 	go func() { s.end(cs, s.handover(cs, note)) }()
 	return true
 }
