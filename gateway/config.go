@@ -69,6 +69,7 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/bulwarkhq/bulwark/conf"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/control"
@@ -586,7 +587,7 @@ func (c *Config) Line(path string) int {
 // ("" keeps the configured value; metrics "off" disables the listener).
 func (c *Config) Override(listen, metrics string) error {
 	if listen != "" {
-		if err := validHostPort(listen); err != nil {
+		if err := conf.HostPort(listen); err != nil {
 			return fmt.Errorf("gateway: --listen %q: %v", truncate(listen), err)
 		}
 		c.Listen.Addr = listen
@@ -596,7 +597,7 @@ func (c *Config) Override(listen, metrics string) error {
 	case "off":
 		c.Metrics.Addr = ""
 	default:
-		if err := validHostPort(metrics); err != nil {
+		if err := conf.HostPort(metrics); err != nil {
 			return fmt.Errorf("gateway: --metrics-listen %q: %v", truncate(metrics), err)
 		}
 		c.Metrics.Addr = metrics
@@ -616,7 +617,7 @@ func (c *Config) OverrideControl(addr string) error {
 		c.Control.Enabled = false
 		return nil
 	}
-	if err := validHostPort(addr); err != nil {
+	if err := conf.HostPort(addr); err != nil {
 		return fmt.Errorf("gateway: --control-listen %q: %v", truncate(addr), err)
 	}
 	if !c.Control.Enabled {

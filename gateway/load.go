@@ -218,7 +218,7 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 			} else {
 				at("control.token_file", "%s", msg)
 			}
-		case validHostPort(ct.Addr) == nil && control.CheckAddr(ct.Addr, tok != "") != nil:
+		case conf.HostPort(ct.Addr) == nil && control.CheckAddr(ct.Addr, tok != "") != nil:
 			at("control.addr", "%q is not a loopback address: set control.token_file or %s to expose the API", ct.Addr, EnvControlToken)
 		case len(ct.AllowedHosts) > 0 && tok == "":
 			at("control.allowed_hosts", "names beyond loopback need a token: set control.token_file or %s", EnvControlToken)

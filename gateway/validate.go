@@ -179,7 +179,7 @@ func (c *Config) fieldErrors() FieldErrors {
 // sameListener reports whether two listener addresses would collide: the
 // same valid host:port, other than port 0 (each bind picks a free port).
 func sameListener(a, b string) bool {
-	if a != b || validHostPort(a) != nil {
+	if a != b || conf.HostPort(a) != nil {
 		return false
 	}
 	_, port, _ := net.SplitHostPort(a)
@@ -354,7 +354,7 @@ func (fc FrontControllers) Validate() error {
 // both file names and no h2c. (The files are read by Provision.)
 func (l Listen) Validate() error {
 	var f fieldErrs
-	if err := validHostPort(l.Addr); err != nil {
+	if err := conf.HostPort(l.Addr); err != nil {
 		f.add("addr", "%q: %v", l.Addr, err)
 	}
 	switch l.Engine {
@@ -562,7 +562,7 @@ func (m Match) Validate() error {
 		}
 		seen[meth] = true
 	}
-	if m.Host != "" && !validHostname(m.Host) {
+	if m.Host != "" && !conf.Hostname(m.Host) {
 		f.add("host", "%q: want a lower-case host name without port", m.Host)
 	}
 	return f.err()
@@ -655,7 +655,7 @@ func (a ForwardAuth) Validate() error {
 func (m Metrics) Validate() error {
 	var f fieldErrs
 	if m.Addr != "" {
-		if err := validHostPort(m.Addr); err != nil {
+		if err := conf.HostPort(m.Addr); err != nil {
 			f.add("addr", "%q: %v", m.Addr, err)
 		}
 	}
@@ -684,7 +684,7 @@ func (l Log) Validate() error {
 func (c Control) Validate() error {
 	var f fieldErrs
 	if c.Enabled {
-		if err := validHostPort(c.Addr); err != nil {
+		if err := conf.HostPort(c.Addr); err != nil {
 			f.add("addr", "%q: %v", c.Addr, err)
 		} else if _, err := control.HostCheck(c.Addr, c.AllowedHosts, true); err != nil {
 			// The control package's own rules (the token is checked
@@ -714,12 +714,8 @@ func validName(s string) bool {
 // field names).
 func validToken(s string) bool { return len(s) <= maxNameLen && fieldname.Token(s) }
 
-// validHostPort and validHostname are conf's checks of a listener
+// conf.HostPort and conf.Hostname are conf's checks of a listener
 // address and of a DNS name.
-var (
-	validHostPort = conf.HostPort
-	validHostname = conf.Hostname
-)
 
 // redactURL drops user info from a URL before it is echoed in a message.
 func redactURL(s string) string {
