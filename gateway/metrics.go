@@ -41,11 +41,11 @@ type metrics struct {
 	tally     *tally
 	ipsetDeny prometheus.Counter // pre-resolved: counted per refused connection
 
+	upstreamMetrics
+
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 	shield     *prometheus.CounterVec
-	upstream   *prometheus.HistogramVec
-	upstreamRq *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	xdpEvents  *prometheus.CounterVec
 
@@ -73,7 +73,8 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		return &metrics{tally: t}, nil
 	}
 	m := &metrics{
-		tally: t,
+		tally:           t,
+		upstreamMetrics: newUpstreamMetrics(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -107,15 +108,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_shield_events_total",
 			Help: "Pre-authentication shield rejections, by outcome and reason.",
 		}, []string{"outcome", "reason"}),
-		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "bulwark_upstream_duration_seconds",
-			Help:    "Time from handing a request to the proxy until the response headers were written, by route.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"route"}),
-		upstreamRq: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_upstream_requests_total",
-			Help: "Proxied requests by upstream and outcome (ok, error, timeout, canceled).",
-		}, []string{"upstream", "outcome"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error).",
@@ -170,7 +162,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny", unmatchedRoute)
 	cs := []prometheus.Collector{
-		m.requests, m.rejections, m.shield, m.upstream, m.upstreamRq, m.reloads, m.xdpEvents,
+		m.requests, m.rejections, m.shield, m.reloads, m.xdpEvents,
 		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp,
 		m.guardRefused, m.guardSlow, m.guardH2, m.guardShed,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
@@ -183,6 +175,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Help: "1 when the gateway admits traffic (/readyz 200), else 0.",
 		}, ready),
 	}
+	cs = append(cs, m.upstreamMetrics.collectors()...)
 	for _, l := range []struct {
 		name string
 		set  interface {
@@ -410,45 +403,6 @@ func (m *metrics) shieldEvent(outcome, reason string) {
 	}
 }
 
-func (m *metrics) observeUpstream(upstream, outcome string) {
-	if m.on() {
-		m.upstreamRq.WithLabelValues(upstream, outcome).Inc()
-	}
-}
-
-// upstreamOutcomes are the proxy's outcomes, pre-resolved per upstream.
-var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body"}
-
-// upstreamCounters are an upstream's bulwark_upstream_requests_total
-// series, resolved once so that the request path does no label lookup.
-type upstreamCounters struct {
-	m    *metrics
-	name string
-	c    [len(upstreamOutcomes)]prometheus.Counter
-}
-
-func (m *metrics) forUpstream(name string) *upstreamCounters {
-	uc := &upstreamCounters{m: m, name: name}
-	if m.on() {
-		for i, o := range upstreamOutcomes {
-			uc.c[i] = m.upstreamRq.WithLabelValues(name, o)
-		}
-	}
-	return uc
-}
-
-func (uc *upstreamCounters) observe(outcome string) {
-	for i, o := range upstreamOutcomes {
-		if o == outcome {
-			if c := uc.c[i]; c != nil {
-				c.Inc()
-			}
-			return
-		}
-	}
-	uc.m.observeUpstream(uc.name, outcome)
-}
-
 // routeMetrics are a route's pre-resolved series, so the hot path does no
 // label lookups.
 type routeMetrics struct {
@@ -517,11 +471,10 @@ func metricsHandler(g prometheus.Gatherer, readyz http.HandlerFunc) http.Handler
 // table of the current pipeline (with its capacity, so a filling table is
 // visible before it refuses anyone) and the upstream connection pools.
 type stateCollector struct {
-	g                        *Gateway
-	entries, capacity, conns *prometheus.Desc
-	dials, maxIdle           *prometheus.Desc
-	idle, maxConns, waits    *prometheus.Desc
-	loopConns, moved         *prometheus.Desc
+	g                 *Gateway
+	entries, capacity *prometheus.Desc
+	pools             poolDescs
+	loopConns, moved  *prometheus.Desc
 }
 
 func newStateCollector(g *Gateway) *stateCollector {
@@ -529,21 +482,17 @@ func newStateCollector(g *Gateway) *stateCollector {
 		g:         g,
 		entries:   prometheus.NewDesc("bulwark_table_entries", "Entries held in a bounded table (shield peers, route rate-limit keys, login logs and locks, list entries), by table and route ((none) for process-wide tables).", []string{"table", "route"}, nil),
 		capacity:  prometheus.NewDesc("bulwark_table_capacity", "Hard capacity of a bounded table; a full table refuses new keys.", []string{"table", "route"}, nil),
-		conns:     prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
-		dials:     prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
-		maxIdle:   prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
-		idle:      prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
-		maxConns:  prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
-		waits:     prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
+		pools:     newPoolDescs(),
 		loopConns: prometheus.NewDesc("bulwark_engine_loop_connections", "Connections held by the fast HTTP/1.1 engine's event loops (listen.engine auto): clients' and upstream connections.", nil, nil),
 		moved:     prometheus.NewDesc("bulwark_engine_connections_moved_total", "Client connections the fast HTTP/1.1 engine passed on, by where to: goroutine (off an event loop, for a request that cannot be served there), loop (back to an event loop once it was served) or nethttp.", []string{"to"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits, c.loopConns, c.moved} {
+	for _, d := range []*prometheus.Desc{c.entries, c.capacity, c.loopConns, c.moved} {
 		ch <- d
 	}
+	c.pools.describe(ch)
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -555,15 +504,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(o.len), o.table, o.route)
 		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(o.capacity), o.table, o.route)
 	}
-	for name, px := range p.proxies {
-		st := px.Stats()
-		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.Open), name)
-		ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(st.Dials), name)
-		ch <- prometheus.MustNewConstMetric(c.maxIdle, prometheus.GaugeValue, float64(st.MaxIdle), name)
-		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), name)
-		ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns), name)
-		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits), name)
-	}
+	c.pools.collect(ch, p.proxies)
 	if h := c.g.host; h != nil {
 		es := h.EngineStats()
 		ch <- prometheus.MustNewConstMetric(c.loopConns, prometheus.GaugeValue, float64(es.LoopConns))

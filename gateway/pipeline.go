@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -230,84 +229,6 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	rt.serve(w, r, ex)
 }
 
-// target is the route a request maps to, worked out once from its
-// method, target and Host (pure: it answers nothing and counts nothing).
-type target struct {
-	path canon.Result
-	err  error // a malformed path
-	host string
-	rule *matchRule // nil: no route matches
-}
-
-// target works out the route of a request. The route is matched on
-// path, the path the proxy forwards (before an upstream's path prefix):
-// proxy.RequestPath on net/http, the target up to its '?' on the fast
-// engine (what proxy.ServeHTTP1 writes). It is never re-derived from the
-// client's target, which can read differently: net/http forwards a raw
-// '#' as %23 while a parser of the raw target would stop there. sent is
-// the target as the client sent it, consulted only to refuse a raw '#'
-// (no request target holds a fragment; RFC 9112 §3.2) with 400
-// invalid_path, wherever it is.
-func (p *pipeline) target(method, sent, rawPath, host string) target {
-	if p.onTarget != nil {
-		p.onTarget()
-	}
-	if strings.IndexByte(sent, '#') >= 0 {
-		return target{err: canon.ErrInvalidPath}
-	}
-	path, err := canon.Path(rawPath)
-	if err != nil {
-		return target{err: err}
-	}
-	t := target{path: path, host: canon.Host(host)}
-	// The query as forwarded (sent holds no '#'): where PHP front
-	// controllers read their route.
-	_, query, _ := strings.Cut(sent, "?")
-	rule, flags, err := p.matcher.find(upperMethod(method), t.host, path, query)
-	if err != nil {
-		return target{err: err}
-	}
-	t.rule = rule
-	t.path.Flags |= flags
-	return t
-}
-
-// routed is a request's route matched on the fast engine, carried with
-// its decline (the host.Verdict's note) to where it is served next: the
-// off-loop call of ServeHTTP1 (h1.Exchange.Note) or net/http's
-// ServeHTTP (host.NoteOf). It belongs to the pipeline that matched it
-// and to the request's method, target, path and Host, target's only
-// inputs: anywhere else it does not apply.
-type routed struct {
-	p                           *pipeline
-	method, sent, rawPath, host string // immutable strings, kept as they are
-	t                           target
-}
-
-// routed returns t, matched by p for a request of these inputs, as the
-// note of a decline.
-func (p *pipeline) routed(method, sent, rawPath, host string, t *target) *routed {
-	return &routed{p: p, method: method, sent: sent, rawPath: rawPath, host: host, t: *t}
-}
-
-// routedOf returns the route the fast engine carried to net/http with
-// r, or nil.
-func routedOf(r *http.Request) *routed {
-	rd, _ := host.NoteOf(r).(*routed)
-	return rd
-}
-
-// target returns the carried target when rd (nil: none) was matched by
-// p for a request of these very inputs: then p.target would return it.
-// ok false means the request is routed afresh (a reload since, another
-// request).
-func (rd *routed) target(p *pipeline, method, sent, rawPath, host string) (t target, ok bool) {
-	if rd == nil || rd.p != p || rd.method != method || rd.sent != sent || rd.rawPath != rawPath || rd.host != host {
-		return target{}, false
-	}
-	return rd.t, true
-}
-
 // identify runs steps 3 to 5 of the request path for both engines,
 // once the client (step 2) is in ex: the lists, the shield and the
 // route (t). lbClient reports that the lists apply to the resolved
@@ -401,24 +322,6 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 	return rt
 }
 
-func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	ex.refuse(p.g.metrics, layerRouter, "invalid_path", http.StatusBadRequest)
-	p.unmatched.count(http.StatusBadRequest, true)
-	wire.Reject(w, r, wire.New(wire.CodeInvalidPath))
-}
-
-// upperMethod returns m in upper case, without allocating when it
-// already is (methods are case-sensitive tokens, but a lenient server may
-// route "post" like "POST", so the route must match it too).
-func upperMethod(m string) string {
-	for i := 0; i < len(m); i++ {
-		if 'a' <= m[i] && m[i] <= 'z' {
-			return strings.ToUpper(m)
-		}
-	}
-	return m
-}
-
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	rec := getRecorder(w)
 	defer putRecorder(rec)
@@ -451,18 +354,6 @@ func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, ex *exchan
 		return "", false
 	}
 	return reason, true
-}
-
-// assertHeaders is the proxy's Assert hook: the headers the policies
-// asserted for this request, set after hop-by-hop removal.
-func assertHeaders(in *http.Request, out http.Header) {
-	ex := exchangeOf(in)
-	if ex == nil {
-		return
-	}
-	for _, a := range ex.asserted[:ex.nAsserts] {
-		out[a.name] = []string{a.value}
-	}
 }
 
 // builder builds a pipeline, taking over what the previous one has for
@@ -518,27 +409,11 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	}
 	p.matcher = mt
 
-	proxies := map[string]*proxy.Proxy{}
-	p.proxies = proxies
-	for _, u := range cfg.Upstreams {
-		pu, err := u.proxyUpstream()
-		if err != nil {
-			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
-		}
-		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
-			counters := g.metrics.forUpstream(u.Name)
-			return proxy.New(pu, proxy.Options{
-				Logger:         g.log,
-				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
-				TrustForwarded: resolver.TrustsPeer,
-				Assert:         assertHeaders,
-			})
-		})
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		proxies[u.Name] = px
+	proxies, err := b.proxies(cfg.Upstreams)
+	if err != nil {
+		return nil, err
 	}
+	p.proxies = proxies
 
 	for _, rc := range cfg.Routes {
 		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name),

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The upstreams
+//
+// Each configured upstream is a proxy.Proxy, kept across reloads while
+// its settings are unchanged (the registry), counted per upstream and
+// outcome, and timed per route up to the response headers. Its pools are
+// read at scrape time.
+
+// proxyHandler times the proxy up to the response headers.
+type proxyHandler struct {
+	next http.Handler
+	rm   *routeMetrics
+}
+
+func (p *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec, _ := w.(*recorder)
+	start := time.Now()
+	if rec != nil {
+		rec.start = start
+		rec.timed = p.rm
+	}
+	p.next.ServeHTTP(w, r)
+	if rec != nil && rec.timed != nil {
+		// No header was written (client gone, aborted response).
+		rec.timed.observe(time.Since(start))
+		rec.timed = nil
+	}
+}
+
+// assertHeaders is the proxy's Assert hook: the headers the policies
+// asserted for this request, set after hop-by-hop removal.
+func assertHeaders(in *http.Request, out http.Header) {
+	ex := exchangeOf(in)
+	if ex == nil {
+		return
+	}
+	for _, a := range ex.asserted[:ex.nAsserts] {
+		out[a.name] = []string{a.value}
+	}
+}
+
+func (m *metrics) observeUpstream(upstream, outcome string) {
+	if m.on() {
+		m.upstreamRq.WithLabelValues(upstream, outcome).Inc()
+	}
+}
+
+// upstreamOutcomes are the proxy's outcomes, pre-resolved per upstream.
+var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body"}
+
+// upstreamCounters are an upstream's bulwark_upstream_requests_total
+// series, resolved once so that the request path does no label lookup.
+type upstreamCounters struct {
+	m    *metrics
+	name string
+	c    [len(upstreamOutcomes)]prometheus.Counter
+}
+
+func (m *metrics) forUpstream(name string) *upstreamCounters {
+	uc := &upstreamCounters{m: m, name: name}
+	if m.on() {
+		for i, o := range upstreamOutcomes {
+			uc.c[i] = m.upstreamRq.WithLabelValues(name, o)
+		}
+	}
+	return uc
+}
+
+func (uc *upstreamCounters) observe(outcome string) {
+	for i, o := range upstreamOutcomes {
+		if o == outcome {
+			if c := uc.c[i]; c != nil {
+				c.Inc()
+			}
+			return
+		}
+	}
+	uc.m.observeUpstream(uc.name, outcome)
+}
+
+// proxies builds the proxy of each upstream, keeping an unchanged one's
+// (its connections) from the previous pipeline.
+func (b *builder) proxies(ups []Upstream) (map[string]*proxy.Proxy, error) {
+	g := b.g
+	proxies := map[string]*proxy.Proxy{}
+	for _, u := range ups {
+		pu, err := u.proxyUpstream()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
+		}
+		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
+			counters := g.metrics.forUpstream(u.Name)
+			return proxy.New(pu, proxy.Options{
+				Logger:         g.log,
+				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
+				TrustForwarded: b.resolver.TrustsPeer,
+				Assert:         assertHeaders,
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		proxies[u.Name] = px
+	}
+	return proxies, nil
+}
+
+// upstreamMetrics are the upstreams' series.
+type upstreamMetrics struct {
+	upstream   *prometheus.HistogramVec
+	upstreamRq *prometheus.CounterVec
+}
+
+func newUpstreamMetrics() upstreamMetrics {
+	return upstreamMetrics{
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "bulwark_upstream_duration_seconds",
+			Help:    "Time from handing a request to the proxy until the response headers were written, by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+		upstreamRq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_upstream_requests_total",
+			Help: "Proxied requests by upstream and outcome (ok, error, timeout, canceled).",
+		}, []string{"upstream", "outcome"}),
+	}
+}
+
+func (m *upstreamMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.upstream, m.upstreamRq}
+}
+
+// poolDescs are the upstream pools' series, read at scrape time (by the
+// stateCollector, from the current pipeline).
+type poolDescs struct {
+	conns, dials, maxIdle, idle, maxConns, waits *prometheus.Desc
+}
+
+func newPoolDescs() poolDescs {
+	return poolDescs{
+		conns:    prometheus.NewDesc("bulwark_upstream_connections", "Connections open to an upstream's targets (busy and idle).", []string{"upstream"}, nil),
+		dials:    prometheus.NewDesc("bulwark_upstream_dials_total", "Connections made to an upstream's targets.", []string{"upstream"}, nil),
+		maxIdle:  prometheus.NewDesc("bulwark_upstream_max_idle_connections", "Idle connections kept per target, at most.", []string{"upstream"}, nil),
+		idle:     prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
+		maxConns: prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
+		waits:    prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
+	}
+}
+
+func (c *poolDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits} {
+		ch <- d
+	}
+}
+
+func (c *poolDescs) collect(ch chan<- prometheus.Metric, proxies map[string]*proxy.Proxy) {
+	for name, px := range proxies {
+		st := px.Stats()
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.Open), name)
+		ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(st.Dials), name)
+		ch <- prometheus.MustNewConstMetric(c.maxIdle, prometheus.GaugeValue, float64(st.MaxIdle), name)
+		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), name)
+		ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns), name)
+		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits), name)
+	}
+}
