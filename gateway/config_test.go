@@ -686,8 +686,12 @@ func TestSchema(t *testing.T) {
 	}
 	var supported func(ft reflect.Type) bool
 	supported = func(ft reflect.Type) bool {
+		if isText(ft) {
+			return true
+		}
 		switch ft.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64, reflect.Struct:
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float64, reflect.Struct:
 			return true
 		case reflect.Pointer:
 			return ft.Elem().Kind() == reflect.Struct
@@ -707,7 +711,7 @@ func TestSchema(t *testing.T) {
 		for st.Kind() == reflect.Pointer || st.Kind() == reflect.Slice {
 			st = st.Elem()
 		}
-		if st.Kind() == reflect.Struct && st != durationType && !sections[st] {
+		if st.Kind() == reflect.Struct && !isText(st) && !sections[st] {
 			sections[st] = true
 			tagged(st)
 		}

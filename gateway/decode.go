@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
@@ -232,7 +233,27 @@ var (
 	configType    = reflect.TypeFor[Config]()
 	durationType  = reflect.TypeFor[time.Duration]()
 	listEntryType = reflect.TypeFor[ipset.StaticEntry]()
+	textType      = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// isText reports whether a setting of type t is one scalar that t
+// decodes itself: *t implements encoding.TextUnmarshaler (netip.Prefix,
+// a URL type, a number with a unit...) and t is not a struct with keys
+// (such a struct is a mapping whose UnmarshalText reads a short form,
+// as ipset.StaticEntry).
+func isText(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer || t == durationType || !reflect.PointerTo(t).Implements(textType) {
+		return false
+	}
+	if t.Kind() == reflect.Struct {
+		for i := range t.NumField() {
+			if _, tagged := t.Field(i).Tag.Lookup("yaml"); tagged {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // walk checks n against type t at path and reports whether the value is
 // usable; when it is not, a problem was reported and the caller removes
@@ -260,6 +281,18 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) bool {
 		t = t.Elem()
 	}
 	switch {
+	case isText(t):
+		// yaml.v3 hands the scalar's text to UnmarshalText; the walk
+		// does the same first, so that its error has the key and line.
+		if n.Kind != yaml.ScalarNode || null || n.ShortTag() == "!!binary" {
+			w.add(n.Line, path, "want a string, got %s", kindName(n))
+			return false
+		}
+		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			w.add(n.Line, path, "%s", err)
+			return false
+		}
+		return true
 	case t == durationType:
 		if n.Kind != yaml.ScalarNode || null {
 			w.add(n.Line, path, "want a duration such as 500ms, 30s or 5m, got %s", kindName(n))
@@ -316,13 +349,18 @@ func (w *walker) scalar(n *yaml.Node, t reflect.Type, path string) bool {
 			w.add(n.Line, path, "want true or false, got %s", kindName(n))
 			return false
 		}
-	case reflect.Int, reflect.Int64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if n.Kind != yaml.ScalarNode || tag != "!!int" {
 			w.add(n.Line, path, "want an integer, got %s", kindName(n))
 			return false
 		}
-		if !decodesAs[int64](n) {
+		if n.Decode(reflect.New(t).Interface()) != nil {
 			w.add(n.Line, path, "integer %s out of representable range", n.Value)
+			return false
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind != yaml.ScalarNode || tag != "!!int" || n.Decode(reflect.New(t).Interface()) != nil {
+			w.add(n.Line, path, "want a whole number from 0 to %d, got %s", uint64(1)<<(t.Bits()-1)*2-1, kindName(n))
 			return false
 		}
 	case reflect.Float64:
@@ -458,6 +496,8 @@ func describe(t reflect.Type) string {
 	switch {
 	case t == listEntryType:
 		return "an address, a prefix or a mapping {ip, reason}"
+	case isText(t):
+		return "a value"
 	case t.Kind() == reflect.Struct:
 		return "a mapping"
 	case t.Kind() == reflect.String:
@@ -504,6 +544,9 @@ func schemaOf(t reflect.Type) structSchema {
 // to t.
 func keyFields(t reflect.Type) []reflect.StructField {
 	var out []reflect.StructField
+	if isText(t) {
+		return nil // a scalar, whatever its fields
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if isInline(f) {
@@ -573,6 +616,9 @@ func fillDefaults(cfg *Config, lines map[string]int) {
 }
 
 func fill(v, def reflect.Value, path string, lines map[string]int) {
+	if isText(v.Type()) {
+		return // a scalar, decoded as a whole
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		fillNonKeys(v, def)

@@ -48,6 +48,8 @@ func configKeys() []configKey {
 			fv := v.FieldByIndex(f.Index)
 			ft := f.Type
 			switch {
+			case isText(ft):
+				out = append(out, configKey{path: p, typ: "string", def: renderDefault(fv), zero: fv.IsZero()})
 			case ft.Kind() == reflect.Struct && ft != durationType:
 				out = append(out, configKey{path: p, typ: "section"})
 				walk(fv, p)
@@ -67,6 +69,7 @@ func configKeys() []configKey {
 }
 
 func typeName(t reflect.Type) string {
+	v := reflect.Zero(t)
 	switch {
 	case t == durationType:
 		return "duration"
@@ -74,7 +77,7 @@ func typeName(t reflect.Type) string {
 		return "string"
 	case t.Kind() == reflect.Bool:
 		return "bool"
-	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+	case v.CanInt() || v.CanUint():
 		return "int"
 	case t.Kind() == reflect.Float64:
 		return "number"
@@ -97,8 +100,10 @@ func renderDefault(v reflect.Value) string {
 		return v.String()
 	case v.Kind() == reflect.Bool:
 		return strconv.FormatBool(v.Bool())
-	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
+	case v.CanInt():
 		return strconv.FormatInt(v.Int(), 10)
+	case v.CanUint():
+		return strconv.FormatUint(v.Uint(), 10)
 	case v.Kind() == reflect.Float64:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
 	case v.Kind() == reflect.Slice:
