@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/control"
 )
 
@@ -14,12 +16,13 @@ import (
 // from one address are refused with 429 once its budget is spent (the
 // right token too, from there); the right token from another address
 // still works; every refusal is one audit line that names neither the
-// token nor the address.
+// token nor the address. The gateway runs on a frozen clock, so no
+// budget refills however slowly the machine runs the 100 guesses.
 func TestControlTokenFailuresThrottled(t *testing.T) { engines(t, testControlTokenFailuresThrottled) }
 
 func testControlTokenFailuresThrottled(t *testing.T) {
 	up := echoUpstream(t, "app")
-	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{getenv: env(EnvControlToken, testToken).get})
+	tg := startGateway(t, oneRoute, map[string]string{"APP": up.URL}, gwOpts{getenv: env(EnvControlToken, testToken).get, clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	call := func(c *http.Client, tok string) int {
 		t.Helper()
 		req, _ := http.NewRequest("GET", tg.control+"/v1/status", nil)
