@@ -34,7 +34,12 @@ const MinPostgresMajor = 15
 const PostgresBinDirEnv = "BULWARK_PG_BINDIR"
 
 const (
-	pgStartTimeout = 60 * time.Second // the machine may be busy running -race tests
+	// pgStartTimeout bounds waiting for a real server to accept
+	// connections: generous, because at load average 30-40 on two CPUs
+	// (scripts/test-under-load beside -race builds) an initdb plus start
+	// was seen to take over a minute. A server that never comes up still
+	// fails the test, with its log.
+	pgStartTimeout = 3 * time.Minute
 	pgStopGrace    = 30 * time.Second
 	pgSuperuser    = "postgres"
 	pgOSUser       = "postgres" // the OS account that runs the server when tests run as root

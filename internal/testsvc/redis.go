@@ -25,7 +25,7 @@ import (
 const RedisServerEnv = "BULWARK_REDIS_SERVER"
 
 const (
-	redisStartTimeout = 30 * time.Second
+	redisStartTimeout = 2 * time.Minute // generous for a busy machine, as pgStartTimeout
 	redisStopGrace    = 10 * time.Second
 )
 
