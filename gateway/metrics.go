@@ -42,10 +42,10 @@ type metrics struct {
 	ipsetDeny prometheus.Counter // pre-resolved: counted per refused connection
 
 	upstreamMetrics
+	shieldMetrics
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
-	shield     *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	xdpEvents  *prometheus.CounterVec
 
@@ -75,6 +75,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	m := &metrics{
 		tally:           t,
 		upstreamMetrics: newUpstreamMetrics(),
+		shieldMetrics:   newShieldMetrics(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -104,10 +105,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration in use was loaded (the start, or the last successful reload), as a Unix timestamp.",
 		}),
-		shield: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_shield_events_total",
-			Help: "Pre-authentication shield rejections, by outcome and reason.",
-		}, []string{"outcome", "reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error).",
@@ -162,7 +159,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny", unmatchedRoute)
 	cs := []prometheus.Collector{
-		m.requests, m.rejections, m.shield, m.reloads, m.xdpEvents,
+		m.requests, m.rejections, m.reloads, m.xdpEvents,
 		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp,
 		m.guardRefused, m.guardSlow, m.guardH2, m.guardShed,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
@@ -176,6 +173,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		}, ready),
 	}
 	cs = append(cs, m.upstreamMetrics.collectors()...)
+	cs = append(cs, m.shieldEvents)
 	for _, l := range []struct {
 		name string
 		set  interface {
@@ -392,14 +390,6 @@ func (m *metrics) connDenied() {
 	m.tally.denied.Add(1)
 	if m.on() {
 		m.ipsetDeny.Inc()
-	}
-}
-
-func (m *metrics) shieldEvent(outcome, reason string) {
-	m.tally.add(layerShield, reason, unmatchedRoute)
-	if m.on() {
-		m.shield.WithLabelValues(outcome, reason).Inc()
-		m.rejections.WithLabelValues(layerShield, reason, unmatchedRoute).Inc()
 	}
 }
 

@@ -268,33 +268,9 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 		}
 	}
 
-	// 4. The shield. (Its refusals are counted by its hook.)
-	if p.shield != nil && !ex.free {
-		var a shield.Admission
-		if ex.shieldKey != nil {
-			// The connection's fingerprint, made once; the client's
-			// address for the network budget.
-			if ex.clientOK {
-				a = p.shield.AdmitKeyFrom(*ex.shieldKey, ex.group)
-			} else {
-				a = p.shield.AdmitKey(*ex.shieldKey)
-			}
-		} else {
-			a = p.shield.Admit(ex.group, ex.clientOK)
-		}
-		ex.admission = a
-		if !a.Allowed {
-			if p.shadowShield {
-				ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
-			} else {
-				ex.layer, ex.reason, ex.status = layerShield, string(a.Reason), http.StatusTooManyRequests
-				if a.Outcome != shield.OutcomeRateLimited {
-					ex.status = http.StatusServiceUnavailable
-				}
-				shield.WriteRejection(w, r, &a)
-				return nil
-			}
-		}
+	// 4. The shield.
+	if p.shield != nil && !ex.free && !p.admit(w, r, ex) {
+		return nil
 	}
 
 	// 5. The route.
@@ -464,24 +440,8 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		p.routes = append(p.routes, rt)
 	}
 
-	if cfg.Shield.Enabled {
-		sc := cfg.Shield.Config
-		sc.Clock = g.deps.Clock
-		sc.Networks = cfg.ClientIP.Networks
-		sc.Hook = func(e shield.Event) {
-			if g.cur.Load() != nil && g.cur.Load().shadowShield {
-				g.metrics.wouldRejectShadow(layerShield, string(e.Reason), "")
-				return
-			}
-			g.metrics.shieldEvent(string(e.Outcome), string(e.Reason))
-		}
-		sk := cfg.Shield
-		sk.RefundOnLogin = false // not the shield's own setting: toggling it keeps the windows
-		s, err := keep(b, fmt.Sprintf("shield/%#v", sk), func() (*shield.Shield, error) { return shield.New(sc) })
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		p.shield = s
+	if p.shield, err = b.buildShield(cfg); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
