@@ -12,7 +12,6 @@ import (
 
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
-	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/rls"
 )
 
@@ -93,44 +92,6 @@ func (g *Gateway) closeGlobal() {
 	if g.globalStore != nil {
 		_ = g.globalStore.Close()
 	}
-}
-
-// bucket is a route's keyed limit, local or global: the gateway picks the
-// key, the limiter decides, and the same ratelimit.Policy answers.
-type bucket interface {
-	allowKey(k ratelimit.Key) ratelimit.Decision
-	policy() ratelimit.Policy
-}
-
-type localBucket struct{ l *ratelimit.Limiter }
-
-func (b localBucket) allowKey(k ratelimit.Key) ratelimit.Decision { return b.l.AllowKey(k, 1) }
-func (b localBucket) policy() ratelimit.Policy                    { return b.l.Policy() }
-
-type globalBucket struct {
-	l   *global.Limiter
-	pol ratelimit.Policy
-}
-
-func (b globalBucket) allowKey(k ratelimit.Key) ratelimit.Decision {
-	// An address key carries its client for the network budget.
-	a, _ := k.Addr()
-	return ratelimit.Decision{Decision: b.l.AllowNFrom(k.Text(), a, 1)}
-}
-func (b globalBucket) policy() ratelimit.Policy { return b.pol }
-
-// global reports whether a bucket of l counts in Redis.
-func (l *routeLimit) global() bool {
-	_, k := l.keyed.(globalBucket)
-	_, c := l.perClient.(globalBucket)
-	return k || c
-}
-
-// globalName names a route's global limiter. The route name, key and
-// parameters are in it: replicas with the same settings share buckets,
-// and a reload that keeps them keeps the state.
-func globalName(route, what string, r ratelimit.Rate) string {
-	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, r.QPS, r.GCRA().Burst)
 }
 
 // globalHooks turn the node's events into metrics and one log line per

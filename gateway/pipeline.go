@@ -313,25 +313,6 @@ func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	}
 }
 
-// limitRequest runs the route's rate limit (step 7's first policy) for
-// both engines. refused reports that the request was answered; a shadow
-// limit only records what it would have refused.
-func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, ex *exchange) (reason string, refused bool) {
-	l := rt.limit
-	if l == nil || ex.free {
-		return "", false
-	}
-	ok, reason := l.check(w, r, ex, rt.shadow)
-	if ok {
-		return "", false
-	}
-	if rt.shadow && reason != "ambiguous_key" {
-		ex.shadowed(rt.metrics, layerRoute, reason)
-		return "", false
-	}
-	return reason, true
-}
-
 // builder builds a pipeline, taking over what the previous one has for
 // unchanged parts (see registry).
 type builder struct {
@@ -396,9 +377,6 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name),
 			proxy: proxies[rc.Upstream], fast: rc.Login == nil && rc.Quota == nil}
 		rt.onHeader = rt.rm.observe
-		if rl := rc.RateLimit; rl != nil {
-			rt.shadow = rl.Shadow()
-		}
 		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
 		if q := rc.Quota; q != nil {
 			if g.quota == nil {
@@ -425,16 +403,8 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			}
 		}
 		rt.policy = h
-		if rl := rc.RateLimit; rl != nil {
-			if rt.limit, err = newRouteLimit(b, rc.Name, *rl); err != nil {
-				return nil, err
-			}
-			if lb, ok := rt.limit.keyed.(localBucket); ok {
-				rt.tables = append(rt.tables, table{"rate_limit", lb.l})
-			}
-			if lb, ok := rt.limit.perClient.(localBucket); ok {
-				rt.tables = append(rt.tables, table{"rate_limit_per_client", lb.l})
-			}
+		if err := b.limitRoute(rt, rc.RateLimit); err != nil {
+			return nil, err
 		}
 		rt.loop = rt.fast && (rt.limit == nil || !rt.limit.global())
 		p.routes = append(p.routes, rt)

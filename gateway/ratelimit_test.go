@@ -13,7 +13,7 @@ import (
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
-// Unit tests of the route rate limit (routelimit.go) on a manual clock;
+// Unit tests of the route rate limit (ratelimit.go) on a manual clock;
 // the end-to-end tests (policy_e2e_test.go) run the same through real
 // sockets.
 

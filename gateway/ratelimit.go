@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
@@ -24,6 +25,26 @@ type routeLimit struct {
 // that leaves a limiter's parameters unchanged keeps its buckets.
 func limiterKey(route, what string, r ratelimit.Rate, maxKeys int) string {
 	return fmt.Sprintf("ratelimit/%s/%s/%v/%d/%d", route, what, r.QPS, r.GCRA().Burst, maxKeys)
+}
+
+// limitRoute gives rt its rate_limit (rl nil: none), its local tables
+// listed for the occupancy gauges.
+func (b *builder) limitRoute(rt *route, rl *ratelimit.Config) error {
+	if rl == nil {
+		return nil
+	}
+	rt.shadow = rl.Shadow()
+	var err error
+	if rt.limit, err = newRouteLimit(b, rt.name, *rl); err != nil {
+		return err
+	}
+	if lb, ok := rt.limit.keyed.(localBucket); ok {
+		rt.tables = append(rt.tables, table{"rate_limit", lb.l})
+	}
+	if lb, ok := rt.limit.perClient.(localBucket); ok {
+		rt.tables = append(rt.tables, table{"rate_limit_per_client", lb.l})
+	}
+	return nil
 }
 
 func newRouteLimit(b *builder, name string, rl ratelimit.Config) (*routeLimit, error) {
@@ -131,4 +152,62 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange,
 		l.keyed.policy().SetHeaders(w.Header(), d)
 	}
 	return true, ""
+}
+
+// limitRequest runs the route's rate limit (step 7's first policy) for
+// both engines. refused reports that the request was answered; a shadow
+// limit only records what it would have refused.
+func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, ex *exchange) (reason string, refused bool) {
+	l := rt.limit
+	if l == nil || ex.free {
+		return "", false
+	}
+	ok, reason := l.check(w, r, ex, rt.shadow)
+	if ok {
+		return "", false
+	}
+	if rt.shadow && reason != "ambiguous_key" {
+		ex.shadowed(rt.metrics, layerRoute, reason)
+		return "", false
+	}
+	return reason, true
+}
+
+// bucket is a route's keyed limit, local or global: the gateway picks the
+// key, the limiter decides, and the same ratelimit.Policy answers.
+type bucket interface {
+	allowKey(k ratelimit.Key) ratelimit.Decision
+	policy() ratelimit.Policy
+}
+
+type localBucket struct{ l *ratelimit.Limiter }
+
+func (b localBucket) allowKey(k ratelimit.Key) ratelimit.Decision { return b.l.AllowKey(k, 1) }
+func (b localBucket) policy() ratelimit.Policy                    { return b.l.Policy() }
+
+type globalBucket struct {
+	l   *global.Limiter
+	pol ratelimit.Policy
+}
+
+func (b globalBucket) allowKey(k ratelimit.Key) ratelimit.Decision {
+	// An address key carries its client for the network budget.
+	a, _ := k.Addr()
+	return ratelimit.Decision{Decision: b.l.AllowNFrom(k.Text(), a, 1)}
+}
+
+func (b globalBucket) policy() ratelimit.Policy { return b.pol }
+
+// global reports whether a bucket of l counts in Redis.
+func (l *routeLimit) global() bool {
+	_, k := l.keyed.(globalBucket)
+	_, c := l.perClient.(globalBucket)
+	return k || c
+}
+
+// globalName names a route's global limiter. The route name, key and
+// parameters are in it: replicas with the same settings share buckets,
+// and a reload that keeps them keeps the state.
+func globalName(route, what string, r ratelimit.Rate) string {
+	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, r.QPS, r.GCRA().Burst)
 }
