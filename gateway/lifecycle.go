@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/host"
-	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
 // Start binds the listeners, runs the readiness checks (PostgreSQL schema
@@ -53,29 +52,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// a reason to stay down (see deps.go); a misconfiguration is.
 	var checks []host.Check
 	if g.quota != nil {
-		checks = append(checks, host.Check{Name: "postgres", Fn: func(ctx context.Context) error {
-			err := g.quota.Check(ctx)
-			switch {
-			case err == nil:
-				g.pgMon.ok()
-				return nil
-			case errors.Is(err, pgquota.ErrSchemaMismatch), errors.Is(err, pgquota.ErrPrivileges):
-				return err // wrong schema or role: fix the deployment
-			}
-			g.pgMon.failed(errorReason(err))
-			return nil
-		}})
+		checks = append(checks, g.quotaStoreCheck())
 	}
 	if g.redis != nil {
-		client := g.redis.Client()
-		checks = append(checks, host.Check{Name: "redis", Fn: func(ctx context.Context) error {
-			if err := client.Ping(ctx).Err(); err != nil {
-				g.redisMon.failed(errorReason(err))
-			} else {
-				g.redisMon.ok()
-			}
-			return nil
-		}})
+		checks = append(checks, g.loginStoreCheck())
 	}
 	if err := h.Ready(ctx, checks...); err != nil {
 		return fmt.Errorf("gateway: %w", err)
@@ -165,4 +145,34 @@ func Run(ctx context.Context, cfg *Config, deps Deps) error {
 	<-ctx.Done()
 	g.log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
 	return g.Shutdown(context.Background())
+}
+
+// openStores creates the cluster profile's clients. Connections are made
+// lazily; Start checks them.
+func (g *Gateway) openStores(cfg *Config) error {
+	if cfg.Profile != Cluster {
+		return nil
+	}
+	if err := g.openQuotaStore(cfg); err != nil {
+		return err
+	}
+	if err := g.openLoginStore(cfg); err != nil {
+		return err
+	}
+	if needsGlobal(cfg) {
+		if err := g.openGlobal(cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *Gateway) closeStores() {
+	g.closeGlobal()
+	if g.quota != nil {
+		g.quota.Close()
+	}
+	if g.redis != nil {
+		_ = g.redis.Close()
+	}
 }

@@ -382,24 +382,13 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			if g.quota == nil {
 				return nil, fmt.Errorf("gateway: route %q: quota needs the cluster profile", rc.Name)
 			}
-			var err error
 			if h, err = g.quotaMiddleware(rc.Name, *q, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: quota: %w", rc.Name, err)
 			}
 		}
 		if l := rc.Login; l != nil {
-			st, err := g.newLoginState(b, rc.Name, *l)
-			if err != nil {
+			if h, err = b.login(rt, *l, cfg.Shield.Enabled && cfg.Shield.RefundOnLogin, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
-			}
-			if h, err = g.loginMiddleware(st, *l, cfg.Shield.Enabled && cfg.Shield.RefundOnLogin, h); err != nil {
-				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
-			}
-			if st.rate != nil {
-				rt.tables = append(rt.tables, table{"login", st.rate})
-			}
-			if st.locks != nil {
-				rt.tables = append(rt.tables, table{"login_lockout", st.locks})
 			}
 		}
 		rt.policy = h

@@ -90,13 +90,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 		// The kernel refused new flags: the rest of the reload stands.
 		g.log.Error("xdp: flags and k not applied", "error", err.Error())
 	}
-	if g.quota != nil {
-		// Validated with the configuration (and the budgets checked
-		// above): only max_replays can differ, and nothing is refused.
-		if err := g.quota.SetOperations(quotaOperations(cfg)...); err != nil {
-			g.log.Error("quota: new max_replays not applied", "error", err.Error())
-		}
-	}
+	g.reloadQuota(cfg)
 	g.cur.Store(p)
 	g.cfg = cfg
 	prev.reuse.retire(p.reuse)

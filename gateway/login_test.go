@@ -15,7 +15,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login"
 )
 
-// Unit tests of the login policy's wiring (loginpolicy.go): the gateway's
+// Unit tests of the login policy's wiring (login.go): the gateway's
 // client, the stores kept across reloads, and what the exchange records;
 // the login package tests its own decisions, and policy_e2e_test.go runs
 // the route through real sockets.

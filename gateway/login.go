@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 )
@@ -29,6 +30,26 @@ type loginState struct {
 
 func loginKey(route string, l login.Policy) string {
 	return fmt.Sprintf("login/%s/%d/%v/%d/%d/%v/%v/%+v/%s", route, l.Limit, l.Window, l.MaxKeys, l.PerClient.Limit, l.PerClient.Window, l.FailureStatus, l.Lockout, l.UsernameFolding)
+}
+
+// login wraps next (the rest of route rt) with its login throttle, and
+// lists the throttle's local tables for the occupancy gauges.
+func (b *builder) login(rt *route, l login.Policy, refund bool, next http.Handler) (http.Handler, error) {
+	st, err := b.g.newLoginState(b, rt.name, l)
+	if err != nil {
+		return nil, err
+	}
+	h, err := b.g.loginMiddleware(st, l, refund, next)
+	if err != nil {
+		return nil, err
+	}
+	if st.rate != nil {
+		rt.tables = append(rt.tables, table{"login", st.rate})
+	}
+	if st.locks != nil {
+		rt.tables = append(rt.tables, table{"login_lockout", st.locks})
+	}
+	return h, nil
 }
 
 func (g *Gateway) newLoginState(b *builder, route string, l login.Policy) (*loginState, error) {
@@ -148,4 +169,45 @@ func loginEventListener(log *slog.Logger, route string) login.Listener {
 		}
 		log.Log(context.Background(), level, "login cache event", "route", route, "event", string(e.Type), "cache", e.Cache, "component", string(e.Component))
 	}
+}
+
+// openLoginStore opens the cluster profile's Redis for the login
+// routes, with its dependency monitor (none without login routes).
+func (g *Gateway) openLoginStore(cfg *Config) error {
+	if !hasLogin(cfg) {
+		return nil
+	}
+	s, err := redisstore.OpenConn(cfg.redisConn(), redisstore.Config{})
+	if err != nil {
+		return fmt.Errorf("gateway: login store: %w", err)
+	}
+	g.redis = s
+	client := s.Client()
+	g.redisMon = newDepMonitor("redis", g, func(ctx context.Context) error { return client.Ping(ctx).Err() })
+	g.depMons = append(g.depMons, g.redisMon)
+	return nil
+}
+
+func hasLogin(cfg *Config) bool {
+	for _, r := range cfg.Routes {
+		if r.Login != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// loginStoreCheck is the readiness check of the login routes' Redis: an
+// outage is not a reason to stay down (the throttle fails open, and the
+// monitor says so).
+func (g *Gateway) loginStoreCheck() host.Check {
+	client := g.redis.Client()
+	return host.Check{Name: "redis", Fn: func(ctx context.Context) error {
+		if err := client.Ping(ctx).Err(); err != nil {
+			g.redisMon.failed(errorReason(err))
+		} else {
+			g.redisMon.ok()
+		}
+		return nil
+	}}
 }
