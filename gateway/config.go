@@ -124,7 +124,7 @@ type Config struct {
 	AccessLog        AccessLog         `yaml:"access_log"`
 	Log              Log               `yaml:"log"`
 	IPSets           ipset.ListsConfig `yaml:"ipsets"` // enforced as ipsets.go says
-	XDP              XDP               `yaml:"xdp"`
+	XDP              xdp.Config        `yaml:"xdp"`    // the kernel layer; mode off by default
 	Redis            redisconn.Options `yaml:"redis"`  // the URL is BULWARK_REDIS_URL
 	Global           global.Config     `yaml:"global"` // the global limiter
 	RLS              rls.Listener      `yaml:"rls"`    // Envoy's RLS server; cluster
@@ -382,54 +382,6 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn or error
 }
 
-// XDP is the kernel-side layer: an XDP program on a network interface
-// that drops denied sources before the kernel allocates a socket buffer,
-// answers SYN floods with syncookies and scores floods. Off by default;
-// Linux only, as root. Settings not listed here take the xdp package's
-// defaults.
-type XDP struct {
-	// Mode is auto (native, else generic, else serve without XDP),
-	// native, generic or off (default).
-	Mode string `yaml:"mode"`
-	// Interface is the network interface; required unless mode is off.
-	Interface string `yaml:"interface"`
-	// Required fails the start instead of serving without XDP.
-	Required bool `yaml:"required"`
-	// Flags names the features on (see the example for the names).
-	Flags []string `yaml:"flags"`
-	// K is how many standard deviations above the mean SYN rate start
-	// defense mode.
-	K float64 `yaml:"k"`
-	// MinRate is a floor under the defense threshold (SYN/s).
-	MinRate float64 `yaml:"min_rate"`
-	// SYNLimit and SYNLimitDefense are the per-source SYN scores outside
-	// and in defense mode; ACKLimit the ACK score in defense mode.
-	SYNLimit        int `yaml:"syn_limit"`
-	SYNLimitDefense int `yaml:"syn_limit_defense"`
-	ACKLimit        int `yaml:"ack_limit"`
-	// HalfLife is the scores' half-life.
-	HalfLife time.Duration `yaml:"half_life"`
-	// UDPLimits bound UDP packets and bytes per second per destination
-	// port.
-	UDPLimits []UDPLimit `yaml:"udp_limits"`
-	// ScoreEntries and ConntrackEntries size the kernel's per-source score
-	// and verified-flow tables.
-	ScoreEntries     int `yaml:"score_entries"`
-	ConntrackEntries int `yaml:"conntrack_entries"`
-	// PinPath is where the list maps are pinned so a restart keeps them;
-	// "" means /sys/fs/bpf/bulwark/INTERFACE when /sys/fs/bpf is mounted.
-	// NoPin turns pinning off.
-	PinPath string `yaml:"pin_path"`
-	NoPin   bool   `yaml:"no_pin"`
-}
-
-// UDPLimit bounds UDP traffic to one destination port (0: no limit).
-type UDPLimit struct {
-	Port int   `yaml:"port"`
-	PPS  int64 `yaml:"pps"`
-	BPS  int64 `yaml:"bps"`
-}
-
 // Control is the control-plane API listener (allow/deny lists, status,
 // reload). See package control.
 //
@@ -521,19 +473,8 @@ func DefaultConfig() *Config {
 		Redis:     redisconn.Options{}.WithDefaults(),
 		Global:    global.DefaultConfig(),
 		RLS:       rls.Listener{MaxKeys: global.DefaultCapacity},
-		XDP: XDP{
-			Mode:             "off",
-			Flags:            xdp.DefaultFlags.Names(),
-			K:                3,
-			MinRate:          1000,
-			SYNLimit:         200,
-			SYNLimitDefense:  50,
-			ACKLimit:         200,
-			HalfLife:         time.Second,
-			ScoreEntries:     500_000,
-			ConntrackEntries: 2_000_000,
-		},
-		Control: Control{Enabled: true, Addr: control.DefaultAddr, Console: true},
+		XDP:       xdpOff(),
+		Control:   Control{Enabled: true, Addr: control.DefaultAddr, Console: true},
 	}
 }
 

@@ -123,7 +123,7 @@ func layersOn(cfg *Config, st Status) []console.Layer {
 		}
 	}
 	routes := func(n int) string { return fmt.Sprintf("%d of %d routes", n, len(cfg.Routes)) }
-	xdp := console.Layer{Name: "xdp", On: cfg.XDP.Mode != "" && cfg.XDP.Mode != "off", Detail: "mode " + cfg.XDP.Mode}
+	xdp := console.Layer{Name: "xdp", On: cfg.XDP.Mode != "" && cfg.XDP.Mode != "off", Detail: "mode " + string(cfg.XDP.Mode)}
 	if cfg.XDP.Mode == "" {
 		xdp.Detail = "mode off"
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,86 +24,22 @@ import (
 // and xdp.k; the rest needs a restart. The control API serves
 // GET /v1/xdp/status and PUT /v1/xdp/config (`bulwark ctl xdp`).
 
-// Validate checks the XDP settings, then the xdp package's own check.
-func (x XDP) Validate() error {
-	var f fieldErrs
-	switch x.Mode {
-	case "auto", "native", "generic", "off":
-	default:
-		f.add("mode", "%q: want auto, native, generic or off", x.Mode)
-	}
-	if x.Mode != "off" && x.Interface == "" {
-		f.add("interface", "required unless mode is off")
-	}
-	for i, name := range x.Flags {
-		if fl, err := xdp.FlagByName(name); err != nil || fl == xdp.FlagDefense {
-			f.add(fmt.Sprintf("flags[%d]", i), "%q: want one of %s", name, strings.Join(xdp.AllFlags.Names(), ", "))
-		}
-	}
-	if x.Mode != "off" && len(x.Flags) == 0 {
-		f.add("flags", "at least one flag (set mode: off to turn the layer off)")
-	}
-	if len(x.UDPLimits) > 65_536 {
-		f.add("udp_limits", "%d entries, at most 65536", len(x.UDPLimits))
-	}
-	seen := map[int]int{}
-	for i, u := range x.UDPLimits {
-		p := fmt.Sprintf("udp_limits[%d]", i)
-		f.int(p+".port", int64(u.Port), intRange{1, 65_535})
-		f.int(p+".pps", u.PPS, intRange{0, 1 << 40})
-		f.int(p+".bps", u.BPS, intRange{0, 1 << 50})
-		if j, dup := seen[u.Port]; dup {
-			f.add(p+".port", "%d repeats udp_limits[%d]", u.Port, j)
-		}
-		seen[u.Port] = i
-	}
-	if f.ok() {
-		f.guard("", x.config().Validate())
-	}
-	return f.err()
-}
-
-// config is the xdp.Config of x (lists, hooks and clock aside).
-func (x XDP) config() xdp.Config {
-	var flags xdp.Flags
-	for _, name := range x.Flags {
-		if fl, err := xdp.FlagByName(name); err == nil {
-			flags |= fl
-		}
-	}
-	c := xdp.Config{
-		Interface:        x.Interface,
-		Mode:             xdp.Mode(x.Mode),
-		Required:         x.Required,
-		Flags:            flags,
-		K:                x.K,
-		MinRate:          x.MinRate,
-		SYNLimit:         uint32(max(x.SYNLimit, 0)),
-		SYNLimitDefense:  uint32(max(x.SYNLimitDefense, 0)),
-		ACKLimit:         uint32(max(x.ACKLimit, 0)),
-		HalfLife:         x.HalfLife,
-		ScoreEntries:     x.ScoreEntries,
-		ConntrackEntries: x.ConntrackEntries,
-		PinPath:          x.PinPath,
-		NoPin:            x.NoPin,
-		StaticReason:     defaultReason,
-	}
-	if len(x.UDPLimits) > 0 {
-		c.UDPLimits = make(map[uint16]xdp.UDPLimit, len(x.UDPLimits))
-		for _, u := range x.UDPLimits {
-			c.UDPLimits[uint16(u.Port)] = xdp.UDPLimit{PPS: uint64(max(u.PPS, 0)), BPS: uint64(max(u.BPS, 0))}
-		}
-	}
+// xdpOff is the default xdp section: the xdp package's defaults, mode
+// off.
+func xdpOff() xdp.Config {
+	c := xdp.DefaultConfig()
+	c.Mode = xdp.ModeOff
 	return c
 }
 
 // newXDP builds the manager of cfg.XDP (nil when it is off) and hooks it
 // to the lists. Nothing touches the kernel before startXDP.
 func (g *Gateway) newXDP(cfg *Config) error {
-	if cfg.XDP.Mode == "off" {
+	if cfg.XDP.Mode == xdp.ModeOff {
 		return nil
 	}
-	xc := cfg.XDP.config()
+	xc := cfg.XDP
+	xc.StaticReason = defaultReason // the reason of the lists' static entries
 	xc.Allow, xc.Deny = g.lists.allow, g.lists.deny
 	xc.Clock = g.deps.Clock
 	xc.Logger = g.log.With("layer", "xdp")
@@ -149,11 +84,11 @@ func (g *Gateway) stopXDP(context.Context) error {
 }
 
 // reloadXDP applies what a reload may change: flags and k.
-func (g *Gateway) reloadXDP(x XDP) error {
+func (g *Gateway) reloadXDP(x xdp.Config) error {
 	if g.xdp == nil {
 		return nil
 	}
-	fl := x.config().Flags
+	fl := x.FlagWord()
 	k := x.K
 	return g.xdp.Update(xdp.ConfigUpdate{Flags: &fl, K: &k})
 }

@@ -81,7 +81,7 @@ func BenchmarkProgram(b *testing.B) {
 				h = newHarness(b, func(cfg *Config) {
 					cfg.SYNLimit = MaxScoreLimit
 					if c.alwaysPX {
-						cfg.Flags = DefaultFlags | FlagSYNProxyAlways
+						cfg.Flags = (DefaultFlags | FlagSYNProxyAlways).Names()
 						// Millions of SYNs from one source: keep its score
 						// (still computed) below the limit.
 						cfg.HalfLife = MinHalfLife

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/ipset"
 )
 
@@ -141,10 +142,16 @@ func FlagByName(name string) (Flags, error) {
 }
 
 // UDPLimit bounds the UDP traffic to one destination port per second,
-// across CPUs. A zero field is no limit.
+// across CPUs: an item of the udp_limits key.
 type UDPLimit struct {
-	PPS uint64 // packets per second
-	BPS uint64 // bytes (IP length) per second
+	// Port (port) is the destination port, in [1, 65535]; each port
+	// appears once in Config.UDPLimits.
+	Port int `yaml:"port"`
+	// PPS (pps) is packets per second, in [0, MaxUDPPPS]; 0 is no limit.
+	PPS int64 `yaml:"pps"`
+	// BPS (bps) is bytes (IP length) per second, in [0, MaxUDPBPS]; 0 is
+	// no limit.
+	BPS int64 `yaml:"bps"`
 }
 
 // Defaults and bounds of Config. Each range is inclusive.
@@ -183,6 +190,10 @@ const (
 	DefaultSYNACKWindow    = 65535
 	MinSYNACKWindow        = 1024
 
+	MaxUDPLimits = 65536   // ports in Config.UDPLimits
+	MaxUDPPPS    = 1 << 40 // packets per second of one port's limit
+	MaxUDPBPS    = 1 << 50 // bytes per second of one port's limit
+
 	DefaultAllowEntries     = ipset.DefaultAllowCapacity // 65,536
 	DefaultDenyEntries      = ipset.DefaultDenyCapacity  // 1,000,000
 	DefaultScoreEntries     = 500_000
@@ -203,270 +214,319 @@ const (
 	DefaultStaticReason = "config"
 )
 
-// Config configures a Manager. The zero value of every field means its
-// default; New rejects values outside the documented ranges with an
-// error naming the field.
+// Config configures a Manager. Its yaml tags are the keys of the
+// gateway's xdp section; the fields tagged yaml:"-" are not keys (the
+// gateway leaves them at their defaults, or sets them at build time: the
+// lists, the clock, the hooks). A zero field means its default once
+// [Config.WithDefaults] is applied, which New does; [Config.Validate]
+// checks the values as they are, naming the key and its range.
 type Config struct {
-	// Interface is the network interface to attach to. Required unless
-	// Mode is off.
-	Interface string
-	// Mode is how to attach: auto (default), native, generic or off.
-	Mode Mode
-	// Required makes Start fail with ErrNotAttached (or ErrUnsupported)
-	// when the program cannot be attached, instead of serving without XDP.
-	Required bool
+	// Interface (interface) is the network interface to attach to, 1 to
+	// 15 bytes. Required unless Mode is off.
+	Interface string `yaml:"interface"`
+	// Mode (mode) is how to attach: auto (default), native, generic or
+	// off.
+	Mode Mode `yaml:"mode"`
+	// Required (required) makes Start fail with ErrNotAttached (or
+	// ErrUnsupported) when the program cannot be attached, instead of
+	// serving without XDP.
+	Required bool `yaml:"required"`
 
-	// Flags is the initial flag word; zero means DefaultFlags.
-	Flags Flags
-	// K is the number of standard deviations above the mean SYN rate at
-	// which defense mode starts, in [MinK, MaxK]; default 3.
-	K float64
-	// MinRate is a floor (SYN/s) under the defense threshold, so an idle
-	// server's tiny variance does not trip it; default 1000.
-	MinRate float64
+	// Flags (flags) names the features on: the names of [Flags] but
+	// defense, which the manager sets. Nil means DefaultFlags; unless
+	// Mode is off at least one is required. [Config.FlagWord] is the
+	// flag word the program reads.
+	Flags []string `yaml:"flags"`
+	// K (k) is the number of standard deviations above the mean SYN
+	// rate at which defense mode starts; default 3 (DefaultK), range
+	// [0.5, 20] (MinK, MaxK).
+	K float64 `yaml:"k"`
+	// MinRate (min_rate) is a floor (SYN/s) under the defense threshold,
+	// so an idle server's tiny variance does not trip it; default 1000
+	// (DefaultMinRate), range [1, 1e9] (MaxMinRate).
+	MinRate float64 `yaml:"min_rate"`
 	// Warmup is how many samples the baseline needs before defense mode
-	// can start; default 50 (5 s at the default interval).
-	Warmup int
+	// can start; default 50 (5 s at the default interval), range
+	// [1, MaxWarmup].
+	Warmup int `yaml:"-"`
 	// Window caps the sample count of the running mean and variance, so
 	// the baseline follows slow drift (an exponentially weighted
-	// Welford update once full); default 3000 (5 min).
-	Window int
+	// Welford update once full); default 3000 (5 min), range
+	// [MinWindow, MaxWindow].
+	Window int `yaml:"-"`
 	// EnterSamples is how many consecutive samples above the threshold
-	// start defense mode; default 3.
-	EnterSamples int
+	// start defense mode; default 3, range [1, MaxEnterSamples].
+	EnterSamples int `yaml:"-"`
 	// ExitHold is how long the rate must stay below the exit threshold
 	// (mean + K·σ/2, at least MinRate/2) before defense mode ends;
-	// default 10 s.
-	ExitHold time.Duration
-	// Interval is how often statistics are read; default 100 ms.
-	Interval time.Duration
+	// default 10 s, range [MinExitHold, MaxExitHold].
+	ExitHold time.Duration `yaml:"-"`
+	// Interval is how often statistics are read; default 100 ms, range
+	// [MinInterval, MaxInterval].
+	Interval time.Duration `yaml:"-"`
 
-	// SYNLimit and SYNLimitDefense are the per-source SYN score limits
-	// (about that many SYNs in a burst; a steady rate r scores
-	// r·HalfLife/ln 2), outside and in defense mode; defaults 200 and 50,
-	// range [1, MaxScoreLimit]. Scores are kept per CPU.
-	SYNLimit, SYNLimitDefense uint32
-	// ACKLimit is the per-source limit of ACKs of no known flow in
-	// defense mode; default 200.
-	ACKLimit uint32
+	// SYNLimit (syn_limit) and SYNLimitDefense (syn_limit_defense) are
+	// the per-source SYN score limits (about that many SYNs in a burst;
+	// a steady rate r scores r·HalfLife/ln 2), outside and in defense
+	// mode; defaults 200 and 50, range [1, 1000000] (MaxScoreLimit).
+	// Scores are kept per CPU.
+	SYNLimit        int `yaml:"syn_limit"`
+	SYNLimitDefense int `yaml:"syn_limit_defense"`
+	// ACKLimit (ack_limit) is the per-source limit of ACKs of no known
+	// flow in defense mode; default 200, range [1, 1000000].
+	ACKLimit int `yaml:"ack_limit"`
 	// RSTLimit is the per-source score of invalid RSTs that raises an
-	// event; default 50. Invalid RSTs are always dropped.
-	RSTLimit uint32
-	// HalfLife is the scores' half-life; default 1 s, range [1 ms, 1 min].
-	HalfLife time.Duration
+	// event; default 50, range [1, MaxScoreLimit]. Invalid RSTs are
+	// always dropped.
+	RSTLimit int `yaml:"-"`
+	// HalfLife (half_life) is the scores' half-life; default 1s, range
+	// [1ms, 1m] (MinHalfLife, MaxHalfLife).
+	HalfLife time.Duration `yaml:"half_life"`
 	// KernelSYNInterval: while proxying, one SYN per destination port
 	// this often goes to the kernel, whose own cookie answer keeps the
 	// listener accepting cookie ACKs; default 1 s, range [10 ms, 1 min]
 	// (the kernel's window is 2 min).
-	KernelSYNInterval time.Duration
+	KernelSYNInterval time.Duration `yaml:"-"`
 	// EventBudget bounds ring-buffer events per CPU per second; default
-	// 100, range [0, MaxEventBudget] (0 sends none).
-	EventBudget uint32
-	// SYNACKWindow is the window of cookie SYN-ACKs; default 65535.
-	SYNACKWindow uint16
-	// UDPLimits bounds UDP traffic per destination port.
-	UDPLimits map[uint16]UDPLimit
+	// 100, range [1, MaxEventBudget].
+	EventBudget int `yaml:"-"`
+	// SYNACKWindow is the window of cookie SYN-ACKs; default 65535,
+	// range [MinSYNACKWindow, 65535].
+	SYNACKWindow int `yaml:"-"`
+	// UDPLimits (udp_limits) bound UDP traffic per destination port, at
+	// most MaxUDPLimits ports, each once.
+	UDPLimits []UDPLimit `yaml:"udp_limits"`
 
 	// AllowEntries and DenyEntries size the exact-address and CIDR maps
-	// of each list; they default to the lists' capacities (else 65,536
-	// and 1,000,000) and must not be below them.
-	AllowEntries, DenyEntries int
-	// ScoreEntries sizes the per-source score LRU; default 500,000.
-	ScoreEntries int
-	// ConntrackEntries sizes the verified-flow LRU; default 2,000,000.
-	ConntrackEntries int
+	// of each list, in [MinMapEntries, MaxListEntries] and not below the
+	// list's capacity; 0 (the default) sizes them to the lists'
+	// capacities (without a list, 65,536 and 1,000,000).
+	AllowEntries int `yaml:"-"`
+	DenyEntries  int `yaml:"-"`
+	// ScoreEntries (score_entries) sizes the per-source score LRU;
+	// default 500000, range [16, 10000000] (MinMapEntries,
+	// MaxScoreEntries).
+	ScoreEntries int `yaml:"score_entries"`
+	// ConntrackEntries (conntrack_entries) sizes the verified-flow LRU;
+	// default 2000000, range [16, 50000000] (MinMapEntries,
+	// MaxConntrackEntries).
+	ConntrackEntries int `yaml:"conntrack_entries"`
 	// RingBytes sizes the event ring buffer, a power of two in
 	// [64 KiB, 1 GiB]; default 4 MiB.
-	RingBytes int
+	RingBytes int `yaml:"-"`
 
-	// PinPath is the directory (on a BPF filesystem) where the list maps
-	// are pinned so that a restart keeps them. Empty means
-	// DefaultPinRoot/<Interface> when /sys/fs/bpf is a BPF filesystem, and
-	// no pinning otherwise. NoPin disables pinning.
-	PinPath string
-	NoPin   bool
+	// PinPath (pin_path) is the directory (on a BPF filesystem) where the
+	// list maps are pinned so that a restart keeps them, an absolute path
+	// of at most 512 bytes. Empty means DefaultPinRoot/<Interface> when
+	// /sys/fs/bpf is a BPF filesystem, and no pinning otherwise. NoPin
+	// (no_pin) disables pinning.
+	PinPath string `yaml:"pin_path"`
+	NoPin   bool   `yaml:"no_pin"`
 	// StaticReason is the reason the configuration's own entries carry.
 	// On a restart, pinned entries missing from the lists are restored
 	// into them (reason "restored", remaining TTL) unless they carried
 	// this reason: the configuration reinstalls its own entries and a
 	// dropped one must not come back. Default "config".
-	StaticReason string
+	StaticReason string `yaml:"-"`
 
 	// Allow and Deny are mirrored into the kernel maps. Either may be nil.
 	// Their OnChange must call Manager.OnChange (see its doc).
-	Allow, Deny *ipset.Set
+	Allow *ipset.Set `yaml:"-"`
+	Deny  *ipset.Set `yaml:"-"`
 	// Clock is the lists' clock (it converts their expiries to the
 	// kernel's); nil means the real clock.
-	Clock clock.Clock
+	Clock clock.Clock `yaml:"-"`
 	// Logger receives lifecycle messages (attach mode, fallbacks,
 	// defense transitions). Nil discards.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// OnEvent, when set, receives kernel events (flood sources crossing a
 	// limit, UDP ports starting to drop) and defense transitions. It is
 	// called from one goroutine, in order; it must be quick. A panic is
 	// recovered and counted.
-	OnEvent func(Event)
+	OnEvent func(Event) `yaml:"-"`
 	// Fingerprint, when set, turns a source address into the opaque
 	// Event.Source (e.g. an HMAC); events never carry raw addresses.
-	Fingerprint func(netip.Addr) string
+	Fingerprint func(netip.Addr) string `yaml:"-"`
+}
+
+// DefaultConfig returns the default settings: mode auto, no interface,
+// DefaultFlags and every default above; AllowEntries and DenyEntries
+// are 0 (sized to the lists).
+func DefaultConfig() Config {
+	return Config{
+		Mode:              ModeAuto,
+		Flags:             DefaultFlags.Names(),
+		K:                 DefaultK,
+		MinRate:           DefaultMinRate,
+		Warmup:            DefaultWarmup,
+		Window:            DefaultWindow,
+		EnterSamples:      DefaultEnterSamples,
+		ExitHold:          DefaultExitHold,
+		Interval:          DefaultInterval,
+		SYNLimit:          DefaultSYNLimit,
+		SYNLimitDefense:   DefaultSYNLimitDefense,
+		ACKLimit:          DefaultACKLimit,
+		RSTLimit:          DefaultRSTLimit,
+		HalfLife:          DefaultHalfLife,
+		KernelSYNInterval: DefaultKernelSYN,
+		EventBudget:       DefaultEventBudget,
+		SYNACKWindow:      DefaultSYNACKWindow,
+		ScoreEntries:      DefaultScoreEntries,
+		ConntrackEntries:  DefaultConntrackEntries,
+		RingBytes:         DefaultRingBytes,
+		StaticReason:      DefaultStaticReason,
+	}
+}
+
+// WithDefaults returns c with its zero fields set to the defaults of
+// DefaultConfig, a nil Flags to DefaultFlags, and zero AllowEntries and
+// DenyEntries to the capacities of Allow and Deny (without a list, to
+// DefaultAllowEntries and DefaultDenyEntries). Negative values are kept
+// so that Validate reports them.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	setDefault(&c.Mode, d.Mode)
+	if c.Flags == nil {
+		c.Flags = d.Flags
+	}
+	setDefault(&c.K, d.K)
+	setDefault(&c.MinRate, d.MinRate)
+	setDefault(&c.Warmup, d.Warmup)
+	setDefault(&c.Window, d.Window)
+	setDefault(&c.EnterSamples, d.EnterSamples)
+	setDefault(&c.ExitHold, d.ExitHold)
+	setDefault(&c.Interval, d.Interval)
+	setDefault(&c.SYNLimit, d.SYNLimit)
+	setDefault(&c.SYNLimitDefense, d.SYNLimitDefense)
+	setDefault(&c.ACKLimit, d.ACKLimit)
+	setDefault(&c.RSTLimit, d.RSTLimit)
+	setDefault(&c.HalfLife, d.HalfLife)
+	setDefault(&c.KernelSYNInterval, d.KernelSYNInterval)
+	setDefault(&c.EventBudget, d.EventBudget)
+	setDefault(&c.SYNACKWindow, d.SYNACKWindow)
+	setDefault(&c.ScoreEntries, d.ScoreEntries)
+	setDefault(&c.ConntrackEntries, d.ConntrackEntries)
+	setDefault(&c.RingBytes, d.RingBytes)
+	setDefault(&c.StaticReason, d.StaticReason)
+	setDefault(&c.AllowEntries, listEntries(c.Allow, DefaultAllowEntries))
+	setDefault(&c.DenyEntries, listEntries(c.Deny, DefaultDenyEntries))
+	return c
+}
+
+// setDefault sets *v to def if *v is zero.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// listEntries is the map size of list s: its capacity, or def.
+func listEntries(s *ipset.Set, def int) int {
+	if s != nil {
+		return s.Capacity()
+	}
+	return def
+}
+
+// settableFlags are the flags a configuration may name.
+const settableFlags = AllFlags &^ FlagDefense
+
+// FlagWord returns the flag word of c.Flags (a name Validate refuses
+// counts for nothing).
+func (c Config) FlagWord() Flags {
+	var w Flags
+	for _, name := range c.Flags {
+		if f, err := FlagByName(name); err == nil {
+			w |= f
+		}
+	}
+	return w & settableFlags
 }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// normalize fills defaults and checks every bound.
-func (c *Config) normalize() error {
-	switch c.Mode {
-	case "":
-		c.Mode = ModeAuto
-	case ModeAuto, ModeNative, ModeGeneric, ModeOff:
-	default:
-		return invalid("mode %q: must be auto, native, generic or off", c.Mode)
-	}
+// Validate reports every setting of c outside its bounds, as it is
+// (apply WithDefaults first for zeros to mean the defaults). The error is
+// a conf.Errors naming each key ("syn_limit: 0 out of range [1,
+// 1000000]") and wrapping ErrInvalidConfig. It changes nothing.
+func (c Config) Validate() error {
+	f := conf.Check{Kind: ErrInvalidConfig}
+	f.OneOf("mode", string(c.Mode), string(ModeAuto), string(ModeNative), string(ModeGeneric), string(ModeOff))
 	if c.Mode != ModeOff {
-		if c.Interface == "" || len(c.Interface) > 15 || strings.ContainsAny(c.Interface, "/ \t\n") {
-			return invalid("interface %q: must be a network interface name (1 to 15 bytes)", c.Interface)
+		switch {
+		case c.Interface == "":
+			f.Add("interface", "required unless mode is off")
+		case len(c.Interface) > 15 || strings.ContainsAny(c.Interface, "/ \t\n"):
+			f.Add("interface", "%q: want a network interface name (1 to 15 bytes)", c.Interface)
 		}
 	}
-	if c.Flags == 0 {
-		c.Flags = DefaultFlags
-	}
-	if c.Flags&^AllFlags != 0 {
-		return invalid("flags 0x%x: unknown bits (known: 0x%x)", uint32(c.Flags), uint32(AllFlags))
-	}
-	c.Flags &^= FlagDefense
-	if err := checkK(&c.K); err != nil {
-		return err
-	}
-	fdef(&c.MinRate, DefaultMinRate)
-	if !(c.MinRate >= 1 && c.MinRate <= MaxMinRate) {
-		return invalid("min_rate %v out of range [1, %v]", c.MinRate, MaxMinRate)
-	}
-	for _, r := range []struct {
-		name     string
-		v        *int
-		def, max int
-		min      int
-	}{
-		{"warmup", &c.Warmup, DefaultWarmup, MaxWarmup, 1},
-		{"window", &c.Window, DefaultWindow, MaxWindow, MinWindow},
-		{"enter_samples", &c.EnterSamples, DefaultEnterSamples, MaxEnterSamples, 1},
-		{"score_entries", &c.ScoreEntries, DefaultScoreEntries, MaxScoreEntries, MinMapEntries},
-		{"conntrack_entries", &c.ConntrackEntries, DefaultConntrackEntries, MaxConntrackEntries, MinMapEntries},
-		{"ring_bytes", &c.RingBytes, DefaultRingBytes, MaxRingBytes, MinRingBytes},
-	} {
-		if *r.v == 0 {
-			*r.v = r.def
-		}
-		if *r.v < r.min || *r.v > r.max {
-			return invalid("%s %d out of range [%d, %d]", r.name, *r.v, r.min, r.max)
+	for i, name := range c.Flags {
+		if fl, err := FlagByName(name); err != nil || fl&settableFlags == 0 {
+			f.Add(conf.Index("flags", i), "%q: want one of %s", name, strings.Join(settableFlags.Names(), ", "))
 		}
 	}
-	if c.RingBytes&(c.RingBytes-1) != 0 {
-		return invalid("ring_bytes %d must be a power of two", c.RingBytes)
+	if c.Mode != ModeOff && len(c.Flags) == 0 {
+		f.Add("flags", "at least one flag (set mode: off to turn the layer off)")
 	}
-	for _, d := range []struct {
-		name          string
-		v             *time.Duration
-		def, min, max time.Duration
-	}{
-		{"exit_hold", &c.ExitHold, DefaultExitHold, MinExitHold, MaxExitHold},
-		{"interval", &c.Interval, DefaultInterval, MinInterval, MaxInterval},
-		{"half_life", &c.HalfLife, DefaultHalfLife, MinHalfLife, MaxHalfLife},
-		{"kernel_syn_interval", &c.KernelSYNInterval, DefaultKernelSYN, MinKernelSYN, MaxKernelSYN},
-	} {
-		if *d.v == 0 {
-			*d.v = d.def
+	f.Float("k", c.K, MinK, MaxK)
+	f.Float("min_rate", c.MinRate, 1, MaxMinRate)
+	f.Int("warmup", int64(c.Warmup), 1, MaxWarmup)
+	f.Int("window", int64(c.Window), MinWindow, MaxWindow)
+	f.Int("enter_samples", int64(c.EnterSamples), 1, MaxEnterSamples)
+	f.Duration("exit_hold", c.ExitHold, MinExitHold, MaxExitHold)
+	f.Duration("interval", c.Interval, MinInterval, MaxInterval)
+	f.Int("syn_limit", int64(c.SYNLimit), 1, MaxScoreLimit)
+	f.Int("syn_limit_defense", int64(c.SYNLimitDefense), 1, MaxScoreLimit)
+	f.Int("ack_limit", int64(c.ACKLimit), 1, MaxScoreLimit)
+	f.Int("rst_limit", int64(c.RSTLimit), 1, MaxScoreLimit)
+	f.Duration("half_life", c.HalfLife, MinHalfLife, MaxHalfLife)
+	f.Duration("kernel_syn_interval", c.KernelSYNInterval, MinKernelSYN, MaxKernelSYN)
+	f.Int("event_budget", int64(c.EventBudget), 1, MaxEventBudget)
+	f.Int("synack_window", int64(c.SYNACKWindow), MinSYNACKWindow, math.MaxUint16)
+	if len(c.UDPLimits) > MaxUDPLimits {
+		f.Add("udp_limits", "%d entries, at most %d", len(c.UDPLimits), MaxUDPLimits)
+	}
+	seen := make(map[int]int, len(c.UDPLimits))
+	for i, u := range c.UDPLimits {
+		p := conf.Index("udp_limits", i)
+		f.Int(p+".port", int64(u.Port), 1, math.MaxUint16)
+		f.Int(p+".pps", u.PPS, 0, MaxUDPPPS)
+		f.Int(p+".bps", u.BPS, 0, MaxUDPBPS)
+		if j, dup := seen[u.Port]; dup {
+			f.Add(p+".port", "%d repeats udp_limits[%d]", u.Port, j)
 		}
-		if *d.v < d.min || *d.v > d.max {
-			return invalid("%s %v out of range [%v, %v]", d.name, *d.v, d.min, d.max)
-		}
-	}
-	for _, l := range []struct {
-		name string
-		v    *uint32
-		def  uint32
-	}{
-		{"syn_limit", &c.SYNLimit, DefaultSYNLimit},
-		{"syn_limit_defense", &c.SYNLimitDefense, DefaultSYNLimitDefense},
-		{"ack_limit", &c.ACKLimit, DefaultACKLimit},
-		{"rst_limit", &c.RSTLimit, DefaultRSTLimit},
-	} {
-		if *l.v == 0 {
-			*l.v = l.def
-		}
-		if *l.v > MaxScoreLimit {
-			return invalid("%s %d out of range [1, %d]", l.name, *l.v, MaxScoreLimit)
-		}
-	}
-	if c.EventBudget == 0 {
-		c.EventBudget = DefaultEventBudget
-	}
-	if c.EventBudget > MaxEventBudget {
-		return invalid("event_budget %d out of range [0, %d]", c.EventBudget, MaxEventBudget)
-	}
-	if c.SYNACKWindow == 0 {
-		c.SYNACKWindow = DefaultSYNACKWindow
-	}
-	if c.SYNACKWindow < MinSYNACKWindow {
-		return invalid("synack_window %d out of range [%d, 65535]", c.SYNACKWindow, MinSYNACKWindow)
-	}
-	if len(c.UDPLimits) > 65536 {
-		return invalid("udp_limits: at most 65536 ports")
+		seen[u.Port] = i
 	}
 	for _, s := range []struct {
-		name string
-		v    *int
-		set  *ipset.Set
-		def  int
-	}{
-		{"allow_entries", &c.AllowEntries, c.Allow, DefaultAllowEntries},
-		{"deny_entries", &c.DenyEntries, c.Deny, DefaultDenyEntries},
-	} {
-		if *s.v == 0 {
-			*s.v = s.def
-			if s.set != nil {
-				*s.v = s.set.Capacity()
-			}
-		}
-		if *s.v < MinMapEntries || *s.v > MaxListEntries {
-			return invalid("%s %d out of range [%d, %d]", s.name, *s.v, MinMapEntries, MaxListEntries)
-		}
-		if s.set != nil && *s.v < s.set.Capacity() {
-			return invalid("%s %d is below the %s list's capacity %d", s.name, *s.v, s.set.Name(), s.set.Capacity())
+		key string
+		v   int
+		set *ipset.Set
+	}{{"allow_entries", c.AllowEntries, c.Allow}, {"deny_entries", c.DenyEntries, c.Deny}} {
+		switch {
+		case s.v == 0: // sized to the list
+		case s.v < MinMapEntries || s.v > MaxListEntries:
+			f.Int(s.key, int64(s.v), MinMapEntries, MaxListEntries)
+		case s.set != nil && s.v < s.set.Capacity():
+			f.Add(s.key, "%d is below the %s list's capacity %d", s.v, s.set.Name(), s.set.Capacity())
 		}
 	}
 	if c.Allow != nil && c.Deny != nil && c.Allow.Name() == c.Deny.Name() {
-		return invalid("the allow and deny lists must have different names (both %q)", c.Allow.Name())
+		f.Add("", "the allow and deny lists must have different names (both %q)", c.Allow.Name())
+	}
+	f.Int("score_entries", int64(c.ScoreEntries), MinMapEntries, MaxScoreEntries)
+	f.Int("conntrack_entries", int64(c.ConntrackEntries), MinMapEntries, MaxConntrackEntries)
+	f.Int("ring_bytes", int64(c.RingBytes), MinRingBytes, MaxRingBytes)
+	if c.RingBytes > 0 && c.RingBytes&(c.RingBytes-1) != 0 {
+		f.Add("ring_bytes", "%d is not a power of two", c.RingBytes)
 	}
 	if c.PinPath != "" && (c.PinPath[0] != '/' || len(c.PinPath) > 512) {
-		return invalid("pin_path %q must be an absolute path of at most 512 bytes", c.PinPath)
+		f.Add("pin_path", "%q: want an absolute path of at most 512 bytes", c.PinPath)
 	}
 	if c.StaticReason == "" {
-		c.StaticReason = DefaultStaticReason
+		f.Add("static_reason", "required")
 	}
-	c.Clock = clock.Or(c.Clock)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return nil
+	return f.Err()
 }
-
-func fdef(v *float64, def float64) {
-	if *v == 0 {
-		*v = def
-	}
-}
-
-func checkK(k *float64) error {
-	fdef(k, DefaultK)
-	if math.IsNaN(*k) || *k < MinK || *k > MaxK {
-		return invalid("k %v out of range [%v, %v]", *k, MinK, MaxK)
-	}
-	return nil
-}
-
-// Validate reports whether New would accept c: every bound, with the
-// error naming the field and its range. It changes nothing.
-func (c Config) Validate() error { return c.normalize() }

@@ -3,10 +3,12 @@ package xdp
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/ipset"
 )
 
@@ -16,7 +18,7 @@ func TestConfigDefaultsAndBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.cfg
-	if c.Mode != ModeAuto || c.Flags != DefaultFlags || c.K != DefaultK || c.AllowEntries != 65536 ||
+	if c.Mode != ModeAuto || c.FlagWord() != DefaultFlags || m.flags != DefaultFlags || c.K != DefaultK || c.AllowEntries != 65536 ||
 		c.DenyEntries != 1_000_000 || c.ScoreEntries != 500_000 || c.ConntrackEntries != 2_000_000 ||
 		c.RingBytes != 4<<20 || c.Interval != 100*time.Millisecond || c.SYNACKWindow != 65535 {
 		t.Errorf("defaults %+v", c)
@@ -26,33 +28,85 @@ func TestConfigDefaultsAndBounds(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{}, "interface"},
-		{Config{Interface: "a-very-long-interface-name"}, "interface"},
-		{Config{Interface: "eth0", Mode: "fast"}, "mode"},
-		{Config{Interface: "eth0", K: 25}, "k 25"},
-		{Config{Interface: "eth0", K: 0.1}, "k 0.1"},
-		{Config{Interface: "eth0", Flags: 1 << 20}, "flags"},
-		{Config{Interface: "eth0", MinRate: -1}, "min_rate"},
-		{Config{Interface: "eth0", Window: 5}, "window"},
-		{Config{Interface: "eth0", RingBytes: 3 << 20}, "power of two"},
-		{Config{Interface: "eth0", RingBytes: 1 << 31}, "ring_bytes"},
-		{Config{Interface: "eth0", Interval: time.Millisecond}, "interval"},
-		{Config{Interface: "eth0", HalfLife: time.Hour}, "half_life"},
-		{Config{Interface: "eth0", KernelSYNInterval: 2 * time.Minute}, "kernel_syn_interval"},
-		{Config{Interface: "eth0", SYNLimit: MaxScoreLimit + 1}, "syn_limit"},
-		{Config{Interface: "eth0", EventBudget: MaxEventBudget + 1}, "event_budget"},
-		{Config{Interface: "eth0", SYNACKWindow: 100}, "synack_window"},
-		{Config{Interface: "eth0", ConntrackEntries: 1}, "conntrack_entries"},
-		{Config{Interface: "eth0", DenyEntries: 1000, Deny: big}, "below the deny list's capacity"},
-		{Config{Interface: "eth0", PinPath: "relative"}, "pin_path"},
+		{Config{}, "interface: required unless mode is off"},
+		{Config{Interface: "a-very-long-interface-name"}, `interface: "a-very-long-interface-name": want a network interface name`},
+		{Config{Interface: "eth0", Mode: "fast"}, `mode: "fast": want auto, native, generic or off`},
+		{Config{Interface: "eth0", K: 25}, "k: 25 out of range [0.5, 20]"},
+		{Config{Interface: "eth0", K: 0.1}, "k: 0.1 out of range [0.5, 20]"},
+		{Config{Interface: "eth0", Flags: []string{"syn_flood", "nope"}}, `flags[1]: "nope": want one of syn_flood, syn_proxy, rst_validate, ack_flood, udp_stats,`},
+		{Config{Interface: "eth0", Flags: []string{"defense"}}, `flags[0]: "defense": want one of`},
+		{Config{Interface: "eth0", Flags: []string{}}, "flags: at least one flag"},
+		{Config{Interface: "eth0", MinRate: -1}, "min_rate: -1 out of range [1, 1000000000]"},
+		{Config{Interface: "eth0", Window: 5}, "window: 5 out of range [10, 1000000]"},
+		{Config{Interface: "eth0", RingBytes: 3 << 20}, "ring_bytes: 3145728 is not a power of two"},
+		{Config{Interface: "eth0", RingBytes: 1 << 31}, "ring_bytes: 2147483648 out of range"},
+		{Config{Interface: "eth0", Interval: time.Millisecond}, "interval: 1ms out of range [10ms, 10s]"},
+		{Config{Interface: "eth0", HalfLife: time.Hour}, "half_life: 1h out of range [1ms, 1m]"},
+		{Config{Interface: "eth0", KernelSYNInterval: 2 * time.Minute}, "kernel_syn_interval: 2m out of range [10ms, 1m]"},
+		{Config{Interface: "eth0", SYNLimit: MaxScoreLimit + 1}, "syn_limit: 1000001 out of range [1, 1000000]"},
+		{Config{Interface: "eth0", ACKLimit: -1}, "ack_limit: -1 out of range [1, 1000000]"},
+		{Config{Interface: "eth0", EventBudget: MaxEventBudget + 1}, "event_budget: 1000001 out of range [1, 1000000]"},
+		{Config{Interface: "eth0", SYNACKWindow: 100}, "synack_window: 100 out of range [1024, 65535]"},
+		{Config{Interface: "eth0", ConntrackEntries: 1}, "conntrack_entries: 1 out of range [16, 50000000]"},
+		{Config{Interface: "eth0", DenyEntries: 1000, Deny: big}, "deny_entries: 1000 is below the deny list's capacity 2000000"},
+		{Config{Interface: "eth0", PinPath: "relative"}, `pin_path: "relative": want an absolute path`},
+		{Config{Interface: "eth0", UDPLimits: []UDPLimit{{Port: 53, PPS: 1}, {Port: 0}, {Port: 53, BPS: -1}, {Port: 9, PPS: MaxUDPPPS + 1}}},
+			"udp_limits[1].port: 0 out of range [1, 65535]; udp_limits[2].bps: -1 out of range [0, 1125899906842624]; " +
+				"udp_limits[2].port: 53 repeats udp_limits[0]; udp_limits[3].pps: 1099511627777 out of range [0, 1099511627776]"},
+		{Config{Interface: "eth0", UDPLimits: make([]UDPLimit, MaxUDPLimits+1)}, "udp_limits: 65537 entries, at most 65536"},
 	} {
 		_, err := New(b.cfg)
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), b.want) {
+		verr := b.cfg.WithDefaults().Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "xdp: invalid configuration: ") || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%+v: error %v, want one naming %q", b.cfg, err, b.want)
+		}
+		if verr == nil || verr.Error() != err.Error() {
+			t.Errorf("%+v: Validate %v, New %v", b.cfg, verr, err)
 		}
 	}
 	if _, err := New(Config{Mode: ModeOff}); err != nil {
 		t.Errorf("mode off needs no interface: %v", err)
+	}
+	if _, err := New(Config{Mode: ModeOff, Flags: []string{}}); err != nil {
+		t.Errorf("mode off needs no flag: %v", err)
+	}
+}
+
+// TestConfigValidateAsIs checks that Validate does not take a zero for
+// the default, reports every invalid key, not only the first, and that
+// DefaultConfig and WithDefaults agree.
+func TestConfigValidateAsIs(t *testing.T) {
+	err := Config{Interface: "eth0", Flags: []string{"syn_flood"}, StaticReason: "config"}.Validate()
+	want := "xdp: invalid configuration: mode: \"\": want auto, native, generic or off; k: 0 out of range [0.5, 20]; " +
+		"min_rate: 0 out of range [1, 1000000000]; warmup: 0 out of range [1, 36000]; window: 0 out of range [10, 1000000]; " +
+		"enter_samples: 0 out of range [1, 100]; exit_hold: 0s out of range [100ms, 1h]; interval: 0s out of range [10ms, 10s]; " +
+		"syn_limit: 0 out of range [1, 1000000]; syn_limit_defense: 0 out of range [1, 1000000]; ack_limit: 0 out of range [1, 1000000]; " +
+		"rst_limit: 0 out of range [1, 1000000]; half_life: 0s out of range [1ms, 1m]; kernel_syn_interval: 0s out of range [10ms, 1m]; " +
+		"event_budget: 0 out of range [1, 1000000]; synack_window: 0 out of range [1024, 65535]; " +
+		"score_entries: 0 out of range [16, 10000000]; conntrack_entries: 0 out of range [16, 50000000]; " +
+		"ring_bytes: 0 out of range [65536, 1073741824]"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate() = %v\nwant %s", err, want)
+	}
+	var es conf.Errors
+	if !errors.As(err, &es) || len(es) != 19 || es[1].Path != "k" || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("errors = %#v", es)
+	}
+	d := DefaultConfig()
+	d.Interface = "eth0"
+	if err := d.Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	w := Config{Interface: "eth0"}.WithDefaults()
+	w.AllowEntries, w.DenyEntries = 0, 0 // sized to the lists: none here
+	if !reflect.DeepEqual(w, d) {
+		t.Fatalf("WithDefaults %+v\nDefaultConfig %+v", w, d)
+	}
+	if neg := (Config{SYNLimit: -1}).WithDefaults(); neg.SYNLimit != -1 {
+		t.Fatalf("WithDefaults changed a negative value: %+v", neg)
+	}
+	if got := (Config{Flags: []string{"syn_proxy", "defense", "nope", "drop_fragments"}}).FlagWord(); got != FlagSYNProxy|FlagDropFragments {
+		t.Fatalf("FlagWord = %v", got)
 	}
 }
 

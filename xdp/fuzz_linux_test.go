@@ -16,8 +16,8 @@ import (
 // checksums and lengths, addressed back to the sender.
 func FuzzProgram(f *testing.F) {
 	h := newHarness(f, func(c *Config) {
-		c.Flags = AllFlags &^ FlagDefense
-		c.UDPLimits = map[uint16]UDPLimit{53: {PPS: 5}}
+		c.Flags = (AllFlags &^ FlagDefense).Names()
+		c.UDPLimits = []UDPLimit{{Port: 53, PPS: 5}}
 	})
 	h.deny.Add(netip.MustParsePrefix("203.0.113.0/24"), 0, "")
 	h.deny.Add(netip.MustParsePrefix("2001:db8:dead::/48"), 0, "")

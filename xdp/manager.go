@@ -3,11 +3,14 @@ package xdp
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/ipset"
 )
 
@@ -202,15 +205,20 @@ type Manager struct {
 	kern *kernel // platform part; nil when not loaded
 }
 
-// New validates cfg and returns a stopped manager. It touches nothing in
-// the kernel.
+// New applies cfg's defaults, validates it and returns a stopped
+// manager. It touches nothing in the kernel.
 func New(cfg Config) (*Manager, error) {
-	if err := cfg.normalize(); err != nil {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
 		cfg:       cfg,
-		flags:     cfg.Flags,
+		flags:     cfg.FlagWord(),
 		k:         cfg.K,
 		override:  DefenseAuto,
 		attached:  AttachedNone,
@@ -338,10 +346,9 @@ func (m *Manager) Update(u ConfigUpdate) error {
 	k := m.K()
 	if u.K != nil {
 		k = *u.K
-		if k == 0 {
-			return invalid("k 0 out of range [%v, %v]", MinK, MaxK)
-		}
-		if err := checkK(&k); err != nil {
+		f := conf.Check{Kind: ErrInvalidConfig}
+		f.Float("k", k, MinK, MaxK)
+		if err := f.Err(); err != nil {
 			return err
 		}
 	}

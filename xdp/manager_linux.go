@@ -320,8 +320,9 @@ func (m *Manager) loadKernel() (*kernel, error) {
 	if err != nil {
 		return nil, fail(fmt.Errorf("xdp: reading the pinned maps: %w", err))
 	}
-	for port, l := range m.cfg.UDPLimits {
-		if err := objs.UdpLimits.Update(uint32(port), bulwarkUdpLimit{Pps: l.PPS, Bps: l.BPS}, ebpf.UpdateAny); err != nil {
+	for _, l := range m.cfg.UDPLimits {
+		// Validated: a port in [1, 65535], rates not negative.
+		if err := objs.UdpLimits.Update(uint32(l.Port), bulwarkUdpLimit{Pps: uint64(l.PPS), Bps: uint64(l.BPS)}, ebpf.UpdateAny); err != nil {
 			return nil, fail(fmt.Errorf("xdp: writing udp limits: %w", err))
 		}
 	}
@@ -616,16 +617,17 @@ func (m *Manager) writeConfigLocked() error {
 			lists |= listBits[i]
 		}
 	}
+	// Validate keeps every setting within its uint32 range.
 	c := bulwarkConfig{
 		Flags:           uint32(word),
 		Lists:           lists,
-		SynLimit:        m.cfg.SYNLimit,
-		SynLimitDefense: m.cfg.SYNLimitDefense,
-		AckLimit:        m.cfg.ACKLimit,
-		RstLimit:        m.cfg.RSTLimit,
+		SynLimit:        uint32(m.cfg.SYNLimit),
+		SynLimitDefense: uint32(m.cfg.SYNLimitDefense),
+		AckLimit:        uint32(m.cfg.ACKLimit),
+		RstLimit:        uint32(m.cfg.RSTLimit),
 		HalfLifeMs:      uint32(m.cfg.HalfLife / time.Millisecond),
 		KernelSynMs:     uint32(m.cfg.KernelSYNInterval / time.Millisecond),
-		EventBudget:     m.cfg.EventBudget,
+		EventBudget:     uint32(m.cfg.EventBudget),
 		SynackWindow:    uint32(m.cfg.SYNACKWindow),
 	}
 	return k.objs.Config.Update(uint32(0), c, ebpf.UpdateAny)

@@ -372,7 +372,7 @@ func TestMirrorTTL(t *testing.T) {
 }
 
 func TestVLANTags(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Flags = DefaultFlags | FlagSYNProxyAlways })
+	h := newHarness(t, func(c *Config) { c.Flags = (DefaultFlags | FlagSYNProxyAlways).Names() })
 	h.deny.Add(netip.MustParsePrefix("203.0.113.0/24"), 0, "")
 	for _, tags := range [][]uint16{{100}, {200, 100}} {
 		h.expect("denied behind vlan", frame{vlans: tags, src: other, dst: srv4, proto: 1, l4: []byte{8, 0, 0, 0}}.bytes(), xdpDrop)
@@ -646,7 +646,7 @@ func TestMalformedFrames(t *testing.T) {
 
 func TestUDPPortLimits(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		c.UDPLimits = map[uint16]UDPLimit{5353: {PPS: 3}, 9000: {BPS: 3 * 128}}
+		c.UDPLimits = []UDPLimit{{Port: 5353, PPS: 3}, {Port: 9000, BPS: 3 * 128}}
 	})
 	sink := readEventsInto(t, h)
 	for i := range 3 {
@@ -697,7 +697,7 @@ func TestUDPPortLimits(t *testing.T) {
 }
 
 func TestSYNProxyAnswer(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Flags = DefaultFlags | FlagSYNProxyAlways })
+	h := newHarness(t, func(c *Config) { c.Flags = (DefaultFlags | FlagSYNProxyAlways).Names() })
 	for _, c := range []struct {
 		name     string
 		src, dst netip.Addr
@@ -766,7 +766,7 @@ func cookieHandshake(t *testing.T, h *harness, src netip.Addr, sport uint16) (ac
 }
 
 func TestCookieACK(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Flags = DefaultFlags | FlagSYNProxyAlways })
+	h := newHarness(t, func(c *Config) { c.Flags = (DefaultFlags | FlagSYNProxyAlways).Names() })
 	for _, src := range []netip.Addr{cli4, cli6} {
 		ack, dst := cookieHandshake(t, h, src, 41000)
 		h.expect("ack with the cookie", frame{src: src, dst: dst, proto: 6, l4: ack.bytes()}.bytes(), xdpPass)
@@ -804,7 +804,7 @@ func TestCookieACK(t *testing.T) {
 // of an established connection pass even without a cookie (it was set up
 // before defense mode), and the first SYN per port goes to the kernel.
 func TestProxyPassesKnownSocketsAndSamples(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Flags = DefaultFlags | FlagSYNProxyAlways })
+	h := newHarness(t, func(c *Config) { c.Flags = (DefaultFlags | FlagSYNProxyAlways).Names() })
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -1049,9 +1049,9 @@ func TestIPv4Summary(t *testing.T) {
 // An allowed source is never dropped nor answered by the proxy.
 func TestAllowedSourceIsExempt(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		c.Flags = DefaultFlags | FlagSYNProxyAlways
+		c.Flags = (DefaultFlags | FlagSYNProxyAlways).Names()
 		c.SYNLimit = 2
-		c.UDPLimits = map[uint16]UDPLimit{53: {PPS: 1}}
+		c.UDPLimits = []UDPLimit{{Port: 53, PPS: 1}}
 	})
 	h.allow.Add(netip.MustParsePrefix("198.51.100.0/24"), 0, "")
 	h.primeKernelSYN(443)
