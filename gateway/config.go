@@ -15,7 +15,8 @@ package gateway
 //
 // A file becomes a running gateway in four steps, each in one place:
 //
-//  1. decode (decode.go): yaml.v3 parses the file; a walk over the node
+//  1. decode (decode.go, with conf/yamlconf's walker, which rls's files
+//     share): yaml.v3 parses the file; a walk over the node
 //     tree, guided by the yaml tags of Config, records the line of every
 //     key path and reports unknown and duplicate keys, wrong kinds and
 //     bad scalars with "file:line: key.path"; yaml.v3 then decodes in
@@ -40,9 +41,11 @@ package gateway
 //
 //   - Add the field, with a `yaml:"snake_case"` tag, to the type of the
 //     layer that consumes it (or to the gateway's own section type for a
-//     gateway-only setting). Supported kinds: string, bool, int, int64,
-//     float64, time.Duration, a struct (a section), a pointer to a struct
-//     (an optional section, nil when absent = off) and slices of those.
+//     gateway-only setting). Supported kinds: string, bool, integers
+//     (int8 to int64, uint to uint64), float64, time.Duration, a type
+//     whose pointer implements encoding.TextUnmarshaler (one scalar),
+//     a struct (a section), a pointer to a struct (an optional section,
+//     nil when absent = off) and slices of those.
 //     TestSchema fails on a field without a tag or of another kind.
 //   - Check its range in that type's Validate with conf.Check (Int,
 //     Duration, Float, OneOf) and the library's bound constants, naming
@@ -70,6 +73,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/control"
@@ -138,7 +142,7 @@ type Config struct {
 
 	// lines maps key paths ("routes[1].rate_limit.qps") to the line that
 	// set them; a path absent from it was not in the document.
-	lines map[string]int
+	lines yamlconf.Lines
 	// provisioned is set by a successful Provision.
 	provisioned bool
 	tlsCert     *tls.Certificate
@@ -521,7 +525,7 @@ const defaultReason = "config"
 // Line returns the line of the configuration file that set the key at
 // path (e.g. "routes[1].rate_limit"), of its nearest parent, or 0.
 func (c *Config) Line(path string) int {
-	return lineOf(c.lines, path)
+	return c.lines.Of(path)
 }
 
 // Override replaces listen.addr and metrics.addr from the command line

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
@@ -45,9 +46,9 @@ func env(kv ...string) *recordingEnv {
 
 func problems(t *testing.T, err error) []string {
 	t.Helper()
-	var ce *ConfigError
+	var ce *yamlconf.Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("error %v (%T) is not a *ConfigError", err, err)
+		t.Fatalf("error %v (%T) is not a *yamlconf.Error", err, err)
 	}
 	out := make([]string, len(ce.Problems))
 	for i, p := range ce.Problems {
@@ -451,8 +452,8 @@ func TestAliasBomb(t *testing.T) {
 			doc := decodeDocument("bomb.yaml", []byte(c.doc))
 			_, err := Parse("bomb.yaml", []byte(c.doc), nil)
 			runtime.ReadMemStats(&after)
-			if doc.nodes > maxNodes+1 {
-				t.Errorf("the walk visited %d nodes, more than maxNodes %d", doc.nodes, maxNodes)
+			if doc.Nodes > maxNodes+1 {
+				t.Errorf("the walk visited %d nodes, more than maxNodes %d", doc.Nodes, maxNodes)
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Parse: %v, want a problem %q", err, c.want)
@@ -463,7 +464,7 @@ func TestAliasBomb(t *testing.T) {
 			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > limit {
 				t.Errorf("refusing the document allocated %d MiB, more than %d MiB", alloc>>20, limit>>20)
 			} else {
-				t.Logf("%d bytes, %d nodes visited, %.1f MiB allocated for two decodes", len(c.doc), doc.nodes, float64(alloc)/(1<<20))
+				t.Logf("%d bytes, %d nodes visited, %.1f MiB allocated for two decodes", len(c.doc), doc.Nodes, float64(alloc)/(1<<20))
 			}
 		})
 	}
@@ -501,7 +502,7 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data, fuzzEnv().get)
 		if err != nil {
-			var ce *ConfigError
+			var ce *yamlconf.Error
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 || len(ce.Problems) > maxProblems {
 				t.Fatalf("error without problems or with too many: %v", err)
 			}
@@ -599,7 +600,7 @@ func TestCheckEqualsStart(t *testing.T) {
 			// Refused: decode it as Load did, without validating, and
 			// hand it to New.
 			doc := decodeDocument(in.name, in.data)
-			if doc.fatal {
+			if doc.Fatal {
 				return // nothing a Config could hold
 			}
 			applyProfileGate(doc.cfg, env(in.env...).get)
@@ -643,12 +644,9 @@ func schemaKeys(t reflect.Type, path string, fn func(path string, f reflect.Stru
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || t == durationType {
-		return
-	}
-	for _, f := range keyFields(t) {
-		p := conf.Join(path, yamlKey(f))
-		fn(p, f)
+	for _, f := range yamlconf.Fields(t) {
+		p := conf.Join(path, f.Key)
+		fn(p, f.StructField)
 		schemaKeys(f.Type, p, fn)
 	}
 }
@@ -673,7 +671,7 @@ func TestSchema(t *testing.T) {
 				}
 			}
 		}
-		for _, f := range keyFields(st) {
+		for _, f := range yamlconf.Fields(st) {
 			if len(f.Index) > 1 {
 				// An inline section's fields are checked with it.
 				inl := st.Field(f.Index[0]).Type
@@ -686,8 +684,8 @@ func TestSchema(t *testing.T) {
 	}
 	var supported func(ft reflect.Type) bool
 	supported = func(ft reflect.Type) bool {
-		if isText(ft) {
-			return true
+		if yamlconf.IsScalar(ft) && ft.Kind() == reflect.Struct {
+			return true // decodes itself from text
 		}
 		switch ft.Kind() {
 		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -711,7 +709,7 @@ func TestSchema(t *testing.T) {
 		for st.Kind() == reflect.Pointer || st.Kind() == reflect.Slice {
 			st = st.Elem()
 		}
-		if st.Kind() == reflect.Struct && !isText(st) && !sections[st] {
+		if st.Kind() == reflect.Struct && !yamlconf.IsScalar(st) && !sections[st] {
 			sections[st] = true
 			tagged(st)
 		}

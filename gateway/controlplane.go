@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
@@ -115,7 +116,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 	if g.deps.Source != nil {
 		reload = func(ctx context.Context) error {
 			err := g.ReloadFromSource(ctx)
-			var ce *ConfigError
+			var ce *yamlconf.Error
 			if errors.As(err, &ce) {
 				re := &control.ReloadError{Problems: make([]string, len(ce.Problems))}
 				for i, p := range ce.Problems {
@@ -268,7 +269,7 @@ func (g *Gateway) ReloadFromSource(ctx context.Context) error {
 	} else {
 		err = g.Reload(cfg)
 	}
-	var ce *ConfigError
+	var ce *yamlconf.Error
 	switch {
 	case err == nil:
 	case errors.As(err, &ce):

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,22 +44,23 @@ func configKeys() []configKey {
 	var out []configKey
 	var walk func(v reflect.Value, path string)
 	walk = func(v reflect.Value, path string) {
-		for _, f := range keyFields(v.Type()) {
-			p := conf.Join(path, yamlKey(f))
+		for _, f := range yamlconf.Fields(v.Type()) {
+			p := conf.Join(path, f.Key)
 			fv := v.FieldByIndex(f.Index)
 			ft := f.Type
 			switch {
-			case isText(ft):
+			case ft.Kind() == reflect.Struct && yamlconf.IsScalar(ft):
+				// Decodes itself from text (netip.Prefix).
 				out = append(out, configKey{path: p, typ: "string", def: renderDefault(fv), zero: fv.IsZero()})
-			case ft.Kind() == reflect.Struct && ft != durationType:
+			case ft.Kind() == reflect.Struct:
 				out = append(out, configKey{path: p, typ: "section"})
 				walk(fv, p)
 			case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
 				out = append(out, configKey{path: p, typ: "optional section", def: "off", zero: fv.IsNil()})
-				walk(elementDefault(ft.Elem()), p)
+				walk(defaultOf(ft.Elem()), p)
 			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 				out = append(out, configKey{path: p, typ: "list", def: renderDefault(fv), zero: fv.Len() == 0})
-				walk(elementDefault(ft.Elem()), p+"[]")
+				walk(defaultOf(ft.Elem()), p+"[]")
 			default:
 				out = append(out, configKey{path: p, typ: typeName(ft), def: renderDefault(fv), zero: fv.IsZero()})
 			}
@@ -67,6 +69,16 @@ func configKeys() []configKey {
 	walk(reflect.ValueOf(*DefaultConfig()), "")
 	return out
 }
+
+// defaultOf is the default of a list item or optional section of type t.
+func defaultOf(t reflect.Type) reflect.Value {
+	if d := elementDefault(t); d.IsValid() {
+		return d
+	}
+	return reflect.Zero(t)
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
 
 func typeName(t reflect.Type) string {
 	v := reflect.Zero(t)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/gateway"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
@@ -38,7 +39,7 @@ routes:
     upstream: backend
     rate_limit: {qps: 0, colour: red}
 `), nil)
-	var ce *gateway.ConfigError
+	var ce *yamlconf.Error
 	if errors.As(err, &ce) {
 		for _, p := range ce.Problems {
 			fmt.Println(p)

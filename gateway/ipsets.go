@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/ipset"
 )
 
@@ -82,7 +83,7 @@ func newLists(cfg *Config, c clock.Clock) (*lists, error) {
 		return nil, fmt.Errorf("gateway: ipsets.deny_capacity: %w", err)
 	}
 	if _, ps := l.apply(cfg); len(ps) > 0 {
-		return nil, &ConfigError{Problems: ps}
+		return nil, &yamlconf.Error{Problems: ps}
 	}
 	return l, nil
 }
@@ -144,7 +145,7 @@ type listChange struct {
 // is undone and the problems are returned. On success it returns a
 // function that undoes the changes (for a reload that fails afterwards)
 // and records cfg's entries as the static ones.
-func (l *lists) apply(cfg *Config) (undo func(), problems []Problem) {
+func (l *lists) apply(cfg *Config) (undo func(), problems []yamlconf.Problem) {
 	var done []listChange
 	rollback := func() {
 		for i := len(done) - 1; i >= 0; i-- {
@@ -192,7 +193,7 @@ func (l *lists) apply(cfg *Config) (undo func(), problems []Problem) {
 			x.set.Sweep(ipset.FullScanLimit)
 			if n := x.set.Len(); n+grow > x.set.Capacity() {
 				rollback()
-				return nil, []Problem{{File: cfg.File, Line: cfg.Line("ipsets." + x.name), Path: "ipsets." + x.name,
+				return nil, []yamlconf.Problem{{File: cfg.File, Line: cfg.Line("ipsets." + x.name), Path: "ipsets." + x.name,
 					Msg: fmt.Sprintf("the static entries do not fit: they need %d more slots, the list holds %d entries (capacity %d); remove runtime entries first", grow, n, x.set.Capacity())}}
 			}
 		}
@@ -211,7 +212,7 @@ func (l *lists) apply(cfg *Config) (undo func(), problems []Problem) {
 				if !errors.Is(err, ipset.ErrFull) {
 					msg = "rejected"
 				}
-				return nil, []Problem{{File: cfg.File, Line: cfg.Line("ipsets." + x.name), Path: "ipsets." + x.name,
+				return nil, []yamlconf.Problem{{File: cfg.File, Line: cfg.Line("ipsets." + x.name), Path: "ipsets." + x.name,
 					Msg: fmt.Sprintf("static entry %s %s: the list holds %d entries (capacity %d)", a.p, msg, x.set.Len(), x.set.Capacity())}}
 			}
 			done = append(done, listChange{set: x.set, prefix: a.p, had: a.had, prev: a.prev})

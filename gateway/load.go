@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
@@ -81,11 +82,11 @@ func (e Env) String() string {
 // os.Getenv); it is consulted only as the profile gate allows:
 // BULWARK_PROFILE first, the database and cache secrets only in the
 // cluster profile, BULWARK_CONTROL_TOKEN only with the control API on.
-// The error, if any, is a *ConfigError listing every problem.
+// The error, if any, is a *yamlconf.Error listing every problem.
 func Load(path string, getenv func(string) string) (*Config, error) {
 	data, err := readBounded(path, MaxConfigBytes)
 	if err != nil {
-		return nil, &ConfigError{Problems: []Problem{{File: path, Msg: err.Error()}}}
+		return nil, &yamlconf.Error{Problems: []yamlconf.Problem{{File: path, Msg: err.Error()}}}
 	}
 	return parse(path, filepath.Dir(path), data, getenv)
 }
@@ -131,7 +132,7 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 	}
 	doc := decodeDocument(name, data)
 	cfg := doc.cfg
-	ps := doc.problems
+	ps := doc.Problems
 
 	// The Redis TLS files are read by the profile gate and by the field
 	// checks, both before Provision: make them relative to the file now.
@@ -139,15 +140,15 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 	// The profile gate runs before anything else reads the environment.
 	gate := applyProfileGate(cfg, getenv)
 
-	if !doc.fatal {
+	if !doc.Fatal {
 		var es FieldErrors
 		for _, e := range cfg.fieldErrors() {
-			if !under(e.Path, doc.poisoned) {
+			if !doc.Poisons(e.Path) {
 				es = append(es, e)
 			}
 		}
 		ps = append(ps, cfg.problemsOf(es)...)
-		var ce *ConfigError
+		var ce *yamlconf.Error
 		if err := cfg.Provision(dir, getenv); errors.As(err, &ce) {
 			ps = append(ps, ce.Problems...)
 		}
@@ -157,19 +158,9 @@ func parse(name, dir string, data []byte, getenv func(string) string) (*Config, 
 		ps = ps[:maxProblems]
 	}
 	if len(ps) > 0 {
-		return nil, &ConfigError{Problems: ps}
+		return nil, &yamlconf.Error{Problems: ps}
 	}
 	return cfg, nil
-}
-
-// under reports whether path is one of paths or inside one of them.
-func under(path string, paths []string) bool {
-	for _, p := range paths {
-		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
-			return true
-		}
-	}
-	return false
 }
 
 // maxFileBytes bounds the PEM files Provision reads.
@@ -183,18 +174,18 @@ const maxFileBytes = 1 << 20
 // accepts the URL. Relative file names are resolved against dir ("" is
 // the working directory); getenv nil means an empty environment. Load and
 // Parse call it after Validate; a Config built in Go must call it before
-// [New]. The error is a *ConfigError naming the key or variable.
+// [New]. The error is a *yamlconf.Error naming the key or variable.
 func (c *Config) Provision(dir string, getenv func(string) string) error {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
 	c.provisioned = false
-	var ps []Problem
+	var ps []yamlconf.Problem
 	at := func(path, format string, args ...any) {
-		ps = append(ps, Problem{File: c.File, Line: c.Line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, yamlconf.Problem{File: c.File, Line: c.Line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 	}
 	env := func(name, format string, args ...any) {
-		ps = append(ps, Problem{Path: name, Msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, yamlconf.Problem{Path: name, Msg: fmt.Sprintf(format, args...)})
 	}
 
 	c.tlsCert = nil
@@ -264,7 +255,7 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 	}
 
 	if len(ps) > 0 {
-		return &ConfigError{Problems: ps}
+		return &yamlconf.Error{Problems: ps}
 	}
 	c.provisioned = true
 	return nil
@@ -350,10 +341,10 @@ func (c *Config) redisConn() redisconn.Options {
 
 // applyProfileGate settles the effective profile and, only for the
 // cluster profile, reads and checks the secrets.
-func applyProfileGate(cfg *Config, getenv func(string) string) []Problem {
-	var ps []Problem
+func applyProfileGate(cfg *Config, getenv func(string) string) []yamlconf.Problem {
+	var ps []yamlconf.Problem
 	add := func(key, format string, args ...any) {
-		ps = append(ps, Problem{Path: key, Msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, yamlconf.Problem{Path: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	env := Env{Profile: cfg.Profile}
 	switch p := Profile(getenv(EnvProfile)); p {

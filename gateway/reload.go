@@ -1,6 +1,10 @@
 package gateway
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
+)
 
 // Reload swaps in a new configuration without a restart. The new pipeline
 // is built first; if that fails the old one keeps serving. Requests
@@ -12,7 +16,7 @@ import "reflect"
 // Settings that need a restart (profile, listen, limits, metrics, log,
 // the environment, the set of quota operations with their limits and
 // windows; max_replays may change) must be unchanged; a
-// *ConfigError naming them is returned otherwise.
+// *yamlconf.Error naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
 	if err := cfg.ready(); err != nil {
 		g.metrics.reloaded(false)
@@ -21,10 +25,10 @@ func (g *Gateway) Reload(cfg *Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	old := g.cfg
-	var ps []Problem
+	var ps []yamlconf.Problem
 	need := func(path string, same bool, what string) {
 		if !same {
-			ps = append(ps, Problem{File: cfg.File, Line: cfg.Line(path), Path: path, Msg: what + " cannot change on reload (restart needed)"})
+			ps = append(ps, yamlconf.Problem{File: cfg.File, Line: cfg.Line(path), Path: path, Msg: what + " cannot change on reload (restart needed)"})
 		}
 	}
 	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
@@ -52,11 +56,11 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("global", reflect.DeepEqual(cfg.Global, old.Global), "the global limiter's settings")
 	need("routes", needsGlobal(cfg) == needsGlobal(old), "using the global limiter or not")
 	if g.closed {
-		ps = append(ps, Problem{File: cfg.File, Msg: "the gateway is shutting down"})
+		ps = append(ps, yamlconf.Problem{File: cfg.File, Msg: "the gateway is shutting down"})
 	}
 	if len(ps) > 0 {
 		g.metrics.reloaded(false)
-		return &ConfigError{Problems: ps}
+		return &yamlconf.Error{Problems: ps}
 	}
 	prev := g.cur.Load()
 	p, err := g.build(cfg, prev)
@@ -71,7 +75,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 		ps = lps
 		p.discard()
 		g.metrics.reloaded(false)
-		return &ConfigError{Problems: ps}
+		return &yamlconf.Error{Problems: ps}
 	}
 	if err := g.reloadRLS(cfg); err != nil {
 		undo()

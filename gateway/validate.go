@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
@@ -118,11 +119,11 @@ func fmtFloat(f float64) string { return conf.FormatFloat(f) }
 // profile, one budget per quota operation, distinct listener addresses).
 // [Load] and [Parse] run it, and so does [New]: a configuration `bulwark
 // check` accepts is one the gateway starts with. The error is a
-// *ConfigError; its problems carry the file's lines when c came from a
+// *yamlconf.Error; its problems carry the file's lines when c came from a
 // file.
 func (c *Config) Validate() error {
 	if ps := c.problemsOf(c.fieldErrors()); len(ps) > 0 {
-		return &ConfigError{Problems: ps}
+		return &yamlconf.Error{Problems: ps}
 	}
 	return nil
 }
@@ -187,8 +188,8 @@ func sameListener(a, b string) bool {
 }
 
 // problemsOf turns field errors into problems with c's file and lines.
-func (c *Config) problemsOf(es FieldErrors) []Problem {
-	var ps []Problem
+func (c *Config) problemsOf(es FieldErrors) []yamlconf.Problem {
+	var ps []yamlconf.Problem
 	for _, e := range es {
 		if len(ps) == maxProblems {
 			break
@@ -201,7 +202,7 @@ func (c *Config) problemsOf(es FieldErrors) []Problem {
 				path = strings.TrimSuffix(path, ".ip")
 			}
 		}
-		ps = append(ps, Problem{File: c.File, Line: lineOf(c.lines, path), Path: path, Msg: e.Msg})
+		ps = append(ps, yamlconf.Problem{File: c.File, Line: c.lines.Of(path), Path: path, Msg: e.Msg})
 	}
 	return ps
 }
@@ -213,7 +214,7 @@ func (c *Config) validateUpstreams(f *fieldErrs) map[string]bool {
 		f.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
 	}
 	first := firstNames{}
-	keys := schemaOf(reflect.TypeFor[Upstream]()).keys
+	keys := yamlconf.Keys(reflect.TypeFor[Upstream]())
 	for i, u := range ups {
 		var uf fieldErrs
 		first.check(&uf, "upstream", u.Name, i)
@@ -252,7 +253,7 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 	}
 	first := firstNames{}
 	ops := map[string]int{} // quota operation → first route using it
-	keys := schemaOf(reflect.TypeFor[Route]()).keys
+	keys := yamlconf.Keys(reflect.TypeFor[Route]())
 	headers := c.headerRules() // what step 1 removes, for header:NAME keys
 	for i, r := range rs {
 		var rf fieldErrs
@@ -735,8 +736,8 @@ func redactURL(s string) string {
 // login.basic_auth is off, which leaves HTTP Basic logins uncounted.
 // `bulwark check` prints them and `serve` logs them at start and on
 // reload; they never refuse the configuration.
-func (c *Config) Warnings() []Problem {
-	var ws []Problem
+func (c *Config) Warnings() []yamlconf.Problem {
+	var ws []yamlconf.Problem
 	for i, r := range c.Routes {
 		if r.Login == nil || r.Login.BasicAuth || len(r.Match.Methods) == 0 {
 			continue
@@ -751,7 +752,7 @@ func (c *Config) Warnings() []Problem {
 		}
 		if bodyless {
 			path := fmt.Sprintf("routes[%d].login", i)
-			ws = append(ws, Problem{File: c.File, Line: c.Line(path), Path: path + ".basic_auth",
+			ws = append(ws, yamlconf.Problem{File: c.File, Line: c.Line(path), Path: path + ".basic_auth",
 				Msg: "off, and the route takes only " + strings.Join(r.Match.Methods, ", ") +
 					": a login sent with HTTP Basic credentials passes uncounted. Set basic_auth: true if the handler accepts Basic " +
 					"(a different username in the query is then 400 ambiguous_credentials); leave it off when Basic " +

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/gateway"
 	"github.com/bulwarkhq/bulwark/redisconn"
@@ -177,7 +178,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 }
 
 func printConfigError(w io.Writer, err error) {
-	var ce *gateway.ConfigError
+	var ce *yamlconf.Error
 	if errors.As(err, &ce) {
 		for _, p := range ce.Problems {
 			fmt.Fprintln(w, p.String())
@@ -232,7 +233,7 @@ func serve(args []string, stderr io.Writer) int {
 				return nil, err
 			}
 			if err := override(c); err != nil {
-				return nil, &gateway.ConfigError{Problems: []gateway.Problem{{File: *path, Msg: err.Error()}}}
+				return nil, &yamlconf.Error{Problems: []yamlconf.Problem{{File: *path, Msg: err.Error()}}}
 			}
 			return c, nil
 		}

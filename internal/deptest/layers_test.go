@@ -13,7 +13,8 @@ import (
 // package imports (in its non-test files) only packages of lower tiers,
 // or of its own tier where that tier allows it:
 //
-//	core      clock limit keyed canon conf internal/fieldname redisconn
+//	core      clock limit keyed canon conf conf/yamlconf internal/fieldname
+//	          redisconn
 //	identity  peer ipset
 //	wire      wire: the answers (problem details, Retry-After, RateLimit)
 //	engine    h1 internal/evloop internal/deadline internal/h2conn
@@ -76,6 +77,7 @@ var places = map[string]place{
 	"keyed":              core(),
 	"canon":              core(),
 	"conf":               core(),
+	"conf/yamlconf":      core(), // the YAML walker every configuration file goes through
 	"internal/fieldname": core(), // how lenient servers compare field names
 	"redisconn":          core(), // the Redis connection the Redis adapters share
 
