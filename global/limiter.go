@@ -109,17 +109,69 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 // have room in its budget (Config.Networks), or the decision is a
 // refusal like a full table's.
 func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decision {
+	return l.decide(key, addr, n, take)
+}
+
+// Peek reports whether one unit would be admitted for key now, without
+// taking it: Allowed is false once the key's limit is spent (not one unit
+// left across the replicas, or units charged past it by [Limiter.ChargeN]
+// still owed). Unlike a query (AllowN with n = 0) it asks L2 when this
+// replica holds no token for the key, as AllowN(key, 1) would; the tokens
+// such a refill brings stay held for the key's next decisions.
+func (l *Limiter) Peek(key string) limit.Decision {
+	return l.decide(key, netip.Addr{}, 1, peek)
+}
+
+// ChargeN counts n units (n >= 1) for key whether or not they fit: a
+// cost already incurred (an LLM response's tokens, a finished stream),
+// reported after the fact. It decides as AllowN does, and Allowed
+// reports whether the units fitted within the limit; where AllowN would
+// refuse (and change nothing), ChargeN still counts them: the tokens this
+// replica holds first, the rest as debt its next leases pay L2 before
+// yielding tokens, up to Burst−1 units per key and replica (units
+// beyond that are not counted, so a key recovers within one window of
+// its last charge). Until the debt is paid the key's limit is spent:
+// AllowN refuses and [Limiter.Peek] reports it.
+//
+// A key new to a full table cannot be counted (the decision is a
+// refusal like a full table's).
+func (l *Limiter) ChargeN(key string, n int64) limit.Decision {
+	if n <= 0 {
+		return l.AllowN(key, n)
+	}
+	return l.decide(key, netip.Addr{}, n, charge)
+}
+
+// mode is what a decision does with the units it admits or refuses.
+type mode uint8
+
+const (
+	take   mode = iota // AllowN: take the units if they fit, else nothing
+	peek               // Peek: would one unit fit; take nothing
+	charge             // ChargeN: take the units, fitting or not
+)
+
+func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Decision {
 	nd := l.node
 	k1 := nd.hasher.Sum(key)
 	k1[0] ^= l.id[0]
 	k1[1] ^= l.id[1]
+	units := n // what a charge counts
 	if n > l.g.Burst {
-		return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration})
+		if m != charge {
+			return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration})
+		}
+		// More than the limit holds: decided as a charge of Burst
+		// units that never fits, the rest owed.
+		n = l.g.Burst
 	}
 	var (
 		k2    Key
 		hasK2 bool
 		timer *time.Timer
+		// mine: the round waited on carries this peek's query; asked:
+		// L2 has answered it.
+		mine, asked bool
 	)
 	defer func() {
 		if timer != nil {
@@ -127,16 +179,17 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 		}
 	}()
 	for {
+		mine = false
 		now, t := nd.now()
 		if nd.State() != Closed || nd.closed.Load() {
-			return l.fallback(k1, addr, now, n)
+			return l.fallback(k1, addr, now, n, units, m)
 		}
 		var (
 			d        limit.Decision
 			decided  bool
 			prefetch bool
-			need     int64
 			wait     *round
+			kind     leaseKind
 		)
 		var spent bool
 		err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
@@ -151,7 +204,7 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 				d, decided = l.report(e, t, true), true
 				return !created
 			}
-			if timer == nil {
+			if timer == nil && m != peek {
 				e.arrivals += n
 			}
 			if e.tokens > 0 && t >= e.expires {
@@ -160,11 +213,23 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 			}
 			switch {
 			case e.tokens >= n:
-				e.tokens -= n
+				if m != peek {
+					e.tokens -= n
+				}
 				d, decided = l.report(e, t, true), true
+				if units > n {
+					l.owe(e, units-n)
+					d = limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration, ResetAfter: d.ResetAfter}
+				}
 				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
 			case t < e.denied:
+				if m == charge {
+					l.owe(e, units)
+				}
 				d, decided = l.rejection(e, t), true
+				if m != take {
+					d.RetryAfter += time.Duration(e.debt) * l.interval
+				}
 			case e.pending != nil:
 				// A refill is in flight (for a key in debt too: L2 has
 				// not yet answered for the admissions made without it).
@@ -172,16 +237,41 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 				// share decides, never a refusal the share would not
 				// make.
 				wait = e.pending
+			case e.debt > 0 && m != take && (e.answerAt == 0 || t-e.answerAt >= (e.debt+n-e.tokens-max(e.remaining, 0))*int64(l.interval)):
+				// Charged past the limit, and L2 never answered for the
+				// key or may have refilled what it owes since its latest
+				// answer: ask again, as for a key without debt (the
+				// refill pays the debt first; a peek's too).
+				if m == charge {
+					kind = partial
+				}
 			case e.debt > 0:
 				// The key owes L2 for admissions made without it, and L2
 				// answered since without covering the debt: it is over
 				// its limit until leases have covered it. Reject without
 				// waiting; the refill pays in the background.
+				if m == charge {
+					l.owe(e, units)
+				}
 				owed := time.Duration(e.debt+n-e.tokens) * l.interval
 				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
 				prefetch = true
+			case m == peek && asked:
+				// L2 answered this peek's query: not one unit left
+				// would have set denied.
+				if e.remaining >= 1 {
+					d, decided = l.report(e, t, true), true
+				} else {
+					d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: l.interval, ResetAfter: max(time.Duration(e.resetAt-t), 0)}, true
+				}
 			default:
-				need = n - e.tokens
+				// Too few tokens: ask L2 below. A peek takes nothing.
+				switch m {
+				case charge:
+					kind = partial
+				case peek:
+					kind = query
+				}
 			}
 			return true
 		})
@@ -194,7 +284,7 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 				if !hasK2 {
 					k2, hasK2 = KeyOf(l.name, key), true
 				}
-				l.request(k1, k2, now, t, 1)
+				_, _, _ = l.request(k1, k2, now, t, 1, whole)
 			}
 			return l.count(d)
 		}
@@ -203,10 +293,11 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 			if !hasK2 {
 				k2, hasK2 = KeyOf(l.name, key), true
 			}
-			var full bool
-			wait, full = l.request(k1, k2, now, t, need)
+			var full, queued bool
+			wait, full, queued = l.request(k1, k2, now, t, n, kind)
+			mine = queued && kind == query
 			if full {
-				return l.fallback(k1, addr, now, n)
+				return l.fallback(k1, addr, now, n, units, m)
 			}
 			if wait == nil {
 				continue // the key changed meanwhile: decide again
@@ -218,10 +309,11 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 		}
 		select {
 		case <-wait.done:
+			asked = mine
 		case <-timer.C:
 			nd.c.waitTimeouts.Add(1)
 			wait.missed.Store(true)
-			return l.fallback(k1, addr, nd.clk.Now(), n)
+			return l.fallback(k1, addr, nd.clk.Now(), n, units, m)
 		}
 	}
 }
@@ -232,11 +324,20 @@ func (l *Limiter) admit(addr netip.Addr, t int64) bool {
 	return l.budget == nil || !addr.IsValid() || l.budget.Admit(addr, t)
 }
 
-// request queues a refill for the key unless one is pending, and returns
-// the round to wait on (the pending one, or the new one). full reports a
-// full queue; a nil round without full means the key got tokens or a
-// denial meanwhile.
-func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64) (rd *round, full bool) {
+// leaseKind is how a refill takes from L2.
+type leaseKind uint8
+
+const (
+	whole   leaseKind = iota // all or nothing at the units the key lacks
+	partial                  // whatever L2 has, at least one unit (a charge)
+	query                    // nothing: L2 reports the bucket (a peek)
+)
+
+// request queues a refill for a decision of n units on the key unless
+// one is pending, and returns the round to wait on (the pending one, or
+// the new one, then queued). full reports a full queue; a nil round
+// without full means the key got the n tokens or a denial meanwhile.
+func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, kind leaseKind) (rd *round, full, queued bool) {
 	nd := l.node
 	_ = l.tab.Do(k1, now, func(e *entry, created bool) bool {
 		if created {
@@ -246,33 +347,40 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, need int64)
 			rd = e.pending
 			return true
 		}
-		if need > 1 && e.tokens >= need || t < e.denied {
+		if n > 1 && e.tokens >= n || t < e.denied {
 			return true
 		}
-		// Estimate the key's rate from the units asked for since the
-		// previous request, smoothed.
-		if dt := t - e.lastReq; e.lastReq != 0 && dt > 0 {
-			r := float64(e.arrivals) / (float64(dt) / 1e9)
-			if e.rate == 0 {
-				e.rate = r
-			} else {
-				e.rate = 0.5*e.rate + 0.5*r
+		r := refill{lim: l, l1: k1, l2: k2, query: true}
+		if kind != query {
+			// Estimate the key's rate from the units asked for since
+			// the previous request, smoothed.
+			if dt := t - e.lastReq; e.lastReq != 0 && dt > 0 {
+				r := float64(e.arrivals) / (float64(dt) / 1e9)
+				if e.rate == 0 {
+					e.rate = r
+				} else {
+					e.rate = 0.5*e.rate + 0.5*r
+				}
+			}
+			e.lastReq, e.arrivals = max(t, 1), 0
+			k := nd.leaseSize(e, l.g.Burst)
+			e.k = k
+			need := max(n-e.tokens, 1)
+			r.want = min(max(k, need)+e.debt, l.g.Burst)
+			r.min, r.query = min(need, r.want), false
+			if kind == partial {
+				r.min = 1
 			}
 		}
-		e.lastReq, e.arrivals = max(t, 1), 0
-		k := nd.leaseSize(e, l.g.Burst)
-		e.k = k
-		need = max(need, 1)
-		want := min(max(k, need)+e.debt, l.g.Burst)
-		rd = nd.enqueue(refill{lim: l, l1: k1, l2: k2, want: want, min: min(need, want)})
+		rd = nd.enqueue(r)
 		if rd == nil {
 			full = true
 			return true
 		}
-		e.pending = rd
+		e.pending, queued = rd, true
 		return true
 	})
-	return rd, full
+	return rd, full, queued
 }
 
 // rejection is the decision for a key L2 reported empty.
@@ -294,7 +402,11 @@ func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
 // becomes debt (up to Burst + Rate·OpenFor per key) that the key's next
 // leases must cover before they yield tokens, so once L2 answers again the
 // replicas' accounting catches up with what was admitted without it.
-func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n int64) limit.Decision {
+//
+// A peek asks the share without taking from it; a charge the share
+// refuses still counts: it takes what the share has left and owes L2
+// the units (see owe).
+func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, units int64, m mode) limit.Decision {
 	nd := l.node
 	share := nd.Share()
 	g := limit.GCRA{Rate: l.g.Rate * share, Burst: max(int64(math.Floor(float64(l.g.Burst)*share)), 1)}
@@ -317,11 +429,31 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n in
 			l.align(e, g, now)
 			e.fbGen = gen
 		}
-		d = g.AllowN(&e.fb, now, n)
-		if d.Allowed && n > 0 {
-			e.debt = min(e.debt+n, l.maxDebt)
+		if m == peek {
+			st := e.fb
+			d = g.AllowN(&st, now, n)
+			if d.Allowed {
+				d.Remaining += n
+			}
+			return !created
 		}
-		return !created || d.Allowed
+		d = g.AllowN(&e.fb, now, n)
+		if !d.Allowed && m == charge {
+			if left := g.AllowN(&e.fb, now, 0).Remaining; left > 0 {
+				g.AllowN(&e.fb, now, left)
+			}
+		}
+		switch {
+		case n > 0 && d.Allowed:
+			e.debt = min(e.debt+n, l.maxDebt)
+			if units > n {
+				l.owe(e, units-n)
+				d = limit.Decision{Limit: g.Burst, RetryAfter: limit.InfDuration, ResetAfter: d.ResetAfter}
+			}
+		case m == charge:
+			l.owe(e, units)
+		}
+		return !created || d.Allowed || m == charge
 	})
 	if err != nil || spent {
 		nd.c.tableFull.Add(1)
@@ -359,6 +491,17 @@ func (l *Limiter) align(e *entry, g limit.GCRA, now time.Time) {
 	if used > 0 {
 		g.AllowN(&e.fb, now, used)
 	}
+}
+
+// owe counts n refused units of a charge against e: the tokens it holds
+// first, the rest as debt owed to L2, up to Burst−1 (a debt never raised
+// past that is paid, with the unit after it, by one lease once L2 has
+// refilled it: the key recovers when a bucket overdrawn by the debt
+// would, and within one window of its last charge).
+func (l *Limiter) owe(e *entry, n int64) {
+	paid := min(e.tokens, n)
+	e.tokens -= paid
+	e.debt = max(e.debt, min(e.debt+n-paid, l.g.Burst-1))
 }
 
 func (l *Limiter) count(d limit.Decision) limit.Decision {

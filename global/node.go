@@ -215,13 +215,15 @@ type round struct {
 	missed atomic.Bool
 }
 
-// refill is one queued lease request.
+// refill is one queued lease request; a query (want and min 0) takes
+// nothing and reports the bucket.
 type refill struct {
-	lim  *Limiter
-	l1   keyed.Key128
-	l2   Key
-	want int64
-	min  int64
+	lim   *Limiter
+	l1    keyed.Key128
+	l2    Key
+	want  int64
+	min   int64
+	query bool
 }
 
 // entry is a key's L1 state. Instants are nanoseconds since Node.epoch.
@@ -596,7 +598,7 @@ func (n *Node) lease(rd *round) {
 			l.Granted = 0
 			partial = true
 		}
-		if err == nil && l.Err == nil {
+		if err == nil && l.Err == nil && !r.query {
 			n.hookLease(l.Want, l.Granted)
 		}
 		granted += l.Granted
@@ -614,7 +616,14 @@ func (n *Node) lease(rd *round) {
 				n.c.expired.Add(uint64(e.tokens))
 				e.tokens = 0
 			}
-			if l.Granted > 0 {
+			switch {
+			case r.query:
+				// A peek's: nothing taken; denied while not one unit
+				// is left.
+				if l.Remaining < 1 {
+					e.denied = t + int64(max(l.ResetAfter-time.Duration(l.Burst-1)*l.Interval, time.Microsecond))
+				}
+			case l.Granted > 0:
 				// Pay what the key owes L2 first (admissions made from
 				// the local share after a wait ran out of budget).
 				pay := min(l.Granted, e.debt)
@@ -622,7 +631,7 @@ func (n *Node) lease(rd *round) {
 				e.tokens += l.Granted - pay
 				e.expires = t + int64(n.cfg.LeaseTTL)
 				e.denied = 0
-			} else {
+			default:
 				e.denied = t + int64(max(l.RetryAfter, time.Microsecond))
 			}
 			e.remaining = l.Remaining

@@ -36,11 +36,13 @@ func KeyOf(name, key string) Key {
 // Lease is one L2 request of a batch: take between Min and Want tokens
 // from the key's shared GCRA bucket (emission interval Interval, burst
 // Burst), all or nothing at Min. A [Store] fills in the result fields.
+// Want and Min 0 is a query: nothing is taken, and Remaining and
+// ResetAfter report the bucket.
 type Lease struct {
 	Key      Key
 	Interval time.Duration
 	Burst    int64
-	Want     int64 // 1 <= Min <= Want <= Burst
+	Want     int64 // 1 <= Min <= Want <= Burst, or both 0
 	Min      int64
 
 	// Granted is the number of tokens taken, 0 or in [Min, Want]. They are

@@ -303,7 +303,10 @@ func TestReplaces(t *testing.T) {
 }
 
 // requests_per_unit 0 (or absent) refuses every request (README example
-// 3's blocked address); a query (0 hits) is OK with nothing left.
+// 3's blocked address), and a check (0 hits) is over the limit too: not
+// one unit is left (envoyproxy/ratelimit answers it OK, its counter not
+// being above 0; a request admitted on that answer would then report its
+// cost past a limit meant to refuse everything).
 func TestRefuseAll(t *testing.T) {
 	l := serve(t, "@readme/example3.yaml")
 	r := l.ask("edge_proxy_per_ip", desc("remote_address", "50.0.0.5"))
@@ -316,7 +319,7 @@ func TestRefuseAll(t *testing.T) {
 	}
 	q := desc("remote_address", "50.0.0.5")
 	q.HitsAddend = wrapperspb.UInt64(0)
-	if got := codesOf(l.ask("edge_proxy_per_ip", q)); got != "OK[OK]" {
+	if got := codesOf(l.ask("edge_proxy_per_ip", q)); got != "OVER_LIMIT[OVER_LIMIT]" {
 		t.Fatalf("query: %s", got)
 	}
 	l = serve(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour}\n")

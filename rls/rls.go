@@ -26,10 +26,17 @@
 // per-descriptor metrics).
 //
 // hits_addend (request level, overridden per descriptor) is the cost; 0
-// at request level means 1, 0 per descriptor is a query that consumes
-// nothing. A shadow_mode descriptor is counted and reported but always
+// at request level means 1, 0 per descriptor is a check that consumes
+// nothing and is answered OVER_LIMIT while the limit is spent (not one
+// unit left, or units charged past it still owed: [global.Limiter.Peek]).
+// A stated cost (hits_addend above 0) counts even where it does not fit,
+// as envoyproxy/ratelimit counts every hit ([global.Limiter.ChargeN]):
+// reports made after the fact (Envoy's apply_on_stream_done, an LLM
+// response's tokens) are never dropped. A request without hits_addend
+// that is refused is not counted (a GCRA bucket has no window to forget
+// it). A shadow_mode descriptor is counted and reported but always
 // answered OK; a quota_mode one too, its violation reported in the
-// dynamic metadata. requests_per_unit 0 refuses every request. The
+// dynamic metadata. requests_per_unit 0 refuses every request and check. The
 // response carries overall_code, one status per descriptor (code,
 // current_limit with the configured name, limit_remaining —
 // approximate, see [global.Limiter]; MaxUint32 for an unlimited
@@ -450,6 +457,9 @@ type target struct {
 	n    *node // the configured node, nil for an override
 	pats []string
 	hits int64
+	// cost: the caller stated the hits (hits_addend), so they count even
+	// over the limit (a report of a cost already incurred).
+	cost bool
 	key  string
 }
 
@@ -497,10 +507,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		t.hits = 1
 		if req.HitsAddend > 0 {
-			t.hits = int64(req.HitsAddend)
+			t.hits, t.cost = int64(req.HitsAddend), true
 		}
 		if h := desc.HitsAddend; h != nil {
-			t.hits = int64(h.Value)
+			t.hits, t.cost = int64(h.Value), true
 		}
 	}
 	var buf []byte
@@ -531,9 +541,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		for i := range ts {
 			t := &ts[i]
 			switch {
-			case t.r == nil || t.r.unlimited || t.hits <= 0:
+			case t.r == nil || t.r.unlimited:
 			case t.r.block:
 				refusing[i], any = true, true
+			case t.hits <= 0:
+				if !t.r.lim.Peek(t.key).Allowed {
+					refusing[i], any = true, true
+				}
 			default:
 				if q := t.r.lim.AllowN(t.key, 0); q.Remaining < t.hits {
 					refusing[i], any = true, true
@@ -569,17 +583,25 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			continue
 		}
 		r := t.r
-		hits := t.hits
-		if refusing != nil && !refusing[i] {
-			hits = 0 // asked, not counted
-		}
 		var d limit.Decision
-		if r.block {
-			// requests_per_unit 0: every hit is over the limit; a query
-			// (0 hits) is OK with nothing left.
-			d = limit.Decision{Allowed: hits <= 0, RetryAfter: r.window, ResetAfter: r.window}
-		} else {
-			d = r.lim.AllowN(t.key, hits)
+		switch {
+		case r.block:
+			// requests_per_unit 0: every hit is over the limit, and so is
+			// a check (0 hits): not one unit is left.
+			d = limit.Decision{RetryAfter: r.window, ResetAfter: r.window}
+		case t.hits <= 0:
+			// A check: over the limit once it is spent.
+			d = r.lim.Peek(t.key)
+		case refusing != nil && !refusing[i]:
+			d = r.lim.AllowN(t.key, 0) // asked, not counted
+		case t.cost:
+			// A stated cost counts even where it does not fit, as
+			// envoyproxy/ratelimit counts every hit: a report after the
+			// fact (apply_on_stream_done, an LLM response's tokens) was
+			// spent whatever the answer.
+			d = r.lim.ChargeN(t.key, t.hits)
+		default:
+			d = r.lim.AllowN(t.key, t.hits)
 		}
 		st := &pb.RateLimitResponse_DescriptorStatus{
 			Code:           pb.RateLimitResponse_OK,

@@ -231,12 +231,18 @@ func TestShadowModeAndHits(t *testing.T) {
 	if r := e.ask(t, "edge", 0, desc("remote_address", "198.51.100.1")); codesOf(r) != "OVER_LIMIT[OVER_LIMIT]" {
 		t.Fatalf("after hits 3: %v", codesOf(r))
 	}
-	// More hits than the limit can ever hold: over, and nothing consumed.
+	// A stated cost above what the limit can ever hold: over, and
+	// counted (as envoyproxy/ratelimit counts it): the key is spent.
 	if r := e.ask(t, "edge", 4, desc("remote_address", "198.51.100.2")); codesOf(r) != "OVER_LIMIT[OVER_LIMIT]" {
 		t.Fatalf("hits 4 of 3: %v", codesOf(r))
 	}
-	// Per-descriptor hits_addend overrides the request's; 0 is a query.
-	d := desc("remote_address", "198.51.100.2")
+	q := desc("remote_address", "198.51.100.2")
+	q.HitsAddend = wrapperspb.UInt64(0)
+	if r := e.ask(t, "edge", 0, q); codesOf(r) != "OVER_LIMIT[OVER_LIMIT]" {
+		t.Fatalf("check after hits 4 of 3: %v", codesOf(r))
+	}
+	// Per-descriptor hits_addend overrides the request's; 0 is a check.
+	d := desc("remote_address", "198.51.100.3")
 	d.HitsAddend = wrapperspb.UInt64(0)
 	if r := e.ask(t, "edge", 3, d); codesOf(r) != "OK[OK]" || r.Statuses[0].LimitRemaining != 3 {
 		t.Fatalf("query: %v %v", codesOf(r), r.Statuses[0])
