@@ -444,10 +444,6 @@ func (c Config) FlagWord() Flags {
 	return w & settableFlags
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-}
-
 // Validate reports every setting of c outside its bounds, as it is
 // (apply WithDefaults first for zeros to mean the defaults). The error is
 // a conf.Errors naming each key ("syn_limit: 0 out of range [1,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,30 @@ func TestModeOffAndStopWithoutStart(t *testing.T) {
 	m.Stop()
 	var nilM *Manager
 	nilM.OnChange(ipset.Change{}) // safe before the manager exists
+}
+
+// TestUpdateValidates: Update reports every invalid field by key and
+// applies none of them.
+func TestUpdateValidates(t *testing.T) {
+	m, err := New(Config{Mode: ModeOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, k, def := Flags(1<<20), 25.0, "maybe"
+	err = m.Update(ConfigUpdate{Flags: &bad, K: &k, Defense: &def})
+	want := `xdp: invalid configuration: flags: 0x100000 has unknown bits (known: 0x3ff); k: 25 out of range [0.5, 20]; defense: "maybe": want auto, on or off`
+	if !errors.Is(err, ErrInvalidConfig) || err.Error() != want {
+		t.Fatalf("Update = %v\nwant %s", err, want)
+	}
+	good, k := FlagCIDRLookup, 4.0
+	err = m.Update(ConfigUpdate{Flags: &good, K: &k, Defense: &def})
+	if st := m.Status(); err == nil || st.K != DefaultK || !slices.Equal(st.Flags, DefaultFlags.Names()) {
+		t.Fatalf("a partly invalid update was applied: %v, %+v", err, st)
+	}
+	if err := m.Update(ConfigUpdate{Flags: &good, K: &k}); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Status(); st.K != 4 || !slices.Equal(st.Flags, []string{"cidr_lookup"}) {
+		t.Fatalf("status after update %+v", st)
+	}
 }

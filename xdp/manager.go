@@ -343,24 +343,20 @@ func (m *Manager) refreshConfig() {
 // Update applies u atomically: either every field is valid and applied,
 // or none is.
 func (m *Manager) Update(u ConfigUpdate) error {
+	f := conf.Check{Kind: ErrInvalidConfig}
+	if u.Flags != nil && *u.Flags&^AllFlags != 0 {
+		f.Add("flags", "0x%x has unknown bits (known: 0x%x)", uint32(*u.Flags), uint32(AllFlags))
+	}
 	k := m.K()
 	if u.K != nil {
 		k = *u.K
-		f := conf.Check{Kind: ErrInvalidConfig}
 		f.Float("k", k, MinK, MaxK)
-		if err := f.Err(); err != nil {
-			return err
-		}
-	}
-	if u.Flags != nil && *u.Flags&^AllFlags != 0 {
-		return invalid("flags 0x%x: unknown bits (known: 0x%x)", uint32(*u.Flags), uint32(AllFlags))
 	}
 	if u.Defense != nil {
-		switch *u.Defense {
-		case DefenseAuto, DefenseOn, DefenseOff:
-		default:
-			return invalid("defense %q: must be auto, on or off", *u.Defense)
-		}
+		f.OneOf("defense", *u.Defense, DefenseAuto, DefenseOn, DefenseOff)
+	}
+	if err := f.Err(); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	if u.Flags != nil {
