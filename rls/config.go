@@ -370,8 +370,8 @@ func Validate(domains []DomainConfig) error {
 }
 
 func validateNodes(domain, path string, ds []Descriptor, depth int, total *int) error {
-	if depth > MaxDepth {
-		return &ConfigError{Domain: domain, Path: path, Msg: fmt.Sprintf("descriptors nested deeper than %d", MaxDepth)}
+	if depth > MaxDepth && len(ds) > 0 {
+		return &ConfigError{Domain: domain, Path: path + "descriptors", Msg: fmt.Sprintf("nested deeper than %d", MaxDepth)}
 	}
 	seen := map[string]int{}
 	for i, d := range ds {

@@ -357,22 +357,22 @@ func TestParseConfigErrors(t *testing.T) {
 		{d + "    rate_limit: {unit: month, requests_per_unit: 29}\n", `line 4: domain: a: descriptors[0].rate_limit: 29 per month is below the slowest rate Bulwark enforces, 1 per day: use at least 30 per month`},
 		{d + "    rate_limit: {unit: year, requests_per_unit: 1000}\n", `line 4: domain: a: descriptors[0].rate_limit: unit year is not supported: Bulwark's buckets refill within at most 30 days (use unit: month with a twelfth of the requests)`},
 		{d + "    rate_limit: {unit: second, requests_per_unit: 2000000}\n", `line 4: domain: a: descriptors[0].rate_limit: 2000000 per second is above the fastest rate Bulwark enforces, 1000000 per second and 1000000000 at once`},
-		{d + "    rate_limit: {unit: second, requests_per_unit: -1}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: "-1" must be a whole number from 0 to 4294967295`},
-		{d + "    rate_limit: {unit: second, requests_per_unit: ten}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: "ten" must be a whole number from 0 to 4294967295`},
-		{d + "    shadow_mode: maybe\n", `line 4: domain: a: descriptors[0].shadow_mode: "maybe" must be true or false`},
-		{d + "    bogus: 1\n", `line 4: domain: a: descriptors[0].bogus: unknown key (known: key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold)`},
+		{d + "    rate_limit: {unit: second, requests_per_unit: -1}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "-1"`},
+		{d + "    rate_limit: {unit: second, requests_per_unit: ten}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "ten"`},
+		{d + "    shadow_mode: maybe\n", `line 4: domain: a: descriptors[0].shadow_mode: want true or false, got "maybe"`},
+		{d + "    bogus: 1\n", `line 4: domain: a: descriptors[0].bogus: unknown key (known keys: key, value, rate_limit, shadow_mode, descriptors, quota_mode, share_threshold, detailed_metric, value_to_metric)`},
 		{d + "    value: v\n    share_threshold: true\n", `line 5: domain: a: descriptors[0].share_threshold: applies only to a value ending in '*'`},
-		{d + "    descriptors: {key: x}\n", `line 4: domain: a: descriptors[0].descriptors: must be a list`},
-		{d + "    key: again\n", `line 4: domain: a: descriptors[0].key: written twice`},
+		{d + "    descriptors: {key: x}\n", `line 4: domain: a: descriptors[0].descriptors: want a list, got a mapping`},
+		{d + "    key: again\n", `line 4: domain: a: descriptors[0].key: duplicate key (first set at line 3)`},
 		{"domain: ''\n", `line 1: document 1: domain: required: a domain name of 1 to 128 bytes`},
 		{"domain: a\n---\ndomain: a\n", `domain: a: defined twice (merge_domains in the settings merges them)`},
 		{"domain: a\ndescriptors:\n  - key: k\n  - key: k\n", `line 4: domain: a: descriptors[1]: same key and value as descriptors[0] (key "k")`},
 		{"domain: a\ndescriptors:\n  - key: ''\n", `line 3: domain: a: descriptors[0].key: must be 1 to 128 bytes without control characters`},
-		{"settings: {response_headers: 1}\n", `line 1: document 1: settings.response_headers: "1" must be true or false`},
-		{"settings: {colour: red}\n", `line 1: document 1: settings.colour: unknown key (known: response_headers, stop_counting_over_limit, response_metadata, merge_domains)`},
+		{"settings: {response_headers: 1}\n", `line 1: document 1: settings.response_headers: want true or false, got "1"`},
+		{"settings: {colour: red}\n", `line 1: document 1: settings.colour: unknown key (known keys: response_headers, stop_counting_over_limit, response_metadata, merge_domains)`},
 		{"settings: {}\n---\nsettings: {}\n", `document 2: settings: defined twice`},
 		{"domain: a\nsettings: {}\n", `domain: a: settings: belongs in a document of its own, without domain or descriptors`},
-		{"[1, 2]\n", `line 1: document 1: must be a mapping of domain, descriptors, settings`},
+		{"[1, 2]\n", `line 1: document 1: want a mapping, got a list`},
 	} {
 		_, err := rls.ParseConfig([]byte(c.yaml))
 		if !errors.Is(err, rls.ErrConfig) || err.Error() != "rls: invalid config: "+c.want {
@@ -396,6 +396,50 @@ func TestParseConfigErrors(t *testing.T) {
 		}
 		if _, err := rls.New(newTable(t), ds); err != nil {
 			t.Errorf("%q: parsed, but New: %v", text, err)
+		}
+	}
+}
+
+// TestParseDepth: descriptors nest MaxDepth deep, and no deeper (the
+// error names the list too deep); an alias to an enclosing list ends at
+// the walk's nesting bound; every problem names the key and its line.
+func TestParseDepth(t *testing.T) {
+	nested := func(n int) string {
+		var b strings.Builder
+		b.WriteString("domain: a\n")
+		ind := ""
+		for range n {
+			b.WriteString(ind + "descriptors:\n" + ind + "  - key: k\n")
+			ind += "    "
+		}
+		return b.String()
+	}
+	ds, err := rls.ParseConfig([]byte(nested(rls.MaxDepth)))
+	if err != nil {
+		t.Fatalf("%d levels: %v", rls.MaxDepth, err)
+	}
+	if _, err := rls.New(newTable(t), ds); err != nil {
+		t.Fatalf("%d levels parsed, but New: %v", rls.MaxDepth, err)
+	}
+	want := "rls: invalid config: line 18: domain: a: " + strings.Repeat("descriptors[0].", rls.MaxDepth) + "descriptors: nested deeper than 8"
+	if _, err := rls.ParseConfig([]byte(nested(rls.MaxDepth + 1))); err == nil || err.Error() != want {
+		t.Fatalf("%d levels: %v\nwant %s", rls.MaxDepth+1, err, want)
+	}
+	_, err = rls.ParseConfig([]byte("domain: a\ndescriptors: &d [{key: k, descriptors: *d}]\n"))
+	if !errors.Is(err, rls.ErrConfig) || !strings.HasPrefix(err.Error(), "rls: invalid config: line 2: domain: a: descriptors[0].descriptors[0].") || !strings.HasSuffix(err.Error(), "nested deeper than 100 levels") {
+		t.Fatalf("alias cycle: %v", err)
+	}
+	for y, want := range map[string]string{
+		"settings: ~\n":                             "",
+		"domain: a\ndescriptors:\n  - ~\n":          "line 3: domain: a: descriptors[0]: want a mapping, got null",
+		"domain: a\ndescriptors:\n  - {key: [k]}\n": "line 3: domain: a: descriptors[0].key: want a string, got a list",
+		"domain: [a]\ndescriptors: [{key: b}]\n":    "line 1: document 1: domain: want a string, got a list",
+		"domain: a\n---\nsettings: {merge_domains: true}\n---\ndomain: a\ndescriptors: [{key: b}, {key: c, bad: 1}]\n":                     "line 6: domain: a: descriptors[1].bad: unknown key (known keys: key, value, rate_limit, shadow_mode, descriptors, quota_mode, share_threshold, detailed_metric, value_to_metric)",
+		"domain: a\ndescriptors: [{key: b}]\n---\nsettings: {merge_domains: true}\n---\ndomain: a\ndescriptors:\n  - key: c\n  - key: c\n": "line 9: domain: a: descriptors[2]: same key and value as descriptors[1] (key \"c\")",
+	} {
+		_, err := rls.ParseConfig([]byte(y))
+		if want == "" && err != nil || want != "" && (err == nil || err.Error() != "rls: invalid config: "+want) {
+			t.Errorf("%q: %v\nwant %s", y, err, want)
 		}
 	}
 }
