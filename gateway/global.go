@@ -1,18 +1,13 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
-	"github.com/bulwarkhq/bulwark/rls"
 )
 
 // Global limits
@@ -172,108 +167,65 @@ func (c *globalCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.opened, prometheus.CounterValue, float64(st.Opened))
 }
 
-// rlsServer is the Envoy rate limit service listener.
-type rlsServer struct {
-	srv *rls.Server
-	gs  *grpc.Server
-	ln  net.Listener
+// globalMetrics are the global limiter's event series (its state is read
+// at scrape time by the globalCollector).
+type globalMetrics struct {
+	globalTransitions *prometheus.CounterVec
+	globalLatency     prometheus.Histogram
+	globalRoundTrips  *prometheus.CounterVec
+	globalLeases      prometheus.Histogram
 }
 
-// startRLS serves the RLS API on rls.addr (or Deps.RLSListener).
-func (g *Gateway) startRLS(cfg *Config) error {
-	if cfg.RLS.Addr == "" || g.global == nil {
-		return nil
+func newGlobalMetrics() globalMetrics {
+	return globalMetrics{
+		globalTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_global_breaker_transitions_total",
+			Help: "Breaker state changes of the global limiter, by new state and cause.",
+		}, []string{"to", "cause"}),
+		globalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulwark_global_redis_latency_seconds",
+			Help:    "Duration of the global limiter's Redis round trips (lease batches).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .5},
+		}),
+		globalRoundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_global_redis_roundtrips_total",
+			Help: "Redis round trips of the global limiter by result (ok, failed, over_budget).",
+		}, []string{"result"}),
+		globalLeases: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "bulwark_global_lease_size",
+			Help:    "Tokens granted per lease by Redis.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
+		}),
 	}
-	// The RLS clients choose its keys: a table of their own, so that they
-	// never crowd out the keys of scope: global routes.
-	tab, err := g.global.Table(cfg.RLS.MaxKeys)
-	if err != nil {
-		return fmt.Errorf("gateway: rls: %w", err)
-	}
-	srv, err := rls.New(tab, cfg.rlsDomains)
-	if err != nil {
-		return fmt.Errorf("gateway: rls: %w", err)
-	}
-	var opts []grpc.ServerOption
-	if cfg.rlsTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.rlsTLS)))
-	}
-	if cfg.rlsToken != "" {
-		opts = append(opts, rls.RequireToken(cfg.rlsToken)...)
-	}
-	// Validated with the configuration; checked again here so that a
-	// Config built in Go cannot expose an open RLS either.
-	if err := rls.CheckAddr(cfg.RLS.Addr, cfg.rlsToken != "" || cfg.rlsTLS != nil && cfg.rlsTLS.ClientCAs != nil); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	ln := g.deps.RLSListener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.RLS.Addr); err != nil {
-			return fmt.Errorf("gateway: rls listener: %w", err)
-		}
-	}
-	gs := srv.GRPC(opts...)
-	g.rls = &rlsServer{srv: srv, gs: gs, ln: ln}
-	go func() { _ = gs.Serve(ln) }()
-	if err := g.metrics.register(newRLSCollector(srv)); err != nil {
-		return err
-	}
-	g.log.Info("rls listening", "addr", ln.Addr().String(), "domains", len(cfg.rlsDomains))
-	return nil
 }
 
-// stopRLS reports NOT_SERVING, then stops gracefully within ctx.
-func (g *Gateway) stopRLS(ctx context.Context) error {
-	if g.rls == nil {
-		return nil
-	}
-	g.rls.srv.Shutdown()
-	done := make(chan struct{})
-	go func() { g.rls.gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.rls.gs.Stop()
-	}
-	return nil
+func (m *globalMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases}
 }
 
-// RLSAddr returns the RLS listener's address, or nil.
-func (g *Gateway) RLSAddr() net.Addr {
-	if g.rls == nil {
-		return nil
+func (m *metrics) globalTransition(to, cause string) {
+	if m.on() {
+		m.globalTransitions.WithLabelValues(to, cause).Inc()
 	}
-	return g.rls.ln.Addr()
 }
 
-// reloadRLS applies a reloaded rls.config_file; unchanged limits keep
-// their state.
-func (g *Gateway) reloadRLS(cfg *Config) error {
-	if g.rls == nil {
-		return nil
+func (m *metrics) globalBatch(b global.Batch) {
+	if !m.on() {
+		return
 	}
-	if err := g.rls.srv.Reload(cfg.rlsDomains); err != nil {
-		return fmt.Errorf("gateway: rls: %w", err)
+	m.globalLatency.Observe(b.Latency.Seconds())
+	result := "ok"
+	switch {
+	case b.Failed:
+		result = "failed"
+	case b.OverBudget:
+		result = "over_budget"
 	}
-	return nil
+	m.globalRoundTrips.WithLabelValues(result).Inc()
 }
 
-type rlsCollector struct {
-	s        *rls.Server
-	requests *prometheus.Desc
-}
-
-func newRLSCollector(s *rls.Server) *rlsCollector {
-	return &rlsCollector{s: s, requests: prometheus.NewDesc("bulwark_rls_requests_total",
-		"RLS ShouldRateLimit calls and descriptors by result.", []string{"result"}, nil)}
-}
-
-func (c *rlsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.requests }
-
-func (c *rlsCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.Stats()
-	for r, v := range map[string]uint64{"requests": st.Requests, "invalid": st.Invalid, "unknown_domain": st.UnknownDomain,
-		"unmatched": st.Unmatched, "ok": st.OK, "over_limit": st.OverLimit, "shadow": st.Shadow} {
-		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), r)
+func (m *metrics) globalLease(granted int64) {
+	if m.on() {
+		m.globalLeases.Observe(float64(granted))
 	}
 }

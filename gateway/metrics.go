@@ -7,8 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/bulwarkhq/bulwark/global"
 )
 
 // Metric label values are fixed words and configured route/upstream names
@@ -43,6 +41,7 @@ type metrics struct {
 
 	upstreamMetrics
 	shieldMetrics
+	globalMetrics
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
@@ -55,11 +54,7 @@ type metrics struct {
 	reloadOK        prometheus.Gauge
 	reloadTime      prometheus.Gauge
 
-	globalTransitions *prometheus.CounterVec
-	globalLatency     prometheus.Histogram
-	globalRoundTrips  *prometheus.CounterVec
-	globalLeases      prometheus.Histogram
-	dependencyUp      *prometheus.GaugeVec
+	dependencyUp *prometheus.GaugeVec
 
 	guardRefused, guardSlow, guardH2 *prometheus.CounterVec
 	guardShed                        prometheus.Counter
@@ -76,6 +71,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		tally:           t,
 		upstreamMetrics: newUpstreamMetrics(),
 		shieldMetrics:   newShieldMetrics(),
+		globalMetrics:   newGlobalMetrics(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -113,24 +109,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_xdp_events_total",
 			Help: "XDP events by kind (flood sources crossing a limit, UDP ports dropping, defense transitions).",
 		}, []string{"kind"}),
-		globalTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_global_breaker_transitions_total",
-			Help: "Breaker state changes of the global limiter, by new state and cause.",
-		}, []string{"to", "cause"}),
-		globalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "bulwark_global_redis_latency_seconds",
-			Help:    "Duration of the global limiter's Redis round trips (lease batches).",
-			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .5},
-		}),
-		globalRoundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_global_redis_roundtrips_total",
-			Help: "Redis round trips of the global limiter by result (ok, failed, over_budget).",
-		}, []string{"result"}),
-		globalLeases: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "bulwark_global_lease_size",
-			Help:    "Tokens granted per lease by Redis.",
-			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024},
-		}),
 		dependencyUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bulwark_dependency_up",
 			Help: "1 when a dependency (postgres, redis) answered its last check, else 0. A dependency that is down does not take plain routes out of rotation.",
@@ -160,7 +138,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny", unmatchedRoute)
 	cs := []prometheus.Collector{
 		m.requests, m.rejections, m.reloads, m.xdpEvents,
-		m.globalTransitions, m.globalLatency, m.globalRoundTrips, m.globalLeases, m.dependencyUp,
+		m.dependencyUp,
 		m.guardRefused, m.guardSlow, m.guardH2, m.guardShed,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -174,6 +152,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	}
 	cs = append(cs, m.upstreamMetrics.collectors()...)
 	cs = append(cs, m.shieldEvents)
+	cs = append(cs, m.globalMetrics.collectors()...)
 	for _, l := range []struct {
 		name string
 		set  interface {
@@ -216,33 +195,6 @@ func (m *metrics) register(c prometheus.Collector) error {
 	}
 	m.collectors = append(m.collectors, c)
 	return nil
-}
-
-func (m *metrics) globalTransition(to, cause string) {
-	if m.on() {
-		m.globalTransitions.WithLabelValues(to, cause).Inc()
-	}
-}
-
-func (m *metrics) globalBatch(b global.Batch) {
-	if !m.on() {
-		return
-	}
-	m.globalLatency.Observe(b.Latency.Seconds())
-	result := "ok"
-	switch {
-	case b.Failed:
-		result = "failed"
-	case b.OverBudget:
-		result = "over_budget"
-	}
-	m.globalRoundTrips.WithLabelValues(result).Inc()
-}
-
-func (m *metrics) globalLease(granted int64) {
-	if m.on() {
-		m.globalLeases.Observe(float64(granted))
-	}
 }
 
 // dependency records whether a dependency answered its last check.
