@@ -85,6 +85,18 @@ func (g *Gateway) newGuard(cfg *Config) (*guard.Guard, error) {
 	})
 }
 
+// reloadGuards applies a reload's guard limits. Validated with the
+// configuration and the fixed sizes checked by Reload: nothing is left
+// to refuse.
+func (g *Gateway) reloadGuards(cfg *Config) {
+	if g.guard == nil {
+		return
+	}
+	if err := g.guard.Reload(cfg.guardConfig()); err != nil {
+		g.log.Error("guards: new limits not applied", "error", err.Error())
+	}
+}
+
 // hostGuardHooks sets the host's connection hooks to gd's: the accept
 // caps on the listener (inside TLS for HTTPS, after the deny list for
 // cleartext), per-connection state, the HTTP/2 frame guard and the
@@ -164,5 +176,54 @@ func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
 		{c.heap, float64(s.HeapBytes)}, {c.inFlight, float64(s.InFlight)},
 	} {
 		ch <- prometheus.MustNewConstMetric(v.d, prometheus.GaugeValue, v.v)
+	}
+}
+
+// guardMetrics are the guards' event series (their gauges are read at
+// scrape time by the guardCollector).
+type guardMetrics struct {
+	guardRefused, guardSlow, guardH2 *prometheus.CounterVec
+	guardShed                        prometheus.Counter
+}
+
+func newGuardMetrics() guardMetrics {
+	return guardMetrics{
+		guardRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_connections_refused_total",
+			Help: "Client connections refused at accept by the guards, by reason (conns, addr_conns, addr_incomplete, addr_rate, handshake_rate, handshakes, table_full, closed).",
+		}, []string{"reason"}),
+		guardSlow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_slow_closed_total",
+			Help: "Client connections cut for slowness (Slowloris), by reason (handshake_timeout, header_timeout, head_rate, body_rate).",
+		}, []string{"reason"}),
+		guardH2: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bulwark_guard_h2_abuse_total",
+			Help: "HTTP/2 connections closed with GOAWAY for abuse, by reason (rst_rate, premature_resets, continuation_frames, ping_flood, ...).",
+		}, []string{"reason"}),
+		guardShed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bulwark_guard_requests_shed_total",
+			Help: "Requests answered 503 overloaded because the overload manager was shedding.",
+		}),
+	}
+}
+
+func (m *guardMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.guardRefused, m.guardSlow, m.guardH2, m.guardShed}
+}
+
+// guardEvent counts one event of the guards.
+func (m *metrics) guardEvent(kind, reason string) {
+	if !m.on() {
+		return
+	}
+	switch kind {
+	case "refused":
+		m.guardRefused.WithLabelValues(reason).Inc()
+	case "slow":
+		m.guardSlow.WithLabelValues(reason).Inc()
+	case "h2_abuse":
+		m.guardH2.WithLabelValues(reason).Inc()
+	case "shed":
+		m.guardShed.Inc()
 	}
 }

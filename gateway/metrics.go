@@ -42,6 +42,7 @@ type metrics struct {
 	upstreamMetrics
 	shieldMetrics
 	globalMetrics
+	guardMetrics
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
@@ -56,9 +57,6 @@ type metrics struct {
 
 	dependencyUp *prometheus.GaugeVec
 
-	guardRefused, guardSlow, guardH2 *prometheus.CounterVec
-	guardShed                        prometheus.Counter
-
 	reg        prometheus.Registerer
 	collectors []prometheus.Collector
 }
@@ -72,6 +70,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		upstreamMetrics: newUpstreamMetrics(),
 		shieldMetrics:   newShieldMetrics(),
 		globalMetrics:   newGlobalMetrics(),
+		guardMetrics:    newGuardMetrics(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -113,22 +112,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_dependency_up",
 			Help: "1 when a dependency (postgres, redis) answered its last check, else 0. A dependency that is down does not take plain routes out of rotation.",
 		}, []string{"dependency"}),
-		guardRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_guard_connections_refused_total",
-			Help: "Client connections refused at accept by the guards, by reason (conns, addr_conns, addr_incomplete, addr_rate, handshake_rate, handshakes, table_full, closed).",
-		}, []string{"reason"}),
-		guardSlow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_guard_slow_closed_total",
-			Help: "Client connections cut for slowness (Slowloris), by reason (handshake_timeout, header_timeout, head_rate, body_rate).",
-		}, []string{"reason"}),
-		guardH2: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_guard_h2_abuse_total",
-			Help: "HTTP/2 connections closed with GOAWAY for abuse, by reason (rst_rate, premature_resets, continuation_frames, ping_flood, ...).",
-		}, []string{"reason"}),
-		guardShed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "bulwark_guard_requests_shed_total",
-			Help: "Requests answered 503 overloaded because the overload manager was shedding.",
-		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "bulwark_build_info",
@@ -139,7 +122,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs := []prometheus.Collector{
 		m.requests, m.rejections, m.reloads, m.xdpEvents,
 		m.dependencyUp,
-		m.guardRefused, m.guardSlow, m.guardH2, m.guardShed,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bulwark_in_flight",
@@ -153,6 +135,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs = append(cs, m.upstreamMetrics.collectors()...)
 	cs = append(cs, m.shieldEvents)
 	cs = append(cs, m.globalMetrics.collectors()...)
+	cs = append(cs, m.guardMetrics.collectors()...)
 	for _, l := range []struct {
 		name string
 		set  interface {
@@ -207,23 +190,6 @@ func (m *metrics) dependency(name string, up bool) {
 		v = 1
 	}
 	m.dependencyUp.WithLabelValues(name).Set(v)
-}
-
-// guardEvent counts one event of the guards.
-func (m *metrics) guardEvent(kind, reason string) {
-	if !m.on() {
-		return
-	}
-	switch kind {
-	case "refused":
-		m.guardRefused.WithLabelValues(reason).Inc()
-	case "slow":
-		m.guardSlow.WithLabelValues(reason).Inc()
-	case "h2_abuse":
-		m.guardH2.WithLabelValues(reason).Inc()
-	case "shed":
-		m.guardShed.Inc()
-	}
 }
 
 // tableOccupancy is one bounded table's fill: the bulwark_table_*

@@ -83,13 +83,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 		g.metrics.reloaded(false)
 		return err
 	}
-	if g.guard != nil {
-		// Validated with the configuration and the fixed sizes checked
-		// above: nothing left to refuse.
-		if err := g.guard.Reload(cfg.guardConfig()); err != nil {
-			g.log.Error("guards: new limits not applied", "error", err.Error())
-		}
-	}
+	g.reloadGuards(cfg)
 	if err := g.reloadXDP(cfg.XDP); err != nil {
 		// The kernel refused new flags: the rest of the reload stands.
 		g.log.Error("xdp: flags and k not applied", "error", err.Error())
