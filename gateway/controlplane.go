@@ -14,7 +14,6 @@ import (
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/host"
-	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
 
@@ -52,7 +51,6 @@ const (
 	controlReadHeader      = 5 * time.Second
 	controlIdleTimeout     = 60 * time.Second
 	controlMaxRequestsConn = 1000
-	sweepInterval          = time.Second
 )
 
 type controlPlane struct {
@@ -181,8 +179,7 @@ func (cp *controlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // startControl starts the list sweeper and the control API listener.
 func (g *Gateway) startControl(ctx context.Context) error {
-	g.sweeper = make(chan struct{})
-	go g.sweep(g.sweeper)
+	g.startSweeper()
 	if g.ctl == nil {
 		return nil
 	}
@@ -214,27 +211,8 @@ func (g *Gateway) startControl(ctx context.Context) error {
 	return nil
 }
 
-// sweep reclaims expired list entries in the background, a bounded number
-// per second (lookups already ignore them; this frees their room).
-func (g *Gateway) sweep(stop <-chan struct{}) {
-	t := time.NewTicker(sweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			g.lists.allow.Sweep(ipset.FullScanLimit)
-			g.lists.deny.Sweep(ipset.FullScanLimit)
-		}
-	}
-}
-
 func (g *Gateway) stopControl(ctx context.Context) error {
-	if g.sweeper != nil {
-		close(g.sweeper)
-		g.sweeper = nil
-	}
+	g.stopSweeper()
 	if g.ctl == nil {
 		return nil
 	}
@@ -249,10 +227,6 @@ func (g *Gateway) ControlAddr() net.Addr {
 	}
 	return g.ctl.host.Addr()
 }
-
-// Lists returns the gateway's allow and deny lists (for embedding; the
-// control API changes the same sets).
-func (g *Gateway) Lists() *ipset.Lists { return &ipset.Lists{Allow: g.lists.allow, Deny: g.lists.deny} }
 
 // ReloadFromSource re-reads the configuration with Deps.Source and
 // applies it with Reload. Every outcome is logged: success, each problem

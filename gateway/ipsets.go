@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/ipset"
+	"github.com/bulwarkhq/bulwark/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // How the allow and deny lists are enforced
@@ -281,3 +284,108 @@ func peerAddr(c net.Conn) (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// screen runs the allow and deny lists for the request (step 3), when
+// either has entries. It reports false when the request was answered
+// (403 blocked); a peer denied since its connection was accepted makes it
+// panic with http.ErrAbortHandler. An allowed client is marked free.
+func (g *Gateway) screen(w http.ResponseWriter, r *http.Request, ex *exchange, lbClient bool) bool {
+	switch g.lists.remoteVerdict(r.RemoteAddr) {
+	case ipset.Allowed:
+		ex.free = true
+	case ipset.Denied:
+		// A connection accepted before its peer was blocked.
+		ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
+		panic(http.ErrAbortHandler)
+	}
+	if !lbClient {
+		return true
+	}
+	// Behind a load balancer the socket peer is the balancer: the client
+	// it names is what the lists are about.
+	ex.free = false
+	v := ipset.Denied // the unknown client fails closed when the lists are in use
+	if ex.clientOK {
+		v = g.lists.verdict(ex.client)
+	}
+	switch v {
+	case ipset.Allowed:
+		ex.free = true
+	case ipset.Denied:
+		ex.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
+		wire.Reject(w, r, wire.New(wire.CodeBlocked))
+		return false
+	}
+	return true
+}
+
+// collectors are the lists' gauges, read at scrape time.
+func (ls *lists) collectors() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, l := range []struct {
+		name string
+		set  interface {
+			Len() int
+			Capacity() int
+		}
+	}{{"allow", ls.allow}, {"deny", ls.deny}} {
+		set := l.set
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "bulwark_ipset_entries",
+				Help:        "Entries in the allow or deny list (static and runtime; expired entries until reclaimed).",
+				ConstLabels: prometheus.Labels{"list": l.name},
+			}, func() float64 { return float64(set.Len()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name:        "bulwark_ipset_capacity",
+				Help:        "Hard capacity of the allow or deny list.",
+				ConstLabels: prometheus.Labels{"list": l.name},
+			}, func() float64 { return float64(set.Capacity()) }))
+	}
+	return cs
+}
+
+// connDenied counts one connection refused at accept by the deny list.
+func (m *metrics) connDenied() {
+	m.tally.denied.Add(1)
+	if m.on() {
+		m.ipsetDeny.Inc()
+	}
+}
+
+// sweepInterval is how often the sweeper reclaims expired list entries.
+const sweepInterval = time.Second
+
+// startSweeper starts the lists' sweeper (with the control API: it
+// stops last).
+func (g *Gateway) startSweeper() {
+	g.sweeper = make(chan struct{})
+	go g.sweep(g.sweeper)
+}
+
+func (g *Gateway) stopSweeper() {
+	if g.sweeper != nil {
+		close(g.sweeper)
+		g.sweeper = nil
+	}
+}
+
+// sweep reclaims expired list entries in the background, a bounded number
+// per second (lookups already ignore them; this frees their room).
+func (g *Gateway) sweep(stop <-chan struct{}) {
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			g.lists.allow.Sweep(ipset.FullScanLimit)
+			g.lists.deny.Sweep(ipset.FullScanLimit)
+		}
+	}
+}
+
+// Lists returns the gateway's allow and deny lists (for embedding; the
+// control API changes the same sets).
+func (g *Gateway) Lists() *ipset.Lists { return &ipset.Lists{Allow: g.lists.allow, Deny: g.lists.deny} }

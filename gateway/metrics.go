@@ -136,26 +136,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs = append(cs, m.shieldEvents)
 	cs = append(cs, m.globalMetrics.collectors()...)
 	cs = append(cs, m.guardMetrics.collectors()...)
-	for _, l := range []struct {
-		name string
-		set  interface {
-			Len() int
-			Capacity() int
-		}
-	}{{"allow", ls.allow}, {"deny", ls.deny}} {
-		set := l.set
-		cs = append(cs,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name:        "bulwark_ipset_entries",
-				Help:        "Entries in the allow or deny list (static and runtime; expired entries until reclaimed).",
-				ConstLabels: prometheus.Labels{"list": l.name},
-			}, func() float64 { return float64(set.Len()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name:        "bulwark_ipset_capacity",
-				Help:        "Hard capacity of the allow or deny list.",
-				ConstLabels: prometheus.Labels{"list": l.name},
-			}, func() float64 { return float64(set.Capacity()) }))
-	}
+	cs = append(cs, ls.collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs {
@@ -300,14 +281,6 @@ func (m *metrics) configLoaded(t time.Time) {
 	if m.on() {
 		m.reloadOK.Set(1)
 		m.reloadTime.Set(float64(t.UnixNano()) / 1e9)
-	}
-}
-
-// connDenied counts one connection refused at accept by the deny list.
-func (m *metrics) connDenied() {
-	m.tally.denied.Add(1)
-	if m.on() {
-		m.ipsetDeny.Inc()
 	}
 }
 

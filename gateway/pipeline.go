@@ -12,7 +12,6 @@ import (
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/host"
-	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -240,32 +239,8 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 	g := p.g
 
 	// 3. Allow and deny lists.
-	if g.lists.active() {
-		switch g.lists.remoteVerdict(r.RemoteAddr) {
-		case ipset.Allowed:
-			ex.free = true
-		case ipset.Denied:
-			// A connection accepted before its peer was blocked.
-			ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
-			panic(http.ErrAbortHandler)
-		}
-		if lbClient {
-			// Behind a load balancer the socket peer is the balancer:
-			// the client it names is what the lists are about.
-			ex.free = false
-			v := ipset.Denied // the unknown client fails closed when the lists are in use
-			if ex.clientOK {
-				v = g.lists.verdict(ex.client)
-			}
-			switch v {
-			case ipset.Allowed:
-				ex.free = true
-			case ipset.Denied:
-				ex.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
-				wire.Reject(w, r, wire.New(wire.CodeBlocked))
-				return nil
-			}
-		}
+	if g.lists.active() && !g.screen(w, r, ex, lbClient) {
+		return nil
 	}
 
 	// 4. The shield.
