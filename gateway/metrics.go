@@ -43,11 +43,11 @@ type metrics struct {
 	shieldMetrics
 	globalMetrics
 	guardMetrics
+	xdpEvents *prometheus.CounterVec // xdp.go
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
-	xdpEvents  *prometheus.CounterVec
 
 	wouldReject     *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
@@ -71,6 +71,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		shieldMetrics:   newShieldMetrics(),
 		globalMetrics:   newGlobalMetrics(),
 		guardMetrics:    newGuardMetrics(),
+		xdpEvents:       newXDPEvents(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -104,10 +105,6 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 			Name: "bulwark_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error).",
 		}, []string{"result"}),
-		xdpEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bulwark_xdp_events_total",
-			Help: "XDP events by kind (flood sources crossing a limit, UDP ports dropping, defense transitions).",
-		}, []string{"kind"}),
 		dependencyUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bulwark_dependency_up",
 			Help: "1 when a dependency (postgres, redis) answered its last check, else 0. A dependency that is down does not take plain routes out of rotation.",
@@ -120,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.ipsetDeny = m.rejections.WithLabelValues(layerIPSet, "deny", unmatchedRoute)
 	cs := []prometheus.Collector{
-		m.requests, m.rejections, m.reloads, m.xdpEvents,
+		m.requests, m.rejections, m.reloads,
 		m.dependencyUp,
 		m.wouldReject, m.requestDuration, m.accessDropped, m.reloadOK, m.reloadTime, build,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -136,6 +133,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs = append(cs, m.shieldEvents)
 	cs = append(cs, m.globalMetrics.collectors()...)
 	cs = append(cs, m.guardMetrics.collectors()...)
+	cs = append(cs, m.xdpEvents)
 	cs = append(cs, ls.collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -201,13 +199,6 @@ func (g *Gateway) occupancy(p *pipeline) []tableOccupancy {
 		}
 	}
 	return out
-}
-
-// xdpEvent counts one XDP event by kind.
-func (m *metrics) xdpEvent(kind string) {
-	if m.on() {
-		m.xdpEvents.WithLabelValues(kind).Inc()
-	}
 }
 
 // on reports whether Prometheus collectors exist.
