@@ -60,8 +60,8 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	if !ok {
 		t = p.target(method, sent, rawPath, host1)
 	}
-	if t.err == nil && t.rule != nil {
-		rt := p.routes[t.rule.route]
+	if t.err == nil && t.route != nil {
+		rt := t.route
 		switch {
 		case !rt.fast:
 			return host.NetHTTP(p.routed(method, sent, rawPath, host1, &t))

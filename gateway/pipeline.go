@@ -15,6 +15,7 @@ import (
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	routematch "github.com/bulwarkhq/bulwark/route"
 	"github.com/bulwarkhq/bulwark/shield"
 	"github.com/bulwarkhq/bulwark/wire"
 )
@@ -128,7 +129,7 @@ type pipeline struct {
 	resolver     *peer.Resolver
 	behindLB     bool // client_ip.trusted_proxies is set: lists also apply to resolved clients
 	shield       *shield.Shield
-	matcher      *matcher
+	matcher      *routematch.Matcher
 	routes       []*route // by configuration index
 	unmatched    *routeMetrics
 	noRoute      prometheusObserver
@@ -152,6 +153,7 @@ type route struct {
 	name      string
 	upstream  string
 	websocket bool
+	unsafe    bool         // match.allow_unsafe_encoding: canon.Ambiguous paths are served
 	limit     *routeLimit  // nil without rate_limit
 	shadow    bool         // rate_limit.mode: shadow
 	policy    http.Handler // login → quota → proxy
@@ -254,7 +256,7 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 		return nil
 	}
 	ex.path, ex.host = t.path, t.host
-	if t.rule == nil {
+	if t.route == nil {
 		if t.path.Flags&canon.Ambiguous != 0 {
 			p.invalidPath(w, r, ex)
 			return nil
@@ -264,11 +266,11 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange
 		wire.Reject(w, r, wire.New(wire.CodeNotFound))
 		return nil
 	}
-	if t.path.Flags&canon.Ambiguous != 0 && !t.rule.unsafe {
+	if t.path.Flags&canon.Ambiguous != 0 && !t.route.unsafe {
 		p.invalidPath(w, r, ex)
 		return nil
 	}
-	rt := p.routes[t.rule.route]
+	rt := t.route
 	ex.route = rt
 	return rt
 }
@@ -335,9 +337,9 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		onTarget:     g.deps.onTarget,
 	}
 	p.strips, p.protects = p.headers.strips, p.headers.protects
-	mt, bad := cfg.matcher()
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("gateway: %v", bad[0])
+	mt, err := cfg.newMatcher()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	p.matcher = mt
 
@@ -348,7 +350,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	p.proxies = proxies
 
 	for _, rc := range cfg.Routes {
-		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, rm: g.metrics.forRoute(rc.Name),
+		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, unsafe: rc.Match.AllowUnsafeEncoding, rm: g.metrics.forRoute(rc.Name),
 			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name),
 			proxy: proxies[rc.Upstream], fast: rc.Login == nil && rc.Quota == nil}
 		rt.onHeader = rt.rm.observe

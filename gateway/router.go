@@ -12,7 +12,7 @@ import (
 // The router
 //
 // Step 5 of the request path: the route a request maps to, worked out
-// once from its method, target and Host (the matcher, match.go), carried
+// once from its method, target and Host (the matcher: package route, built in routematch.go), carried
 // with a decline of the fast engine to where the request is served next,
 // and the answers when no route applies (400 invalid_path, 404
 // not_found).
@@ -20,10 +20,10 @@ import (
 // target is the route a request maps to, worked out once from its
 // method, target and Host (pure: it answers nothing and counts nothing).
 type target struct {
-	path canon.Result
-	err  error // a malformed path
-	host string
-	rule *matchRule // nil: no route matches
+	path  canon.Result
+	err   error // a malformed path
+	host  string
+	route *route // nil: no route matches
 }
 
 // target works out the route of a request. The route is matched on
@@ -50,12 +50,14 @@ func (p *pipeline) target(method, sent, rawPath, host string) target {
 	// The query as forwarded (sent holds no '#'): where PHP front
 	// controllers read their route.
 	_, query, _ := strings.Cut(sent, "?")
-	rule, flags, err := p.matcher.find(upperMethod(method), t.host, path, query)
+	m, err := p.matcher.Lookup(upperMethod(method), t.host, path, query)
 	if err != nil {
 		return target{err: err}
 	}
-	t.rule = rule
-	t.path.Flags |= flags
+	if m.Index >= 0 {
+		t.route = p.routes[m.Index]
+	}
+	t.path.Flags |= m.Flags
 	return t
 }
 

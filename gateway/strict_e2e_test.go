@@ -33,7 +33,8 @@ func testInvalidPathOnMatchedRoute(t *testing.T) {
 			if err != nil || cp.Flags&canon.Ambiguous == 0 {
 				t.Fatalf("setup: canon.Path(%q) = %+v, %v: not an ambiguous encoding", c.target, cp, err)
 			}
-			if r, _, _ := tg.g.cur.Load().matcher.find("POST", "app.example", cp, ""); r == nil || r.name != "login" {
+			p := tg.g.cur.Load()
+			if m, _ := p.matcher.Lookup("POST", "app.example", cp, ""); m.Index < 0 || p.routes[m.Index].name != "login" {
 				t.Fatalf("setup: %q does not match the login route", c.target)
 			}
 			before := up.count("login", "alice")

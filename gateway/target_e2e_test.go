@@ -80,12 +80,13 @@ func routeOf(tg *testGateway, received string) string {
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	r, _, err := tg.g.cur.Load().matcher.find("GET", "app", cp, query)
+	p := tg.g.cur.Load()
+	m, err := p.matcher.Lookup("GET", "app", cp, query)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	if r != nil {
-		return r.name
+	if m.Index >= 0 {
+		return p.routes[m.Index].name
 	}
 	return "(no route)"
 }

@@ -295,31 +295,6 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 	}
 }
 
-// validatePatterns compiles every route's match as the router will and
-// reports routes that collide: they match some request in common and
-// neither is more specific (among them, routes whose patterns are equal
-// after canonicalization, such as "/login" and "/LOGIN").
-func (c *Config) validatePatterns(f *fieldErrs) {
-	if _, bad := c.matcher(); len(bad) > 0 {
-		for _, b := range bad {
-			f.add(fmt.Sprintf("routes[%d].match", b.b.route), "%s", b.Error())
-		}
-	}
-}
-
-// matcher compiles the routes of a validated configuration.
-func (c *Config) matcher() (*matcher, []matchCollision) {
-	rules := make([]*matchRule, 0, len(c.Routes))
-	for i, r := range c.Routes {
-		m, err := r.Match.compile(i, r.Name)
-		if err != nil {
-			continue // Match.Validate reported it
-		}
-		rules = append(rules, m)
-	}
-	return newMatcher(rules, frontControllers{scripts: c.FrontControllers.Scripts, params: c.FrontControllers.QueryParams})
-}
-
 // Validate checks the script names (a path segment each) and the
 // parameter names, their counts and repeats.
 func (fc FrontControllers) Validate() error {
@@ -545,8 +520,8 @@ func (m Match) Validate() error {
 	case strings.ContainsAny(m.Path, " \t"):
 		f.add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
 	default:
-		if _, err := m.compile(0, ""); err != nil {
-			f.add("path", "%q: %v", m.Path, err)
+		if reason := m.patternError(); reason != "" {
+			f.add("path", "%q: %s", m.Path, reason)
 		}
 	}
 	if len(m.Methods) > maxMethods {
@@ -567,17 +542,6 @@ func (m Match) Validate() error {
 		f.add("host", "%q: want a lower-case host name without port", m.Host)
 	}
 	return f.err()
-}
-
-// compile is the route matcher's rule for m.
-func (m Match) compile(route int, name string) (*matchRule, error) {
-	return compileMatch(route, name, m.Path, m.Host, m.Methods, matchOptions{
-		caseSensitive: m.CaseSensitive,
-		strictSlash:   m.StrictSlash,
-		allowUnsafe:   m.AllowUnsafeEncoding,
-		strictFormat:  m.StrictFormat,
-		strictScript:  m.StrictFrontController,
-	})
 }
 
 // headerRules is the gateway-wide header policy cfg asks for:

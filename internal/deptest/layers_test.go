@@ -15,7 +15,7 @@ import (
 //
 //	core      clock limit keyed canon conf conf/yamlconf internal/fieldname
 //	          redisconn
-//	identity  peer ipset
+//	identity  peer ipset route
 //	wire      wire: the answers (problem details, Retry-After, RateLimit)
 //	engine    h1 internal/evloop internal/deadline internal/h2conn
 //	          internal/admission host
@@ -81,9 +81,11 @@ var places = map[string]place{
 	"internal/fieldname": core(), // how lenient servers compare field names
 	"redisconn":          core(), // the Redis connection the Redis adapters share
 
-	// Identity: who the client is, and the address lists.
+	// Identity: who the client is, the address lists, and which route a
+	// request is (matched on its canonical identity).
 	"peer":  identity(),
 	"ipset": identity(),
+	"route": identity(),
 
 	"wire": {tier: tierWire},
 

@@ -1,4 +1,44 @@
-package gateway
+// Package route matches requests to route patterns on their canonical
+// identity, so that a protected route's policy applies to every spelling
+// of a request that reaches the same handler.
+//
+// A [Pattern]'s Path uses net/http.ServeMux's pattern syntax ("/login",
+// "/api/", "/items/{id}", "/files/{path...}", "/{$}"), but it is matched
+// against the canonical form of the request (package canon): decoded,
+// dot segments resolved, ";" parameters dropped, empty segments removed.
+// By default literal segments compare case-insensitively and a trailing
+// slash is ignored ("/login" matches "/LOGIN" and "/login/"; "/api/"
+// matches "/api"), because that is how Express and many other frameworks
+// route: a protected route's policies must apply to every spelling that
+// reaches the same handler. [Pattern.CaseSensitive] and
+// [Pattern.StrictSlash] restore exact matching for one pattern. Methods
+// compare case-insensitively, and a GET pattern also serves HEAD.
+// [Pattern.Host] is compared with the canonical host (lower-case, no
+// port, no trailing dot, see [canon.Host]).
+//
+// Two spellings frameworks route to one handler are also matched by
+// default: a final ".format" ("/login.json" is "/login" for Rails and
+// Spring's legacy suffix matching; [Pattern.StrictFormat] opts out), and
+// a PHP front controller's path info or routing query
+// ("/index.php/login", "/index.php?route=/login", "/?r=login" are
+// "/login"; see [FrontControllers], [canon.Script] and
+// [canon.QueryRoute]; [Pattern.StrictFrontController] opts out).
+//
+// When several patterns match, the most specific one wins: the one whose
+// requests are a strict subset of the other's (ServeMux's rule, including
+// its exception that a pattern with a host beats one without). Two
+// patterns that match some request in common where neither is more
+// specific collide, and so do two patterns that are one route through a
+// framework's equivalence ("/login" and "/login.json"): [Compile] reports
+// them as [Collisions], so at run time the first matching pattern in a
+// precomputed order is always the most specific one, whatever the order
+// the patterns were given in. [Matcher.Lookup] does not allocate.
+//
+// Matching says which pattern a request belongs to; it does not decide
+// what to do with encodings frameworks disagree on (an encoded "/", a
+// backslash): [Match.Flags] reports them (canon.Ambiguous), and a caller
+// refuses such a request unless its pattern opts in.
+package route
 
 import (
 	"errors"
@@ -8,29 +48,100 @@ import (
 	"github.com/bulwarkhq/bulwark/canon"
 )
 
-// Route matching
-//
-// A route's match.path uses net/http.ServeMux's pattern syntax ("/login",
-// "/api/", "/items/{id}", "/files/{path...}", "/{$}"), but it is matched
-// against the canonical form of the request (package canon): decoded,
-// dot segments resolved, ";" parameters dropped, empty segments removed.
-// By default literal segments compare case-insensitively and a trailing
-// slash is ignored ("/login" matches "/LOGIN" and "/login/"; "/api/"
-// matches "/api"), because that is how Express and many other frameworks
-// route: a protected route's policies must apply to every spelling that
-// reaches the same handler. match.case_sensitive and match.strict_slash
-// restore exact matching for one route. Methods compare
-// case-insensitively, and a GET route also serves HEAD. match.host is
-// compared with the canonical host (lower-case, no port, no trailing dot);
-// an absolute-form request target is matched on its own authority and
-// path, exactly like the origin form.
-//
-// When several routes match, the most specific one wins: the one whose
-// requests are a strict subset of the other's (ServeMux's rule, including
-// its exception that a route with a host beats one without). Two routes
-// that match some request in common where neither is more specific
-// collide; validation reports them, so at run time the first matching
-// route in a precomputed order is always the most specific one.
+// Pattern is one route's match: a path pattern and the switches of its
+// matching. The zero value of each switch is the lenient default.
+type Pattern struct {
+	// Name names the pattern in errors; "" names it by its Path.
+	Name string
+	// Path is the path pattern, in net/http.ServeMux syntax, written
+	// decoded (no %-escapes, ';', '\', spaces, '?' or '#') and without
+	// "//", "." or ".." segments.
+	Path string
+	// Host, if not "", is the only host the pattern matches, compared
+	// after canon.Host on both sides.
+	Host string
+	// Methods, if not empty, are the only methods the pattern matches
+	// (case-insensitively; GET also matches HEAD).
+	Methods []string
+	// CaseSensitive compares literal segments exactly instead of with
+	// Unicode case folding.
+	CaseSensitive bool
+	// StrictSlash makes the trailing slash significant: "/a" no longer
+	// matches "/a/", nor "/a/" (or "/a/{p...}") "/a".
+	StrictSlash bool
+	// StrictFormat stops a final literal "x" from also matching
+	// "x.<format>".
+	StrictFormat bool
+	// StrictFrontController matches the pattern on the request's own
+	// path only, not on the path a PHP front controller routes to; only
+	// such a pattern may name a front controller script.
+	StrictFrontController bool
+}
+
+// name is how errors name p.
+func (p Pattern) name() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Path
+}
+
+// FrontControllers are the PHP front controller equivalence: the script
+// names ([canon.Script]; compared ASCII case-insensitively) and the
+// routing query parameters ([canon.QueryRoute]). The zero value turns the
+// equivalence off; a caller bounds the lists (canon.MaxScripts,
+// canon.MaxQueryParams).
+type FrontControllers struct {
+	Scripts     []string
+	QueryParams []string
+}
+
+// DefaultFrontControllers returns the scripts of Symfony's and the
+// common PHP frameworks' front controllers ("index.php", "app.php",
+// "app_dev.php") and the routing query parameters of OpenCart ("route"),
+// Yii ("r"), Drupal 7 ("q") and WordPress ("rest_route"), in new slices.
+func DefaultFrontControllers() FrontControllers {
+	return FrontControllers{
+		Scripts:     []string{"index.php", "app.php", "app_dev.php"},
+		QueryParams: []string{"route", "r", "q", "rest_route"},
+	}
+}
+
+// PatternError is a pattern that does not parse.
+type PatternError struct {
+	Index  int    // in the patterns given to Compile
+	Name   string // Pattern.Name, or its Path
+	Path   string // Pattern.Path
+	Reason string // what is wrong, in a phrase
+}
+
+func (e *PatternError) Error() string {
+	return fmt.Sprintf("route: pattern %q (%q): %s", e.Name, e.Path, e.Reason)
+}
+
+// Compile parses patterns and orders them by precedence. A pattern that
+// does not parse is a *PatternError; patterns that collide are
+// [Collisions], every collision listed. Compile compares every pair of
+// patterns: its time is quadratic in their number, a bound the caller
+// sets.
+func Compile(patterns []Pattern, fc FrontControllers) (*Matcher, error) {
+	rules := make([]*matchRule, len(patterns))
+	for i, p := range patterns {
+		m, err := compileMatch(i, p)
+		if err != nil {
+			return nil, &PatternError{Index: i, Name: p.name(), Path: p.Path, Reason: err.Error()}
+		}
+		rules[i] = m
+	}
+	mt, bad := newMatcher(rules, FrontControllers{
+		Scripts:     append([]string(nil), fc.Scripts...),
+		QueryParams: append([]string(nil), fc.QueryParams...),
+	})
+	if len(bad) > 0 {
+		return nil, bad
+	}
+	return mt, nil
+}
 
 // tailRule is what a pattern requires of the trailing slash when the
 // request has exactly as many segments as the pattern's fixed part.
@@ -55,17 +166,16 @@ type patSeg struct {
 	ascii bool // lit is all ASCII: folding cannot change its length
 }
 
-// matchRule is one route's compiled match.
+// matchRule is one pattern, compiled.
 type matchRule struct {
-	route   int      // index in the routes
-	name    string   // route name, for messages
+	index   int      // in the patterns given to Compile
+	name    string   // Pattern.name(), for messages
 	host    string   // canonical host; "" matches any
 	methods []string // upper-case; nil matches any; GET implies HEAD
 	segs    []patSeg // fixed segments
 	open    bool     // prefix ("/api/") or remainder ("{p...}"): longer paths match too
 	tail    tailRule // trailing-slash rule at len(segs)
 	fold    bool     // literal segments compare case-insensitively
-	unsafe  bool     // the route accepts ambiguous encodings (canon.Ambiguous)
 	format  bool     // a final literal "x" also matches "x.<format>" (Rails, Spring)
 	script  bool     // also matched on the path a PHP front controller routes to
 	// scriptSeg is the index of the first segment naming a front
@@ -73,22 +183,14 @@ type matchRule struct {
 	scriptSeg int
 }
 
-// matchOptions are the per-route switches of matching.
-type matchOptions struct {
-	caseSensitive bool
-	strictSlash   bool
-	allowUnsafe   bool
-	strictFormat  bool
-	strictScript  bool
-}
-
-// compileMatch parses a route's path pattern, host and methods.
-func compileMatch(route int, name, path, host string, methods []string, o matchOptions) (*matchRule, error) {
-	m := &matchRule{route: route, name: name, host: canon.Host(host), fold: !o.caseSensitive, unsafe: o.allowUnsafe,
-		format: !o.strictFormat, script: !o.strictScript, scriptSeg: -1}
-	for _, meth := range methods {
+// compileMatch parses pattern i.
+func compileMatch(i int, p Pattern) (*matchRule, error) {
+	m := &matchRule{index: i, name: p.name(), host: canon.Host(p.Host), fold: !p.CaseSensitive,
+		format: !p.StrictFormat, script: !p.StrictFrontController, scriptSeg: -1}
+	for _, meth := range p.Methods {
 		m.methods = append(m.methods, strings.ToUpper(meth))
 	}
+	path, strict := p.Path, p.StrictSlash
 	if path == "" || path[0] != '/' {
 		return nil, errors.New("want a path pattern starting with /")
 	}
@@ -113,7 +215,7 @@ func compileMatch(route int, name, path, host string, methods []string, o matchO
 				return nil, errors.New("{$} may only end a pattern, after a /")
 			}
 			m.tail = tailSlash
-			if !o.strictSlash {
+			if !strict {
 				m.tail = tailAny
 			}
 			return m, nil
@@ -133,7 +235,7 @@ func compileMatch(route int, name, path, host string, methods []string, o matchO
 					return nil, fmt.Errorf("%q must be the last segment", p)
 				}
 				m.open = true
-				if o.strictSlash {
+				if strict {
 					m.tail = tailSlash
 				}
 				return m, nil
@@ -147,10 +249,10 @@ func compileMatch(route int, name, path, host string, methods []string, o matchO
 	}
 	if trailingSlash {
 		m.open = true
-		if o.strictSlash {
+		if strict {
 			m.tail = tailSlash
 		}
-	} else if o.strictSlash {
+	} else if strict {
 		m.tail = tailNone
 	}
 	return m, nil
@@ -474,30 +576,84 @@ func moreSpecific(a, b *matchRule) bool {
 	return false
 }
 
-// matchCollision names two routes that match some request in common with
-// neither more specific than the other, or whose identities overlap only
-// through a framework's equivalence (msg says which).
-type matchCollision struct {
-	a, b *matchRule
-	msg  string
+// CollisionKind says why two patterns collide.
+type CollisionKind uint8
+
+const (
+	// Overlap: both patterns match some request, and neither matches a
+	// strict subset of the other's requests ("/{x}/b" and "/a/{y}").
+	Overlap CollisionKind = iota
+	// Equal: the patterns match exactly the same requests after
+	// canonicalization ("/login" and "/LOGIN/").
+	Equal
+	// FormatSuffix: one pattern's final literal is the other's with a
+	// ".format" ("/login" and "/login.json"), which Rails and Spring route
+	// to one handler.
+	FormatSuffix
+	// FrontController: one pattern names a front controller script and
+	// is, without it, the other ("/login" and "/index.php/login").
+	FrontController
+	// NamesScript: the pattern names a front controller script but is
+	// matched without it (it does not set StrictFrontController), so it
+	// would never match. A and B are the same pattern.
+	NamesScript
+)
+
+// Collision is two patterns [Compile] refuses together: they match some
+// request in common with neither more specific than the other, or they
+// are one route through a framework's equivalence (Kind says which).
+type Collision struct {
+	Kind CollisionKind
+	// A and B are the patterns' indexes in the patterns given to
+	// Compile, A < B (A == B for NamesScript).
+	A, B int
+	// Script is, for NamesScript, the script's segment as the pattern
+	// spells it.
+	Script string
+	// NameA and NameB name the patterns (Pattern.Name, or the Path).
+	NameA, NameB string
 }
 
-func (c matchCollision) Error() string {
-	if c.msg != "" {
-		return c.msg
+func (c *Collision) Error() string {
+	switch c.Kind {
+	case NamesScript:
+		return fmt.Sprintf("route: pattern %q names the front controller %q, which requests are matched without (\"/%s/login\" is \"/login\"): write the path that follows it, or set StrictFrontController",
+			c.NameA, c.Script, c.Script)
+	case FormatSuffix:
+		return fmt.Sprintf("route: patterns %q and %q are one route for frameworks that read a final \".format\" (Rails, Spring): \"/login.json\" is \"/login\"; remove one, or set StrictFormat on the shorter one",
+			c.NameA, c.NameB)
+	case FrontController:
+		return fmt.Sprintf("route: patterns %q and %q are one route behind a PHP front controller (\"/index.php/login\" is \"/login\"); remove one",
+			c.NameA, c.NameB)
+	case Equal:
+		return fmt.Sprintf("route: patterns %q and %q match exactly the same requests (after canonicalization: letter case, trailing slash, method)", c.NameA, c.NameB)
 	}
-	if c.a.covers(c.b) && c.b.covers(c.a) {
-		return fmt.Sprintf("routes %q and %q match exactly the same requests (after canonicalization: letter case, trailing slash, method)", c.a.name, c.b.name)
-	}
-	return fmt.Sprintf("routes %q and %q both match some requests and neither is more specific", c.a.name, c.b.name)
+	return fmt.Sprintf("route: patterns %q and %q both match some requests and neither is more specific", c.NameA, c.NameB)
 }
 
-// frontControllers are the gateway-wide settings of the PHP front
-// controller equivalence: the script names and the routing query
-// parameters (see canon.Script and canon.QueryRoute).
-type frontControllers struct {
-	scripts []string
-	params  []string
+// Collisions are every collision of a set of patterns, in the order of
+// the patterns. errors.As finds a *Collision in it too.
+type Collisions []*Collision
+
+func (cs Collisions) Error() string {
+	if len(cs) == 1 {
+		return cs[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more collisions)", cs[0], len(cs)-1)
+}
+
+// Unwrap returns the collisions, for errors.Is and errors.As.
+func (cs Collisions) Unwrap() []error {
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		errs[i] = c
+	}
+	return errs
+}
+
+// collision is the Collision of a and b.
+func collision(k CollisionKind, a, b *matchRule) *Collision {
+	return &Collision{Kind: k, A: a.index, B: b.index, NameA: a.name, NameB: b.name}
 }
 
 // withoutSeg returns a copy of m without its fixed segment i.
@@ -553,25 +709,27 @@ func (m *matchRule) scriptSegment(scripts []string) int {
 	return -1
 }
 
-// matcher finds the route of a canonical request.
-type matcher struct {
+// Matcher finds the most specific pattern of a canonical request. It is
+// safe for concurrent use.
+type Matcher struct {
 	rules   []*matchRule // ordered: a rule precedes every rule it is more specific than
-	fc      frontControllers
+	fc      FrontControllers
 	scripts bool // some rule folds front controllers
 }
 
 // newMatcher orders rules by precedence. It returns every collision; a
 // matcher is only built when there is none.
-func newMatcher(rules []*matchRule, fc frontControllers) (*matcher, []matchCollision) {
-	var bad []matchCollision
+func newMatcher(rules []*matchRule, fc FrontControllers) (*Matcher, Collisions) {
+	var bad Collisions
 	n := len(rules)
-	mt := &matcher{fc: fc}
+	mt := &Matcher{fc: fc}
 	for _, r := range rules {
-		r.scriptSeg = r.scriptSegment(fc.scripts)
+		r.scriptSeg = r.scriptSegment(fc.Scripts)
 		switch {
 		case r.script && r.scriptSeg >= 0:
-			bad = append(bad, matchCollision{r, r, fmt.Sprintf("route %q: the path names the front controller %q, which requests are matched without (\"/%s/login\" is \"/login\"): write the path that follows it, or set match.strict_front_controller: true",
-				r.name, r.segs[r.scriptSeg].lit, r.segs[r.scriptSeg].lit)})
+			c := collision(NamesScript, r, r)
+			c.Script = r.segs[r.scriptSeg].lit
+			bad = append(bad, c)
 		case r.script:
 			mt.scripts = true
 		}
@@ -581,17 +739,15 @@ func newMatcher(rules []*matchRule, fc frontControllers) (*matcher, []matchColli
 			a, b := rules[i], rules[j]
 			switch {
 			case formatCollision(a, b), formatCollision(b, a):
-				bad = append(bad, matchCollision{a, b, fmt.Sprintf("routes %q and %q are one route for frameworks that read a final \".format\" (Rails, Spring): \"/login.json\" is \"/login\"; remove one, or set match.strict_format: true on the shorter one",
-					a.name, b.name)})
+				bad = append(bad, collision(FormatSuffix, a, b))
 				continue
 			case scriptCollision(a, b), scriptCollision(b, a):
-				bad = append(bad, matchCollision{a, b, fmt.Sprintf("routes %q and %q are one route behind a PHP front controller (\"/index.php/login\" is \"/login\"); remove one",
-					a.name, b.name)})
+				bad = append(bad, collision(FrontController, a, b))
 				continue
 			}
 		}
 	}
-	// before[i] lists the rules that must come after i.
+	// after[i] lists the rules that must come after i.
 	after := make([][]int, n)
 	indeg := make([]int, n)
 	for i := 0; i < n; i++ {
@@ -607,8 +763,10 @@ func newMatcher(rules []*matchRule, fc frontControllers) (*matcher, []matchColli
 			case moreSpecific(b, a):
 				after[j] = append(after[j], i)
 				indeg[i]++
+			case a.covers(b) && b.covers(a):
+				bad = append(bad, collision(Equal, a, b))
 			default:
-				bad = append(bad, matchCollision{a: a, b: b})
+				bad = append(bad, collision(Overlap, a, b))
 			}
 		}
 	}
@@ -634,37 +792,52 @@ func newMatcher(rules []*matchRule, fc frontControllers) (*matcher, []matchColli
 		if !progressed {
 			// "More specific" is a strict partial order, so this cannot
 			// happen; fail loudly rather than serve a wrong precedence.
-			panic("gateway: route precedence has a cycle")
+			panic("route: precedence has a cycle")
 		}
 	}
 	mt.rules = order
 	return mt, nil
 }
 
-// find returns the most specific rule matching the request, or nil, and
-// the flags of the path a PHP front controller would route the request
-// to (for refusing ambiguous encodings there too). method must be
-// upper-case and host canonical; query is the raw query string.
+// Match is the outcome of [Matcher.Lookup].
+type Match struct {
+	// Index is the most specific matching pattern's index in the
+	// patterns given to Compile, or -1 when no pattern matches.
+	Index int
+	// Flags are the flags of the request's canonical path and, when the
+	// pattern matched the path a PHP front controller routes the
+	// request to, of that path too. A caller refuses a request with
+	// canon.Ambiguous among them (an encoded "/", a backslash), unless
+	// its pattern opts in: frameworks disagree on what such a path is.
+	Flags canon.Flag
+}
+
+// Lookup returns the most specific pattern matching a request: its
+// method in upper case (strings.ToUpper does not allocate for a method
+// already upper-case), its canonical host ([canon.Host]), its canonical
+// path ([canon.Path] of the path the upstream will see) and its raw query
+// string (without the '?'; "" if none). It does not allocate, except for
+// a request naming a front controller script or routing query.
 //
 // A request through a front controller ("/index.php/login",
 // "/index.php?route=/login", "/?r=/login") goes to the most specific
-// rule that matches the path the framework routes to, among the rules
-// that fold front controllers, unless the request's own path is matched
-// by a rule naming the script itself (strict_front_controller). A
-// routing query that names two different paths is ambiguous:
-// canon.ErrInvalidPath.
-func (mt *matcher) find(method, host string, p canon.Result, query string) (*matchRule, canon.Flag, error) {
+// pattern that matches the path the framework routes to, among the
+// patterns without StrictFrontController, unless the request's own path
+// is matched by a pattern naming the script itself. A routing query that
+// names two different paths is ambiguous: the error is
+// canon.ErrInvalidPath, and the request is refused.
+func (mt *Matcher) Lookup(method, host string, p canon.Result, query string) (Match, error) {
 	var s splitReq
 	splitPath(p, &s)
 	raw := mt.first(method, host, &s, false)
 	if !mt.scripts {
-		return raw, 0, nil
+		return matchOf(raw, p.Flags), nil
 	}
-	fp, found, last := canon.Script(p, mt.fc.scripts)
+	fp, found, last := canon.Script(p, mt.fc.Scripts)
 	if query != "" && (last || p.Path == "/") {
-		qp, ok, err := canon.QueryRoute(query, mt.fc.params)
+		qp, ok, err := canon.QueryRoute(query, mt.fc.QueryParams)
 		if err != nil {
-			return nil, 0, err
+			return Match{Index: -1, Flags: p.Flags}, err
 		}
 		if ok {
 			prefix := fp.Path
@@ -679,19 +852,27 @@ func (mt *matcher) find(method, host string, p canon.Result, query string) (*mat
 		}
 	}
 	if !found || raw != nil && raw.scriptSeg >= 0 {
-		return raw, 0, nil
+		return matchOf(raw, p.Flags), nil
 	}
 	var fs splitReq
 	splitPath(fp, &fs)
 	if r := mt.first(method, host, &fs, true); r != nil {
-		return r, fp.Flags, nil
+		return matchOf(r, p.Flags|fp.Flags), nil
 	}
-	return raw, 0, nil
+	return matchOf(raw, p.Flags), nil
+}
+
+// matchOf is the Match of rule r (nil: none).
+func matchOf(r *matchRule, flags canon.Flag) Match {
+	if r == nil {
+		return Match{Index: -1, Flags: flags}
+	}
+	return Match{Index: r.index, Flags: flags}
 }
 
 // first returns the first rule in precedence order matching s; with
 // scripts, only among the rules that fold front controllers.
-func (mt *matcher) first(method, host string, s *splitReq, scripts bool) *matchRule {
+func (mt *Matcher) first(method, host string, s *splitReq, scripts bool) *matchRule {
 	for _, r := range mt.rules {
 		if scripts && !r.script {
 			continue

@@ -1,6 +1,7 @@
-package gateway
+package route
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,33 +9,24 @@ import (
 	"github.com/bulwarkhq/bulwark/canon"
 )
 
-// testFC are the default front controllers.
-var testFC = frontControllers{scripts: DefaultFrontControllerScripts, params: DefaultFrontControllerParams}
-
-type testRoute struct {
-	name, path, host string
-	methods          []string
-	opt              matchOptions
+// testMatcher is a Matcher with its patterns, to name what matched.
+type testMatcher struct {
+	*Matcher
+	patterns []Pattern
 }
 
-func buildMatcher(t testing.TB, routes []testRoute) *matcher {
+func buildMatcher(t testing.TB, patterns []Pattern) testMatcher {
 	t.Helper()
-	rules := make([]*matchRule, len(routes))
-	for i, r := range routes {
-		m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
-		if err != nil {
-			t.Fatalf("route %s: %v", r.name, err)
-		}
-		rules[i] = m
+	mt, err := Compile(patterns, DefaultFrontControllers())
+	if err != nil {
+		t.Fatal(err)
 	}
-	mt, bad := newMatcher(rules, testFC)
-	if len(bad) > 0 {
-		t.Fatalf("collisions: %v", bad)
-	}
-	return mt
+	return testMatcher{mt, patterns}
 }
 
-func lookup(t testing.TB, mt *matcher, method, host, target string) string {
+// lookup returns the name of the pattern matching a request, "none" or
+// "invalid".
+func lookup(t testing.TB, mt testMatcher, method, host, target string) string {
 	t.Helper()
 	raw, auth := canon.Target(target)
 	if auth != "" {
@@ -45,27 +37,38 @@ func lookup(t testing.TB, mt *matcher, method, host, target string) string {
 		return "invalid"
 	}
 	_, query, _ := strings.Cut(target, "?")
-	r, _, err := mt.find(strings.ToUpper(method), canon.Host(host), p, query)
+	m, err := mt.Lookup(strings.ToUpper(method), canon.Host(host), p, query)
 	if err != nil {
 		return "invalid"
 	}
-	if r == nil {
+	if m.Index < 0 {
 		return "none"
 	}
-	return r.name
+	return mt.patterns[m.Index].Name
+}
+
+// collisions returns the collisions Compile reports for patterns.
+func collisions(t *testing.T, patterns []Pattern, fc FrontControllers) Collisions {
+	t.Helper()
+	_, err := Compile(patterns, fc)
+	var cs Collisions
+	if err != nil && !errors.As(err, &cs) {
+		t.Fatalf("%v: %v, want collisions", patterns, err)
+	}
+	return cs
 }
 
 func TestMatchVariants(t *testing.T) {
-	mt := buildMatcher(t, []testRoute{
-		{name: "login", path: "/login", methods: []string{"POST"}},
-		{name: "admin", path: "/", host: "admin.example.com"},
-		{name: "exports", path: "/api/exports"},
-		{name: "api", path: "/api/"},
-		{name: "item", path: "/items/{id}"},
-		{name: "files", path: "/files/{p...}"},
-		{name: "root", path: "/{$}"},
-		{name: "strict", path: "/Exact", opt: matchOptions{caseSensitive: true, strictSlash: true}},
-		{name: "all", path: "/"},
+	mt := buildMatcher(t, []Pattern{
+		{Name: "login", Path: "/login", Methods: []string{"POST"}},
+		{Name: "admin", Path: "/", Host: "admin.example.com"},
+		{Name: "exports", Path: "/api/exports"},
+		{Name: "api", Path: "/api/"},
+		{Name: "item", Path: "/items/{id}"},
+		{Name: "files", Path: "/files/{p...}"},
+		{Name: "root", Path: "/{$}"},
+		{Name: "strict", Path: "/Exact", CaseSensitive: true, StrictSlash: true},
+		{Name: "all", Path: "/"},
 	})
 	for _, c := range []struct{ method, host, target, want string }{
 		{"POST", "x", "/login", "login"},
@@ -107,10 +110,10 @@ func TestMatchVariants(t *testing.T) {
 }
 
 func TestMatchStrictSlash(t *testing.T) {
-	mt := buildMatcher(t, []testRoute{
-		{name: "exact", path: "/a", opt: matchOptions{strictSlash: true}},
-		{name: "dir", path: "/a/", opt: matchOptions{strictSlash: true}},
-		{name: "root", path: "/{$}", opt: matchOptions{strictSlash: true}},
+	mt := buildMatcher(t, []Pattern{
+		{Name: "exact", Path: "/a", StrictSlash: true},
+		{Name: "dir", Path: "/a/", StrictSlash: true},
+		{Name: "root", Path: "/{$}", StrictSlash: true},
 	})
 	for target, want := range map[string]string{"/a": "exact", "/A": "exact", "/a/": "dir", "/a/b": "dir", "/": "root", "/b": "none"} {
 		if got := lookup(t, mt, "GET", "", target); got != want {
@@ -120,10 +123,10 @@ func TestMatchStrictSlash(t *testing.T) {
 }
 
 func TestMatchMethods(t *testing.T) {
-	mt := buildMatcher(t, []testRoute{
-		{name: "get", path: "/r", methods: []string{"GET"}},
-		{name: "post", path: "/r", methods: []string{"POST", "PUT"}},
-		{name: "any", path: "/r/x"},
+	mt := buildMatcher(t, []Pattern{
+		{Name: "get", Path: "/r", Methods: []string{"GET"}},
+		{Name: "post", Path: "/r", Methods: []string{"POST", "PUT"}},
+		{Name: "any", Path: "/r/x"},
 	})
 	for _, c := range []struct{ m, want string }{{"GET", "get"}, {"HEAD", "get"}, {"POST", "post"}, {"put", "post"}, {"DELETE", "none"}} {
 		if got := lookup(t, mt, c.m, "", "/r"); got != c.want {
@@ -135,14 +138,14 @@ func TestMatchMethods(t *testing.T) {
 // Precedence is the most specific route whatever the configuration
 // order: every permutation of a set of nested routes answers the same.
 func TestMatchOrderIndependent(t *testing.T) {
-	base := []testRoute{
-		{name: "a", path: "/"},
-		{name: "b", path: "/api/"},
-		{name: "c", path: "/api/v1/"},
-		{name: "d", path: "/api/v1/{id}"},
-		{name: "e", path: "/api/v1/special"},
-		{name: "f", path: "/api/v1/special", methods: []string{"POST"}},
-		{name: "g", path: "/", host: "h.example"},
+	base := []Pattern{
+		{Name: "a", Path: "/"},
+		{Name: "b", Path: "/api/"},
+		{Name: "c", Path: "/api/v1/"},
+		{Name: "d", Path: "/api/v1/{id}"},
+		{Name: "e", Path: "/api/v1/special"},
+		{Name: "f", Path: "/api/v1/special", Methods: []string{"POST"}},
+		{Name: "g", Path: "/", Host: "h.example"},
 	}
 	want := map[string]string{}
 	mt := buildMatcher(t, base)
@@ -155,7 +158,7 @@ func TestMatchOrderIndependent(t *testing.T) {
 	if want["POST /api/v1/special"] != "f" || want["GET /api/v1/special"] != "e" || want["GET /api/v1/9"] != "d" || want["GET h /api/x"] != "g" {
 		t.Fatalf("unexpected precedence: %v", want)
 	}
-	perm := append([]testRoute(nil), base...)
+	perm := append([]Pattern(nil), base...)
 	for k := 0; k < 50; k++ {
 		// A deterministic shuffle.
 		for i := range perm {
@@ -178,61 +181,50 @@ func TestMatchOrderIndependent(t *testing.T) {
 }
 
 func TestMatchCollisions(t *testing.T) {
-	for _, c := range [][]testRoute{
-		{{name: "a", path: "/login"}, {name: "b", path: "/LOGIN"}},
-		{{name: "a", path: "/login"}, {name: "b", path: "/login/{$}"}},
-		{{name: "a", path: "/items/{id}"}, {name: "b", path: "/items/{name}"}},
-		{{name: "a", path: "/{x}/b"}, {name: "b", path: "/a/{y}"}},
-		{{name: "a", path: "/x", methods: []string{"GET", "POST"}}, {name: "b", path: "/x", methods: []string{"POST", "PUT"}}},
+	for _, c := range [][]Pattern{
+		{{Name: "a", Path: "/login"}, {Name: "b", Path: "/LOGIN"}},
+		{{Name: "a", Path: "/login"}, {Name: "b", Path: "/login/{$}"}},
+		{{Name: "a", Path: "/items/{id}"}, {Name: "b", Path: "/items/{name}"}},
+		{{Name: "a", Path: "/{x}/b"}, {Name: "b", Path: "/a/{y}"}},
+		{{Name: "a", Path: "/x", Methods: []string{"GET", "POST"}}, {Name: "b", Path: "/x", Methods: []string{"POST", "PUT"}}},
 	} {
-		var rules []*matchRule
-		for i, r := range c {
-			m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules = append(rules, m)
-		}
-		if _, bad := newMatcher(rules, testFC); len(bad) != 1 {
+		if bad := collisions(t, c, DefaultFrontControllers()); len(bad) != 1 {
 			t.Errorf("%v: %d collisions reported, want 1", c, len(bad))
 		}
 	}
 	// Not collisions: one is more specific, or they are disjoint.
-	for _, c := range [][]testRoute{
-		{{name: "a", path: "/login", opt: matchOptions{caseSensitive: true}}, {name: "b", path: "/login"}},
-		{{name: "a", path: "/x", opt: matchOptions{strictSlash: true}}, {name: "b", path: "/x/", opt: matchOptions{strictSlash: true}}},
-		{{name: "a", path: "/x", methods: []string{"GET"}}, {name: "b", path: "/x", methods: []string{"POST"}}},
-		{{name: "a", path: "/x", methods: []string{"GET"}}, {name: "b", path: "/x"}},
-		{{name: "a", path: "/", host: "h"}, {name: "b", path: "/api/"}},
-		{{name: "a", path: "/x"}, {name: "b", path: "/x", opt: matchOptions{strictSlash: true}}},
+	for _, c := range [][]Pattern{
+		{{Name: "a", Path: "/login", CaseSensitive: true}, {Name: "b", Path: "/login"}},
+		{{Name: "a", Path: "/x", StrictSlash: true}, {Name: "b", Path: "/x/", StrictSlash: true}},
+		{{Name: "a", Path: "/x", Methods: []string{"GET"}}, {Name: "b", Path: "/x", Methods: []string{"POST"}}},
+		{{Name: "a", Path: "/x", Methods: []string{"GET"}}, {Name: "b", Path: "/x"}},
+		{{Name: "a", Path: "/", Host: "h"}, {Name: "b", Path: "/api/"}},
+		{{Name: "a", Path: "/x"}, {Name: "b", Path: "/x", StrictSlash: true}},
 	} {
-		var rules []*matchRule
-		for i, r := range c {
-			m, _ := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
-			rules = append(rules, m)
-		}
-		if _, bad := newMatcher(rules, testFC); len(bad) != 0 {
+		if bad := collisions(t, c, DefaultFrontControllers()); len(bad) != 0 {
 			t.Errorf("%v: unexpected collisions %v", c, bad)
 		}
 	}
 }
 
-func TestCompileMatchErrors(t *testing.T) {
+func TestCompileErrors(t *testing.T) {
 	for _, p := range []string{"", "login", "/a//b", "/a/./b", "/a/../b", "/a%2Fb", "/a;b", "/a\\b", "/{x", "/x{y}", "/{x}/{x}", "/{p...}/z", "/{$}/x", "/{9}", "/a b"} {
-		if _, err := compileMatch(0, "r", p, "", nil, matchOptions{}); err == nil {
-			t.Errorf("pattern %q accepted", p)
+		_, err := Compile([]Pattern{{Name: "ok", Path: "/"}, {Name: "r", Path: p}}, FrontControllers{})
+		var pe *PatternError
+		if !errors.As(err, &pe) || pe.Index != 1 || pe.Name != "r" || pe.Path != p || pe.Reason == "" {
+			t.Errorf("pattern %q: %v, want a *PatternError naming it", p, err)
 		}
 	}
 }
 
 // fiftyRoutes is a realistic API surface for the benchmark.
-func fiftyRoutes() []testRoute {
-	var rs []testRoute
+func fiftyRoutes() []Pattern {
+	var rs []Pattern
 	for i := 0; i < 24; i++ {
-		rs = append(rs, testRoute{name: fmt.Sprintf("r%d", i), path: fmt.Sprintf("/api/v1/resource%d/{id}", i)})
-		rs = append(rs, testRoute{name: fmt.Sprintf("c%d", i), path: fmt.Sprintf("/api/v1/resource%d", i), methods: []string{"POST"}})
+		rs = append(rs, Pattern{Name: fmt.Sprintf("r%d", i), Path: fmt.Sprintf("/api/v1/resource%d/{id}", i)})
+		rs = append(rs, Pattern{Name: fmt.Sprintf("c%d", i), Path: fmt.Sprintf("/api/v1/resource%d", i), Methods: []string{"POST"}})
 	}
-	rs = append(rs, testRoute{name: "login", path: "/login", methods: []string{"POST"}}, testRoute{name: "all", path: "/"})
+	rs = append(rs, Pattern{Name: "login", Path: "/login", Methods: []string{"POST"}}, Pattern{Name: "all", Path: "/"})
 	return rs
 }
 
@@ -250,7 +242,7 @@ func BenchmarkMatch50(b *testing.B) {
 			for b.Loop() {
 				raw, _ := canon.Target(c.target)
 				p, _ := canon.Path(raw)
-				if r, _, _ := mt.find("GET", canon.Host("api.example.com"), p, ""); r == nil {
+				if m, _ := mt.Lookup("GET", canon.Host("api.example.com"), p, ""); m.Index < 0 {
 					b.Fatal("no match")
 				}
 			}
@@ -263,7 +255,7 @@ func TestNoRaceMatchCanonicalNoAlloc(t *testing.T) {
 	n := testing.AllocsPerRun(200, func() {
 		raw, _ := canon.Target("/api/v1/resource23/42?x=1")
 		p, _ := canon.Path(raw)
-		if r, _, _ := mt.find("GET", canon.Host("api.example.com:443"), p, "x=1"); r == nil {
+		if m, _ := mt.Lookup("GET", canon.Host("api.example.com:443"), p, "x=1"); m.Index < 0 {
 			panic("no match")
 		}
 	})
@@ -276,7 +268,7 @@ func TestNoRaceMatchCanonicalNoAlloc(t *testing.T) {
 // EqualFold) treat as equal to an ASCII letter still match: "ſ" (long s)
 // folds to "s", "K" (Kelvin sign) to "k".
 func TestMatchUnicodeFold(t *testing.T) {
-	mt := buildMatcher(t, []testRoute{{name: "keys", path: "/keys/{id}"}, {name: "all", path: "/"}})
+	mt := buildMatcher(t, []Pattern{{Name: "keys", Path: "/keys/{id}"}, {Name: "all", Path: "/"}})
 	for _, target := range []string{"/keys/1", "/KEYS/1", "/\u212Aey\u017F/1", "/%E2%84%AAeys/1"} {
 		if got := lookup(t, mt, "GET", "", target); got != "keys" {
 			t.Errorf("%q → %s, want keys", target, got)
@@ -288,15 +280,15 @@ func TestMatchUnicodeFold(t *testing.T) {
 // ".format" suffix, and a PHP front controller's path info and routing
 // query parameters. Each route opts out on its own.
 func TestMatchFrameworkEquivalences(t *testing.T) {
-	mt := buildMatcher(t, []testRoute{
-		{name: "login", path: "/login", methods: []string{"POST"}},
-		{name: "item", path: "/items/{id}"},
-		{name: "blog-login", path: "/blog/login"},
-		{name: "export", path: "/export", opt: matchOptions{strictFormat: true}},
-		{name: "legacy", path: "/legacy", opt: matchOptions{strictScript: true}},
-		{name: "php-admin", path: "/index.php/admin", opt: matchOptions{strictScript: true}},
-		{name: "root", path: "/{$}"},
-		{name: "all", path: "/"},
+	mt := buildMatcher(t, []Pattern{
+		{Name: "login", Path: "/login", Methods: []string{"POST"}},
+		{Name: "item", Path: "/items/{id}"},
+		{Name: "blog-login", Path: "/blog/login"},
+		{Name: "export", Path: "/export", StrictFormat: true},
+		{Name: "legacy", Path: "/legacy", StrictFrontController: true},
+		{Name: "php-admin", Path: "/index.php/admin", StrictFrontController: true},
+		{Name: "root", Path: "/{$}"},
+		{Name: "all", Path: "/"},
 	})
 	for _, c := range []struct{ method, target, want string }{
 		{"POST", "/login", "login"},
@@ -338,27 +330,19 @@ func TestMatchFrameworkEquivalences(t *testing.T) {
 // reported, with what to do about it.
 func TestMatchEquivalenceCollisions(t *testing.T) {
 	for _, c := range []struct {
-		routes []testRoute
+		routes []Pattern
 		want   string // "" = accepted
 	}{
-		{[]testRoute{{name: "a", path: "/login"}, {name: "b", path: "/login.json"}}, "strict_format"},
-		{[]testRoute{{name: "a", path: "/api/login.json"}, {name: "b", path: "/api/LOGIN"}}, "strict_format"},
-		{[]testRoute{{name: "a", path: "/login", opt: matchOptions{strictFormat: true}}, {name: "b", path: "/login.json"}}, ""},
-		{[]testRoute{{name: "a", path: "/login", methods: []string{"GET"}}, {name: "b", path: "/login.json", methods: []string{"POST"}}}, ""},
-		{[]testRoute{{name: "a", path: "/index.php/login"}}, "strict_front_controller"},
-		{[]testRoute{{name: "a", path: "/login"}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, "front controller"},
-		{[]testRoute{{name: "a", path: "/"}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, ""},
-		{[]testRoute{{name: "a", path: "/login", opt: matchOptions{strictScript: true}}, {name: "b", path: "/index.php/login", opt: matchOptions{strictScript: true}}}, ""},
+		{[]Pattern{{Name: "a", Path: "/login"}, {Name: "b", Path: "/login.json"}}, "StrictFormat"},
+		{[]Pattern{{Name: "a", Path: "/api/login.json"}, {Name: "b", Path: "/api/LOGIN"}}, "StrictFormat"},
+		{[]Pattern{{Name: "a", Path: "/login", StrictFormat: true}, {Name: "b", Path: "/login.json"}}, ""},
+		{[]Pattern{{Name: "a", Path: "/login", Methods: []string{"GET"}}, {Name: "b", Path: "/login.json", Methods: []string{"POST"}}}, ""},
+		{[]Pattern{{Name: "a", Path: "/index.php/login"}}, "StrictFrontController"},
+		{[]Pattern{{Name: "a", Path: "/login"}, {Name: "b", Path: "/index.php/login", StrictFrontController: true}}, "front controller"},
+		{[]Pattern{{Name: "a", Path: "/"}, {Name: "b", Path: "/index.php/login", StrictFrontController: true}}, ""},
+		{[]Pattern{{Name: "a", Path: "/login", StrictFrontController: true}, {Name: "b", Path: "/index.php/login", StrictFrontController: true}}, ""},
 	} {
-		var rules []*matchRule
-		for i, r := range c.routes {
-			m, err := compileMatch(i, r.name, r.path, r.host, r.methods, r.opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules = append(rules, m)
-		}
-		_, bad := newMatcher(rules, testFC)
+		bad := collisions(t, c.routes, DefaultFrontControllers())
 		switch {
 		case c.want == "" && len(bad) > 0:
 			t.Errorf("%v: unexpected %v", c.routes, bad)
@@ -367,8 +351,7 @@ func TestMatchEquivalenceCollisions(t *testing.T) {
 		}
 	}
 	// Without front controllers configured, a script is a plain segment.
-	m, _ := compileMatch(0, "a", "/index.php/login", "", nil, matchOptions{})
-	if _, bad := newMatcher([]*matchRule{m}, frontControllers{}); len(bad) != 0 {
+	if bad := collisions(t, []Pattern{{Name: "a", Path: "/index.php/login"}}, FrontControllers{}); len(bad) != 0 {
 		t.Errorf("no scripts configured: %v", bad)
 	}
 }
