@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +50,49 @@ func testInvalidPathOnMatchedRoute(t *testing.T) {
 				t.Fatal("reached the upstream's login handler")
 			}
 		})
+	}
+}
+
+// match.allow_unsafe_encoding serves ambiguous encodings on its own
+// route only: the same encoding is refused on the routes beside it.
+func TestAllowUnsafeEncodingPerRoute(t *testing.T) { engines(t, testAllowUnsafeEncodingPerRoute) }
+
+func testAllowUnsafeEncodingPerRoute(t *testing.T) {
+	tg := startGateway(t, `
+upstreams:
+  - {name: login, targets: ["{{LOGIN}}"]}
+  - {name: admin, targets: ["{{ADMIN}}"]}
+  - {name: all, targets: ["{{ALL}}"]}
+routes:
+  - {name: login, match: {path: /login.php}, upstream: login}
+  - {name: admin, match: {path: /admin/, allow_unsafe_encoding: true}, upstream: admin}
+  - {name: all, match: {path: /}, upstream: all}
+control: {enabled: false}
+`, routeUpstreams(t), gwOpts{})
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, x := range []struct{ target, route string }{
+		{"/admin/a%2Fb", "admin"},
+		{"/ADMIN/a%5Cb", "admin"},
+		{"/admin/x", "admin"},
+		{"/login.php%2F", ""},
+		{"/x%2Fy", ""},
+		{"/x", "all"},
+	} {
+		req, err := http.NewRequest("GET", tg.url+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.Opaque = x.target
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		got := res.Header.Get("X-Route")
+		if x.route == "" && (res.StatusCode != http.StatusBadRequest || problemCode(body) != "invalid_path") ||
+			x.route != "" && (res.StatusCode != http.StatusOK || got != x.route) {
+			t.Errorf("%s: %d, route %q %s; want route %q (\"\": 400 invalid_path)", x.target, res.StatusCode, got, body, x.route)
+		}
 	}
 }

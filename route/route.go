@@ -115,6 +115,7 @@ type PatternError struct {
 	Reason string // what is wrong, in a phrase
 }
 
+// Error names the pattern and says what is wrong with it.
 func (e *PatternError) Error() string {
 	return fmt.Sprintf("route: pattern %q (%q): %s", e.Name, e.Path, e.Reason)
 }
@@ -179,7 +180,7 @@ type matchRule struct {
 	format  bool     // a final literal "x" also matches "x.<format>" (Rails, Spring)
 	script  bool     // also matched on the path a PHP front controller routes to
 	// scriptSeg is the index of the first segment naming a front
-	// controller script (a route with strict_front_controller only), or -1.
+	// controller script (a StrictFrontController pattern only), or -1.
 	scriptSeg int
 }
 
@@ -584,7 +585,7 @@ const (
 	// strict subset of the other's requests ("/{x}/b" and "/a/{y}").
 	Overlap CollisionKind = iota
 	// Equal: the patterns match exactly the same requests after
-	// canonicalization ("/login" and "/LOGIN/").
+	// canonicalization ("/login" and "/LOGIN").
 	Equal
 	// FormatSuffix: one pattern's final literal is the other's with a
 	// ".format" ("/login" and "/login.json"), which Rails and Spring route
@@ -614,6 +615,7 @@ type Collision struct {
 	NameA, NameB string
 }
 
+// Error names both patterns and says what to do about them.
 func (c *Collision) Error() string {
 	switch c.Kind {
 	case NamesScript:
@@ -635,11 +637,12 @@ func (c *Collision) Error() string {
 // the patterns. errors.As finds a *Collision in it too.
 type Collisions []*Collision
 
+// Error is the first collision's, with how many more there are.
 func (cs Collisions) Error() string {
 	if len(cs) == 1 {
 		return cs[0].Error()
 	}
-	return fmt.Sprintf("%v (and %d more collisions)", cs[0], len(cs)-1)
+	return fmt.Sprintf("%v (and %d more)", cs[0], len(cs)-1)
 }
 
 // Unwrap returns the collisions, for errors.Is and errors.As.
@@ -665,7 +668,7 @@ func (m *matchRule) withoutSeg(i int) *matchRule {
 }
 
 // formatCollision reports whether b's final literal is "x.<format>"
-// where a's is "x", a folding the format, both routes otherwise
+// where a's is "x", a folding the format, both patterns otherwise
 // overlapping: a framework routes b's path to a's handler, so b would
 // take a's requests away from its policies.
 func formatCollision(a, b *matchRule) bool {
@@ -683,10 +686,10 @@ func formatCollision(a, b *matchRule) bool {
 	return a.overlaps(&c)
 }
 
-// scriptCollision reports whether b (a route matched without the front
+// scriptCollision reports whether b (a pattern matched without the front
 // controller equivalence whose path names a script) is, without its
-// script, a route a matches through the equivalence, and a is not plainly
-// broader: the two routes would claim one request identity.
+// script, a pattern a matches through the equivalence, and a is not
+// plainly broader: the two patterns would claim one request identity.
 func scriptCollision(a, b *matchRule) bool {
 	if !a.script || b.scriptSeg < 0 {
 		return false

@@ -355,3 +355,104 @@ func TestMatchEquivalenceCollisions(t *testing.T) {
 		t.Errorf("no scripts configured: %v", bad)
 	}
 }
+
+// Every collision names both patterns by index and says what kind it is;
+// errors.As finds one *Collision in the Collisions too.
+func TestCollisionKinds(t *testing.T) {
+	for _, c := range []struct {
+		patterns []Pattern
+		want     Collision
+	}{
+		{[]Pattern{{Name: "a", Path: "/login"}, {Name: "b", Path: "/LOGIN"}}, Collision{Kind: Equal, A: 0, B: 1, NameA: "a", NameB: "b"}},
+		{[]Pattern{{Name: "a", Path: "/{x}/b"}, {Name: "b", Path: "/a/{y}"}}, Collision{Kind: Overlap, A: 0, B: 1, NameA: "a", NameB: "b"}},
+		{[]Pattern{{Path: "/x"}, {Name: "a", Path: "/login.json"}, {Name: "b", Path: "/login"}}, Collision{Kind: FormatSuffix, A: 1, B: 2, NameA: "a", NameB: "b"}},
+		{[]Pattern{{Name: "a", Path: "/login"}, {Path: "/index.php/login", StrictFrontController: true}}, Collision{Kind: FrontController, A: 0, B: 1, NameA: "a", NameB: "/index.php/login"}},
+		{[]Pattern{{Name: "a", Path: "/Index.php/login"}}, Collision{Kind: NamesScript, A: 0, B: 0, Script: "Index.php", NameA: "a", NameB: "a"}},
+	} {
+		_, err := Compile(c.patterns, DefaultFrontControllers())
+		cs, ok := errors.AsType[Collisions](err)
+		if !ok || len(cs) != 1 || *cs[0] != c.want {
+			t.Errorf("%v: %v, want %+v", c.patterns, err, c.want)
+			continue
+		}
+		if one, ok := errors.AsType[*Collision](err); !ok || one != cs[0] {
+			t.Errorf("%v: errors.As finds %v, want the collision", c.patterns, one)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "route: ") || !strings.Contains(msg, c.want.NameA) {
+			t.Errorf("%v: message %q", c.patterns, msg)
+		}
+	}
+	// Several collisions are all reported, the message counting the rest.
+	_, err := Compile([]Pattern{{Path: "/a"}, {Path: "/A"}, {Path: "/{x}/b"}, {Path: "/a/{y}"}}, FrontControllers{})
+	if cs, ok := errors.AsType[Collisions](err); !ok || len(cs) != 2 || !strings.HasSuffix(err.Error(), "(and 1 more)") {
+		t.Errorf("two collisions: %v", err)
+	}
+}
+
+// Compile keeps its own copy of the front controller lists: a caller
+// changing its slices afterwards changes nothing.
+func TestCompileCopiesFrontControllers(t *testing.T) {
+	fc := DefaultFrontControllers()
+	mt := buildMatcher(t, []Pattern{{Name: "login", Path: "/login"}, {Name: "all", Path: "/"}})
+	mt.Matcher, _ = Compile(mt.patterns, fc)
+	fc.Scripts[0], fc.QueryParams[0] = "other.php", "other"
+	for target, want := range map[string]string{"/index.php/login": "login", "/index.php?route=/login": "login"} {
+		if got := lookup(t, mt, "GET", "", target); got != want {
+			t.Errorf("%s → %s, want %s", target, got, want)
+		}
+	}
+}
+
+// A lookup reports the flags of the path it matched on: the request's
+// own, and those of the path a front controller routes to.
+func TestLookupFlags(t *testing.T) {
+	mt := buildMatcher(t, []Pattern{{Name: "login", Path: "/login"}, {Name: "all", Path: "/"}})
+	for _, c := range []struct {
+		target    string
+		ambiguous bool
+	}{
+		{"/login", false},
+		{"/login%2F", true},
+		{"/nowhere%5C", true},
+		{"/index.php?route=/login%5C", true}, // a backslash, after decoding
+		{"/index.php?route=/login", false},
+	} {
+		raw, query, _ := strings.Cut(c.target, "?")
+		p, err := canon.Path(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := mt.Lookup("GET", "", p, query)
+		if err != nil || m.Index < 0 {
+			t.Fatalf("%s: %+v, %v", c.target, m, err)
+		}
+		if got := m.Flags&canon.Ambiguous != 0; got != c.ambiguous {
+			t.Errorf("%s: flags %v, ambiguous %v, want %v", c.target, m.Flags, got, c.ambiguous)
+		}
+	}
+}
+
+// BenchmarkLookup is the lookup alone among 50 patterns, on paths
+// already canonical: it does not allocate.
+func BenchmarkLookup(b *testing.B) {
+	mt := buildMatcher(b, fiftyRoutes())
+	for _, c := range []struct{ name, target string }{
+		{"first", "/api/v1/resource0/42"},
+		{"last", "/api/v1/resource23/42"},
+		{"fallthrough", "/static/app.js"},
+	} {
+		p, err := canon.Path(c.target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		host := canon.Host("api.example.com")
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if m, _ := mt.Lookup("GET", host, p, ""); m.Index < 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
