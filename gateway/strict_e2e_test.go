@@ -58,17 +58,11 @@ func testInvalidPathOnMatchedRoute(t *testing.T) {
 func TestAllowUnsafeEncodingPerRoute(t *testing.T) { engines(t, testAllowUnsafeEncodingPerRoute) }
 
 func testAllowUnsafeEncodingPerRoute(t *testing.T) {
-	tg := startGateway(t, `
-upstreams:
-  - {name: login, targets: ["{{LOGIN}}"]}
-  - {name: admin, targets: ["{{ADMIN}}"]}
-  - {name: all, targets: ["{{ALL}}"]}
-routes:
-  - {name: login, match: {path: /login.php}, upstream: login}
-  - {name: admin, match: {path: /admin/, allow_unsafe_encoding: true}, upstream: admin}
-  - {name: all, match: {path: /}, upstream: all}
-control: {enabled: false}
-`, routeUpstreams(t), gwOpts{})
+	yaml := strings.Replace(targetRoutesConfig, "{path: /admin/}", "{path: /admin/, allow_unsafe_encoding: true}", 1)
+	if yaml == targetRoutesConfig {
+		t.Fatal("setup: targetRoutesConfig has no /admin/ route")
+	}
+	tg := startGateway(t, yaml, routeUpstreams(t), gwOpts{})
 	c := &http.Client{Timeout: 10 * time.Second}
 	for _, x := range []struct{ target, route string }{
 		{"/admin/a%2Fb", "admin"},
