@@ -117,9 +117,7 @@ func newRLSCollector(s *rls.Server) *rlsCollector {
 func (c *rlsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.requests }
 
 func (c *rlsCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.Stats()
-	for r, v := range map[string]uint64{"requests": st.Requests, "invalid": st.Invalid, "unknown_domain": st.UnknownDomain,
-		"unmatched": st.Unmatched, "ok": st.OK, "over_limit": st.OverLimit, "shadow": st.Shadow} {
+	c.s.Stats().Each(func(r string, v uint64) {
 		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), r)
-	}
+	})
 }

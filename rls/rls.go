@@ -120,7 +120,7 @@ type Server struct {
 }
 
 type counters struct {
-	requests, invalid, unknownDomain, unmatched, ok, overLimit, shadow, quota, replaced atomic.Uint64
+	requests, invalid, unknownDomain, unmatched, unlimited, ok, overLimit, shadow, quota, replaced atomic.Uint64
 }
 
 // Stats are cumulative counters since New.
@@ -128,14 +128,33 @@ type Stats struct {
 	// Requests counts calls; Invalid the malformed ones (nothing counted).
 	Requests, Invalid uint64
 	// UnknownDomain counts requests for a domain not configured;
-	// Unmatched descriptors that matched no limit (or an unlimited one).
-	UnknownDomain, Unmatched uint64
+	// Unmatched descriptors that matched no limit, Unlimited those whose
+	// limit is unlimited.
+	UnknownDomain, Unmatched, Unlimited uint64
 	// OK and OverLimit count limited descriptors by outcome; Shadow those
 	// over the limit in shadow mode (answered OK).
 	OK, OverLimit, Shadow uint64
 	// Quota counts descriptors over the limit in quota_mode (answered
-	// OK); Replaced limits dropped by another's replaces.
+	// OK); Replaced limits dropped by another's replaces. Each
+	// descriptor of a valid request is counted once, in one of
+	// Unmatched, Unlimited, OK, OverLimit, Shadow, Quota and Replaced.
 	Quota, Replaced uint64
+}
+
+// Each calls f with every counter of s and its name as a metric label
+// (a fixed word: requests, invalid, unknown_domain, unmatched,
+// unlimited, ok, over_limit, shadow, quota, replaced).
+func (s Stats) Each(f func(result string, n uint64)) {
+	f("requests", s.Requests)
+	f("invalid", s.Invalid)
+	f("unknown_domain", s.UnknownDomain)
+	f("unmatched", s.Unmatched)
+	f("unlimited", s.Unlimited)
+	f("ok", s.OK)
+	f("over_limit", s.OverLimit)
+	f("shadow", s.Shadow)
+	f("quota", s.Quota)
+	f("replaced", s.Replaced)
 }
 
 type snapshot struct {
@@ -366,7 +385,7 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 func (s *Server) Stats() Stats {
 	c := &s.c
 	return Stats{Requests: c.requests.Load(), Invalid: c.invalid.Load(), UnknownDomain: c.unknownDomain.Load(),
-		Unmatched: c.unmatched.Load(), OK: c.ok.Load(), OverLimit: c.overLimit.Load(), Shadow: c.shadow.Load(),
+		Unmatched: c.unmatched.Load(), Unlimited: c.unlimited.Load(), OK: c.ok.Load(), OverLimit: c.overLimit.Load(), Shadow: c.shadow.Load(),
 		Quota: c.quota.Load(), Replaced: c.replaced.Load()}
 }
 
@@ -459,8 +478,9 @@ type target struct {
 	hits int64
 	// cost: the caller stated the hits (hits_addend), so they count even
 	// over the limit (a report of a cost already incurred).
-	cost bool
-	key  string
+	cost     bool
+	replaced bool
+	key      string
 }
 
 // ShouldRateLimit implements the RateLimitService.
@@ -517,7 +537,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	for i := range ts {
 		t := &ts[i]
 		if t.r != nil && t.r.name != "" && replacing[t.r.name] {
-			t.r = nil // replaced: neither counted nor reported
+			t.r, t.replaced = nil, true // neither counted nor reported
 			s.c.replaced.Add(1)
 		}
 		if t.r != nil && t.r.lim != nil {
@@ -572,13 +592,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		t := &ts[i]
 		switch {
 		case t.r == nil:
-			s.c.unmatched.Add(1)
+			if !t.replaced {
+				s.c.unmatched.Add(1)
+			}
 			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 			continue
 		case t.r.unlimited:
 			// As envoyproxy/ratelimit: OK, no current limit, the most
 			// that can remain.
-			s.c.unmatched.Add(1)
+			s.c.unlimited.Add(1)
 			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 			continue
 		}
