@@ -7,6 +7,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/keyed"
 )
 
 // Guards is the connection-level protection in front of every request
@@ -55,6 +56,8 @@ func (c *Config) validateGuards(f *fieldErrs) {
 		return
 	}
 	gc := c.guardConfig()
+	// conns.networks is client_ip.networks, reported there, once.
+	gc.Conns.Networks = keyed.NetworkBudget{}
 	f.sub("guards", gc.Validate())
 	// An HTTP/2 header block the frame guard cuts must be larger than
 	// any the host would answer 431 for: oversized headers get their

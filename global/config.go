@@ -218,7 +218,7 @@ func (c Config) Validate() error {
 	f.Int("max_batch", int64(c.MaxBatch), 1, MaxMaxBatch)
 	f.Duration("heartbeat", c.Heartbeat, MinHeartbeat, MaxHeartbeat)
 	f.Duration("summary", c.Summary, MinSummary, MaxSummary)
-	f.Sub("networks", c.Networks.Validate())
+	f.Sub("networks", c.Networks.WithDefaults().Validate())
 	if c.NetworkWindow < 0 {
 		f.Add("network_window", "%s is negative", conf.FormatDuration(c.NetworkWindow))
 	}

@@ -360,7 +360,7 @@ func (c Config) Validate() error {
 	f.Int("conns.accept_burst_per_addr", int64(n.AcceptBurstPerAddr), 1, 1e6)
 	f.Int("conns.addr_table_capacity", int64(n.AddrTableCapacity), 16, keyed.MaxCapacity)
 	f.Int("conns.ipv6_prefix", int64(n.IPv6Prefix), 16, 128)
-	f.Sub("conns.networks", n.Networks.Validate())
+	f.Sub("conns.networks", n.Networks.WithDefaults().Validate())
 	if n.MaxIncompletePerAddr > n.MaxPerAddr && n.MaxPerAddr >= 1 {
 		f.Add("conns.max_incomplete_per_addr", "%d must not exceed conns.max_per_addr %d", n.MaxIncompletePerAddr, n.MaxPerAddr)
 	}

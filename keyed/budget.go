@@ -38,10 +38,11 @@ const (
 // NetworkBudget configures a [Budget]. The zero value is off. Its yaml
 // tags are the keys of the gateway's client_ip.networks section.
 //
-// Unlike most configuration types, a zero prefix length is valid as it
-// is and means the default: a NetworkBudget is also a non-key field of
-// other layers' configurations (shield, ratelimit, login, global,
-// guard), whose Validate checks it as set there, often as {Share: s}.
+// Validate checks the values as they are, so a zero prefix length is out
+// of range; [NewBudget] and [NewLiveBudget] apply WithDefaults first, and
+// the configurations that hold a NetworkBudget as a non-key field
+// (shield, ratelimit, login, global, guard), often as {Share: s},
+// validate it with its defaults filled in.
 type NetworkBudget struct {
 	// Share (share) is the part of the table one network may fill with
 	// new keys within one entry lifetime, in [0, 1]; 0 turns the budget
@@ -49,8 +50,8 @@ type NetworkBudget struct {
 	Share float64 `yaml:"share"`
 	// IPv4Prefix (ipv4_prefix) and IPv6Prefix (ipv6_prefix) are the
 	// prefix lengths of a network, in [MinIPv4Prefix, 32] and
-	// [MinIPv6Prefix, 128]; 0 means DefaultIPv4Prefix (24) and
-	// DefaultIPv6Prefix (48).
+	// [MinIPv6Prefix, 128]; WithDefaults turns 0 into DefaultIPv4Prefix
+	// (24) and DefaultIPv6Prefix (48).
 	IPv4Prefix int `yaml:"ipv4_prefix"`
 	IPv6Prefix int `yaml:"ipv6_prefix"`
 }
@@ -67,27 +68,22 @@ func (nb NetworkBudget) WithDefaults() NetworkBudget {
 	return nb
 }
 
-// Validate reports every setting out of range by key (a zero prefix
-// length is the default, not out of range). The error is a conf.Errors
+// Validate reports every setting out of range by key, as it is (a zero
+// prefix length is out of range: apply WithDefaults first for it to mean
+// the default), even when the budget is off. The error is a conf.Errors
 // wrapping ErrInvalidConfig.
 func (nb NetworkBudget) Validate() error {
 	f := conf.Check{Kind: ErrInvalidConfig}
 	f.Float("share", nb.Share, 0, 1)
-	if nb.IPv4Prefix != 0 {
-		f.Int("ipv4_prefix", int64(nb.IPv4Prefix), MinIPv4Prefix, 32)
-	}
-	if nb.IPv6Prefix != 0 {
-		f.Int("ipv6_prefix", int64(nb.IPv6Prefix), MinIPv6Prefix, 128)
-	}
+	f.Int("ipv4_prefix", int64(nb.IPv4Prefix), MinIPv4Prefix, 32)
+	f.Int("ipv6_prefix", int64(nb.IPv6Prefix), MinIPv6Prefix, 128)
 	return f.Err()
 }
 
-// resolve returns nb validated, with its defaults.
+// resolve returns nb with its defaults, validated.
 func (nb NetworkBudget) resolve() (NetworkBudget, error) {
-	if err := nb.Validate(); err != nil {
-		return nb, err
-	}
-	return nb.WithDefaults(), nil
+	nb = nb.WithDefaults()
+	return nb, nb.Validate()
 }
 
 // Budget admits new keys of a table per network: at most Share ×

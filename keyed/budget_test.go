@@ -158,7 +158,7 @@ func TestNetworkBudgetValidate(t *testing.T) {
 		// Off, but still a mistake.
 		{NetworkBudget{IPv4Prefix: 33, IPv6Prefix: 15}, "keyed: invalid config: ipv4_prefix: 33 out of range [8, 32]; ipv6_prefix: 15 out of range [16, 128]"},
 	} {
-		err := tt.nb.Validate()
+		err := tt.nb.WithDefaults().Validate()
 		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want %s", tt.nb, err, tt.want)
 		}
@@ -166,11 +166,23 @@ func TestNetworkBudgetValidate(t *testing.T) {
 			t.Errorf("NewBudget(%+v) = %v, %v", tt.nb, b, err)
 		}
 	}
-	// A zero prefix length is the default, as it is and once filled in.
-	for _, nb := range []NetworkBudget{{}, {Share: 0.1}, {Share: 1, IPv4Prefix: 32, IPv6Prefix: 128}} {
-		if err := nb.Validate(); err != nil {
-			t.Errorf("%+v: %v", nb, err)
+	// A zero prefix length is out of range as it is (a file's explicit
+	// 0), and the default once WithDefaults filled it in, which the
+	// constructors do.
+	for _, nb := range []NetworkBudget{{}, {Share: 0.1}} {
+		want := "keyed: invalid config: ipv4_prefix: 0 out of range [8, 32]; ipv6_prefix: 0 out of range [16, 128]"
+		if err := nb.Validate(); err == nil || err.Error() != want {
+			t.Errorf("%+v: %v, want %s", nb, err, want)
 		}
+		if err := nb.WithDefaults().Validate(); err != nil {
+			t.Errorf("%+v with defaults: %v", nb, err)
+		}
+		if _, err := NewBudget(nb, 10, time.Second); err != nil {
+			t.Errorf("NewBudget(%+v): %v", nb, err)
+		}
+	}
+	if err := (NetworkBudget{Share: 1, IPv4Prefix: 32, IPv6Prefix: 128}).Validate(); err != nil {
+		t.Error(err)
 	}
 	if d := (NetworkBudget{Share: 0.1}).WithDefaults(); d != (NetworkBudget{Share: 0.1, IPv4Prefix: DefaultIPv4Prefix, IPv6Prefix: DefaultIPv6Prefix}) {
 		t.Errorf("WithDefaults = %+v", d)

@@ -99,7 +99,7 @@ func Validate(g limit.GCRA, o Options) error {
 	if o.ScanLimit < 0 || o.ScanLimit > keyed.MaxScanLimit {
 		errs = append(errs, fmt.Errorf("%w: ScanLimit %d out of range [1, %d] (0 means %d)", ErrInvalidConfig, o.ScanLimit, keyed.MaxScanLimit, keyed.DefaultScanLimit))
 	}
-	if err := o.Networks.Validate(); err != nil {
+	if err := o.Networks.WithDefaults().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: Networks: %v", ErrInvalidConfig, err))
 	}
 	if !validPolicy(o.Policy) {

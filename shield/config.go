@@ -140,7 +140,7 @@ func (c Config) Validate() error {
 	f.Int("global", int64(c.Global), 1, HardMaxGlobal)
 	f.Int("max_peers", int64(c.MaxPeers), 1, HardMaxPeers)
 	f.Int("scan_limit", int64(c.ScanLimit), 1, HardMaxScanLimit)
-	f.Sub("networks", c.Networks.Validate())
+	f.Sub("networks", c.Networks.WithDefaults().Validate())
 	return f.Err()
 }
 
