@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -267,4 +268,44 @@ func Hostname(s string) bool {
 		}
 	}
 	return true
+}
+
+// MaxNameBytes bounds a [Name].
+const MaxNameBytes = 64
+
+// Name reports whether s is a plain name, 1 to MaxNameBytes of a-z, 0-9,
+// ".", "_" and "-": the names of upstreams, routes and quota operations
+// become metric label values and log fields, so they are short and
+// plain.
+func Name(s string) bool {
+	if s == "" || len(s) > MaxNameBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Name records an error unless v is a [Name].
+func (c *Check) Name(path, v string) {
+	if !Name(v) {
+		c.Add(path, "%q: want 1 to %d of a-z 0-9 . _ -", v, MaxNameBytes)
+	}
+}
+
+// RedactURL is s fit to echo in an error: without the user info of a
+// URL, and cut after 200 bytes.
+func RedactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = nil
+		s = u.String()
+	}
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }

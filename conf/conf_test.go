@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +117,29 @@ func ExampleCheck() {
 	}
 	// Output:
 	// routes[0].login.max_keys: 0 out of range [1, 1000000]
+}
+
+// TestNameAndRedactURL: Name takes 1 to 64 of a-z 0-9 . _ - and
+// Check.Name says so; RedactURL drops user info and cuts long values.
+func TestNameAndRedactURL(t *testing.T) {
+	for s, want := range map[string]bool{"app": true, "a.b_c-9": true, strings.Repeat("a", 64): true,
+		"": false, strings.Repeat("a", 65): false, "App": false, "a b": false, "a/b": false} {
+		if conf.Name(s) != want {
+			t.Errorf("Name(%q) = %v", s, !want)
+		}
+	}
+	var f conf.Check
+	f.Name("name", "App")
+	if err := f.Err(); err == nil || err.Error() != `name: "App": want 1 to 64 of a-z 0-9 . _ -` {
+		t.Errorf("Check.Name: %v", err)
+	}
+	for in, want := range map[string]string{
+		"http://u:secret@h:1/p":                    "http://h:1/p",
+		"http://h/" + strings.Repeat("x", 300):     "http://h/" + strings.Repeat("x", 191) + "…",
+		"http://u:p@h/" + strings.Repeat("x", 300): "http://h/" + strings.Repeat("x", 191) + "…",
+	} {
+		if got := conf.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

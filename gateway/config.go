@@ -112,15 +112,15 @@ const (
 // are the configuration keys; the annotated example under examples/
 // documents each one with its default and range.
 type Config struct {
-	Profile        Profile        `yaml:"profile"`
-	Listen         Listen         `yaml:"listen"`
-	Limits         host.Limits    `yaml:"limits"` // the host's bounds
-	Guards         Guards         `yaml:"guards"`
-	ClientIP       ClientIP       `yaml:"client_ip"`
-	RequestHeaders RequestHeaders `yaml:"request_headers"`
-	Shield         Shield         `yaml:"shield"`
-	Upstreams      []Upstream     `yaml:"upstreams"`
-	Routes         []Route        `yaml:"routes"`
+	Profile        Profile          `yaml:"profile"`
+	Listen         Listen           `yaml:"listen"`
+	Limits         host.Limits      `yaml:"limits"` // the host's bounds
+	Guards         Guards           `yaml:"guards"`
+	ClientIP       ClientIP         `yaml:"client_ip"`
+	RequestHeaders RequestHeaders   `yaml:"request_headers"`
+	Shield         Shield           `yaml:"shield"`
+	Upstreams      []proxy.Upstream `yaml:"upstreams"` // proxied to
+	Routes         []Route          `yaml:"routes"`
 	// FrontControllers are the PHP front controllers route matching
 	// sees through.
 	FrontControllers FrontControllers  `yaml:"front_controllers"`
@@ -250,27 +250,6 @@ type Shield struct {
 	// that users behind one shared address are not starved by their own
 	// successful logins.
 	RefundOnLogin bool `yaml:"refund_on_login"`
-}
-
-// Upstream is a service requests are proxied to.
-type Upstream struct {
-	Name     string   `yaml:"name"`    // unique; a metric label
-	Targets  []string `yaml:"targets"` // base URLs, round robin
-	Timeouts Timeouts `yaml:"timeouts"`
-	Retries  int      `yaml:"retries"` // extra attempts for safe requests
-	// MaxIdleConnsPerHost bounds the kept-alive connections to each
-	// target; MaxConnsPerHost the open ones (0: no bound; at the bound a
-	// request waits for a free connection within its timeouts).
-	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
-	MaxConnsPerHost     int `yaml:"max_conns_per_host"`
-}
-
-// Timeouts of an upstream exchange; each is at most Total.
-type Timeouts struct {
-	Connect        time.Duration `yaml:"connect"`
-	ResponseHeader time.Duration `yaml:"response_header"`
-	PerTry         time.Duration `yaml:"per_try"`
-	Total          time.Duration `yaml:"total"`
 }
 
 // Route maps matching requests to an upstream through its policies.
@@ -483,17 +462,13 @@ func DefaultConfig() *Config {
 }
 
 // DefaultUpstream returns the defaults of an upstreams item: the proxy's
-// timeouts and one retry. Name and Targets have no default. In a file, a
-// timeout left out is also lowered to the upstream's total when that is
-// smaller.
-func DefaultUpstream() Upstream {
-	return Upstream{
-		Timeouts: Timeouts{
-			Connect:        proxy.DefaultConnect,
-			ResponseHeader: proxy.DefaultResponseHeader,
-			PerTry:         proxy.DefaultPerTry,
-			Total:          proxy.DefaultTotal,
-		},
+// timeouts, one retry and 256 idle connections per target (a gateway
+// keeps more than the proxy's default). Name and Targets have no default.
+// In a file, a timeout left out is also lowered to the upstream's total
+// when that is smaller.
+func DefaultUpstream() proxy.Upstream {
+	return proxy.Upstream{
+		Timeouts:            proxy.Timeouts{}.WithDefaults(),
 		Retries:             1,
 		MaxIdleConnsPerHost: 256,
 	}

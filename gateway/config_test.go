@@ -19,6 +19,7 @@ import (
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
+	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
@@ -216,7 +217,7 @@ control: {enabled: false}
 		t.Errorf("retries: 0 written, got %d (the default is 1)", u.Retries)
 	}
 	// Timeouts left out are lowered to the upstream's total.
-	if want := (Timeouts{Connect: 2 * time.Second, ResponseHeader: 2 * time.Second, PerTry: 2 * time.Second, Total: 2 * time.Second}); u.Timeouts != want {
+	if want := (proxy.Timeouts{Connect: 2 * time.Second, ResponseHeader: 2 * time.Second, PerTry: 2 * time.Second, Total: 2 * time.Second}); u.Timeouts != want {
 		t.Errorf("timeouts: %+v, want %+v", u.Timeouts, want)
 	}
 	if cfg.Upstreams[1].Retries != 1 {
@@ -748,7 +749,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	if got := problems(t, err); !slices.Equal(got, []string{"routes: at least one route is required"}) {
 		t.Fatalf("DefaultConfig().Validate() = %q", got)
 	}
-	cfg.Upstreams = []Upstream{u}
+	cfg.Upstreams = []proxy.Upstream{u}
 	lim := ratelimit.DefaultConfig()
 	lim.QPS = 10
 	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}, RateLimit: &lim}}
@@ -774,7 +775,7 @@ func TestProvision(t *testing.T) {
 	cfg := DefaultConfig()
 	up := DefaultUpstream()
 	up.Name, up.Targets = "app", []string{"http://127.0.0.1:1"}
-	cfg.Upstreams = []Upstream{up}
+	cfg.Upstreams = []proxy.Upstream{up}
 	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}}}
 	cfg.Listen.TLS = &TLS{CertFile: "absent-cert.pem", KeyFile: "../tls/key.pem"}
 	cfg.Control.Enabled = false

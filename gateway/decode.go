@@ -8,6 +8,7 @@ import (
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
@@ -80,7 +81,7 @@ func decodeDocument(name string, data []byte) *document {
 func elementDefault(t reflect.Type) reflect.Value {
 	var d any
 	switch t {
-	case reflect.TypeFor[Upstream]():
+	case reflect.TypeFor[proxy.Upstream]():
 		d = DefaultUpstream()
 	case reflect.TypeFor[ratelimit.Config]():
 		d = ratelimit.DefaultConfig()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/gateway"
+	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
@@ -63,7 +64,7 @@ func ExampleDefaultConfig() {
 	up.Name, up.Targets = "app", []string{"http://127.0.0.1:3000"}
 	rl := ratelimit.DefaultConfig()
 	rl.QPS, rl.Burst = 0.001, 1_000_000
-	cfg.Upstreams = []gateway.Upstream{up}
+	cfg.Upstreams = []proxy.Upstream{up}
 	cfg.Routes = []gateway.Route{{Name: "api", Upstream: "app", Match: gateway.Match{Path: "/api/"}, RateLimit: &rl}}
 
 	var fes gateway.FieldErrors

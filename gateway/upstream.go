@@ -90,17 +90,13 @@ func (uc *upstreamCounters) observe(outcome string) {
 
 // proxies builds the proxy of each upstream, keeping an unchanged one's
 // (its connections) from the previous pipeline.
-func (b *builder) proxies(ups []Upstream) (map[string]*proxy.Proxy, error) {
+func (b *builder) proxies(ups []proxy.Upstream) (map[string]*proxy.Proxy, error) {
 	g := b.g
 	proxies := map[string]*proxy.Proxy{}
 	for _, u := range ups {
-		pu, err := u.proxyUpstream()
-		if err != nil {
-			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
-		}
 		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
 			counters := g.metrics.forUpstream(u.Name)
-			return proxy.New(pu, proxy.Options{
+			return proxy.New(u, proxy.Options{
 				Logger:         g.log,
 				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
 				TrustForwarded: b.resolver.TrustsPeer,

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
-	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
@@ -26,11 +24,6 @@ import (
 // The bounds are the consuming library's own constants; where a library
 // type takes the value, its Validate runs as well (see the guards below).
 var (
-	rangeTimeout = durRange{proxy.MinTimeout, proxy.MaxTimeout}
-	rangeRetries = intRange{0, proxy.MaxRetries}
-	rangeMaxIdle = intRange{1, proxy.MaxIdleConnsPerHostLimit}
-	rangeMaxConn = intRange{0, proxy.MaxConnsPerHostLimit}
-
 	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
 	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
 	rangeQuotaMaxReplays   = intRange{1, quota.MaxMaxReplays}
@@ -41,7 +34,6 @@ var (
 // Hard caps on list lengths.
 const (
 	maxUpstreams    = 256
-	maxTargets      = proxy.MaxTargets
 	maxRoutes       = 1024
 	maxMethods      = 16
 	maxNameLen      = 64
@@ -214,13 +206,11 @@ func (c *Config) validateUpstreams(f *fieldErrs) map[string]bool {
 		f.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
 	}
 	first := firstNames{}
-	keys := yamlconf.Keys(reflect.TypeFor[Upstream]())
 	for i, u := range ups {
 		var uf fieldErrs
-		first.check(&uf, "upstream", u.Name, i)
+		first.check(&uf, "upstream", u.Name, i) // name is the first key
 		names[u.Name] = true
 		uf.sub("", u.Validate())
-		uf.sortByKeys(keys)
 		f.sub(fmt.Sprintf("upstreams[%d]", i), uf.err())
 	}
 	return names
@@ -402,86 +392,6 @@ func (h RequestHeaders) Validate() error {
 			f.add(p, "%q frames the request and cannot be stripped", name)
 		}
 	}
-	return f.err()
-}
-
-// Validate checks an upstream: its name, its target URLs, its timeouts
-// and retries, then the proxy's own check of the same upstream.
-// (Config.Validate checks that names are unique.)
-func (u Upstream) Validate() error {
-	var f fieldErrs
-	if !validName(u.Name) {
-		f.add("name", "%q: want 1 to %d of a-z 0-9 . _ -", u.Name, maxNameLen)
-	}
-	if len(u.Targets) == 0 {
-		f.add("targets", "at least one target URL is required")
-	} else if len(u.Targets) > maxTargets {
-		f.add("targets", "%d targets, at most %d", len(u.Targets), maxTargets)
-	}
-	for j, t := range u.Targets {
-		if _, err := targetURL(t); err != nil {
-			f.add(fmt.Sprintf("targets[%d]", j), "%q: want an http or https URL with a host and no user info, query or fragment", redactURL(t))
-		}
-	}
-	f.sub("timeouts", u.Timeouts.Validate())
-	f.int("retries", int64(u.Retries), rangeRetries)
-	f.int("max_idle_conns_per_host", int64(u.MaxIdleConnsPerHost), rangeMaxIdle)
-	f.int("max_conns_per_host", int64(u.MaxConnsPerHost), rangeMaxConn)
-	if f.ok() {
-		pu, err := u.proxyUpstream()
-		if err == nil {
-			err = pu.Validate()
-		}
-		f.guard("", err)
-	}
-	return f.err()
-}
-
-func targetURL(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, errors.New("bad target")
-	}
-	return u, nil
-}
-
-// proxyUpstream is the proxy.Upstream the gateway builds from u.
-func (u Upstream) proxyUpstream() (proxy.Upstream, error) {
-	targets := make([]*url.URL, len(u.Targets))
-	for i, t := range u.Targets {
-		tu, err := targetURL(t)
-		if err != nil {
-			return proxy.Upstream{}, fmt.Errorf("gateway: upstream %q: targets[%d]: bad target", u.Name, i)
-		}
-		targets[i] = tu
-	}
-	return proxy.Upstream{
-		Name:    u.Name,
-		Targets: targets,
-		Timeouts: proxy.Timeouts{
-			Connect:        u.Timeouts.Connect,
-			ResponseHeader: u.Timeouts.ResponseHeader,
-			PerTry:         u.Timeouts.PerTry,
-			Total:          u.Timeouts.Total,
-		},
-		Retries:             u.Retries,
-		MaxIdleConnsPerHost: u.MaxIdleConnsPerHost,
-		MaxConnsPerHost:     u.MaxConnsPerHost,
-	}, nil
-}
-
-// Validate checks each timeout against [1ms, 10m] and connect,
-// response_header and per_try against total.
-func (t Timeouts) Validate() error {
-	var f fieldErrs
-	f.dur("total", t.Total, rangeTimeout)
-	hi := rangeTimeout
-	if t.Total >= rangeTimeout.lo && t.Total < hi.hi {
-		hi.hi = t.Total
-	}
-	f.dur("connect", t.Connect, hi)
-	f.dur("response_header", t.ResponseHeader, hi)
-	f.dur("per_try", t.PerTry, hi)
 	return f.err()
 }
 

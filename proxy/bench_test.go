@@ -18,7 +18,7 @@ func BenchmarkProxy(b *testing.B) {
 	}))
 	defer up.Close()
 	target, _ := url.Parse(up.URL)
-	p, err := proxy.New(proxy.Upstream{Name: "bench", Targets: []*url.URL{target}}, proxy.Options{})
+	p, err := proxy.New(proxy.Upstream{Name: "bench", Targets: urls(target)}, proxy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

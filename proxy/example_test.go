@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -16,11 +15,10 @@ func Example() {
 		fmt.Fprintf(w, "hello from %s", r.URL.Path)
 	}))
 	defer app.Close()
-	target, _ := url.Parse(app.URL)
 
 	p, err := proxy.New(proxy.Upstream{
 		Name:     "app",
-		Targets:  []*url.URL{target},
+		Targets:  []string{app.URL},
 		Timeouts: proxy.Timeouts{Connect: time.Second, Total: 10 * time.Second},
 		Retries:  1,
 	}, proxy.Options{})

@@ -55,7 +55,7 @@ func TestServeHTTPInvalidResponse(t *testing.T) {
 				}
 			}()
 			target, _ := url.Parse("http://" + ln.Addr().String())
-			p, err := proxy.New(proxy.Upstream{Name: "bad", Targets: []*url.URL{target}}, proxy.Options{})
+			p, err := proxy.New(proxy.Upstream{Name: "bad", Targets: urls(target)}, proxy.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

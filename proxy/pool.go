@@ -12,6 +12,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,9 +130,9 @@ const (
 	upBufSize = 4 << 10
 )
 
-func newFastPools(p *Proxy, u Upstream, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *fastPools {
+func newFastPools(p *Proxy, u Upstream, targets []*url.URL, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *fastPools {
 	fp := &fastPools{p: p, dial: dial}
-	for _, t := range u.Targets {
+	for _, t := range targets {
 		host := t.Host
 		port := t.Port()
 		if port == "" {

@@ -50,7 +50,7 @@ func testPoolReusesConnections(t *testing.T) {
 	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok "+r.URL.Path)
 	}))
-	fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{up.URL}}, proxy.Options{})
+	fs, _ := front(t, proxy.Upstream{Targets: urls(up.URL)}, proxy.Options{})
 	clients, want := 3, int64(1)
 	if strings.Contains(t.Name(), "engine=loop") {
 		want = int64(runtime.GOMAXPROCS(0))
@@ -98,7 +98,7 @@ func testPoolBoundsConnsPerHost(t *testing.T) {
 		time.Sleep(30 * time.Millisecond) // holds the connection: the others must wait
 		_, _ = io.WriteString(w, "ok")
 	}))
-	u := proxy.Upstream{Targets: []*url.URL{up.URL}, MaxConnsPerHost: 2}
+	u := proxy.Upstream{Targets: urls(up.URL), MaxConnsPerHost: 2}
 	u.Timeouts.PerTry = 20 * time.Second
 	u.Timeouts.Total = 20 * time.Second
 	p, _ := front(t, u, proxy.Options{})
@@ -146,7 +146,7 @@ func TestLoopNamedTarget(t *testing.T) {
 	}))
 	named, _ := url.Parse("http://localhost:" + up.URL.Port())
 	t.Run("engine=loop", func(t *testing.T) {
-		fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{named}}, proxy.Options{})
+		fs, _ := front(t, proxy.Upstream{Targets: urls(named)}, proxy.Options{})
 		cl := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 		defer cl.CloseIdleConnections()
 		for i := 0; fs.OnLoop.Load() < 3; i++ {
@@ -184,7 +184,7 @@ func testPoolIdleBound(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	const clients, maxIdle = 8, 2
-	fs, _ := front(t, proxy.Upstream{Targets: []*url.URL{up.URL}, MaxIdleConnsPerHost: maxIdle}, proxy.Options{})
+	fs, _ := front(t, proxy.Upstream{Targets: urls(up.URL), MaxIdleConnsPerHost: maxIdle}, proxy.Options{})
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {

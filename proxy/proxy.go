@@ -77,7 +77,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -91,6 +90,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -125,14 +125,24 @@ const (
 	MaxResponseHeaderBytes = 64 << 10
 )
 
+// ErrInvalidUpstream is the kind of every error of [Upstream.Validate]
+// and [Timeouts.Validate] (errors.Is).
+var ErrInvalidUpstream = errors.New("proxy: invalid upstream")
+
 // Timeouts bound the exchange with an upstream; see the package
-// documentation for what each one covers. Zero fields take the defaults
-// through [Timeouts.WithDefaults].
+// documentation for what each one covers. They are the timeouts section
+// of the gateway's upstreams items. Zero fields take the defaults through
+// [Timeouts.WithDefaults].
 type Timeouts struct {
-	Connect        time.Duration
-	ResponseHeader time.Duration
-	PerTry         time.Duration
-	Total          time.Duration
+	// Connect (connect): MinTimeout to Total (default DefaultConnect).
+	Connect time.Duration `yaml:"connect"`
+	// ResponseHeader (response_header): MinTimeout to Total (default
+	// DefaultResponseHeader).
+	ResponseHeader time.Duration `yaml:"response_header"`
+	// PerTry (per_try): MinTimeout to Total (default DefaultPerTry).
+	PerTry time.Duration `yaml:"per_try"`
+	// Total (total): MinTimeout to MaxTimeout (default DefaultTotal).
+	Total time.Duration `yaml:"total"`
 }
 
 // WithDefaults returns t with zero fields replaced by the defaults. A
@@ -153,47 +163,50 @@ func (t Timeouts) WithDefaults() Timeouts {
 	return t
 }
 
-// Validate checks every timeout against [MinTimeout, MaxTimeout] and
-// against Total. Errors name the configuration key (connect,
-// response_header, per_try, total) and the allowed range.
+// Validate checks every timeout as it is against [MinTimeout,
+// MaxTimeout], and connect, response_header and per_try against total.
+// The error is a conf.Errors naming each key and its range ("per_try: 2s
+// out of range [1ms, 1s]"), of kind ErrInvalidUpstream.
 func (t Timeouts) Validate() error {
-	var errs []error
-	check := func(key string, v, hi time.Duration) {
-		if v < MinTimeout || v > hi {
-			errs = append(errs, fmt.Errorf("proxy: timeouts.%s %v out of range [%v, %v]", key, v, MinTimeout, hi))
-		}
+	f := conf.Check{Kind: ErrInvalidUpstream}
+	f.Duration("total", t.Total, MinTimeout, MaxTimeout)
+	hi := MaxTimeout
+	if t.Total >= MinTimeout && t.Total < hi {
+		hi = t.Total
 	}
-	check("total", t.Total, MaxTimeout)
-	hi := min(t.Total, MaxTimeout)
-	if hi < MinTimeout {
-		hi = MaxTimeout
-	}
-	check("connect", t.Connect, hi)
-	check("response_header", t.ResponseHeader, hi)
-	check("per_try", t.PerTry, hi)
-	return errors.Join(errs...)
+	f.Duration("connect", t.Connect, MinTimeout, hi)
+	f.Duration("response_header", t.ResponseHeader, MinTimeout, hi)
+	f.Duration("per_try", t.PerTry, MinTimeout, hi)
+	return f.Err()
 }
 
-// Upstream describes one upstream service.
+// Upstream describes one upstream service. It is also an item of the
+// gateway's upstreams list: its yaml tags are the keys. Zero timeouts and
+// a zero MaxIdleConnsPerHost take the defaults through
+// [Upstream.WithDefaults], which [New] applies; [Upstream.Validate]
+// checks the values as they are.
 type Upstream struct {
-	// Name identifies the upstream in logs and metrics. Required.
-	Name string
-	// Targets are the base URLs requests are sent to, in round robin.
-	// Each must be http or https with a host; a path is used as a prefix.
-	Targets []*url.URL
-	// Timeouts bound each exchange; zero fields take the defaults.
-	Timeouts Timeouts
-	// Retries is how many extra attempts a safe request may make, in
-	// [0, MaxRetries].
-	Retries int
-	// MaxIdleConnsPerHost bounds the kept-alive connections per target;
-	// 0 means DefaultMaxIdleConnsPerHost.
-	MaxIdleConnsPerHost int
-	// MaxConnsPerHost bounds the connections open to one target (busy
-	// and idle), in [0, MaxConnsPerHostLimit]; 0 means no bound. At the
-	// bound a request waits for a connection to free up, within its
-	// attempt's timeouts.
-	MaxConnsPerHost int
+	// Name (name) identifies the upstream in logs and metrics (a label
+	// value): 1 to conf.MaxNameBytes of a-z 0-9 . _ -. Required.
+	Name string `yaml:"name"`
+	// Targets (targets) are the base URLs requests are sent to, in round
+	// robin: 1 to MaxTargets, each http or https with a host and without
+	// user info, query or fragment; a path is used as a prefix.
+	Targets []string `yaml:"targets"`
+	// Timeouts (timeouts) bound each exchange.
+	Timeouts Timeouts `yaml:"timeouts"`
+	// Retries (retries) is how many extra attempts a safe request may
+	// make, in [0, MaxRetries].
+	Retries int `yaml:"retries"`
+	// MaxIdleConnsPerHost (max_idle_conns_per_host) bounds the kept-alive
+	// connections per target, in [1, MaxIdleConnsPerHostLimit];
+	// WithDefaults turns 0 into DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// MaxConnsPerHost (max_conns_per_host) bounds the connections open to
+	// one target (busy and idle), in [0, MaxConnsPerHostLimit]; 0 means
+	// no bound. At the bound a request waits for a connection to free up,
+	// within its attempt's timeouts.
+	MaxConnsPerHost int `yaml:"max_conns_per_host"`
 }
 
 // Options are the optional hooks of a Proxy.
@@ -244,55 +257,64 @@ type Proxy struct {
 	lookups   lookups    // those lookups
 }
 
-// Validate reports every problem of u: a missing name, a target count
-// outside [1, MaxTargets], a target that is not an http or https URL with
-// a host and without user info, query or fragment, timeouts outside their
-// ranges (after [Timeouts.WithDefaults]), retries outside [0, MaxRetries]
-// and MaxIdleConnsPerHost outside [1, MaxIdleConnsPerHostLimit] (0 selects
-// the default). Errors name the setting and its range.
-func (u Upstream) Validate() error {
-	_, err := u.resolve()
-	return err
-}
-
-// resolve validates u and returns it with defaults applied.
-func (u Upstream) resolve() (Upstream, error) {
-	var errs []error
-	if u.Name == "" {
-		errs = append(errs, errors.New("proxy: upstream name is required"))
-	}
-	if len(u.Targets) == 0 || len(u.Targets) > MaxTargets {
-		errs = append(errs, fmt.Errorf("proxy: upstream %q: targets: %d targets, want [1, %d]", u.Name, len(u.Targets), MaxTargets))
-	}
-	for i, t := range u.Targets {
-		if t == nil || (t.Scheme != "http" && t.Scheme != "https") || t.Host == "" || t.User != nil || t.RawQuery != "" || t.Fragment != "" {
-			errs = append(errs, fmt.Errorf("proxy: upstream %q: targets[%d]: want an http or https URL with a host and no user info, query or fragment", u.Name, i))
-		}
-	}
+// WithDefaults returns u with its zero timeouts (see
+// [Timeouts.WithDefaults]) and a zero MaxIdleConnsPerHost set to the
+// defaults.
+func (u Upstream) WithDefaults() Upstream {
 	u.Timeouts = u.Timeouts.WithDefaults()
-	if err := u.Timeouts.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("proxy: upstream %q: %w", u.Name, err))
-	}
-	if u.Retries < 0 || u.Retries > MaxRetries {
-		errs = append(errs, fmt.Errorf("proxy: upstream %q: retries %d out of range [0, %d]", u.Name, u.Retries, MaxRetries))
-	}
 	if u.MaxIdleConnsPerHost == 0 {
 		u.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
-	if u.MaxIdleConnsPerHost < 1 || u.MaxIdleConnsPerHost > MaxIdleConnsPerHostLimit {
-		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_idle_conns_per_host %d out of range [1, %d]", u.Name, u.MaxIdleConnsPerHost, MaxIdleConnsPerHostLimit))
+	return u
+}
+
+// Validate reports every problem of u, as it is: a name that is not a
+// plain name (conf.Name), a target count outside [1, MaxTargets], a
+// target that is not an http or https URL with a host and without user
+// info, query or fragment, timeouts outside their ranges, retries outside
+// [0, MaxRetries], MaxIdleConnsPerHost outside [1,
+// MaxIdleConnsPerHostLimit] and MaxConnsPerHost outside [0,
+// MaxConnsPerHostLimit]. The error is a conf.Errors naming each key
+// ("targets[1]", "timeouts.total") and its range, of kind
+// ErrInvalidUpstream.
+func (u Upstream) Validate() error {
+	f := conf.Check{Kind: ErrInvalidUpstream}
+	f.Name("name", u.Name)
+	if len(u.Targets) == 0 {
+		f.Add("targets", "at least one target URL is required")
+	} else if len(u.Targets) > MaxTargets {
+		f.Add("targets", "%d targets, at most %d", len(u.Targets), MaxTargets)
 	}
-	if u.MaxConnsPerHost < 0 || u.MaxConnsPerHost > MaxConnsPerHostLimit {
-		errs = append(errs, fmt.Errorf("proxy: upstream %q: max_conns_per_host %d out of range [0, %d]", u.Name, u.MaxConnsPerHost, MaxConnsPerHostLimit))
+	for i, t := range u.Targets {
+		if _, err := parseTarget(t); err != nil {
+			f.Add(conf.Index("targets", i), "%q: want an http or https URL with a host and no user info, query or fragment", conf.RedactURL(t))
+		}
 	}
-	return u, errors.Join(errs...)
+	f.Sub("timeouts", u.Timeouts.Validate())
+	f.Int("retries", int64(u.Retries), 0, MaxRetries)
+	f.Int("max_idle_conns_per_host", int64(u.MaxIdleConnsPerHost), 1, MaxIdleConnsPerHostLimit)
+	f.Int("max_conns_per_host", int64(u.MaxConnsPerHost), 0, MaxConnsPerHostLimit)
+	return f.Err()
+}
+
+// parseTarget parses one of Upstream.Targets.
+func parseTarget(s string) (*url.URL, error) {
+	t, err := url.Parse(s)
+	if err != nil || (t.Scheme != "http" && t.Scheme != "https") || t.Host == "" || t.User != nil || t.RawQuery != "" || t.Fragment != "" {
+		return nil, errors.New("proxy: bad target")
+	}
+	return t, nil
 }
 
 // New validates u (see [Upstream.Validate]) and returns a proxy for it.
 func New(u Upstream, opts Options) (*Proxy, error) {
-	u, err := u.resolve()
-	if err != nil {
+	u = u.WithDefaults()
+	if err := u.Validate(); err != nil {
 		return nil, err
+	}
+	targets := make([]*url.URL, len(u.Targets))
+	for i, t := range u.Targets {
+		targets[i], _ = parseTarget(t) // Validate checked them
 	}
 
 	log := opts.Logger
@@ -301,7 +323,7 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 	}
 	p := &Proxy{
 		name:     u.Name,
-		targets:  append([]*url.URL(nil), u.Targets...),
+		targets:  targets,
 		timeouts: u.Timeouts,
 		retries:  u.Retries,
 		log:      log.With("upstream", u.Name),
@@ -346,7 +368,7 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BufferPool:   copyBuffers,
 	}
-	p.fast = newFastPools(p, u, dial)
+	p.fast = newFastPools(p, u, targets, dial)
 	p.loopable = opts.DialContext == nil
 	p.lookups.lookup = net.DefaultResolver.LookupNetIP
 	for _, pl := range p.fast.pools {

@@ -28,6 +28,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// urls is Upstream.Targets of us.
+func urls(us ...*url.URL) []string {
+	s := make([]string, len(us))
+	for i, u := range us {
+		s[i] = u.String()
+	}
+	return s
+}
+
 // upstream starts a real loopback server and returns its URL.
 func upstream(t *testing.T, h http.Handler) *url.URL {
 	t.Helper()
@@ -195,7 +204,7 @@ func testProxiesMethodsAndBodiesByteExact(t *testing.T) {
 		w.WriteHeader(201)
 		w.Write(b)
 	}))
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{})
 	big := make([]byte, 8<<20)
 	rand.Read(big)
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
@@ -228,7 +237,7 @@ func testTargetPathPrefix(t *testing.T) {
 	for _, prefix := range []string{"/base/", "/base"} {
 		withPrefix := *up
 		withPrefix.Path = prefix
-		s, _ := front(t, proxy.Upstream{Targets: []*url.URL{&withPrefix}}, proxy.Options{})
+		s, _ := front(t, proxy.Upstream{Targets: urls(&withPrefix)}, proxy.Options{})
 		resp, err := http.Get(s.URL + "/x/y")
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +267,7 @@ func testStreamingResponseFlushesBeforeUpstreamFinishes(t *testing.T) {
 		}
 		io.WriteString(w, "data: second\n\n")
 	}))
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{})
 	resp, err := http.Get(s.URL + "/events")
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +312,7 @@ func testWebSocketUpgradePassesThrough(t *testing.T) {
 			}
 		}
 	}))
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}, Timeouts: proxy.Timeouts{Total: 200 * time.Millisecond}}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up), Timeouts: proxy.Timeouts{Total: 200 * time.Millisecond}}, proxy.Options{})
 	conn, err := net.Dial("tcp", s.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +354,7 @@ func testConnectTimeout(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	target, _ := url.Parse("http://upstream.invalid:80")
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{target}, Timeouts: proxy.Timeouts{Connect: 50 * time.Millisecond, Total: 10 * time.Second}}, proxy.Options{DialContext: dial})
+	s, obs := front(t, proxy.Upstream{Targets: urls(target), Timeouts: proxy.Timeouts{Connect: 50 * time.Millisecond, Total: 10 * time.Second}}, proxy.Options{DialContext: dial})
 	resp, err := http.Get(s.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +383,7 @@ func testResponseHeaderTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release) })
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}, Timeouts: proxy.Timeouts{ResponseHeader: 50 * time.Millisecond, Total: 10 * time.Second}}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up), Timeouts: proxy.Timeouts{ResponseHeader: 50 * time.Millisecond, Total: 10 * time.Second}}, proxy.Options{})
 	resp, err := http.Get(s.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +420,7 @@ func TestPerTryTimeoutRetriesSafeRequestsOnly(t *testing.T) {
 func testPerTryTimeoutRetriesSafeRequestsOnly(t *testing.T) {
 	slow, fast, slowHits, fastHits := slowAndFast(t)
 	s, _ := front(t, proxy.Upstream{
-		Targets:  []*url.URL{slow, fast},
+		Targets:  urls(slow, fast),
 		Retries:  1,
 		Timeouts: proxy.Timeouts{PerTry: 50 * time.Millisecond, Total: 10 * time.Second},
 	}, proxy.Options{})
@@ -481,7 +490,7 @@ func testConnectionResetRetriedOnlyWhenSafe(t *testing.T) {
 		goodHits.Add(1)
 		io.WriteString(w, "ok")
 	}))
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{bad, good}, Retries: 2}, proxy.Options{})
+	s, obs := front(t, proxy.Upstream{Targets: urls(bad, good), Retries: 2}, proxy.Options{})
 	resp, err := http.Get(s.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -531,7 +540,7 @@ func testNoRetryAfterResponseStarted(t *testing.T) {
 			conn.Close()
 		}
 	}))
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up, up}, Retries: 3}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up, up), Retries: 3}, proxy.Options{})
 	// The proxy had already committed to this response when the upstream
 	// failed, so it aborts the client connection: the client sees an
 	// error (at the headers or in the body), never a complete response.
@@ -564,7 +573,7 @@ func testTotalTimeoutBoundsBodyStreaming(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release) })
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}, Timeouts: proxy.Timeouts{Total: 100 * time.Millisecond}}, proxy.Options{})
+	s, obs := front(t, proxy.Upstream{Targets: urls(up), Timeouts: proxy.Timeouts{Total: 100 * time.Millisecond}}, proxy.Options{})
 	resp, err := http.Get(s.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +602,7 @@ func testRoundRobin(t *testing.T) {
 	for i := range hits {
 		targets = append(targets, upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits[i].Add(1) })))
 	}
-	s, _ := front(t, proxy.Upstream{Targets: targets}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(targets...)}, proxy.Options{})
 	for i := 0; i < 30; i++ {
 		resp, err := http.Get(s.URL)
 		if err != nil {
@@ -643,7 +652,7 @@ func testHeaders(t *testing.T) {
 	}
 
 	// An untrusted client: every forwarding header is replaced.
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{})
 	resp := send(s, spoof...)
 	if got.Get("X-Hop") != "" || got.Get("X-End") != "keep me" {
 		t.Fatalf("request hop-by-hop handling wrong: %v", got)
@@ -665,7 +674,7 @@ func testHeaders(t *testing.T) {
 	}
 
 	// A trusted proxy: the chain is extended and its edge facts kept.
-	s, _ = front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{TrustForwarded: func(*http.Request) bool { return true }})
+	s, _ = front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{TrustForwarded: func(*http.Request) bool { return true }})
 	send(s, spoof...)
 	if xff := got.Get("X-Forwarded-For"); xff != "203.0.113.9, 198.51.100.1, 127.0.0.1" {
 		t.Fatalf("trusted X-Forwarded-For = %q", xff)
@@ -712,7 +721,7 @@ func TestAssertSurvivesConnectionTokens(t *testing.T) { engines(t, testAssertSur
 func testAssertSurvivesConnectionTokens(t *testing.T) {
 	var got http.Header
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{
+	s, _ := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{
 		Assert: func(in *http.Request, out http.Header) { out.Set("X-Auth-Project", "p-1") },
 	})
 	req, _ := http.NewRequest("GET", s.URL, nil)
@@ -734,7 +743,7 @@ func TestMalformedBodyIsClientFault(t *testing.T) { engines(t, testMalformedBody
 
 func testMalformedBodyIsClientFault(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}, Retries: 2}, proxy.Options{})
+	s, obs := front(t, proxy.Upstream{Targets: urls(up), Retries: 2}, proxy.Options{})
 	for _, raw := range []string{
 		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
 		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
@@ -775,7 +784,7 @@ func testClientGoneWritesNothing(t *testing.T) {
 		close(entered)
 		<-r.Context().Done()
 	}))
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	s, obs := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -806,7 +815,7 @@ func testConnectionRefused(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	ln.Close()
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{dead}, Retries: 2}, proxy.Options{})
+	s, _ := front(t, proxy.Upstream{Targets: urls(dead), Retries: 2}, proxy.Options{})
 	resp, err := http.Get(s.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -816,39 +825,54 @@ func testConnectionRefused(t *testing.T) {
 	}
 }
 
+// TestNewValidates: Validate names every invalid key with its value and
+// range, as it is (zero timeouts are out of range until WithDefaults),
+// every error is an ErrInvalidUpstream, and New refuses the same
+// upstream with the same words after applying the defaults.
 func TestNewValidates(t *testing.T) {
-	good, _ := url.Parse("http://127.0.0.1:1")
+	good := "http://127.0.0.1:1"
 	cases := []struct {
 		name string
 		u    proxy.Upstream
 		want string
 	}{
-		{"no name", proxy.Upstream{Targets: []*url.URL{good}}, "upstream name is required"},
-		{"no targets", proxy.Upstream{Name: "a"}, "targets: 0 targets, want [1, 256]"},
-		{"bad scheme", proxy.Upstream{Name: "a", Targets: []*url.URL{{Scheme: "ftp", Host: "x"}}}, "targets[0]: want an http or https URL"},
-		{"user info", proxy.Upstream{Name: "a", Targets: []*url.URL{{Scheme: "http", Host: "x", User: url.User("u")}}}, "targets[0]"},
-		{"retries", proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Retries: 6}, "retries 6 out of range [0, 5]"},
-		{"per_try over total", proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Timeouts: proxy.Timeouts{PerTry: 2 * time.Second, Total: time.Second}}, "timeouts.per_try 2s out of range [1ms, 1s]"},
-		{"total too large", proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Timeouts: proxy.Timeouts{Total: time.Hour}}, "timeouts.total 1h0m0s out of range [1ms, 10m0s]"},
-		{"negative connect", proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Timeouts: proxy.Timeouts{Connect: -1}}, "timeouts.connect -1ns out of range"},
-		{"idle conns", proxy.Upstream{Name: "a", Targets: []*url.URL{good}, MaxIdleConnsPerHost: 5000}, "max_idle_conns_per_host 5000 out of range [1, 4096]"},
+		{"no name", proxy.Upstream{Targets: []string{good}}, `name: "": want 1 to 64 of a-z 0-9 . _ -`},
+		{"label name", proxy.Upstream{Name: "My App", Targets: []string{good}}, `name: "My App": want 1 to 64 of a-z 0-9 . _ -`},
+		{"no targets", proxy.Upstream{Name: "a"}, "targets: at least one target URL is required"},
+		{"bad scheme", proxy.Upstream{Name: "a", Targets: []string{good, "ftp://x"}}, `targets[1]: "ftp://x": want an http or https URL with a host and no user info, query or fragment`},
+		{"user info", proxy.Upstream{Name: "a", Targets: []string{"http://u:secret@x"}}, `targets[0]: "http://x": want an http or https URL`},
+		{"query", proxy.Upstream{Name: "a", Targets: []string{"http://x/?a=1"}}, `targets[0]: "http://x/?a=1": want`},
+		{"retries", proxy.Upstream{Name: "a", Targets: []string{good}, Retries: 6}, "retries: 6 out of range [0, 5]"},
+		{"per_try over total", proxy.Upstream{Name: "a", Targets: []string{good}, Timeouts: proxy.Timeouts{PerTry: 2 * time.Second, Total: time.Second}}, "timeouts.per_try: 2s out of range [1ms, 1s]"},
+		{"total too large", proxy.Upstream{Name: "a", Targets: []string{good}, Timeouts: proxy.Timeouts{Total: time.Hour}}, "timeouts.total: 1h out of range [1ms, 10m]"},
+		{"negative connect", proxy.Upstream{Name: "a", Targets: []string{good}, Timeouts: proxy.Timeouts{Connect: -1}}, "timeouts.connect: -1ns out of range [1ms, 1m]"},
+		{"idle conns", proxy.Upstream{Name: "a", Targets: []string{good}, MaxIdleConnsPerHost: 5000}, "max_idle_conns_per_host: 5000 out of range [1, 4096]"},
+		{"conns", proxy.Upstream{Name: "a", Targets: []string{good}, MaxConnsPerHost: -1}, "max_conns_per_host: -1 out of range [0, 100000]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := proxy.New(c.u, proxy.Options{})
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			if want := "proxy: invalid upstream: " + c.want; err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("err = %v, want it to start %q", err, want)
+			}
+			if !errors.Is(err, proxy.ErrInvalidUpstream) {
+				t.Errorf("%v is not ErrInvalidUpstream", err)
 			}
 			// Validate is the same check, without building anything.
-			if verr := c.u.Validate(); verr == nil || verr.Error() != err.Error() {
+			if verr := c.u.WithDefaults().Validate(); verr == nil || verr.Error() != err.Error() {
 				t.Fatalf("Validate() = %v, New() = %v", verr, err)
 			}
 		})
 	}
-	if err := (proxy.Upstream{Name: "a", Targets: []*url.URL{good}}).Validate(); err != nil {
-		t.Fatalf("Validate of a good upstream: %v", err)
+	u := proxy.Upstream{Name: "a", Targets: []string{good}}
+	if err := u.Validate(); err == nil || !strings.Contains(err.Error(), "timeouts.total: 0s out of range [1ms, 10m]") ||
+		!strings.Contains(err.Error(), "max_idle_conns_per_host: 0 out of range [1, 4096]") {
+		t.Fatalf("Validate of zero timeouts and idle conns, as they are: %v", err)
 	}
-	if _, err := proxy.New(proxy.Upstream{Name: "a", Targets: []*url.URL{good}, Timeouts: proxy.Timeouts{Total: 2 * time.Second}}, proxy.Options{}); err != nil {
+	if err := u.WithDefaults().Validate(); err != nil {
+		t.Fatalf("Validate of a good upstream with its defaults: %v", err)
+	}
+	if _, err := proxy.New(proxy.Upstream{Name: "a", Targets: []string{good}, Timeouts: proxy.Timeouts{Total: 2 * time.Second}}, proxy.Options{}); err != nil {
 		t.Fatalf("defaults below a small total must be accepted: %v", err)
 	}
 }
@@ -876,7 +900,7 @@ func testSlowAnswerToStreamedUpload(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		fmt.Fprintf(w, "%d", len(b))
 	}))
-	s, obs := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{})
+	s, obs := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{})
 	body := strings.Repeat("x", 200<<10)
 	req, _ := http.NewRequest("POST", s.URL, io.MultiReader(strings.NewReader(body))) // no length: chunked
 	resp, err := http.DefaultClient.Do(req)

@@ -68,7 +68,7 @@ func testRetryRule(t *testing.T) {
 				io.WriteString(w, "ok")
 			}))
 			// A new proxy: its round robin starts at bad.
-			s, obs := front(t, proxy.Upstream{Targets: []*url.URL{bad, good}, Retries: 1}, proxy.Options{})
+			s, obs := front(t, proxy.Upstream{Targets: urls(bad, good), Retries: 1}, proxy.Options{})
 			var body io.Reader
 			if c.body != "" {
 				body = strings.NewReader(c.body)
@@ -187,7 +187,7 @@ func testFailureAnswers(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, obs := front(t, proxy.Upstream{
-				Targets:  []*url.URL{c.target(t)},
+				Targets:  urls(c.target(t)),
 				Timeouts: proxy.Timeouts{ResponseHeader: 200 * time.Millisecond, Total: 30 * time.Second},
 			}, proxy.Options{})
 			client := &http.Client{Transport: &http.Transport{}}
@@ -219,7 +219,7 @@ func testHopByHopNotRelayed(t *testing.T) {
 	}
 	reply += "X-End: 2\r\n\r\nok"
 	up, heads := scriptedUpstream(t, reply)
-	s, _ := front(t, proxy.Upstream{Targets: []*url.URL{up}}, proxy.Options{TrustForwarded: func(*http.Request) bool { return true }})
+	s, _ := front(t, proxy.Upstream{Targets: urls(up)}, proxy.Options{TrustForwarded: func(*http.Request) bool { return true }})
 
 	send := func(te string) *http.Response {
 		t.Helper()
@@ -323,7 +323,7 @@ func testResponseHeaderBoundsOnlyTheHead(t *testing.T) {
 	t.Cleanup(func() { ln.Close(); <-done })
 	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	s, obs := front(t, proxy.Upstream{
-		Targets:  []*url.URL{up},
+		Targets:  urls(up),
 		Timeouts: proxy.Timeouts{ResponseHeader: rh, Total: 30 * time.Second},
 	}, proxy.Options{})
 	client := &http.Client{Transport: &http.Transport{}}
