@@ -23,7 +23,8 @@ package gateway
 //     strict mode (KnownFields). A key absent from the file takes its
 //     default (fillDefaults): DefaultConfig for the sections, the element
 //     defaults (DefaultUpstream, ratelimit.DefaultConfig, login.DefaultPolicy,
-//     DefaultQuota, elementDefault) for list items and optional sections.
+//     quota.DefaultConfig, elementDefault) for list items and optional
+//     sections.
 //     A key present in the file keeps the file's value, even zero.
 //  2. environment (load.go, applyProfileGate): BULWARK_PROFILE first,
 //     then the cluster secrets, only in the cluster profile.
@@ -59,7 +60,7 @@ package gateway
 //     that depends on another key (an upstream timeout lowered to its
 //     total) goes in deriveDefaults.
 //   - A new section is a field of Config with its tag, its defaults in
-//     DefaultConfig and one f.sub("key", c.Key.Validate()) line in
+//     DefaultConfig and one f.Sub("key", c.Key.Validate()) line in
 //     Config.fieldErrors. Rules that span sections go in
 //     Config.fieldErrors too.
 //   - Anything that reads a file or the environment goes in Provision.
@@ -84,6 +85,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
@@ -263,7 +265,7 @@ type Route struct {
 	WebSocket bool              `yaml:"websocket"`
 	RateLimit *ratelimit.Config `yaml:"rate_limit"` // the route's rate limit
 	Login     *login.Policy     `yaml:"login"`      // the login throttle
-	Quota     *Quota            `yaml:"quota"`
+	Quota     *quota.Config     `yaml:"quota"`      // the forward-auth quota
 }
 
 // Match selects requests. Path uses net/http.ServeMux pattern syntax
@@ -310,30 +312,6 @@ type FrontControllers struct {
 	// QueryParams are the query parameters that carry the route to a
 	// script or to "/".
 	QueryParams []string `yaml:"query_params"`
-}
-
-// Quota enforces a durable per-(project, subject, operation) quota
-// after a forward-auth call establishes who is calling.
-type Quota struct {
-	Operation string        `yaml:"operation"` // names the budget
-	Limit     int           `yaml:"limit"`     // receipts per window
-	Window    time.Duration `yaml:"window"`    // fixed window
-	// MaxReplays bounds how often one receipt (Idempotency-Key) may be
-	// replayed for the same request in its window.
-	MaxReplays int `yaml:"max_replays"`
-	// MaxBodyBytes bounds the request body, which is read (and held in
-	// memory) to bind the receipt to it.
-	MaxBodyBytes int64       `yaml:"max_body_bytes"`
-	Auth         ForwardAuth `yaml:"auth"`
-}
-
-// ForwardAuth is the identity service called before a quota is charged.
-type ForwardAuth struct {
-	URL           string        `yaml:"url"`            // called with the original method
-	ProjectHeader string        `yaml:"project_header"` // names the project in a 2xx answer
-	SubjectHeader string        `yaml:"subject_header"` // names the subject in a 2xx answer
-	SubjectType   string        `yaml:"subject_type"`   // the quota's subject type
-	Timeout       time.Duration `yaml:"timeout"`        // bounds the call
 }
 
 // Metrics is the Prometheus listener.
@@ -471,26 +449,6 @@ func DefaultUpstream() proxy.Upstream {
 		Timeouts:            proxy.Timeouts{}.WithDefaults(),
 		Retries:             1,
 		MaxIdleConnsPerHost: 256,
-	}
-}
-
-// DefaultQuota returns the defaults of a route's quota: 100 per 60 s
-// window, 10 replays per receipt, bodies up to 1 MiB, the identity in
-// X-Auth-Project and X-Auth-Subject, subject type "user", 2 s for the
-// forward-auth call. Operation and Auth.URL have no
-// default.
-func DefaultQuota() Quota {
-	return Quota{
-		Limit:        100,
-		Window:       60 * time.Second,
-		MaxReplays:   10,
-		MaxBodyBytes: 1 << 20,
-		Auth: ForwardAuth{
-			ProjectHeader: "X-Auth-Project",
-			SubjectHeader: "X-Auth-Subject",
-			SubjectType:   "user",
-			Timeout:       2 * time.Second,
-		},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
@@ -87,8 +88,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = ratelimit.DefaultConfig()
 	case reflect.TypeFor[login.Policy]():
 		d = login.DefaultPolicy()
-	case reflect.TypeFor[Quota]():
-		d = DefaultQuota()
+	case reflect.TypeFor[quota.Config]():
+		d = quota.DefaultConfig()
 	case listEntryType:
 		d = ipset.StaticEntry{Reason: defaultReason}
 	default:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -51,19 +52,19 @@ func (c *Config) guardConfig() guard.Config {
 // validateGuards checks the guards section with the guard package's own
 // Validate (one implementation of the ranges), reported at the key's
 // path, and the one rule that spans sections.
-func (c *Config) validateGuards(f *fieldErrs) {
+func (c *Config) validateGuards(f *conf.Check) {
 	if !c.Guards.Enabled {
 		return
 	}
 	gc := c.guardConfig()
 	// conns.networks is client_ip.networks, reported there, once.
 	gc.Conns.Networks = keyed.NetworkBudget{}
-	f.sub("guards", gc.Validate())
+	f.Sub("guards", gc.Validate())
 	// An HTTP/2 header block the frame guard cuts must be larger than
 	// any the host would answer 431 for: oversized headers get their
 	// status, not a GOAWAY.
 	if gc.H2.MaxHeaderBlockBytes < c.Limits.MaxHeaderBytes {
-		f.add("guards.h2.max_header_block_bytes", "%d must be at least limits.max_header_bytes (%d)", gc.H2.MaxHeaderBlockBytes, c.Limits.MaxHeaderBytes)
+		f.Add("guards.h2.max_header_block_bytes", "%d must be at least limits.max_header_bytes (%d)", gc.H2.MaxHeaderBlockBytes, c.Limits.MaxHeaderBytes)
 	}
 }
 

@@ -21,39 +21,31 @@ import (
 
 // quotaMiddleware wraps next (the rest of the route) with the route's
 // quota.
-func (g *Gateway) quotaMiddleware(route string, q Quota, next http.Handler) (http.Handler, error) {
-	mw, err := quota.NewMiddleware(quota.MiddlewareConfig{
-		Consumer:      g.quota,
-		Operation:     q.Operation,
-		AuthURL:       q.Auth.URL,
-		ProjectHeader: q.Auth.ProjectHeader,
-		SubjectHeader: q.Auth.SubjectHeader,
-		SubjectType:   q.Auth.SubjectType,
-		AuthTimeout:   q.Auth.Timeout,
-		MaxBodyBytes:  q.MaxBodyBytes,
-		Logger:        g.log.With("route", route),
-		Target: func(r *http.Request) string {
-			if ex := exchangeOf(r); ex != nil {
-				return ex.path.Path
-			}
-			return "/"
-		},
-		Assert: func(r *http.Request, name, value string) {
-			if ex := exchangeOf(r); ex != nil {
-				ex.assert(name, value)
-			}
-		},
-		Observe: func(w http.ResponseWriter, r *http.Request, o quota.Outcome) {
-			markRejected(w)
-			if ex := exchangeOf(r); ex != nil {
-				ex.refuse(g.metrics, layerQuota, o.Reason, o.Status)
-				return
-			}
-			g.metrics.reject(layerQuota, o.Reason, "")
-		},
-		OnAuth:  g.authMon.report,
-		OnStore: g.pgMon.report,
-	})
+func (g *Gateway) quotaMiddleware(route string, q quota.Config, next http.Handler) (http.Handler, error) {
+	mc := q.MiddlewareConfig()
+	mc.Consumer = g.quota
+	mc.Logger = g.log.With("route", route)
+	mc.Target = func(r *http.Request) string {
+		if ex := exchangeOf(r); ex != nil {
+			return ex.path.Path
+		}
+		return "/"
+	}
+	mc.Assert = func(r *http.Request, name, value string) {
+		if ex := exchangeOf(r); ex != nil {
+			ex.assert(name, value)
+		}
+	}
+	mc.Observe = func(w http.ResponseWriter, r *http.Request, o quota.Outcome) {
+		markRejected(w)
+		if ex := exchangeOf(r); ex != nil {
+			ex.refuse(g.metrics, layerQuota, o.Reason, o.Status)
+			return
+		}
+		g.metrics.reject(layerQuota, o.Reason, "")
+	}
+	mc.OnAuth, mc.OnStore = g.authMon.report, g.pgMon.report
+	mw, err := quota.NewMiddleware(mc)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +108,7 @@ func quotaOperations(cfg *Config) []quota.Operation {
 	for _, r := range cfg.Routes {
 		if q := r.Quota; q != nil && !seen[q.Operation] {
 			seen[q.Operation] = true
-			ops = append(ops, q.operation())
+			ops = append(ops, q.Budget())
 		}
 	}
 	return ops

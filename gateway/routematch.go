@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bulwarkhq/bulwark/conf"
 	routematch "github.com/bulwarkhq/bulwark/route"
 )
 
@@ -60,18 +61,18 @@ func (c *Config) newMatcher() (*routematch.Matcher, error) {
 // neither is more specific (among them, routes whose patterns are equal
 // after canonicalization, such as "/login" and "/LOGIN"), or they are one
 // route through a framework's equivalence.
-func (c *Config) validatePatterns(f *fieldErrs) {
+func (c *Config) validatePatterns(f *conf.Check) {
 	_, err := c.matcher()
 	if err == nil {
 		return
 	}
 	cs, ok := errors.AsType[routematch.Collisions](err)
 	if !ok {
-		f.add("routes", "%v", err) // Match.Validate reports a bad pattern first
+		f.Add("routes", "%v", err) // Match.Validate reports a bad pattern first
 		return
 	}
 	for _, col := range cs {
-		f.add(fmt.Sprintf("routes[%d].match", col.B), "%s", c.collision(col))
+		f.Add(fmt.Sprintf("routes[%d].match", col.B), "%s", c.collision(col))
 	}
 }
 

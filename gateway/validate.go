@@ -3,11 +3,9 @@ package gateway
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/conf"
@@ -15,20 +13,7 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
-	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
-)
-
-// Hard ranges of every numeric setting. A value outside its range is a
-// configuration error naming the key and the range; nothing is clamped.
-// The bounds are the consuming library's own constants; where a library
-// type takes the value, its Validate runs as well (see the guards below).
-var (
-	rangeQuotaLimit        = intRange{1, quota.MaxLimit}
-	rangeQuotaWindow       = durRange{quota.MinWindow, quota.MaxWindow}
-	rangeQuotaMaxReplays   = intRange{1, quota.MaxMaxReplays}
-	rangeQuotaMaxBodyBytes = intRange{1, 64 << 20}
-	rangeAuthTimeout       = durRange{10 * time.Millisecond, 30 * time.Second}
 )
 
 // Hard caps on list lengths.
@@ -36,13 +21,9 @@ const (
 	maxUpstreams    = 256
 	maxRoutes       = 1024
 	maxMethods      = 16
-	maxNameLen      = 64
+	maxTokenLen     = 64 // methods and header names
 	maxStripHeaders = 64
 )
-
-type intRange struct{ lo, hi int64 }
-type durRange struct{ lo, hi time.Duration }
-type floatRange struct{ lo, hi float64 }
 
 // FieldError is one invalid setting; see [conf.FieldError].
 type FieldError = conf.FieldError
@@ -51,44 +32,10 @@ type FieldError = conf.FieldError
 // [conf.Errors].
 type FieldErrors = conf.Errors
 
-// fieldErrs collects the FieldErrors of one Validate call: a conf.Check
-// with the gateway's range shorthands.
-type fieldErrs struct{ conf.Check }
-
-func (f *fieldErrs) add(path, format string, args ...any) { f.Add(path, format, args...) }
-
-func (f *fieldErrs) int(path string, x int64, r intRange) { f.Int(path, x, r.lo, r.hi) }
-
-func (f *fieldErrs) dur(path string, x time.Duration, r durRange) { f.Duration(path, x, r.lo, r.hi) }
-
-func (f *fieldErrs) float(path string, x float64, r floatRange) { f.Float(path, x, r.lo, r.hi) }
-
-func (f *fieldErrs) wholeMillis(path string, d time.Duration) { f.WholeMillis(path, d) }
-
-// sub adds the errors of a nested value's Validate under prefix.
-func (f *fieldErrs) sub(prefix string, err error) { f.Sub(prefix, err) }
-
-// guard runs a library's own Validate on a value the section checked
-// already: it only fires if the section's rules are looser than the
-// library's, and then reports the library's words at path rather than let
-// start-up refuse what the check accepted.
-func (f *fieldErrs) guard(path string, err error) {
-	if err != nil {
-		f.add(path, "%v", err)
-	}
-}
-
-// mode checks an enforce|shadow setting.
-func (f *fieldErrs) mode(path, m string) { f.OneOf(path, m, "enforce", "shadow") }
-
-func (f *fieldErrs) ok() bool { return f.OK() }
-
-func (f *fieldErrs) err() error { return f.Err() }
-
-// sortByKeys orders f's errors by the first key of their paths, in the
-// order keys lists them (a section's declaration order), keeping the
-// order within a key.
-func (f *fieldErrs) sortByKeys(keys []string) {
+// sortByKeys orders es by the first key of their paths, in the order
+// keys lists them (a section's declaration order), keeping the order
+// within a key.
+func sortByKeys(es FieldErrors, keys []string) {
 	rank := func(e *FieldError) int {
 		k := e.Path
 		if i := strings.IndexAny(k, ".["); i >= 0 {
@@ -99,10 +46,8 @@ func (f *fieldErrs) sortByKeys(keys []string) {
 		}
 		return len(keys)
 	}
-	slices.SortStableFunc(f.List(), func(a, b *FieldError) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(es, func(a, b *FieldError) int { return rank(a) - rank(b) })
 }
-
-func fmtFloat(f float64) string { return conf.FormatFloat(f) }
 
 // Validate checks the whole configuration without reading any file or
 // the environment: every section's Validate, nested under its key, and
@@ -121,49 +66,49 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) fieldErrors() FieldErrors {
-	var f fieldErrs
+	var f conf.Check
 	switch c.Profile {
 	case Standalone, Cluster:
 	default:
-		f.add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
+		f.Add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
 	}
-	f.sub("listen", c.Listen.Validate())
-	f.sub("limits", c.Limits.Validate())
+	f.Sub("listen", c.Listen.Validate())
+	f.Sub("limits", c.Limits.Validate())
 	c.validateGuards(&f)
-	f.sub("client_ip", c.ClientIP.Validate())
-	f.sub("request_headers", c.RequestHeaders.Validate())
-	f.sub("shield", c.Shield.Validate())
+	f.Sub("client_ip", c.ClientIP.Validate())
+	f.Sub("request_headers", c.RequestHeaders.Validate())
+	f.Sub("shield", c.Shield.Validate())
 	ups := c.validateUpstreams(&f)
-	f.sub("front_controllers", c.FrontControllers.Validate())
+	f.Sub("front_controllers", c.FrontControllers.Validate())
 	c.validateRoutes(&f, ups)
-	f.sub("ipsets", c.IPSets.Validate())
-	f.sub("xdp", c.XDP.Validate())
-	f.sub("redis", c.Redis.Validate())
-	f.sub("global", c.Global.Validate())
-	f.sub("rls", c.RLS.Validate())
+	f.Sub("ipsets", c.IPSets.Validate())
+	f.Sub("xdp", c.XDP.Validate())
+	f.Sub("redis", c.Redis.Validate())
+	f.Sub("global", c.Global.Validate())
+	f.Sub("rls", c.RLS.Validate())
 	if c.RLS.Addr != "" {
 		if c.Profile != Cluster {
-			f.add("rls.addr", "the RLS server decides on the global limiter and needs the cluster profile (Redis)")
+			f.Add("rls.addr", "the RLS server decides on the global limiter and needs the cluster profile (Redis)")
 		}
 		for _, other := range []struct{ key, addr string }{{"listen.addr", c.Listen.Addr}, {"metrics.addr", c.Metrics.Addr}, {"control.addr", c.Control.Addr}} {
 			if sameListener(c.RLS.Addr, other.addr) {
-				f.add("rls.addr", "same address as %s", other.key)
+				f.Add("rls.addr", "same address as %s", other.key)
 			}
 		}
 	}
-	f.sub("metrics", c.Metrics.Validate())
-	f.sub("access_log", c.AccessLog.Validate())
+	f.Sub("metrics", c.Metrics.Validate())
+	f.Sub("access_log", c.AccessLog.Validate())
 	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
-		f.add("metrics.addr", "same address as listen.addr")
+		f.Add("metrics.addr", "same address as listen.addr")
 	}
-	f.sub("log", c.Log.Validate())
-	f.sub("control", c.Control.Validate())
+	f.Sub("log", c.Log.Validate())
+	f.Sub("control", c.Control.Validate())
 	if ct := c.Control; ct.Enabled {
 		switch {
 		case sameListener(ct.Addr, c.Listen.Addr):
-			f.add("control.addr", "same address as listen.addr")
+			f.Add("control.addr", "same address as listen.addr")
 		case sameListener(ct.Addr, c.Metrics.Addr):
-			f.add("control.addr", "same address as metrics.addr")
+			f.Add("control.addr", "same address as metrics.addr")
 		}
 	}
 	return f.List()
@@ -199,19 +144,19 @@ func (c *Config) problemsOf(es FieldErrors) []yamlconf.Problem {
 	return ps
 }
 
-func (c *Config) validateUpstreams(f *fieldErrs) map[string]bool {
+func (c *Config) validateUpstreams(f *conf.Check) map[string]bool {
 	ups := c.Upstreams
 	names := make(map[string]bool, len(ups))
 	if len(ups) > maxUpstreams {
-		f.add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
+		f.Add("upstreams", "%d upstreams, at most %d", len(ups), maxUpstreams)
 	}
 	first := firstNames{}
 	for i, u := range ups {
-		var uf fieldErrs
+		var uf conf.Check
 		first.check(&uf, "upstream", u.Name, i) // name is the first key
 		names[u.Name] = true
-		uf.sub("", u.Validate())
-		f.sub(fmt.Sprintf("upstreams[%d]", i), uf.err())
+		uf.Sub("", u.Validate())
+		f.Sub(fmt.Sprintf("upstreams[%d]", i), uf.Err())
 	}
 	return names
 }
@@ -222,65 +167,65 @@ type firstNames map[string]int
 
 // check reports item i's name at "name" if an earlier item of the list
 // has it. (An invalid name is the item's own Validate's to report.)
-func (n firstNames) check(f *fieldErrs, list, name string, i int) {
-	if !validName(name) {
+func (n firstNames) check(f *conf.Check, list, name string, i int) {
+	if !conf.Name(name) {
 		return
 	}
 	if j, dup := n[name]; dup {
-		f.add("name", "duplicate %s name %q (also %ss[%d])", list, name, list, j)
+		f.Add("name", "duplicate %s name %q (also %ss[%d])", list, name, list, j)
 		return
 	}
 	n[name] = i
 }
 
-func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
+func (c *Config) validateRoutes(f *conf.Check, upstreams map[string]bool) {
 	rs := c.Routes
 	if len(rs) == 0 {
-		f.add("routes", "at least one route is required")
+		f.Add("routes", "at least one route is required")
 	}
 	if len(rs) > maxRoutes {
-		f.add("routes", "%d routes, at most %d", len(rs), maxRoutes)
+		f.Add("routes", "%d routes, at most %d", len(rs), maxRoutes)
 	}
 	first := firstNames{}
 	ops := map[string]int{} // quota operation → first route using it
 	keys := yamlconf.Keys(reflect.TypeFor[Route]())
 	headers := c.headerRules() // what step 1 removes, for header:NAME keys
 	for i, r := range rs {
-		var rf fieldErrs
+		var rf conf.Check
 		first.check(&rf, "route", r.Name, i)
 		if r.Upstream != "" && !upstreams[r.Upstream] {
-			rf.add("upstream", "unknown upstream %q", r.Upstream)
+			rf.Add("upstream", "unknown upstream %q", r.Upstream)
 		}
 		if rl := r.RateLimit; rl != nil && rl.Scope == "global" {
 			if c.Profile != Cluster {
-				rf.add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
+				rf.Add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
 			}
 			if rl.QPS > global.MaxRate {
-				rf.add("rate_limit.qps", "%s: a global limit counts in microseconds, at most %s", fmtFloat(rl.QPS), fmtFloat(global.MaxRate))
+				rf.Add("rate_limit.qps", "%s: a global limit counts in microseconds, at most %s", conf.FormatFloat(rl.QPS), conf.FormatFloat(global.MaxRate))
 			}
 		}
 		if rl := r.RateLimit; rl != nil {
 			if k, err := ratelimit.ParseKey(rl.Key); err == nil && k.Kind == ratelimit.KeyHeader && headers.strips([]byte(k.Header)) {
-				rf.add("rate_limit.key", "%q: the gateway removes %s from every request before any policy (request_headers.strip, or a quota route's asserted header): the key would never be seen", rl.Key, strings.TrimPrefix(rl.Key, "header:"))
+				rf.Add("rate_limit.key", "%q: the gateway removes %s from every request before any policy (request_headers.strip, or a quota route's asserted header): the key would never be seen", rl.Key, strings.TrimPrefix(rl.Key, "header:"))
 			}
 		}
 		if q := r.Quota; q != nil {
 			if c.Profile == Standalone {
-				rf.add("quota", "quota needs PostgreSQL and is only available in the cluster profile")
+				rf.Add("quota", "quota needs PostgreSQL and is only available in the cluster profile")
 			}
 			if j, seen := ops[q.Operation]; seen {
 				if o := rs[j].Quota; o.Limit != q.Limit || o.Window != q.Window || o.MaxReplays != q.MaxReplays {
-					rf.add("quota.operation", "%q is also used by route %q with a different limit, window or max_replays (an operation has one budget)", q.Operation, rs[j].Name)
+					rf.Add("quota.operation", "%q is also used by route %q with a different limit, window or max_replays (an operation has one budget)", q.Operation, rs[j].Name)
 				}
 			} else {
 				ops[q.Operation] = i
 			}
 		}
-		rf.sub("", r.Validate())
-		rf.sortByKeys(keys)
-		f.sub(fmt.Sprintf("routes[%d]", i), rf.err())
+		rf.Sub("", r.Validate())
+		sortByKeys(rf.List(), keys)
+		f.Sub(fmt.Sprintf("routes[%d]", i), rf.Err())
 	}
-	if f.ok() {
+	if f.OK() {
 		c.validatePatterns(f)
 	}
 }
@@ -288,20 +233,20 @@ func (c *Config) validateRoutes(f *fieldErrs, upstreams map[string]bool) {
 // Validate checks the script names (a path segment each) and the
 // parameter names, their counts and repeats.
 func (fc FrontControllers) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	check := func(key string, names []string, max int, ok func(string) bool, want string) {
 		if len(names) > max {
-			f.add(key, "%d entries, at most %d", len(names), max)
+			f.Add(key, "%d entries, at most %d", len(names), max)
 		}
 		for i, n := range names {
 			p := fmt.Sprintf("%s[%d]", key, i)
 			if !ok(n) {
-				f.add(p, "%q: want %s", n, want)
+				f.Add(p, "%q: want %s", n, want)
 				continue
 			}
 			for j := 0; j < i; j++ {
 				if strings.EqualFold(names[j], n) {
-					f.add(p, "%q repeats %s[%d]", n, key, j)
+					f.Add(p, "%q repeats %s[%d]", n, key, j)
 					break
 				}
 			}
@@ -313,86 +258,86 @@ func (fc FrontControllers) Validate() error {
 	check("query_params", fc.QueryParams, canon.MaxQueryParams, func(n string) bool {
 		return n != "" && len(n) <= 64 && !strings.ContainsAny(n, "&=%+[] .\t#")
 	}, "a parameter name (1 to 64 bytes, no &, =, %, +, brackets, dots or spaces)")
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks the client listener: a host:port address, and with TLS
 // both file names and no h2c. (The files are read by Provision.)
 func (l Listen) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	if err := conf.HostPort(l.Addr); err != nil {
-		f.add("addr", "%q: %v", l.Addr, err)
+		f.Add("addr", "%q: %v", l.Addr, err)
 	}
 	switch l.Engine {
 	case EngineAuto, EngineGoroutine, EngineNetHTTP:
 	default:
-		f.add("engine", "%q: want %s, %s or %s", l.Engine, EngineAuto, EngineGoroutine, EngineNetHTTP)
+		f.Add("engine", "%q: want %s, %s or %s", l.Engine, EngineAuto, EngineGoroutine, EngineNetHTTP)
 	}
 	if l.TLS != nil {
 		if l.H2C {
-			f.add("h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
+			f.Add("h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
 		}
-		f.sub("tls", l.TLS.Validate())
+		f.Sub("tls", l.TLS.Validate())
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks that both file names are set.
 func (t TLS) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	if t.CertFile == "" {
-		f.add("cert_file", "required when listen.tls is set")
+		f.Add("cert_file", "required when listen.tls is set")
 	}
 	if t.KeyFile == "" {
-		f.add("key_file", "required when listen.tls is set")
+		f.Add("key_file", "required when listen.tls is set")
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks the mode and the shield's own settings
 // (shield.Config.Validate). The shield is validated even when it is
 // disabled, so that enabling it never reveals a mistake.
 func (s Shield) Validate() error {
-	var f fieldErrs
-	f.mode("mode", s.Mode)
-	f.sub("", s.Config.Validate())
-	return f.err()
+	var f conf.Check
+	f.OneOf("mode", s.Mode, "enforce", "shadow")
+	f.Sub("", s.Config.Validate())
+	return f.Err()
 }
 
 // Validate checks the resolver's settings (peer.Config.Validate) and the
 // per-network budget (keyed.NetworkBudget.Validate).
 func (c ClientIP) Validate() error {
-	var f fieldErrs
-	f.sub("", c.Config.Validate())
-	f.sub("networks", c.Networks.Validate())
-	return f.err()
+	var f conf.Check
+	f.Sub("", c.Config.Validate())
+	f.Sub("networks", c.Networks.Validate())
+	return f.Err()
 }
 
 // Validate checks the strip list: header names, at most 64, no name twice
 // (in any spelling).
 func (h RequestHeaders) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	if len(h.Strip) > maxStripHeaders {
-		f.add("strip", "%d entries, at most %d", len(h.Strip), maxStripHeaders)
+		f.Add("strip", "%d entries, at most %d", len(h.Strip), maxStripHeaders)
 	}
 	for i, name := range h.Strip {
 		p := fmt.Sprintf("strip[%d]", i)
 		if !validToken(name) {
-			f.add(p, "%q is not a header name", name)
+			f.Add(p, "%q is not a header name", name)
 			continue
 		}
 		for j := 0; j < i; j++ {
 			if fieldname.Equal(h.Strip[j], name) {
-				f.add(p, "%q repeats strip[%d]", name, j)
+				f.Add(p, "%q repeats strip[%d]", name, j)
 				break
 			}
 		}
 		switch {
 		case fieldname.Equal(name, "Host"), fieldname.Equal(name, "Content-Length"), fieldname.Equal(name, "Transfer-Encoding"):
-			f.add(p, "%q frames the request and cannot be stripped", name)
+			f.Add(p, "%q frames the request and cannot be stripped", name)
 		}
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks a route: its name, that it names an upstream, its
@@ -400,58 +345,56 @@ func (h RequestHeaders) Validate() error {
 // unique, that the upstream exists, that the patterns do not conflict
 // and the quota's profile and budget.)
 func (r Route) Validate() error {
-	var f fieldErrs
-	if !validName(r.Name) {
-		f.add("name", "%q: want 1 to %d of a-z 0-9 . _ -", r.Name, maxNameLen)
-	}
+	var f conf.Check
+	f.Name("name", r.Name)
 	if r.Upstream == "" {
-		f.add("upstream", "required")
+		f.Add("upstream", "required")
 	}
-	f.sub("match", r.Match.Validate())
+	f.Sub("match", r.Match.Validate())
 	if r.RateLimit != nil {
-		f.sub("rate_limit", r.RateLimit.Validate())
+		f.Sub("rate_limit", r.RateLimit.Validate())
 	}
 	if r.Login != nil {
-		f.sub("login", r.Login.Validate())
+		f.Sub("login", r.Login.Validate())
 	}
 	if r.Quota != nil {
-		f.sub("quota", r.Quota.Validate())
+		f.Sub("quota", r.Quota.Validate())
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks the path pattern (ServeMux syntax, as the router
 // compiles it), the methods and the host.
 func (m Match) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	switch {
 	case m.Path == "":
-		f.add("path", "required")
+		f.Add("path", "required")
 	case strings.ContainsAny(m.Path, " \t"):
-		f.add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
+		f.Add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
 	default:
 		if reason := m.patternError(); reason != "" {
-			f.add("path", "%q: %s", m.Path, reason)
+			f.Add("path", "%q: %s", m.Path, reason)
 		}
 	}
 	if len(m.Methods) > maxMethods {
-		f.add("methods", "%d methods, at most %d", len(m.Methods), maxMethods)
+		f.Add("methods", "%d methods, at most %d", len(m.Methods), maxMethods)
 	}
 	seen := map[string]bool{}
 	for i, meth := range m.Methods {
 		mp := fmt.Sprintf("methods[%d]", i)
 		switch {
 		case !validToken(meth) || strings.ToUpper(meth) != meth:
-			f.add(mp, "%q: want an upper-case method such as GET", meth)
+			f.Add(mp, "%q: want an upper-case method such as GET", meth)
 		case seen[meth]:
-			f.add(mp, "duplicate method %q", meth)
+			f.Add(mp, "duplicate method %q", meth)
 		}
 		seen[meth] = true
 	}
 	if m.Host != "" && !conf.Hostname(m.Host) {
-		f.add("host", "%q: want a lower-case host name without port", m.Host)
+		f.Add("host", "%q: want a lower-case host name without port", m.Host)
 	}
-	return f.err()
+	return f.Err()
 }
 
 // headerRules is the gateway-wide header policy cfg asks for:
@@ -468,141 +411,64 @@ func (c *Config) headerRules() *headerRules {
 
 // Validate checks the access log's mode, sample and rate bound.
 func (a AccessLog) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	switch a.Mode {
 	case "off", "rejections", "all":
 	default:
-		f.add("mode", "%q: want off, rejections or all", a.Mode)
+		f.Add("mode", "%q: want off, rejections or all", a.Mode)
 	}
-	f.float("sample", a.Sample, floatRange{0, 1})
-	f.int("max_per_second", int64(a.MaxPerSecond), intRange{1, 1_000_000})
-	return f.err()
-}
-
-// Validate checks the quota's operation, limit and window and its
-// forward-auth call, then the quota package's own check of the operation.
-func (q Quota) Validate() error {
-	var f fieldErrs
-	if !validName(q.Operation) {
-		f.add("operation", "%q: want 1 to %d of a-z 0-9 . _ -", q.Operation, maxNameLen)
-	}
-	f.int("limit", int64(q.Limit), rangeQuotaLimit)
-	f.dur("window", q.Window, rangeQuotaWindow)
-	f.wholeMillis("window", q.Window)
-	f.int("max_replays", int64(q.MaxReplays), rangeQuotaMaxReplays)
-	f.int("max_body_bytes", q.MaxBodyBytes, rangeQuotaMaxBodyBytes)
-	f.sub("auth", q.Auth.Validate())
-	if f.ok() {
-		f.guard("", q.operation().Validate())
-	}
-	return f.err()
-}
-
-// operation is the quota.Operation of q.
-func (q Quota) operation() quota.Operation {
-	return quota.Operation{Name: q.Operation, Limit: q.Limit, Window: q.Window, MaxReplays: q.MaxReplays}
-}
-
-// Validate checks the identity service's URL, the header names and the
-// subject type, and the call's timeout.
-func (a ForwardAuth) Validate() error {
-	var f fieldErrs
-	au, err := url.Parse(a.URL)
-	if a.URL == "" {
-		f.add("url", "required")
-	} else if err != nil || (au.Scheme != "http" && au.Scheme != "https") || au.Host == "" || au.User != nil || au.Fragment != "" {
-		f.add("url", "%q: want an http or https URL with a host and no user info", redactURL(a.URL))
-	}
-	if !validToken(a.ProjectHeader) {
-		f.add("project_header", "%q is not a header name", a.ProjectHeader)
-	}
-	if !validToken(a.SubjectHeader) {
-		f.add("subject_header", "%q is not a header name", a.SubjectHeader)
-	}
-	if !validName(a.SubjectType) {
-		f.add("subject_type", "%q: want 1 to %d of a-z 0-9 . _ -", a.SubjectType, maxNameLen)
-	}
-	f.dur("timeout", a.Timeout, rangeAuthTimeout)
-	return f.err()
+	f.Float("sample", a.Sample, 0, 1)
+	f.Int("max_per_second", int64(a.MaxPerSecond), 1, 1_000_000)
+	return f.Err()
 }
 
 // Validate checks the metrics listener's address ("" turns it off).
 func (m Metrics) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	if m.Addr != "" {
 		if err := conf.HostPort(m.Addr); err != nil {
-			f.add("addr", "%q: %v", m.Addr, err)
+			f.Add("addr", "%q: %v", m.Addr, err)
 		}
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks the log format and level.
 func (l Log) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	switch l.Format {
 	case "json", "text":
 	default:
-		f.add("format", "%q: want json or text", l.Format)
+		f.Add("format", "%q: want json or text", l.Format)
 	}
 	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		f.add("level", "%q: want debug, info, warn or error", l.Level)
+		f.Add("level", "%q: want debug, info, warn or error", l.Level)
 	}
-	return f.err()
+	return f.Err()
 }
 
 // Validate checks the control API's address when it is enabled. Whether
 // a non-loopback address has a token is checked by Provision, which reads
 // the token.
 func (c Control) Validate() error {
-	var f fieldErrs
+	var f conf.Check
 	if c.Enabled {
 		if err := conf.HostPort(c.Addr); err != nil {
-			f.add("addr", "%q: %v", c.Addr, err)
+			f.Add("addr", "%q: %v", c.Addr, err)
 		} else if _, err := control.HostCheck(c.Addr, c.AllowedHosts, true); err != nil {
 			// The control package's own rules (the token is checked
 			// with the token file, at provisioning).
-			f.add("allowed_hosts", "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "control: "), "allowed_hosts"))
+			f.Add("allowed_hosts", "%s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), "control: "), "allowed_hosts"))
 		}
 	}
-	return f.err()
-}
-
-// validName accepts the names of routes and upstreams: they become metric
-// label values and log fields, so they are short and plain.
-func validName(s string) bool {
-	if s == "" || len(s) > maxNameLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return f.Err()
 }
 
 // validToken reports whether s is an RFC 9110 token (methods, header
 // field names).
-func validToken(s string) bool { return len(s) <= maxNameLen && fieldname.Token(s) }
-
-// conf.HostPort and conf.Hostname are conf's checks of a listener
-// address and of a DNS name.
-
-// redactURL drops user info from a URL before it is echoed in a message.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		u.User = nil
-		return u.String()
-	}
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
-}
+func validToken(s string) bool { return len(s) <= maxTokenLen && fieldname.Token(s) }
 
 // Warnings lists what the configuration accepts but looks wrong: a login
 // route that takes only GET, HEAD or OPTIONS (so the username can come
