@@ -241,7 +241,7 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	g, err := newGuard(cfg.Addr, cfg.AllowedHosts, cfg.Token != "")
+	g, err := newPrecheck(cfg.Addr, cfg.AllowedHosts, cfg.Token != "")
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func New(cfg Config) (http.Handler, error) {
 	if fp == nil {
 		fp = hmacFingerprint()
 	}
-	a := &api{cfg: cfg, guard: g, audit: audit, who: TokenID(cfg.Token), fails: fails, fingerprint: fp}
+	a := &api{cfg: cfg, pre: g, audit: audit, who: TokenID(cfg.Token), fails: fails, fingerprint: fp}
 	if cfg.Token != "" {
 		sum := sha256.Sum256([]byte(cfg.Token))
 		a.tokenSum = sum[:]
@@ -313,7 +313,7 @@ func New(cfg Config) (http.Handler, error) {
 
 type api struct {
 	cfg         Config
-	guard       *guard
+	pre         *precheck
 	audit       *slog.Logger
 	who         string
 	tokenSum    []byte
@@ -325,7 +325,7 @@ type api struct {
 // ServeHTTP refuses browsers and foreign host names, authenticates, then
 // serves the JSON API.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p, reason, ok := a.guard.admit(r); !ok {
+	if p, reason, ok := a.pre.admit(r); !ok {
 		attrs := []any{"reason", reason}
 		if reason == refuseHost {
 			attrs = append(attrs, "host", quoteShort(r.Host))

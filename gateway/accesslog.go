@@ -82,11 +82,11 @@ type lineBuf struct {
 
 var linePool = sync.Pool{New: func() any { return &lineBuf{b: make([]byte, 0, 512)} }}
 
-func (a *accessLog) log(ex *exchange, d time.Duration) {
+func (a *accessLog) log(rs *reqState, d time.Duration) {
 	if a == nil || a.mode == "off" {
 		return
 	}
-	rejected := ex.layer != "" || ex.shadowLayer != ""
+	rejected := rs.layer != "" || rs.shadowLayer != ""
 	if !rejected && (a.mode == "rejections" || a.sample < 1 && rand.Float64() >= a.sample) {
 		return
 	}
@@ -105,25 +105,25 @@ func (a *accessLog) log(ex *exchange, d time.Duration) {
 	defer linePool.Put(lb)
 	fp := lb.fp[:1]
 	fp[0] = '-'
-	if ex.clientOK {
+	if rs.clientOK {
 		// The scratch blocks live in the pooled buffer: passed to the
 		// cipher's interface method, stack arrays would escape.
-		lb.in = ex.group.As16()
+		lb.in = rs.group.As16()
 		a.fp.Encrypt(lb.out[:], lb.in[:])
 		hex.Encode(lb.fp[:], lb.out[:8])
 		fp = lb.fp[:]
 	}
 	upstream := ""
-	if ex.route != nil && ex.layer == "" {
-		upstream = ex.route.upstream
+	if rs.route != nil && rs.layer == "" {
+		upstream = rs.route.upstream
 	}
 	ms := float64(d.Microseconds()) / 1000
 	if a.sink == nil {
 		attrs := [10]slog.Attr{
-			slog.String("route", ex.routeName()),
-			slog.String("layer", ex.layer),
-			slog.String("reason", ex.reason),
-			slog.Int("status", ex.status),
+			slog.String("route", rs.routeName()),
+			slog.String("layer", rs.layer),
+			slog.String("reason", rs.reason),
+			slog.Int("status", rs.status),
 			slog.Float64("duration_ms", ms),
 			slog.String("client", string(fp)),
 		}
@@ -132,9 +132,9 @@ func (a *accessLog) log(ex *exchange, d time.Duration) {
 			attrs[n] = slog.String("upstream", upstream)
 			n++
 		}
-		if ex.shadowLayer != "" {
-			attrs[n] = slog.String("shadow_layer", ex.shadowLayer)
-			attrs[n+1] = slog.String("shadow_reason", ex.shadowReason)
+		if rs.shadowLayer != "" {
+			attrs[n] = slog.String("shadow_layer", rs.shadowLayer)
+			attrs[n+1] = slog.String("shadow_reason", rs.shadowReason)
 			n += 2
 		}
 		a.out.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
@@ -142,10 +142,10 @@ func (a *accessLog) log(ex *exchange, d time.Duration) {
 	}
 	l := line{b: lb.b[:0], json: a.sink.json}
 	l.start(t)
-	l.str("route", ex.routeName())
-	l.str("layer", ex.layer)
-	l.str("reason", ex.reason)
-	l.num("status", int64(ex.status))
+	l.str("route", rs.routeName())
+	l.str("layer", rs.layer)
+	l.str("reason", rs.reason)
+	l.num("status", int64(rs.status))
 	l.key("duration_ms")
 	// As slog formats floats: encoding/json's form in JSON ('f' in this
 	// range), 'g' in text.
@@ -158,9 +158,9 @@ func (a *accessLog) log(ex *exchange, d time.Duration) {
 	if upstream != "" {
 		l.str("upstream", upstream)
 	}
-	if ex.shadowLayer != "" {
-		l.str("shadow_layer", ex.shadowLayer)
-		l.str("shadow_reason", ex.shadowReason)
+	if rs.shadowLayer != "" {
+		l.str("shadow_layer", rs.shadowLayer)
+		l.str("shadow_reason", rs.shadowReason)
 	}
 	l.end()
 	_, _ = a.sink.Write(l.b)

@@ -18,7 +18,7 @@ import (
 // pipelines see one shape whichever path wrote it.
 func TestAccessLineMatchesSlog(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 12, 1, 23, 20, 35, 573674843, time.UTC))
-	exs := []*exchange{
+	states := []*reqState{
 		{clientOK: true, group: netip.MustParseAddr("192.0.2.7"), route: &route{name: "api", upstream: "app"}, status: 200},
 		{clientOK: true, group: netip.MustParseAddr("2001:db8::"), route: &route{name: "login"}, layer: "login", reason: "per_user", status: 429},
 		{status: 404, layer: "router", reason: "not_found"},
@@ -43,9 +43,9 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 			h = slog.NewTextHandler(&viaSlog, nil)
 		}
 		b.out, b.sink = slog.New(&fixedTime{h, clk.Now()}), nil
-		for _, ex := range exs {
-			a.log(ex, 1500*time.Microsecond)
-			b.log(ex, 1500*time.Microsecond)
+		for _, rs := range states {
+			a.log(rs, 1500*time.Microsecond)
+			b.log(rs, 1500*time.Microsecond)
 		}
 		if direct.String() != viaSlog.String() {
 			t.Errorf("%s:\ndirect %s\nslog   %s", format, direct.String(), viaSlog.String())
@@ -72,11 +72,11 @@ func TestAccessFingerprint(t *testing.T) {
 	a := g.newAccessLog(AccessLog{Mode: "all", Sample: 1, MaxPerSecond: 100})
 	fp := func(addr string, ok bool) string {
 		buf.Reset()
-		ex := &exchange{clientOK: ok, status: 200}
+		rs := &reqState{clientOK: ok, status: 200}
 		if ok {
-			ex.group = netip.MustParseAddr(addr)
+			rs.group = netip.MustParseAddr(addr)
 		}
-		a.log(ex, 0)
+		a.log(rs, 0)
 		var m map[string]any
 		if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
 			t.Fatalf("%q: %v", buf.String(), err)

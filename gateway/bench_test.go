@@ -103,10 +103,10 @@ func BenchmarkAccessLogLine(b *testing.B) {
 			g := &Gateway{log: c.log, clock: clock.Or(nil)}
 			a := g.newAccessLog(AccessLog{Mode: "all", Sample: 1, MaxPerSecond: 1 << 40})
 			rt := &route{name: "api", upstream: "app"}
-			ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7"), route: rt, status: 200}
+			rs := &reqState{clientOK: true, group: netip.MustParseAddr("192.0.2.7"), route: rt, status: 200}
 			b.ReportAllocs()
 			for b.Loop() {
-				a.log(ex, 1500*time.Microsecond)
+				a.log(rs, 1500*time.Microsecond)
 			}
 		})
 	}
@@ -129,10 +129,10 @@ func BenchmarkRouteLimiter(b *testing.B) {
 				r := httptest.NewRequest("GET", "/", nil)
 				r.RemoteAddr = "192.0.2.7:4321"
 				r.Header.Set("X-Api-Key", "k-123456")
-				ex := &exchange{clientOK: true, group: netip.MustParseAddr("192.0.2.7")}
+				rs := &reqState{clientOK: true, group: netip.MustParseAddr("192.0.2.7")}
 				w := &discardWriter{h: http.Header{}}
 				for pb.Next() {
-					if ok, reason := l.check(w, r, ex, false); !ok {
+					if ok, reason := l.check(w, r, rs, false); !ok {
 						b.Fatal(reason)
 					}
 				}

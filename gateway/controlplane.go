@@ -56,9 +56,9 @@ const (
 type controlPlane struct {
 	host    *host.Host
 	handler atomic.Pointer[http.Handler]
-	token   string   // guarded by Gateway.mu
-	console bool     // control.console as served; guarded by Gateway.mu
-	hosts   []string // control.allowed_hosts as served; guarded by Gateway.mu
+	token   string   // held under Gateway.mu
+	console bool     // control.console as served; held under Gateway.mu
+	hosts   []string // control.allowed_hosts as served; held under Gateway.mu
 	// generated is the token made at start when the configuration has
 	// none (and Deps.StateDir is set); it serves whenever the
 	// configuration has no token of its own.

@@ -70,15 +70,15 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 		}
 	}
 	g.tally.requests.Add(1)
-	ex := exchanges.Get().(*exchange)
-	*ex = exchange{start: x.Start}
-	defer exchanges.Put(ex)
-	defer p.finish(ex)
-	p.serveFast(x, ex, &t)
+	rs := reqStates.Get().(*reqState)
+	*rs = reqState{start: x.Start}
+	defer reqStates.Put(rs)
+	defer p.finish(rs)
+	p.serveFast(x, rs, &t)
 	return host.Served
 }
 
-func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
+func (p *pipeline) serveFast(x *h1.Exchange, rs *reqState, t *target) {
 	stub := x.Stub()
 	r := stub
 	// 2. The client: worked out once per connection unless its peer is
@@ -91,23 +91,23 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 			r = full
 			p.headers.apply(r.Header) // as on net/http: before any policy reads it
 		}
-		ex.client, ex.clientOK = p.resolver.Client(r)
-		if ex.clientOK {
-			ex.group = p.resolver.Group(ex.client)
+		rs.client, rs.clientOK = p.resolver.Client(r)
+		if rs.clientOK {
+			rs.group = p.resolver.Group(rs.client)
 		}
 	} else {
-		ex.client, ex.group, ex.clientOK = id.client, id.group, id.ok
+		rs.client, rs.group, rs.clientOK = id.client, id.group, id.ok
 		if p.shield != nil {
 			if id.shield != p.shield {
 				id.shield, id.shieldKey = p.shield, p.shield.Fingerprint(id.group, id.ok)
 			}
-			ex.shieldKey = &id.shieldKey
+			rs.shieldKey = &id.shieldKey
 		}
 	}
-	rt := p.identify(x, r, ex, t, p.behindLB && trusted)
+	rt := p.identify(x, r, rs, t, p.behindLB && trusted)
 	if rt == nil {
-		if ex.status == 0 {
-			ex.status = x.Status()
+		if rs.status == 0 {
+			rs.status = x.Status()
 		}
 		return
 	}
@@ -117,8 +117,8 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 			p.headers.apply(r.Header)
 		}
 	}
-	if reason, refused := rt.limitRequest(x, r, ex); refused {
-		ex.refuse(rt.metrics, layerRoute, reason, x.Status())
+	if reason, refused := rt.limitRequest(x, r, rs); refused {
+		rs.refuse(rt.metrics, layerRoute, reason, x.Status())
 		rt.rm.count(x.Status(), true)
 		return
 	}
@@ -128,8 +128,8 @@ func (p *pipeline) serveFast(x *h1.Exchange, ex *exchange, t *target) {
 		st = http.StatusGatewayTimeout // the host answers a request timeout
 	}
 	rt.rm.count(st, false)
-	if ex.status == 0 {
-		ex.status = st
+	if rs.status == 0 {
+		rs.status = st
 	}
 }
 

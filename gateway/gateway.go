@@ -39,6 +39,36 @@
 // pipeline atomically (in-flight requests finish on the old one) while the
 // buckets of every unchanged route carry over, as do the runtime list
 // entries.
+//
+// # Files
+//
+// The composition is gateway.go (New), pipeline.go (the request path and
+// the build), router.go and routematch.go (the route step and its
+// matcher), reload.go and lifecycle.go.
+// Each layer's glue is in one file, with its build, its step of the
+// request path, its reload step, its Prometheus series and its control
+// routes: shield.go, ipsets.go (allow and deny lists), ratelimit.go
+// (routes[].rate_limit, local or global buckets), login.go, quota.go,
+// global.go, rls.go, guards.go, xdp.go, upstream.go (the proxies),
+// headers.go (request_headers), console.go; controlplane.go is the control
+// API's listener and status document, metrics.go the series every layer
+// shares (requests, rejections, durations, reloads) and the bounded
+// tables' gauges. The configuration is config.go, decode.go, validate.go
+// and load.go.
+//
+// # Words
+//
+// An exchange is one HTTP request and its response on one connection: the
+// fast engine hands a handler an [h1.Exchange] (the client's), the proxy
+// has one with an upstream for each request it forwards (retries
+// included), quota one with the forward-auth service. The pipeline's record of one request (its client, route and
+// what it met) is its request state (reqState), not an exchange.
+//
+// A guard is part of package guard: connection-level protection in front
+// of every request (accept caps, slow clients, TLS handshake and HTTP/2
+// frame floods, the overload manager), configured under guards. Nothing
+// else is called a guard: the control API's pre-authentication checks
+// are its precheck; what a mutex protects is held under it.
 package gateway
 
 import (

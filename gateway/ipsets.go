@@ -59,7 +59,7 @@ type lists struct {
 	mirror atomic.Pointer[func(ipset.Change)]
 	clock  clock.Clock
 	// static[0] is the allow list's configured prefixes, static[1] the
-	// deny list's, each with its reason. Guarded by Gateway.mu.
+	// deny list's, each with its reason. Held under Gateway.mu.
 	static [2]map[netip.Prefix]string
 }
 
@@ -289,13 +289,13 @@ func peerAddr(c net.Conn) (netip.Addr, bool) {
 // either has entries. It reports false when the request was answered
 // (403 blocked); a peer denied since its connection was accepted makes it
 // panic with http.ErrAbortHandler. An allowed client is marked free.
-func (g *Gateway) screen(w http.ResponseWriter, r *http.Request, ex *exchange, lbClient bool) bool {
+func (g *Gateway) screen(w http.ResponseWriter, r *http.Request, rs *reqState, lbClient bool) bool {
 	switch g.lists.remoteVerdict(r.RemoteAddr) {
 	case ipset.Allowed:
-		ex.free = true
+		rs.free = true
 	case ipset.Denied:
 		// A connection accepted before its peer was blocked.
-		ex.refuse(g.metrics, layerIPSet, "deny_request", 0)
+		rs.refuse(g.metrics, layerIPSet, "deny_request", 0)
 		panic(http.ErrAbortHandler)
 	}
 	if !lbClient {
@@ -303,16 +303,16 @@ func (g *Gateway) screen(w http.ResponseWriter, r *http.Request, ex *exchange, l
 	}
 	// Behind a load balancer the socket peer is the balancer: the client
 	// it names is what the lists are about.
-	ex.free = false
+	rs.free = false
 	v := ipset.Denied // the unknown client fails closed when the lists are in use
-	if ex.clientOK {
-		v = g.lists.verdict(ex.client)
+	if rs.clientOK {
+		v = g.lists.verdict(rs.client)
 	}
 	switch v {
 	case ipset.Allowed:
-		ex.free = true
+		rs.free = true
 	case ipset.Denied:
-		ex.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
+		rs.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
 		wire.Reject(w, r, wire.New(wire.CodeBlocked))
 		return false
 	}

@@ -253,7 +253,7 @@ func sendRaw(t testing.TB, addr, src string, rr rawRequest) (*http.Response, []b
 		t.Fatalf("%s: dial: %v", rr.name, err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // failure guard only
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // a safety deadline only
 	if _, err := io.WriteString(c, rr.head+"\r\n"); err != nil {
 		t.Fatalf("%s: write: %v", rr.name, err)
 	}

@@ -118,17 +118,17 @@ func (g *Gateway) loginMiddleware(st *loginState, l login.Policy, refund bool, n
 		Limiter:     st.limiter,
 		Credentials: l.Credentials(),
 		ClientIP: func(r *http.Request) string {
-			ex := exchangeOf(r)
-			if ex == nil || !ex.clientOK {
+			rs := reqStateOf(r)
+			if rs == nil || !rs.clientOK {
 				return ""
 			}
-			return ex.group.String()
+			return rs.group.String()
 		},
 		Shadow: l.Shadow(),
 		Observe: func(w http.ResponseWriter, r *http.Request, o login.Outcome) {
-			ex := exchangeOf(r)
-			if ex == nil {
-				ex = &exchange{}
+			rs := reqStateOf(r)
+			if rs == nil {
+				rs = &reqState{}
 			}
 			switch {
 			case o.Code != "":
@@ -137,18 +137,18 @@ func (g *Gateway) loginMiddleware(st *loginState, l login.Policy, refund bool, n
 				if rec, ok := w.(*recorder); ok {
 					status = rec.status
 				}
-				ex.refuse(g.metrics, layerLogin, o.Code, status)
+				rs.refuse(g.metrics, layerLogin, o.Code, status)
 			case o.Counted && o.Shadow:
-				ex.shadowed(g.metrics, layerLogin, string(o.Decision.Reason))
+				rs.shadowed(g.metrics, layerLogin, string(o.Decision.Reason))
 			case o.Counted && !o.Decision.Allowed:
 				markRejected(w)
-				ex.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
+				rs.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
 			case o.Counted && o.Decision.Degraded:
-				g.metrics.reject(layerLogin, "degraded_allow", ex.routeName()) // counted, not refused
+				g.metrics.reject(layerLogin, "degraded_allow", rs.routeName()) // counted, not refused
 			}
 			if refund && o.Counted && o.Password && o.Decision.Allowed {
 				if rec, ok := w.(*recorder); ok && rec.status >= 200 && rec.status <= 299 {
-					ex.admission.Refund()
+					rs.admission.Refund()
 				}
 			}
 		},

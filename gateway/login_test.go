@@ -16,7 +16,7 @@ import (
 )
 
 // Unit tests of the login policy's wiring (login.go): the gateway's
-// client, the stores kept across reloads, and what the exchange records;
+// client, the stores kept across reloads, and what the request state records;
 // the login package tests its own decisions, and policy_e2e_test.go runs
 // the route through real sockets.
 
@@ -37,16 +37,16 @@ routes:
 	return *cfg.Routes[0].Login, g, clk
 }
 
-func attemptLogin(t *testing.T, h http.Handler, client, user string) (*httptest.ResponseRecorder, *exchange) {
+func attemptLogin(t *testing.T, h http.Handler, client, user string) (*httptest.ResponseRecorder, *reqState) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(`{"username":"`+user+`","password":"x"}`))
 	r.Header.Set("Content-Type", "application/json")
 	a := netip.MustParseAddr(client)
-	ex := &exchange{client: a, group: a, clientOK: true}
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	rs := &reqState{client: a, group: a, clientOK: true}
+	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	return w, ex
+	return w, rs
 }
 
 func TestLoginPolicyThrottlesPerClientAndUser(t *testing.T) {
@@ -73,12 +73,12 @@ func TestLoginPolicyThrottlesPerClientAndUser(t *testing.T) {
 			t.Fatalf("attempt %d: %d", i+1, w.Code)
 		}
 	}
-	w, ex := attemptLogin(t, h, "192.0.2.1", "alice")
+	w, rs := attemptLogin(t, h, "192.0.2.1", "alice")
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "2" || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("third attempt: %d %v", w.Code, w.Header())
 	}
-	if ex.layer != layerLogin || ex.status != http.StatusTooManyRequests || ex.reason == "" {
-		t.Fatalf("exchange records %q/%q/%d, want the login layer's refusal", ex.layer, ex.reason, ex.status)
+	if rs.layer != layerLogin || rs.status != http.StatusTooManyRequests || rs.reason == "" {
+		t.Fatalf("request state records %q/%q/%d, want the login layer's refusal", rs.layer, rs.reason, rs.status)
 	}
 	// The key is (client, username): another user from the same client,
 	// and the same user from another client, are not throttled.
@@ -121,18 +121,18 @@ func TestLoginPolicyMissingCredentialsAndShadow(t *testing.T) {
 	}
 	// Shadow: over the limit, still passed, and recorded as shadowed.
 	attemptLogin(t, h, "192.0.2.1", "alice")
-	w, ex := attemptLogin(t, h, "192.0.2.1", "alice")
-	if w.Code != http.StatusOK || ex.shadowLayer != layerLogin || ex.layer != "" {
-		t.Fatalf("shadow: %d, shadowed %q, refused by %q", w.Code, ex.shadowLayer, ex.layer)
+	w, rs := attemptLogin(t, h, "192.0.2.1", "alice")
+	if w.Code != http.StatusOK || rs.shadowLayer != layerLogin || rs.layer != "" {
+		t.Fatalf("shadow: %d, shadowed %q, refused by %q", w.Code, rs.shadowLayer, rs.layer)
 	}
 	// No username: the library's 400, recorded as the login layer's.
 	r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
-	ex = &exchange{client: netip.MustParseAddr("192.0.2.1"), clientOK: true}
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	rs = &reqState{client: netip.MustParseAddr("192.0.2.1"), clientOK: true}
+	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if w.Code != http.StatusBadRequest || problemCode(w.Body.Bytes()) != "missing_credentials" || ex.layer != layerLogin {
-		t.Fatalf("no username: %d %s (layer %q)", w.Code, w.Body, ex.layer)
+	if w.Code != http.StatusBadRequest || problemCode(w.Body.Bytes()) != "missing_credentials" || rs.layer != layerLogin {
+		t.Fatalf("no username: %d %s (layer %q)", w.Code, w.Body, rs.layer)
 	}
 }

@@ -45,9 +45,9 @@ import (
 //  8. the proxy, which replaces forwarding headers unless a trusted proxy
 //     wrote them and sets the asserted headers last.
 
-// exchange is the identity and state of one request in the pipeline. It
-// travels in the request's context (exchangeOf).
-type exchange struct {
+// reqState is the identity and state of one request in the pipeline. It
+// travels in the request's context (reqStateOf).
+type reqState struct {
 	client   netip.Addr // exact: for the lists
 	group    netip.Addr // grouped: for the limits
 	clientOK bool
@@ -81,43 +81,43 @@ type exchange struct {
 type assertedHeader struct{ name, value string }
 
 // assert records a header the proxy sets on the upstream request.
-func (ex *exchange) assert(name, value string) {
-	if ex.nAsserts < len(ex.asserted) {
-		ex.asserted[ex.nAsserts] = assertedHeader{http.CanonicalHeaderKey(name), value}
-		ex.nAsserts++
+func (rs *reqState) assert(name, value string) {
+	if rs.nAsserts < len(rs.asserted) {
+		rs.asserted[rs.nAsserts] = assertedHeader{http.CanonicalHeaderKey(name), value}
+		rs.nAsserts++
 	}
 }
 
-type exchangeKey struct{}
+type reqStateKey struct{}
 
 // refuse records that layer answered instead of the upstream.
-func (ex *exchange) refuse(m *metrics, layer, reason string, status int) {
-	ex.layer, ex.reason, ex.status = layer, reason, status
-	m.reject(layer, reason, ex.routeName())
+func (rs *reqState) refuse(m *metrics, layer, reason string, status int) {
+	rs.layer, rs.reason, rs.status = layer, reason, status
+	m.reject(layer, reason, rs.routeName())
 }
 
 // shadowed records a refusal a shadow-mode layer let through.
-func (ex *exchange) shadowed(m *metrics, layer, reason string) {
-	if ex.shadowLayer == "" {
-		ex.shadowLayer, ex.shadowReason = layer, reason
+func (rs *reqState) shadowed(m *metrics, layer, reason string) {
+	if rs.shadowLayer == "" {
+		rs.shadowLayer, rs.shadowReason = layer, reason
 	}
-	m.wouldRejectShadow(layer, reason, ex.routeName())
+	m.wouldRejectShadow(layer, reason, rs.routeName())
 }
 
-func (ex *exchange) routeName() string {
-	if ex.route == nil {
+func (rs *reqState) routeName() string {
+	if rs.route == nil {
 		return ""
 	}
-	return ex.route.name
+	return rs.route.name
 }
 
-// exchangeOf returns the request's exchange, or nil.
-func exchangeOf(r *http.Request) *exchange {
-	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
-	return ex
+// reqStateOf returns the request's state, or nil.
+func reqStateOf(r *http.Request) *reqState {
+	rs, _ := r.Context().Value(reqStateKey{}).(*reqState)
+	return rs
 }
 
-var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+var reqStates = sync.Pool{New: func() any { return new(reqState) }}
 
 // pipeline is everything one configuration serves with. It is immutable
 // once built; a reload builds a new one and swaps it in.
@@ -183,25 +183,25 @@ type table struct {
 
 // ServeHTTP serves one request through the pipeline.
 func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := exchanges.Get().(*exchange)
-	*ex = exchange{start: time.Now()}
-	defer exchanges.Put(ex)
-	defer p.finish(ex)
-	p.serve(w, r, ex)
+	rs := reqStates.Get().(*reqState)
+	*rs = reqState{start: time.Now()}
+	defer reqStates.Put(rs)
+	defer p.finish(rs)
+	p.serve(w, r, rs)
 }
 
 // finish records the request's duration and access log line.
-func (p *pipeline) finish(ex *exchange) {
-	d := time.Since(ex.start)
-	if ex.route != nil {
-		ex.route.duration.Observe(d.Seconds())
+func (p *pipeline) finish(rs *reqState) {
+	d := time.Since(rs.start)
+	if rs.route != nil {
+		rs.route.duration.Observe(d.Seconds())
 	} else {
 		p.noRoute.Observe(d.Seconds())
 	}
-	p.access.log(ex, d)
+	p.access.log(rs, d)
 }
 
-func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
+func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, rs *reqState) {
 	// 1. Headers the client must not choose.
 	p.headers.apply(r.Header)
 
@@ -213,11 +213,11 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 		t = p.target(r.Method, r.RequestURI, rawPath, r.Host)
 	}
 	// 2. The client.
-	ex.client, ex.clientOK = p.resolver.Client(r)
-	if ex.clientOK {
-		ex.group = p.resolver.Group(ex.client)
+	rs.client, rs.clientOK = p.resolver.Client(r)
+	if rs.clientOK {
+		rs.group = p.resolver.Group(rs.client)
 	}
-	rt := p.identify(w, r, ex, &t, p.behindLB && p.resolver.TrustsPeer(r))
+	rt := p.identify(w, r, rs, &t, p.behindLB && p.resolver.TrustsPeer(r))
 	if rt == nil {
 		return
 	}
@@ -226,67 +226,67 @@ func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	filterUpgrade(r.Header, rt.websocket)
 
 	// 7 and 8. Policies and the proxy.
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
-	rt.serve(w, r, ex)
+	r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, rs))
+	rt.serve(w, r, rs)
 }
 
 // identify runs steps 3 to 5 of the request path for both engines,
-// once the client (step 2) is in ex: the lists, the shield and the
+// once the client (step 2) is in rs: the lists, the shield and the
 // route (t). lbClient reports that the lists apply to the resolved
 // client (client_ip.trusted_proxies is set and the peer is one of them).
 // It returns the route, or nil when the request has been answered. A
 // peer denied since its connection was accepted makes it panic with
 // http.ErrAbortHandler (the connection is cut without an answer).
-func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, ex *exchange, t *target, lbClient bool) *route {
+func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, rs *reqState, t *target, lbClient bool) *route {
 	g := p.g
 
 	// 3. Allow and deny lists.
-	if g.lists.active() && !g.screen(w, r, ex, lbClient) {
+	if g.lists.active() && !g.screen(w, r, rs, lbClient) {
 		return nil
 	}
 
 	// 4. The shield.
-	if p.shield != nil && !ex.free && !p.admit(w, r, ex) {
+	if p.shield != nil && !rs.free && !p.admit(w, r, rs) {
 		return nil
 	}
 
 	// 5. The route.
 	if t.err != nil {
-		p.invalidPath(w, r, ex)
+		p.invalidPath(w, r, rs)
 		return nil
 	}
-	ex.path, ex.host = t.path, t.host
+	rs.path, rs.host = t.path, t.host
 	if t.route == nil {
 		if t.path.Flags&canon.Ambiguous != 0 {
-			p.invalidPath(w, r, ex)
+			p.invalidPath(w, r, rs)
 			return nil
 		}
-		ex.refuse(g.metrics, layerRouter, "not_found", http.StatusNotFound)
+		rs.refuse(g.metrics, layerRouter, "not_found", http.StatusNotFound)
 		p.unmatched.count(http.StatusNotFound, true)
 		wire.Reject(w, r, wire.New(wire.CodeNotFound))
 		return nil
 	}
 	if t.path.Flags&canon.Ambiguous != 0 && !t.route.unsafe {
-		p.invalidPath(w, r, ex)
+		p.invalidPath(w, r, rs)
 		return nil
 	}
 	rt := t.route
-	ex.route = rt
+	rs.route = rt
 	return rt
 }
 
-func (rt *route) serve(w http.ResponseWriter, r *http.Request, ex *exchange) {
+func (rt *route) serve(w http.ResponseWriter, r *http.Request, rs *reqState) {
 	rec := getRecorder(w)
 	defer putRecorder(rec)
-	if reason, refused := rt.limitRequest(rec, r, ex); refused {
-		ex.refuse(rt.metrics, layerRoute, reason, rec.status)
+	if reason, refused := rt.limitRequest(rec, r, rs); refused {
+		rs.refuse(rt.metrics, layerRoute, reason, rec.status)
 		rt.rm.count(rec.status, true)
 		return
 	}
 	rt.policy.ServeHTTP(rec, r)
 	rt.rm.count(rec.status, rec.rejected)
-	if ex.status == 0 {
-		ex.status = rec.status
+	if rs.status == 0 {
+		rs.status = rec.status
 	}
 }
 

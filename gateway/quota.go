@@ -26,20 +26,20 @@ func (g *Gateway) quotaMiddleware(route string, q quota.Config, next http.Handle
 	mc.Consumer = g.quota
 	mc.Logger = g.log.With("route", route)
 	mc.Target = func(r *http.Request) string {
-		if ex := exchangeOf(r); ex != nil {
-			return ex.path.Path
+		if rs := reqStateOf(r); rs != nil {
+			return rs.path.Path
 		}
 		return "/"
 	}
 	mc.Assert = func(r *http.Request, name, value string) {
-		if ex := exchangeOf(r); ex != nil {
-			ex.assert(name, value)
+		if rs := reqStateOf(r); rs != nil {
+			rs.assert(name, value)
 		}
 	}
 	mc.Observe = func(w http.ResponseWriter, r *http.Request, o quota.Outcome) {
 		markRejected(w)
-		if ex := exchangeOf(r); ex != nil {
-			ex.refuse(g.metrics, layerQuota, o.Reason, o.Status)
+		if rs := reqStateOf(r); rs != nil {
+			rs.refuse(g.metrics, layerQuota, o.Reason, o.Status)
 			return
 		}
 		g.metrics.reject(layerQuota, o.Reason, "")

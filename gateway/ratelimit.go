@@ -97,20 +97,20 @@ func newRouteLimit(b *builder, name string, rl ratelimit.Config) (*routeLimit, e
 
 // clientKey is the bucket of the request's (grouped) client address; the
 // unknown peer shares the empty-string bucket.
-func clientKey(ex *exchange) ratelimit.Key {
-	if !ex.clientOK {
+func clientKey(rs *reqState) ratelimit.Key {
+	if !rs.clientOK {
 		return ratelimit.Key{}
 	}
-	return ratelimit.AddrKey(ex.group)
+	return ratelimit.AddrKey(rs.group)
 }
 
 // check charges the request; it returns false when the request may not
 // proceed, with the rejection reason for metrics, and then has answered
 // unless shadow is set (a shadow limit decides and counts, and refuses
 // nothing; a malformed key is still answered).
-func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange, shadow bool) (ok bool, reason string) {
+func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, rs *reqState, shadow bool) (ok bool, reason string) {
 	if pc := l.perClient; pc != nil {
-		if d := pc.allowKey(clientKey(ex)); !d.Allowed {
+		if d := pc.allowKey(clientKey(rs)); !d.Allowed {
 			if shadow {
 				return false, "per_client"
 			}
@@ -124,7 +124,7 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange,
 	var k ratelimit.Key
 	switch l.kind {
 	case ratelimit.KeyClientIP:
-		k = clientKey(ex)
+		k = clientKey(rs)
 	case ratelimit.KeyRoute:
 		k = l.route
 	case ratelimit.KeyHeader:
@@ -157,17 +157,17 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, ex *exchange,
 // limitRequest runs the route's rate limit (step 7's first policy) for
 // both engines. refused reports that the request was answered; a shadow
 // limit only records what it would have refused.
-func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, ex *exchange) (reason string, refused bool) {
+func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, rs *reqState) (reason string, refused bool) {
 	l := rt.limit
-	if l == nil || ex.free {
+	if l == nil || rs.free {
 		return "", false
 	}
-	ok, reason := l.check(w, r, ex, rt.shadow)
+	ok, reason := l.check(w, r, rs, rt.shadow)
 	if ok {
 		return "", false
 	}
 	if rt.shadow && reason != "ambiguous_key" {
-		ex.shadowed(rt.metrics, layerRoute, reason)
+		rs.shadowed(rt.metrics, layerRoute, reason)
 		return "", false
 	}
 	return reason, true

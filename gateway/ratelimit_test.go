@@ -38,26 +38,26 @@ func testRouteLimit(t *testing.T, rl ratelimit.Config) (*routeLimit, *clock.Manu
 	return l, clk
 }
 
-func exchangeFrom(addr string) *exchange {
+func reqStateFrom(addr string) *reqState {
 	a := netip.MustParseAddr(addr)
-	return &exchange{client: a, group: a, clientOK: true}
+	return &reqState{client: a, group: a, clientOK: true}
 }
 
 // charge runs one request through l and returns the recorder and result.
-func charge(l *routeLimit, ex *exchange, shadow bool, hdr ...string) (*httptest.ResponseRecorder, bool, string) {
+func charge(l *routeLimit, rs *reqState, shadow bool, hdr ...string) (*httptest.ResponseRecorder, bool, string) {
 	r := httptest.NewRequest(http.MethodGet, "/x", nil)
-	r.RemoteAddr = ex.client.String() + ":1234"
+	r.RemoteAddr = rs.client.String() + ":1234"
 	for i := 0; i+1 < len(hdr); i += 2 {
 		r.Header.Add(hdr[i], hdr[i+1])
 	}
 	w := httptest.NewRecorder()
-	ok, reason := l.check(w, r, ex, shadow)
+	ok, reason := l.check(w, r, rs, shadow)
 	return w, ok, reason
 }
 
 func TestRouteLimitPerClientIP(t *testing.T) {
 	l, clk := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 2}, Key: "client_ip"})
-	a, b := exchangeFrom("192.0.2.1"), exchangeFrom("192.0.2.2")
+	a, b := reqStateFrom("192.0.2.1"), reqStateFrom("192.0.2.2")
 	for i := 0; i < 2; i++ {
 		if _, ok, _ := charge(l, a, false); !ok {
 			t.Fatalf("request %d of the burst refused", i+1)
@@ -83,32 +83,32 @@ func TestRouteLimitPerClientIP(t *testing.T) {
 
 func TestRouteLimitRouteKeySharedByClients(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "route"})
-	if _, ok, _ := charge(l, exchangeFrom("192.0.2.1"), false); !ok {
+	if _, ok, _ := charge(l, reqStateFrom("192.0.2.1"), false); !ok {
 		t.Fatal("first request refused")
 	}
-	if _, ok, _ := charge(l, exchangeFrom("198.51.100.7"), false); ok {
+	if _, ok, _ := charge(l, reqStateFrom("198.51.100.7"), false); ok {
 		t.Fatal("key route: a second client got its own bucket")
 	}
 }
 
 func TestRouteLimitHeaderKey(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "header:X-Api-Key", KeyFallback: "client_ip"})
-	ex := exchangeFrom("192.0.2.1")
-	if _, ok, _ := charge(l, ex, false, "X-Api-Key", "k1"); !ok {
+	rs := reqStateFrom("192.0.2.1")
+	if _, ok, _ := charge(l, rs, false, "X-Api-Key", "k1"); !ok {
 		t.Fatal("k1 refused")
 	}
-	if _, ok, _ := charge(l, ex, false, "X-Api-Key", "k2"); !ok {
+	if _, ok, _ := charge(l, rs, false, "X-Api-Key", "k2"); !ok {
 		t.Fatal("k2 shares k1's bucket")
 	}
-	if _, ok, _ := charge(l, ex, false, "X-Api-Key", "k1"); ok {
+	if _, ok, _ := charge(l, rs, false, "X-Api-Key", "k1"); ok {
 		t.Fatal("k1 not limited")
 	}
 	// Without the header: the client's bucket (key_fallback client_ip).
-	if _, ok, _ := charge(l, ex, false); !ok {
+	if _, ok, _ := charge(l, rs, false); !ok {
 		t.Fatal("fallback bucket refused its first request")
 	}
 	// Two values of the key header are ambiguous: 400, never a guess.
-	w, ok, reason := charge(l, ex, false, "X-Api-Key", "k3", "X-Api-Key", "k4")
+	w, ok, reason := charge(l, rs, false, "X-Api-Key", "k3", "X-Api-Key", "k4")
 	if ok || reason != "ambiguous_key" || w.Code != http.StatusBadRequest {
 		t.Fatalf("two key headers: ok=%v reason=%q status %d", ok, reason, w.Code)
 	}
@@ -117,14 +117,14 @@ func TestRouteLimitHeaderKey(t *testing.T) {
 func TestRouteLimitPerClientBeforeKey(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 100, Burst: 100}, Key: "header:X-Api-Key",
 		PerClient: &ratelimit.Rate{QPS: 1, Burst: 2}, Status: http.StatusServiceUnavailable})
-	ex := exchangeFrom("2001:db8::1")
+	rs := reqStateFrom("2001:db8::1")
 	// Rotating key values cannot get past the per-client limit.
 	for i, k := range []string{"a", "b"} {
-		if _, ok, _ := charge(l, ex, false, "X-Api-Key", k); !ok {
+		if _, ok, _ := charge(l, rs, false, "X-Api-Key", k); !ok {
 			t.Fatalf("request %d refused", i+1)
 		}
 	}
-	w, ok, reason := charge(l, ex, false, "X-Api-Key", "c")
+	w, ok, reason := charge(l, rs, false, "X-Api-Key", "c")
 	if ok || reason != "per_client" || w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("third key from one client: ok=%v reason=%q status %d (want per_client, the route's status)", ok, reason, w.Code)
 	}
@@ -132,9 +132,9 @@ func TestRouteLimitPerClientBeforeKey(t *testing.T) {
 
 func TestRouteLimitShadowAnswersNothing(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 1}, Key: "client_ip"})
-	ex := exchangeFrom("192.0.2.1")
-	charge(l, ex, true)
-	w, ok, reason := charge(l, ex, true)
+	rs := reqStateFrom("192.0.2.1")
+	charge(l, rs, true)
+	w, ok, reason := charge(l, rs, true)
 	if ok || reason != "over_limit" {
 		t.Fatalf("shadow: ok=%v reason=%q, want the decision reported", ok, reason)
 	}
@@ -145,10 +145,10 @@ func TestRouteLimitShadowAnswersNothing(t *testing.T) {
 
 func TestRouteLimitFullTableRefuses(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 1, Burst: 5}, Key: "header:X-Api-Key", MaxKeys: 16})
-	ex := exchangeFrom("192.0.2.1")
+	rs := reqStateFrom("192.0.2.1")
 	refused := ""
 	for i := 0; i < 64 && refused == ""; i++ {
-		if _, ok, reason := charge(l, ex, false, "X-Api-Key", "k"+strings.Repeat("x", i)); !ok {
+		if _, ok, reason := charge(l, rs, false, "X-Api-Key", "k"+strings.Repeat("x", i)); !ok {
 			refused = reason
 		}
 	}
@@ -159,12 +159,12 @@ func TestRouteLimitFullTableRefuses(t *testing.T) {
 
 func TestRouteLimitHeadersAlways(t *testing.T) {
 	l, _ := testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 10, Burst: 10}, Key: "client_ip", Headers: "always"})
-	w, ok, _ := charge(l, exchangeFrom("192.0.2.1"), false)
+	w, ok, _ := charge(l, reqStateFrom("192.0.2.1"), false)
 	if !ok || w.Header().Get("RateLimit") == "" || w.Header().Get("RateLimit-Policy") == "" {
 		t.Fatalf("headers: always: allowed answer without the fields: %v", w.Header())
 	}
 	l, _ = testRouteLimit(t, ratelimit.Config{Rate: ratelimit.Rate{QPS: 10, Burst: 10}, Key: "client_ip"})
-	if w, _, _ := charge(l, exchangeFrom("192.0.2.1"), false); w.Header().Get("RateLimit") != "" {
+	if w, _, _ := charge(l, reqStateFrom("192.0.2.1"), false); w.Header().Get("RateLimit") != "" {
 		t.Fatal("headers: on_reject set the fields on an allowed answer")
 	}
 }

@@ -97,8 +97,8 @@ func (rd *routed) target(p *pipeline, method, sent, rawPath, host string) (t tar
 	return rd.t, true
 }
 
-func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	ex.refuse(p.g.metrics, layerRouter, "invalid_path", http.StatusBadRequest)
+func (p *pipeline) invalidPath(w http.ResponseWriter, r *http.Request, rs *reqState) {
+	rs.refuse(p.g.metrics, layerRouter, "invalid_path", http.StatusBadRequest)
 	p.unmatched.count(http.StatusBadRequest, true)
 	wire.Reject(w, r, wire.New(wire.CodeInvalidPath))
 }

@@ -45,30 +45,30 @@ func (b *builder) buildShield(cfg *Config) (*shield.Shield, error) {
 
 // admit runs the shield for the request (step 4). It reports false when
 // the shield answered it; a shadow shield only records the refusal.
-func (p *pipeline) admit(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+func (p *pipeline) admit(w http.ResponseWriter, r *http.Request, rs *reqState) bool {
 	var a shield.Admission
-	if ex.shieldKey != nil {
+	if rs.shieldKey != nil {
 		// The connection's fingerprint, made once; the client's
 		// address for the network budget.
-		if ex.clientOK {
-			a = p.shield.AdmitKeyFrom(*ex.shieldKey, ex.group)
+		if rs.clientOK {
+			a = p.shield.AdmitKeyFrom(*rs.shieldKey, rs.group)
 		} else {
-			a = p.shield.AdmitKey(*ex.shieldKey)
+			a = p.shield.AdmitKey(*rs.shieldKey)
 		}
 	} else {
-		a = p.shield.Admit(ex.group, ex.clientOK)
+		a = p.shield.Admit(rs.group, rs.clientOK)
 	}
-	ex.admission = a
+	rs.admission = a
 	if a.Allowed {
 		return true
 	}
 	if p.shadowShield {
-		ex.shadowLayer, ex.shadowReason = layerShield, string(a.Reason)
+		rs.shadowLayer, rs.shadowReason = layerShield, string(a.Reason)
 		return true
 	}
-	ex.layer, ex.reason, ex.status = layerShield, string(a.Reason), http.StatusTooManyRequests
+	rs.layer, rs.reason, rs.status = layerShield, string(a.Reason), http.StatusTooManyRequests
 	if a.Outcome != shield.OutcomeRateLimited {
-		ex.status = http.StatusServiceUnavailable
+		rs.status = http.StatusServiceUnavailable
 	}
 	shield.WriteRejection(w, r, &a)
 	return false

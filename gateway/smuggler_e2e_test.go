@@ -127,7 +127,7 @@ func sendHalfClosed(t testing.TB, addr string, src net.IP, in string) {
 		return
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // failure guard only
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // a safety deadline only
 	if _, err := io.WriteString(c, in); err != nil {
 		return // refused before the end (the answer was read or not)
 	}

@@ -40,11 +40,11 @@ func (p *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // assertHeaders is the proxy's Assert hook: the headers the policies
 // asserted for this request, set after hop-by-hop removal.
 func assertHeaders(in *http.Request, out http.Header) {
-	ex := exchangeOf(in)
-	if ex == nil {
+	rs := reqStateOf(in)
+	if rs == nil {
 		return
 	}
-	for _, a := range ex.asserted[:ex.nAsserts] {
+	for _, a := range rs.asserted[:rs.nAsserts] {
 		out[a.name] = []string{a.value}
 	}
 }

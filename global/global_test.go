@@ -325,7 +325,7 @@ func (s *holdStore) Lease(ctx context.Context, b []global.Lease) error {
 	return s.MemoryStore.Lease(ctx, b)
 }
 
-// within fails t unless ch yields within a generous real-time guard (the
+// within fails t unless ch yields within a generous real-time bound (the
 // worker runs on its own goroutine; on a loaded machine it may wait
 // seconds for a CPU, and only a hang should fail the test here).
 func within[T any](t testing.TB, what string, ch <-chan T) T {

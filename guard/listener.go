@@ -120,7 +120,7 @@ func (l *listener) Close() error {
 	return l.Listener.Close()
 }
 
-// closeNow closes a refused socket with a reset: no FIN exchange, no
+// closeNow closes a refused socket with a reset: no FIN handshake, no
 // TIME_WAIT state kept for the attacker.
 func closeNow(c net.Conn) {
 	if tc, ok := c.(interface{ SetLinger(int) error }); ok {

@@ -368,7 +368,7 @@ type request struct {
 	// expireAt is the request timeout as an offset from the host's epoch,
 	// written once by shard.add before the handler runs.
 	expireAt int64
-	// Guarded by the shard's mutex.
+	// Held under the shard's mutex.
 	prev, next *request
 	unlinked   bool
 }

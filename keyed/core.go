@@ -91,7 +91,7 @@ type shardLock struct {
 	shardStats
 }
 
-// shardStats are a shard's statistics, guarded by its lock.
+// shardStats are a shard's statistics, held under its lock.
 type shardStats struct {
 	inserts      uint64
 	reclaimed    uint64

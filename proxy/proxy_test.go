@@ -752,7 +752,7 @@ func testMalformedBodyIsClientFault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // failure guard only
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a safety deadline only
 		io.WriteString(c, raw)
 		if tc, ok := c.(*net.TCPConn); ok && strings.HasSuffix(raw, "hel") {
 			tc.CloseWrite() // the body ends early

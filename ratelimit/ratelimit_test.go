@@ -323,7 +323,7 @@ func TestRejectionWithBodyCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // failure guard only
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a safety deadline only
 	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
 	b, _ := io.ReadAll(conn)
 	if !strings.HasPrefix(string(b), "HTTP/1.1 429") || !strings.Contains(string(b), "Connection: close") {

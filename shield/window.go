@@ -9,7 +9,7 @@ import "time"
 // by side): a window starts at the first admission into an empty or
 // expired state and lasts window, exclusive; an instant earlier than the
 // latest admission is decided at that latest instant; a rejection changes
-// nothing. It is guarded by the peer's shard lock.
+// nothing. It is held under the peer's shard lock.
 type peerWindow struct {
 	start int64 // Mono ns
 	count int64

@@ -288,7 +288,7 @@ func TestWriteCloseClosesWithUnreadBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // failure guard only
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // a safety deadline only
 		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", cl)
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)

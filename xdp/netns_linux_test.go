@@ -406,8 +406,8 @@ func TestNetnsIntegration(t *testing.T) {
 			}
 		})
 		defer stopFlood()
-		guard := time.AfterFunc(8*time.Second, stopFlood)
-		defer guard.Stop()
+		watchdog := time.AfterFunc(8*time.Second, stopFlood)
+		defer watchdog.Stop()
 		eventually(t, 5*time.Second, "defense mode did not start", func() bool { return m.Status().Defense })
 		// New connections from the flooding namespace's real address, one
 		// every 200 ms, while defense mode lasts.

@@ -259,7 +259,7 @@ type RawConn struct {
 	Br *bufio.Reader
 }
 
-// DialRaw connects to e's host with a 20 s deadline (a guard against a
+// DialRaw connects to e's host with a 20 s deadline (a safety net against a
 // hung test) and closes the connection at cleanup.
 func DialRaw(t *testing.T, e *Env) *RawConn {
 	t.Helper()
@@ -268,7 +268,7 @@ func DialRaw(t *testing.T, e *Env) *RawConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	// A failure guard so a broken host fails the test instead of hanging
+	// A safety deadline so a broken host fails the test instead of hanging
 	// it; correctness never depends on it.
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	return &RawConn{T: t, C: c, Br: bufio.NewReader(c)}

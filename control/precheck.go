@@ -35,14 +35,14 @@ const maxHostBytes = 253 + len(":65535")
 // port ("" when absent).
 type hostPort struct{ host, port string }
 
-// guard holds the checks every request passes before authentication.
-type guard struct {
+// precheck holds the checks every request passes before authentication.
+type precheck struct {
 	addr    hostPort   // Config.Addr; host "" when unset or unspecified
 	allowed []hostPort // Config.AllowedHosts
 }
 
-func newGuard(addr string, allowed []string, haveToken bool) (*guard, error) {
-	g := &guard{}
+func newPrecheck(addr string, allowed []string, haveToken bool) (*precheck, error) {
+	g := &precheck{}
 	if addr != "" {
 		h, port, err := net.SplitHostPort(addr)
 		if err != nil || !validPort(port, true) {
@@ -85,7 +85,7 @@ func newGuard(addr string, allowed []string, haveToken bool) (*guard, error) {
 // Config.AllowedHosts, haveToken whether Config.Token is set; they are
 // validated as New validates them.
 func HostCheck(addr string, allowed []string, haveToken bool) (func(r *http.Request) bool, error) {
-	g, err := newGuard(addr, allowed, haveToken)
+	g, err := newPrecheck(addr, allowed, haveToken)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func HostCheck(addr string, allowed []string, haveToken bool) (func(r *http.Requ
 
 // admit runs the checks in order: Host, browser headers, content type.
 // ok is false with the problem to answer and the reason to log.
-func (g *guard) admit(r *http.Request) (p wire.Problem, reason string, ok bool) {
+func (g *precheck) admit(r *http.Request) (p wire.Problem, reason string, ok bool) {
 	if !g.hostAllowed(r) {
 		return probForbidden, refuseHost, false
 	}
@@ -110,7 +110,7 @@ func (g *guard) admit(r *http.Request) (p wire.Problem, reason string, ok bool) 
 // hostAllowed reports whether r's Host names the API: a loopback name or
 // the listen address (with no port or the listen port), the local
 // address the connection arrived on, or an allowed host.
-func (g *guard) hostAllowed(r *http.Request) bool {
+func (g *precheck) hostAllowed(r *http.Request) bool {
 	hp, ok := parseHost(r.Host)
 	if !ok {
 		return false
