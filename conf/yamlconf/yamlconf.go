@@ -211,7 +211,7 @@ func Decode(data []byte, v any, o Options) *Document {
 			w.fillDefaults(out) // empty document: defaults only
 			return doc
 		}
-		w.add(ErrLine(err), "", "%s", ErrMsg(err))
+		w.add(errLine(err), "", "%s", errMsg(err))
 		doc.Fatal = true
 		return doc
 	}
@@ -220,7 +220,7 @@ func Decode(data []byte, v any, o Options) *Document {
 	case err == nil:
 		w.add(extra.Line, "", "more than one YAML document (one file holds one configuration)")
 	case !errors.Is(err, io.EOF):
-		w.add(ErrLine(err), "", "more than one YAML document (one file holds one configuration)")
+		w.add(errLine(err), "", "more than one YAML document (one file holds one configuration)")
 	}
 	if len(w.problems) == 0 {
 		// The normal case: yaml.v3's strict mode on the file as written.
@@ -274,10 +274,10 @@ func (w *walker) decode(n *yaml.Node, out reflect.Value, strict func() error, do
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			for _, m := range te.Errors {
-				w.add(ErrLine(errors.New(m)), "", "cannot decode: %s", stripLine(m))
+				w.add(errLine(errors.New(m)), "", "cannot decode: %s", stripLine(m))
 			}
 		} else {
-			w.add(ErrLine(err), "", "cannot decode: %s", stripLine(strings.TrimPrefix(err.Error(), "yaml: ")))
+			w.add(errLine(err), "", "cannot decode: %s", stripLine(strings.TrimPrefix(err.Error(), "yaml: ")))
 		}
 		doc.Fatal = true
 		return
@@ -800,9 +800,9 @@ func fillNonKeys(v, def reflect.Value) {
 	}
 }
 
-// ErrLine extracts the line from a yaml.v3 error ("yaml: line N: ..." or
+// errLine extracts the line from a yaml.v3 error ("yaml: line N: ..." or
 // "line N: ..."), or returns 0.
-func ErrLine(err error) int {
+func errLine(err error) int {
 	_, rest, ok := strings.Cut(err.Error(), "line ")
 	if !ok {
 		return 0
@@ -812,9 +812,9 @@ func ErrLine(err error) int {
 	return l
 }
 
-// ErrMsg renders a yaml.v3 syntax error without its line ("bad YAML:
-// did not find expected key"); [ErrLine] has the line.
-func ErrMsg(err error) string {
+// errMsg renders a yaml.v3 syntax error without its line ("bad YAML:
+// did not find expected key"); errLine has the line.
+func errMsg(err error) string {
 	return "bad YAML: " + stripLine(strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
