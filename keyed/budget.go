@@ -211,16 +211,20 @@ const liveSlots = 4096
 // default) holds at once in a table whose entries live as long as
 // something of theirs stays open (a connection), where a time window
 // does not fit: at most Share × capacity live entries per network. It is
-// a fixed array of 4096 counters indexed by a keyed hash of the network
-// (the [Budget]'s), so networks that share a counter share its budget
-// (collisions only make it stricter); no allocation after NewLiveBudget,
-// lock-free. A nil *LiveBudget admits everything. It is safe for
-// concurrent use.
+// a count-min sketch of live counts: two rows of 4096 counters indexed by
+// two keyed hashes of the network (the [Budget]'s), and a network is
+// refused only when both its counters are at the limit. Another network
+// shares both with probability about (k/4096)² when k networks are at
+// their limit (with one row, each of 200 innocent networks met a flooding
+// network's counter with probability 1/4096: one in twenty floods locked
+// one of them out). Collisions only ever make it stricter. No allocation
+// after NewLiveBudget, lock-free. A nil *LiveBudget admits everything. It
+// is safe for concurrent use.
 type LiveBudget struct {
 	limit  int32
 	v4, v6 int
 	hash   Hasher
-	slots  [liveSlots]atomic.Int32
+	rows   [budgetRows][liveSlots]atomic.Int32
 }
 
 // NewLiveBudget returns the budget nb describes for a table of capacity
@@ -254,25 +258,34 @@ func (b *LiveBudget) Acquire(addr netip.Addr) (ticket uint32, ok bool) {
 		return 0, true
 	}
 	n := networkOf(addr, b.v4, b.v6)
-	h, _ := b.hash.Sum2(unsafe.String(&n[0], len(n)))
-	i := uint32(h & (liveSlots - 1))
-	c := &b.slots[i]
-	for {
-		v := c.Load()
-		if v >= b.limit {
-			return 0, false
-		}
-		if c.CompareAndSwap(v, v+1) {
-			return i + 1, true
-		}
+	h1, h2 := b.hash.Sum2(unsafe.String(&n[0], len(n)))
+	i, j := uint32(h1&(liveSlots-1)), uint32(h2&(liveSlots-1))
+	c, d := &b.rows[0][i], &b.rows[1][j]
+	if min(c.Load(), d.Load()) >= b.limit {
+		return 0, false
 	}
+	// Count in both rows, then check: every live entry of the network is
+	// in both counters, so the smaller one bounds the network's count. Two
+	// racing acquirers may both back out at the limit (a refusal, never an
+	// excess).
+	if min(c.Add(1), d.Add(1)) > b.limit {
+		c.Add(-1)
+		d.Add(-1)
+		return 0, false
+	}
+	return liveTicket | j<<12 | i, true
 }
+
+// liveTicket marks a ticket of Acquire (so that 0 stays "nothing
+// counted"); the low 24 bits are the two rows' counter indexes.
+const liveTicket = 1 << 24
 
 // Release uncounts the entry Acquire gave ticket for, once it has left
 // the table. Ticket 0 does nothing.
 func (b *LiveBudget) Release(ticket uint32) {
-	if b == nil || ticket == 0 || ticket > liveSlots {
+	if b == nil || ticket&^(liveTicket-1) != liveTicket {
 		return
 	}
-	b.slots[ticket-1].Add(-1)
+	b.rows[0][ticket&(liveSlots-1)].Add(-1)
+	b.rows[1][ticket>>12&(liveSlots-1)].Add(-1)
 }
