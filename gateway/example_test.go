@@ -77,6 +77,6 @@ func ExampleDefaultConfig() {
 	fmt.Println(cfg.Validate(), cfg.Provision("", nil))
 	// Output:
 	// ratelimit.Config.Validate: burst
-	// routes[0].rate_limit.burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 720h (lower burst or raise qps)
+	// routes[0].rate_limit.burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 8784h (lower burst or raise qps)
 	// <nil> <nil>
 }

@@ -93,13 +93,18 @@ type Config struct {
 	// one key, in [1, MaxMaxLease]; default DefaultMaxLease (128). The
 	// lease size k adapts to the key's observed rate (enough for half a
 	// LeaseTTL) and is further capped at Burst / live replicas, so what a
-	// replica strands when it stops using a key is at most k tokens.
+	// replica holds back from the others when it stops using a key is at
+	// most k tokens, for at most LeaseTTL (then they go back to L2).
 	MaxLease int64 `yaml:"max_lease"`
 	// LeaseTTL (lease_ttl) is how long leased tokens stay usable after
 	// the latest grant for their key, in [MinLeaseTTL, MaxLeaseTTL];
-	// default DefaultLeaseTTL (1 s). Tokens older than that are dropped
-	// (they were already deducted from L2, so dropping never
-	// over-admits).
+	// default DefaultLeaseTTL (1 s). Tokens unused by then go back to L2
+	// (Lease.Return) with the key's next round trip, or the worker's
+	// within a tick or so, so a slow limit loses none (5/hour with a
+	// request every 2 s admits 5). Only when that cannot be done (the
+	// breaker is not closed, or the round trip carrying them failed, so
+	// whether L2 took them back is unknown) are they dropped, which
+	// never over-admits (Stats.Expired).
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// Capacity (capacity) bounds the L1 table (keys of all limiters of
 	// the node), in [1, keyed.MaxCapacity]; default DefaultCapacity. A

@@ -8,8 +8,10 @@
 // L2 holds one GCRA bucket per key on the store's clock (Redis TIME). A
 // refill takes a lease of up to k tokens in one atomic step (all of them
 // deducted from the bucket before the answer), so however many replicas
-// ask concurrently the bucket never admits more than its limit; what a
-// replica strands when it stops using a key is bounded by its last k.
+// ask concurrently the bucket never admits more than its limit. Tokens a
+// replica leased and did not use within Config.LeaseTTL go back to the
+// bucket (Lease.Return): the bucket is then as if they had never been
+// leased, so a slow limit loses none of its budget to expired leases.
 //
 // L1 is a bounded [keyed.Table] per [Node] holding each key's leased
 // tokens. A decision takes tokens there and never waits on L2 while any

@@ -208,7 +208,9 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 				e.arrivals += n
 			}
 			if e.tokens > 0 && t >= e.expires {
-				nd.c.expired.Add(uint64(e.tokens))
+				// Lapsed: they go back to L2 with the key's next round
+				// trip (a refill's, or the worker's expiry queue's).
+				e.ret += e.tokens
 				e.tokens = 0
 			}
 			switch {
@@ -350,7 +352,7 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, ki
 		if n > 1 && e.tokens >= n || t < e.denied {
 			return true
 		}
-		r := refill{lim: l, l1: k1, l2: k2, query: true}
+		r := refill{lim: l, l1: k1, l2: k2, query: true, ret: e.ret}
 		if kind != query {
 			// Estimate the key's rate from the units asked for since
 			// the previous request, smoothed.
@@ -377,7 +379,7 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, ki
 			full = true
 			return true
 		}
-		e.pending, queued = rd, true
+		e.pending, queued, e.ret = rd, true, 0
 		return true
 	})
 	return rd, full, queued

@@ -135,9 +135,12 @@ type Stats struct {
 	// whose refill did not arrive within the budget.
 	Waits, WaitTimeouts uint64
 	// Refills counts lease requests sent to L2, Batches the round trips
-	// carrying them, Leased the tokens obtained, Expired the leased tokens
-	// dropped unused after LeaseTTL.
-	Refills, Batches, Leased, Expired uint64
+	// carrying them, Leased the tokens obtained. Returned counts leased
+	// tokens given back to L2 unused after LeaseTTL; Expired those dropped
+	// instead (the breaker was not closed, or the round trip carrying
+	// them failed, so whether L2 took them back is unknown: dropping them
+	// never over-admits).
+	Refills, Batches, Leased, Returned, Expired uint64
 	// QueueFull counts refill requests refused by a full queue; Dropped
 	// those discarded because the breaker opened; TableFull decisions
 	// rejected because the L1 table was full.
@@ -148,6 +151,10 @@ type Stats struct {
 	// Keys is the number of entries in the node's own L1 table
 	// ([Table.Len] tells those of another).
 	Keys int
+	// Pending is the number of refill requests queued or in flight now
+	// (a gauge, not cumulative): 0 once every refill asked for so far has
+	// been answered or dropped.
+	Pending int64
 }
 
 // Node is this replica's side of the global limit: the L1 table of leased
@@ -195,16 +202,23 @@ type Node struct {
 	sumAny       bool
 	batch        []Lease
 	reqs         []refill
+	// exp holds, in about the order of their expiry, the keys holding
+	// leased tokens (one item per key: entry.queued), from index expHead;
+	// rets the tokens the next round trip gives back.
+	exp     []expiry
+	expHead int
+	rets    []expiry
 
 	c statsCounters
 }
 
 type statsCounters struct {
 	allowed, rejected, fallback, waits, waitTimeouts atomic.Uint64
-	refills, batches, leased, expired                atomic.Uint64
+	refills, batches, leased, returned, expired      atomic.Uint64
 	queueFull, dropped, tableFull                    atomic.Uint64
 	failures, opened, probes                         atomic.Uint64
 	lastFailures, lastProbes, lastFallback           uint64
+	pending                                          atomic.Int64
 }
 
 // round is one worker round trip's worth of refills; done is closed when
@@ -216,7 +230,7 @@ type round struct {
 }
 
 // refill is one queued lease request; a query (want and min 0) takes
-// nothing and reports the bucket.
+// nothing and reports the bucket; ret expired tokens it gives back.
 type refill struct {
 	lim   *Limiter
 	l1    keyed.Key128
@@ -224,13 +238,26 @@ type refill struct {
 	want  int64
 	min   int64
 	query bool
+	ret   int64
+}
+
+// expiry is a key whose leased tokens lapse at due (worker's queue), or,
+// in Node.rets, n tokens of a key given back to L2.
+type expiry struct {
+	lim *Limiter
+	l1  keyed.Key128
+	l2  Key
+	due int64
+	n   int64
 }
 
 // entry is a key's L1 state. Instants are nanoseconds since Node.epoch.
 type entry struct {
 	lim       *Limiter
 	tokens    int64 // leased tokens held
-	expires   int64 // held tokens lapse at this instant
+	expires   int64 // held tokens lapse at this instant (then go to ret)
+	ret       int64 // lapsed tokens not yet given back to L2
+	queued    bool  // in the worker's expiry queue (Node.exp)
 	denied    int64 // L2 reported empty until this instant
 	remaining int64 // L2's remaining at the latest answer
 	resetAt   int64 // L2 full again at this instant (latest answer)
@@ -247,7 +274,7 @@ type entry struct {
 
 func (e *entry) expired(now time.Time, epoch time.Time) bool {
 	t := int64(now.Sub(epoch))
-	return e.pending == nil && e.debt == 0 && (e.tokens == 0 || t >= e.expires) && t >= e.denied &&
+	return e.pending == nil && e.debt == 0 && !e.queued && e.tokens == 0 && e.ret == 0 && t >= e.denied &&
 		(limit.GCRA{}).Expired(&e.fb, now)
 }
 
@@ -278,7 +305,7 @@ func New(cfg Config) (*Node, error) {
 		wake:     make(chan struct{}, 1),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
-		batch:    make([]Lease, 0, cfg.MaxBatch),
+		batch:    make([]Lease, 0, 2*cfg.MaxBatch),
 		reqs:     make([]refill, 0, cfg.MaxBatch),
 		limiters: map[keyed.Key128]*Limiter{},
 	}
@@ -423,10 +450,10 @@ func (n *Node) Stats() Stats {
 		State: n.State(), Replicas: n.Replicas(),
 		Allowed: c.allowed.Load(), Rejected: c.rejected.Load(), Fallback: c.fallback.Load(),
 		Waits: c.waits.Load(), WaitTimeouts: c.waitTimeouts.Load(),
-		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Expired: c.expired.Load(),
+		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
 		QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(), TableFull: c.tableFull.Load(),
 		Failures: c.failures.Load(), Opened: c.opened.Load(), Probes: c.probes.Load(),
-		Keys: n.tab.Len(),
+		Keys: n.tab.Len(), Pending: c.pending.Load(),
 	}
 }
 
@@ -466,6 +493,7 @@ func (n *Node) enqueue(r refill) *round {
 	}
 	n.queue[(n.qhead+n.qlen)%len(n.queue)] = r
 	n.qlen++
+	n.c.pending.Add(1)
 	rd := n.cur
 	n.qmu.Unlock()
 	select {
@@ -530,13 +558,15 @@ func (n *Node) step() {
 		}
 	}
 	n.summary()
+	n.sweep()
 	for {
 		rd, last := n.take()
-		if len(n.reqs) > 0 {
+		if len(n.reqs) > 0 || len(n.rets) > 0 {
 			if n.State() == Closed {
 				n.lease(rd)
 			} else {
 				n.drop(n.reqs)
+				n.dropRets()
 			}
 		}
 		if last {
@@ -557,21 +587,89 @@ func (n *Node) drainAll() {
 		n.drop(n.reqs)
 		if last {
 			close(rd.done)
-			return
+			break
 		}
 	}
+	// Nobody gives tokens back any more: the keys leave the queue (and
+	// may be reclaimed), their tokens count as expired.
+	n.dropRets()
+	now := n.clk.Now()
+	for _, x := range n.exp[n.expHead:] {
+		_ = x.lim.tab.Do(x.l1, now, func(e *entry, created bool) bool {
+			if created {
+				return false
+			}
+			n.c.expired.Add(uint64(e.tokens + e.ret))
+			e.tokens, e.ret, e.queued = 0, 0, false
+			return true
+		})
+	}
+	n.exp, n.expHead = nil, 0
 }
 
-// drop discards refills: their entries forget the pending round.
+// drop discards refills: their entries forget the pending round, and the
+// tokens they were to give back count as expired.
 func (n *Node) drop(reqs []refill) {
 	now := n.clk.Now()
 	for _, r := range reqs {
+		n.c.expired.Add(uint64(r.ret))
 		_ = r.lim.tab.Do(r.l1, now, func(e *entry, created bool) bool {
 			e.pending = nil
 			return !created
 		})
 	}
 	n.c.dropped.Add(uint64(len(reqs)))
+	n.c.pending.Add(-int64(len(reqs)))
+}
+
+// dropRets discards the tokens the next round trip was to give back.
+func (n *Node) dropRets() {
+	for _, x := range n.rets {
+		n.c.expired.Add(uint64(x.n))
+	}
+	n.rets = n.rets[:0]
+}
+
+// sweep takes the keys whose leased tokens have lapsed off the expiry
+// queue and moves up to MaxBatch keys' lapsed tokens into n.rets, for the
+// next round trip to give back. A key granted tokens since goes back into
+// the queue with its new expiry.
+func (n *Node) sweep() {
+	now, t := n.now()
+	for n.expHead < len(n.exp) && len(n.rets) < n.cfg.MaxBatch {
+		x := n.exp[n.expHead]
+		if x.due > t {
+			break
+		}
+		n.exp[n.expHead] = expiry{}
+		n.expHead++
+		_ = x.lim.tab.Do(x.l1, now, func(e *entry, created bool) bool {
+			if created {
+				return false
+			}
+			if e.tokens > 0 && t >= e.expires {
+				e.ret += e.tokens
+				e.tokens = 0
+			}
+			if e.tokens > 0 {
+				x.due = e.expires
+				n.exp = append(n.exp, x)
+			} else {
+				e.queued = false
+			}
+			if e.ret > 0 {
+				n.rets = append(n.rets, expiry{lim: x.lim, l1: x.l1, l2: x.l2, n: e.ret})
+				e.ret = 0
+			}
+			return true
+		})
+	}
+	// Reuse the queue's space once most of it is behind the head.
+	if n.expHead > 0 && n.expHead >= len(n.exp)/2 {
+		k := copy(n.exp, n.exp[n.expHead:])
+		clear(n.exp[k:])
+		n.exp, n.expHead = n.exp[:k], 0
+	}
 }
 
 // lease sends the taken refills of round rd to L2 in one call and applies
@@ -579,7 +677,10 @@ func (n *Node) drop(reqs []refill) {
 func (n *Node) lease(rd *round) {
 	n.batch = n.batch[:0]
 	for _, r := range n.reqs {
-		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min})
+		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min, Return: r.ret})
+	}
+	for _, x := range n.rets {
+		n.batch = append(n.batch, Lease{Key: x.l2, Interval: x.lim.interval, Burst: x.lim.g.Burst, Return: x.n})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
 	began := n.clk.Now()
@@ -592,11 +693,24 @@ func (n *Node) lease(rd *round) {
 	over := lat > n.cfg.Budget
 	var granted int64
 	partial := false
+	for i, x := range n.rets {
+		l := &n.batch[len(n.reqs)+i]
+		if err != nil || l.Err != nil {
+			partial = true
+			n.c.expired.Add(uint64(x.n))
+		} else {
+			n.c.returned.Add(uint64(x.n))
+		}
+	}
+	n.rets = n.rets[:0]
 	for i, r := range n.reqs {
 		l := &n.batch[i]
 		if err != nil || l.Err != nil {
 			l.Granted = 0
 			partial = true
+			n.c.expired.Add(uint64(r.ret))
+		} else {
+			n.c.returned.Add(uint64(r.ret))
 		}
 		if err == nil && l.Err == nil && !r.query {
 			n.hookLease(l.Want, l.Granted)
@@ -613,7 +727,7 @@ func (n *Node) lease(rd *round) {
 				return true
 			}
 			if e.tokens > 0 && t >= e.expires {
-				n.c.expired.Add(uint64(e.tokens))
+				e.ret += e.tokens // the queue gives them back
 				e.tokens = 0
 			}
 			switch {
@@ -631,8 +745,15 @@ func (n *Node) lease(rd *round) {
 				e.tokens += l.Granted - pay
 				e.expires = t + int64(n.cfg.LeaseTTL)
 				e.denied = 0
+				if e.tokens > 0 && !e.queued {
+					e.queued = true
+					n.exp = append(n.exp, expiry{lim: r.lim, l1: r.l1, l2: r.l2, due: e.expires})
+				}
 			default:
-				e.denied = t + int64(max(l.RetryAfter, time.Microsecond))
+				// L2 measured RetryAfter at some instant of the round
+				// trip; counting it from the start never refuses a
+				// decision L2 would admit (at worst one asks again).
+				e.denied = max(int64(began.Sub(n.epoch)), 0) + int64(max(l.RetryAfter, time.Microsecond))
 			}
 			e.remaining = l.Remaining
 			e.resetAt = t + int64(l.ResetAfter)
@@ -641,6 +762,7 @@ func (n *Node) lease(rd *round) {
 		})
 	}
 	n.c.leased.Add(uint64(granted))
+	n.c.pending.Add(-int64(len(n.reqs)))
 	// A budget miss is a round trip a decision gave up waiting for, not
 	// merely a slow one: in a process whose CPUs are saturated the
 	// worker's round trips look slow by its own scheduling delay while

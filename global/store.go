@@ -33,17 +33,22 @@ func KeyOf(name, key string) Key {
 	return Key{binary.BigEndian.Uint64(sum[0:8]), binary.BigEndian.Uint64(sum[8:16])}
 }
 
-// Lease is one L2 request of a batch: take between Min and Want tokens
-// from the key's shared GCRA bucket (emission interval Interval, burst
-// Burst), all or nothing at Min. A [Store] fills in the result fields.
-// Want and Min 0 is a query: nothing is taken, and Remaining and
-// ResetAfter report the bucket.
+// Lease is one L2 request of a batch: give Return unused tokens back to
+// the key's shared GCRA bucket (emission interval Interval, burst Burst),
+// then take between Min and Want tokens from it, all or nothing at Min. A
+// [Store] fills in the result fields. Want and Min 0 takes nothing: a
+// query (Remaining and ResetAfter report the bucket) or a return only.
 type Lease struct {
 	Key      Key
 	Interval time.Duration
 	Burst    int64
-	Want     int64 // 1 <= Min <= Want <= Burst, or both 0
+	Want     int64 // 1 <= Min <= Want <= Burst, or both 0 (a query, or a return only)
 	Min      int64
+	// Return is how many tokens leased earlier, and never used, go back
+	// to the bucket first (0 <= Return): its theoretical arrival time
+	// moves back by Return·Interval, but never before now (a full bucket
+	// stays full). The bucket is then as if they had never been leased.
+	Return int64
 
 	// Granted is the number of tokens taken, 0 or in [Min, Want]. They are
 	// deducted from the shared bucket before the store answers.
@@ -157,11 +162,14 @@ func (m *MemoryStore) Lease(ctx context.Context, batch []Lease) error {
 }
 
 // leaseGCRA is the lease rule shared with the Redis script: with tat'
-// = max(tat, now), grant n = min(Want, floor((now+Burst·T−tat')/T)) tokens
-// if n >= Min and move tat' by n·T.
+// = max(tat − Return·T, now), grant n = min(Want, floor((now+Burst·T−tat')/T))
+// tokens if n >= Min and move tat' by n·T.
 func leaseGCRA(l *Lease, tat, now time.Time, set func(time.Time)) {
 	t := l.Interval
 	tau := time.Duration(l.Burst) * t
+	if l.Return > 0 {
+		tat = tat.Add(-time.Duration(l.Return) * t)
+	}
 	if tat.Before(now) {
 		tat = now
 	}
@@ -173,7 +181,11 @@ func leaseGCRA(l *Lease, tat, now time.Time, set func(time.Time)) {
 	l.Granted, l.Err = n, nil
 	if n > 0 {
 		tat = tat.Add(time.Duration(n) * t)
+	}
+	if n > 0 || l.Return > 0 {
 		set(tat)
+	}
+	if n > 0 || l.Want == 0 {
 		l.RetryAfter = 0
 	} else {
 		l.RetryAfter = tat.Add(time.Duration(l.Min) * t).Sub(now.Add(tau))

@@ -7,15 +7,19 @@ import (
 
 // Bounds on GCRA parameters, checked by GCRA.Validate.
 const (
-	// MinRate is the lowest GCRA.Rate accepted: one unit per MaxWindow.
-	MinRate = 1.0 / (24 * 60 * 60)
+	// MinRate is the lowest GCRA.Rate accepted: one unit per Year.
+	MinRate = 1.0 / (365 * 24 * 60 * 60)
 	// MaxRate is the highest GCRA.Rate accepted: one unit per nanosecond.
 	MaxRate = 1e9
 	// MaxBurst is the largest GCRA.Burst accepted.
 	MaxBurst = 1_000_000_000
 	// MaxRefill is the longest time an empty GCRA bucket may take to refill
-	// (Burst emission intervals).
-	MaxRefill = 30 * 24 * time.Hour
+	// (Burst emission intervals): 366 days, so that a rate per Year fits
+	// however its emission interval rounds.
+	MaxRefill = Year + 24*time.Hour
+	// Year is 365 days, the longest unit of a rate (as envoyproxy/ratelimit
+	// counts a year).
+	Year = 365 * 24 * time.Hour
 )
 
 // GCRA is the generic cell rate algorithm (a token bucket without a refill
@@ -67,8 +71,10 @@ func (g GCRA) Interval() time.Duration {
 	if !(g.Rate >= MinRate && g.Rate <= MaxRate) {
 		return 0
 	}
-	// 1e9/Rate is in [1, 8.64e13], where adding 0.5 is exact and
-	// truncation is floor: this is math.Round, without the call.
+	// 1e9/Rate is in [1, 3.1536e16]. Below 2^52 adding 0.5 is exact and
+	// truncation is floor: this is math.Round, without the call; above,
+	// where only an interval of more than 52 days can be, the sum is
+	// within 4 ns of it.
 	return time.Duration(float64(time.Second)/g.Rate + 0.5)
 }
 

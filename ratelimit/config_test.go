@@ -31,7 +31,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *ratelimit.Config) { c.QPS = math.NaN() }, "qps: NaN out of range [0.001, 1000000]"},
 		{func(c *ratelimit.Config) { c.Burst = -1 }, "burst: -1 out of range [0, 1000000]"},
 		{func(c *ratelimit.Config) { c.QPS, c.Burst = 0.001, 1_000_000 },
-			"burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 720h (lower burst or raise qps)"},
+			"burst: 1000000 at qps 0.001: an empty bucket takes 277777h46m40s to refill, more than 8784h (lower burst or raise qps)"},
 		{func(c *ratelimit.Config) { c.Status = 302 }, "status: 302 out of range [400, 599]"},
 		{func(c *ratelimit.Config) { c.MaxKeys = 0 }, "max_keys: 0 out of range [1, 10000000]"},
 		{func(c *ratelimit.Config) { c.Key = "cookie" }, `key: "cookie": want client_ip, route or header:NAME`},
@@ -42,8 +42,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *ratelimit.Config) { c.Scope = "cluster" }, `scope: "cluster": want local or global`},
 		{func(c *ratelimit.Config) { c.Mode = "" }, `mode: "": want enforce or shadow`},
 		{func(c *ratelimit.Config) { c.PerClient = &ratelimit.Rate{QPS: 2e6} }, "per_client.qps: 2000000 out of range [0.001, 1000000]"},
-		{func(c *ratelimit.Config) { c.PerClient = &ratelimit.Rate{QPS: 0.001, Burst: 10_000} },
-			"per_client.burst: 10000 at qps 0.001: an empty bucket takes 2777h46m40s to refill, more than 720h (lower burst or raise qps)"},
+		{func(c *ratelimit.Config) { c.PerClient = &ratelimit.Rate{QPS: 0.001, Burst: 100_000} },
+			"per_client.burst: 100000 at qps 0.001: an empty bucket takes 27777h46m40s to refill, more than 8784h (lower burst or raise qps)"},
 	}
 	for _, c := range cases {
 		cfg := valid()

@@ -156,7 +156,8 @@ type Descriptor struct {
 }
 
 // RateLimit is a node's limit: RequestsPerUnit per Unit (second, minute,
-// hour, day, week or month of 30 days), enforced as GCRA with that rate
+// hour, day, week, month of 30 days or year of 365 days), enforced as
+// GCRA with that rate
 // and a burst of RequestsPerUnit (envoyproxy/ratelimit counts fixed
 // windows instead). RequestsPerUnit 0 (or absent) refuses every request.
 // Unlimited exempts the node.
@@ -215,7 +216,8 @@ func pbUnit(u pb.RateLimitResponse_RateLimit_Unit) (unitInfo, bool) {
 // the rate in the configuration's terms.
 func rateGCRA(rpu uint32, unit string, window time.Duration) (limit.GCRA, string) {
 	// The emission interval is window/rpu rounded down, so that rpu
-	// intervals never exceed the window (a month is limit.MaxRefill).
+	// intervals never exceed the window (a year is within
+	// limit.MaxRefill).
 	t := window / time.Duration(rpu)
 	g := limit.GCRA{Rate: float64(time.Second) / float64(t), Burst: int64(rpu)}
 	switch {
@@ -224,8 +226,8 @@ func rateGCRA(rpu uint32, unit string, window time.Duration) (limit.GCRA, string
 	case t == 0 || g.Rate > global.MaxRate || g.Burst > limit.MaxBurst:
 		return g, fmt.Sprintf("%d per %s is above the fastest rate Bulwark enforces, %d per second and %d at once", rpu, unit, int64(global.MaxRate), int64(limit.MaxBurst))
 	case g.Interval() == 0 || g.Validate() != nil:
-		least := uint32(math.Ceil(window.Hours() / 24))
-		return g, fmt.Sprintf("%d per %s is below the slowest rate Bulwark enforces, 1 per day: use at least %d per %s", rpu, unit, least, unit)
+		least := uint32(math.Ceil(float64(window) / float64(limit.Year)))
+		return g, fmt.Sprintf("%d per %s is below the slowest rate Bulwark enforces, 1 per year: use at least %d per %s", rpu, unit, least, unit)
 	}
 	return g, ""
 }

@@ -20,8 +20,8 @@
 // requests_per_unit/unit, burst requests_per_unit), not fixed windows,
 // so duration_until_reset is the time until the bucket is full (OK) or
 // the request could pass (OVER_LIMIT), not until a window ends; rates
-// from 1 per day to 1,000,000 per second and windows up to a month
-// (units second to month; year refused); negative hits (refunds) are
+// from 1 per year to 1,000,000 per second (every unit, year included);
+// negative hits (refunds) are
 // refused; detailed_metric and value_to_metric change nothing (no
 // per-descriptor metrics).
 //

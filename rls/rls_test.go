@@ -353,9 +353,6 @@ func TestParseConfigErrors(t *testing.T) {
 	const d = "domain: a\ndescriptors:\n  - key: k\n"
 	for _, c := range []struct{ yaml, want string }{
 		{d + "    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", `line 4: domain: a: descriptors[0].rate_limit.unit: "fortnight" is not a unit: second, minute, hour, day, week, month or year`},
-		{d + "    rate_limit: {unit: week, requests_per_unit: 6}\n", `line 4: domain: a: descriptors[0].rate_limit: 6 per week is below the slowest rate Bulwark enforces, 1 per day: use at least 7 per week`},
-		{d + "    rate_limit: {unit: month, requests_per_unit: 29}\n", `line 4: domain: a: descriptors[0].rate_limit: 29 per month is below the slowest rate Bulwark enforces, 1 per day: use at least 30 per month`},
-		{d + "    rate_limit: {unit: year, requests_per_unit: 1000}\n", `line 4: domain: a: descriptors[0].rate_limit: unit year is not supported: Bulwark's buckets refill within at most 30 days (use unit: month with a twelfth of the requests)`},
 		{d + "    rate_limit: {unit: second, requests_per_unit: 2000000}\n", `line 4: domain: a: descriptors[0].rate_limit: 2000000 per second is above the fastest rate Bulwark enforces, 1000000 per second and 1000000000 at once`},
 		{d + "    rate_limit: {unit: second, requests_per_unit: -1}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "-1"`},
 		{d + "    rate_limit: {unit: second, requests_per_unit: ten}\n", `line 4: domain: a: descriptors[0].rate_limit.requests_per_unit: want a whole number from 0 to 4294967295, got "ten"`},
@@ -381,6 +378,11 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	// What the parser accepts New accepts: the rates at the bounds.
 	for _, text := range []string{
+		d + "    rate_limit: {unit: year, requests_per_unit: 1}\n",
+		d + "    rate_limit: {unit: YEAR, requests_per_unit: 1000000000}\n",
+		d + "    rate_limit: {unit: year, requests_per_unit: 7}\n",
+		d + "    rate_limit: {unit: week, requests_per_unit: 1}\n",
+		d + "    rate_limit: {unit: month, requests_per_unit: 1}\n",
 		d + "    rate_limit: {unit: week, requests_per_unit: 7}\n",
 		d + "    rate_limit: {unit: month, requests_per_unit: 30}\n",
 		d + "    rate_limit: {unit: month, requests_per_unit: 4294967}\n",

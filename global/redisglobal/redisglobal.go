@@ -7,10 +7,11 @@
 //
 // A lease is one Lua script, run with EVALSHA (EVAL once if the server
 // lost its script cache), on the server's clock (redis.call('TIME'), in
-// microseconds): with tat the key's theoretical arrival time (now when
-// absent or past) and τ = Burst·T, it grants n = min(want, ⌊(now+τ−tat)/T⌋)
-// tokens if n ≥ min (else none), moves tat by n·T and sets the key to
-// expire when the bucket is full again. Redis runs a script atomically, so
+// microseconds): with tat the key's theoretical arrival time, moved back
+// by the lease's returned tokens (Lease.Return) and never before now, and
+// τ = Burst·T, it grants n = min(want, ⌊(now+τ−tat)/T⌋) tokens if n ≥ min
+// (else none), moves tat by n·T and sets the key to expire when the
+// bucket is full again. Redis runs a script atomically, so
 // leased tokens are deducted before any other replica can see them: the
 // replicas together never admit more than the limit. A batch of leases is
 // one pipeline, one round trip per node (go-redis splits a cluster
@@ -47,6 +48,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/redisconn"
 )
@@ -62,6 +64,15 @@ type Config struct {
 	// Prefix starts every key: up to MaxPrefixLen printable ASCII bytes
 	// without spaces or braces. Empty means DefaultPrefix.
 	Prefix string
+	// Clock, when non-nil, tells the lease script the time (its Now in
+	// Unix microseconds, which must be positive) instead of the server's
+	// TIME: a test drives the node and its buckets with one manual clock.
+	// Every replica sharing the buckets must then share the clock. nil,
+	// the default, is the server's clock, which all replicas share by
+	// construction. The heartbeat set always uses the server's clock, and
+	// a bucket's key expires (on the server's clock) an hour after the
+	// injected clock says it is full again.
+	Clock clock.Clock
 }
 
 // Store is a Redis-backed [global.Store]. Its methods are meant for one
@@ -72,6 +83,7 @@ type Store struct {
 	opts     *redisconn.Options // nil: the caller owns the client
 	prefix   string
 	replicas string
+	clk      clock.Clock // nil: the server's TIME
 	cmds     []*redis.Cmd
 }
 
@@ -94,7 +106,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 			return nil, errors.New("redisglobal: Prefix must be printable ASCII without spaces or braces")
 		}
 	}
-	s := &Store{prefix: cfg.Prefix, replicas: cfg.Prefix + "replicas"}
+	s := &Store{prefix: cfg.Prefix, replicas: cfg.Prefix + "replicas", clk: cfg.Clock}
 	s.client.Store(&clientBox{client})
 	return s, nil
 }
@@ -140,32 +152,57 @@ func (s *Store) Key(k global.Key) string {
 	return string(b)
 }
 
-// leaseScript: KEYS[1] the bucket; ARGV T µs, burst, want, min. Returns
-// {granted, remaining, reset µs, retry µs}. Numbers written back are
-// formatted with %d: Lua's default formatting would round them.
+// leaseScript: KEYS[1] the bucket; ARGV T µs, burst, want, min, return,
+// now µs (0: the server's TIME; a given now is not the server's, so the
+// key then lives an hour longer than its bucket needs). Returns {granted,
+// remaining, reset µs, retry µs}. Returned tokens move tat back first
+// (never before now), so the bucket is as if they had never been leased.
+// Numbers written back are formatted with %d: Lua's default formatting
+// would round them.
 var leaseScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[6])
+local slack = 1
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  slack = 3600000
+end
 local T = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local min = tonumber(ARGV[4])
+local ret = tonumber(ARGV[5])
 local tau = burst * T
 local tat = tonumber(redis.call('GET', KEYS[1]))
-if tat == nil or tat < now then tat = now end
+if tat == nil then tat = now end
+tat = tat - ret * T
+if tat < now then tat = now end
 local avail = math.floor((now + tau - tat) / T)
 local n = want
 if avail < n then n = avail end
 if n < min then n = 0 end
-local retry = 0
-if n > 0 then
-  tat = tat + n * T
-  redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + 1))
-else
-  retry = tat + min * T - now - tau
+if n > 0 then tat = tat + n * T end
+if n > 0 or ret > 0 then
+  if tat > now then
+    redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + slack))
+  else
+    redis.call('DEL', KEYS[1])
+  end
 end
+local retry = 0
+if n == 0 and want > 0 then retry = tat + min * T - now - tau end
 return {n, avail - n, tat - now, retry}
 `)
+
+// nowMicros is the lease script's now argument: 0 (the server's TIME)
+// unless Config.Clock is set.
+func (s *Store) nowMicros() int64 {
+	if s.clk == nil {
+		return 0
+	}
+	return max(s.clk.Now().UnixMicro(), 1)
+}
 
 // Lease implements [global.Store]: one pipeline of EVALSHA, then EVAL for
 // any the server did not know.
@@ -175,6 +212,7 @@ func (s *Store) Lease(ctx context.Context, batch []global.Lease) error {
 		s.cmds = make([]*redis.Cmd, len(batch))
 	}
 	cmds := s.cmds[:len(batch)]
+	now := s.nowMicros()
 	run := func(eval func(p redis.Pipeliner, i int, keys []string, args ...any) *redis.Cmd, only []bool) error {
 		pipe := c.Pipeline()
 		for i := range batch {
@@ -183,7 +221,7 @@ func (s *Store) Lease(ctx context.Context, batch []global.Lease) error {
 			}
 			l := &batch[i]
 			us := int64(l.Interval / time.Microsecond)
-			cmds[i] = eval(pipe, i, []string{s.Key(l.Key)}, max(us, 1), l.Burst, l.Want, l.Min)
+			cmds[i] = eval(pipe, i, []string{s.Key(l.Key)}, max(us, 1), l.Burst, l.Want, l.Min, max(l.Return, 0), now)
 		}
 		_, err := pipe.Exec(ctx)
 		return err

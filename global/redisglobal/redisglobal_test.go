@@ -93,6 +93,30 @@ func TestLeaseScript(t *testing.T) {
 	if l := lease(8, 1); l.Granted != 6 || l.Remaining != 0 {
 		t.Fatalf("partial lease %+v", l)
 	}
+	// Tokens given back: the bucket is as if they had never been leased,
+	// never fuller than full.
+	give := func(ret, want, min int64) global.Lease {
+		b := []global.Lease{{Key: k, Interval: interval, Burst: 10, Want: want, Min: min, Return: ret}}
+		if err := st.Lease(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b[0]
+	}
+	if l := give(3, 0, 0); l.Granted != 0 || l.Remaining != 3 || l.RetryAfter != 0 || l.Err != nil {
+		t.Fatalf("return of 3 %+v", l)
+	}
+	if l := give(2, 4, 4); l.Granted != 4 || l.Remaining != 1 {
+		t.Fatalf("return of 2 with a lease of 4 %+v", l)
+	}
+	if l := give(100, 0, 0); l.Remaining != 10 || l.ResetAfter != 0 {
+		t.Fatalf("return past full %+v", l)
+	}
+	if n := st.Client().Exists(ctx, st.Key(k)).Val(); n != 0 {
+		t.Fatalf("a full bucket's key still exists")
+	}
+	if l := lease(10, 10); l.Granted != 10 {
+		t.Fatalf("lease of the whole burst after returns %+v", l)
+	}
 	key := st.Key(k)
 	if !strings.HasPrefix(key, redisglobal.DefaultPrefix+"{") || !strings.HasSuffix(key, "}") || strings.Contains(key, "tenant") {
 		t.Fatalf("key %q", key)
