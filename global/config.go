@@ -87,7 +87,8 @@ type Config struct {
 	// FallbackShare (fallback_share) is the share of each limit (rate and
 	// burst) a replica enforces alone while the breaker is not closed, in
 	// (0, 1]; 0 (the default) means 1/replicas as last seen by the
-	// heartbeat (1 until the first heartbeat succeeds).
+	// heartbeat and every lease round trip (1 until the first heartbeat
+	// succeeds, which the worker tries as soon as New starts it).
 	FallbackShare float64 `yaml:"fallback_share"`
 	// MaxLease (max_lease) is the most tokens one refill may lease for
 	// one key, in [1, MaxMaxLease]; default DefaultMaxLease (128). The

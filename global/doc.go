@@ -27,7 +27,10 @@
 // half of Config.LeaseTTL, 500 ms by default), between 1 and
 // Config.MaxLease (128 by default), and is
 // capped at Burst divided by the number of live replicas, which the nodes
-// count through a heartbeat set in the store.
+// count through a heartbeat set in the store. A node beats as soon as it
+// starts (before its first lease), and every lease round trip also reads
+// the set's size, so a replica that starts is counted by the others from
+// their next round trip, not their next heartbeat.
 //
 // # Breaker
 //

@@ -312,12 +312,12 @@ func newHoldStore(t testing.TB, clk *clock.Manual, lag time.Duration) *holdStore
 	return &holdStore{MemoryStore: memStore(t, c), clk: clk, lag: lag, entered: make(chan struct{}, 64), release: make(chan struct{})}
 }
 
-func (s *holdStore) Lease(ctx context.Context, b []global.Lease) error {
+func (s *holdStore) Lease(ctx context.Context, b []global.Lease) (int, error) {
 	s.entered <- struct{}{}
 	select {
 	case <-s.release:
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	if s.clk != nil {
 		s.clk.Advance(s.lag)
@@ -732,12 +732,12 @@ type gateStore struct {
 	calls   atomic.Int64
 }
 
-func (s *gateStore) Lease(ctx context.Context, b []global.Lease) error {
+func (s *gateStore) Lease(ctx context.Context, b []global.Lease) (int, error) {
 	s.calls.Add(1)
 	select {
 	case <-s.release:
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 	return s.MemoryStore.Lease(ctx, b)
 }

@@ -192,6 +192,7 @@ type Node struct {
 	tables   int                       // tables made, the node's own included, at most MaxTables
 
 	// Worker-only state.
+	beaten       bool  // a heartbeat succeeded: the live set counts this replica
 	failures     int   // consecutive failed round trips
 	slow         uint8 // budget-miss flags of the latest slowWindow round trips
 	openUntil    time.Time
@@ -531,6 +532,9 @@ func (n *Node) run() {
 	defer close(n.done)
 	ticker := time.NewTicker(workerTick)
 	defer ticker.Stop()
+	// The first heartbeat at once: until it is answered this replica
+	// counts only itself.
+	n.step()
 	for {
 		select {
 		case <-n.closing:
@@ -684,8 +688,14 @@ func (n *Node) lease(rd *round) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
 	began := n.clk.Now()
-	err := n.store.Lease(ctx, n.batch)
+	live, err := n.store.Lease(ctx, n.batch)
 	cancel()
+	if err == nil && live >= 1 && n.beaten {
+		// A replica that started since this one's latest heartbeat is
+		// counted from its first heartbeat, which comes before its first
+		// lease: the share shrinks now, not a heartbeat later.
+		n.replicas.Store(int64(live))
+	}
 	now, t := n.now()
 	lat := now.Sub(began)
 	n.c.refills.Add(uint64(len(n.batch)))
@@ -850,6 +860,7 @@ func (n *Node) heartbeat() {
 	}
 	if k >= 1 {
 		n.replicas.Store(int64(k))
+		n.beaten = true
 	}
 	n.hookHeartbeat(k, now.Sub(began))
 }

@@ -74,10 +74,13 @@ type Lease struct {
 // Redis; [MemoryStore] implements it in process for tests and examples.
 type Store interface {
 	// Lease decides every lease of the batch, in as few round trips as
-	// the store can (Redis: one pipeline). A returned error means the
-	// whole batch failed and nothing was taken; per-lease failures go in
-	// Lease.Err.
-	Lease(ctx context.Context, batch []Lease) error
+	// the store can (Redis: one pipeline), and returns how many instances
+	// the live set holds (as Heartbeat counts them, possibly with some
+	// whose beats have lapsed; 0 if the store cannot tell), so that a
+	// replica learns of one that just started with its next round trip,
+	// not its next heartbeat. A returned error means the whole batch
+	// failed and nothing was taken; per-lease failures go in Lease.Err.
+	Lease(ctx context.Context, batch []Lease) (replicas int, err error)
 	// Heartbeat records instance as live for ttl and returns how many
 	// instances are live, including this one.
 	Heartbeat(ctx context.Context, instance string, ttl time.Duration) (int, error)
@@ -143,9 +146,9 @@ func (m *MemoryStore) fault(op string) error {
 }
 
 // Lease implements [Store].
-func (m *MemoryStore) Lease(ctx context.Context, batch []Lease) error {
+func (m *MemoryStore) Lease(ctx context.Context, batch []Lease) (int, error) {
 	if err := m.fault("lease"); err != nil {
-		return err
+		return 0, err
 	}
 	now := m.clk.Now()
 	for i := range batch {
@@ -158,7 +161,10 @@ func (m *MemoryStore) Lease(ctx context.Context, batch []Lease) error {
 			l.Granted, l.Err = 0, err
 		}
 	}
-	return nil
+	m.mu.Lock()
+	live := len(m.replicas)
+	m.mu.Unlock()
+	return live, nil
 }
 
 // leaseGCRA is the lease rule shared with the Redis script: with tat'

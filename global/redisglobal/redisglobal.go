@@ -204,17 +204,21 @@ func (s *Store) nowMicros() int64 {
 	return max(s.clk.Now().UnixMicro(), 1)
 }
 
-// Lease implements [global.Store]: one pipeline of EVALSHA, then EVAL for
-// any the server did not know.
-func (s *Store) Lease(ctx context.Context, batch []global.Lease) error {
+// Lease implements [global.Store]: one pipeline of EVALSHA and a ZCARD of
+// the replica set, then EVAL for any script the server did not know.
+func (s *Store) Lease(ctx context.Context, batch []global.Lease) (int, error) {
 	c := s.Client()
 	if cap(s.cmds) < len(batch) {
 		s.cmds = make([]*redis.Cmd, len(batch))
 	}
 	cmds := s.cmds[:len(batch)]
 	now := s.nowMicros()
+	var live *redis.IntCmd
 	run := func(eval func(p redis.Pipeliner, i int, keys []string, args ...any) *redis.Cmd, only []bool) error {
 		pipe := c.Pipeline()
+		if only == nil {
+			live = pipe.ZCard(ctx, s.replicas)
+		}
 		for i := range batch {
 			if only != nil && !only[i] {
 				continue
@@ -263,9 +267,9 @@ func (s *Store) Lease(ctx context.Context, batch []global.Lease) error {
 		l.Err = nil
 	}
 	if failed == len(batch) && err != nil {
-		return fmt.Errorf("redisglobal: lease: %w", err)
+		return 0, fmt.Errorf("redisglobal: lease: %w", err)
 	}
-	return nil
+	return int(live.Val()), nil
 }
 
 // beatScript: KEYS[1] the replica set; ARGV instance, ttl µs. Drops expired

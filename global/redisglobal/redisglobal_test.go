@@ -78,7 +78,7 @@ func TestLeaseScript(t *testing.T) {
 	const interval = time.Minute
 	leaseOf := func(k global.Key, want, min int64) global.Lease {
 		b := []global.Lease{{Key: k, Interval: interval, Burst: 10, Want: want, Min: min}}
-		if err := st.Lease(ctx, b); err != nil {
+		if _, err := st.Lease(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		return b[0]
@@ -97,7 +97,7 @@ func TestLeaseScript(t *testing.T) {
 	// never fuller than full.
 	give := func(ret, want, min int64) global.Lease {
 		b := []global.Lease{{Key: k, Interval: interval, Burst: 10, Want: want, Min: min, Return: ret}}
-		if err := st.Lease(ctx, b); err != nil {
+		if _, err := st.Lease(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		return b[0]
@@ -500,7 +500,7 @@ func TestClusterExactAndOneSlot(t *testing.T) {
 	for _, k := range keys {
 		touch = append(touch, global.Lease{Key: global.KeyOf("proof", k), Interval: time.Second, Burst: 60, Want: 60, Min: 1})
 	}
-	if err := st.Lease(ctx, touch); err != nil {
+	if _, err := st.Lease(ctx, touch); err != nil {
 		t.Fatal(err)
 	}
 	masters := map[string]bool{}
