@@ -96,8 +96,11 @@ func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
 // before yielding tokens. Until L2 has answered for the debt, the key's
 // decisions wait for that answer within the budget and then come from the
 // local share again (a slow store never refuses what the share allows);
-// once L2 answered without covering it, the key is rejected locally with
-// the time the debt takes to refill. Global accounting therefore
+// once L2 was asked to cover it and could not, the key is rejected
+// locally with the time the debt takes to refill (a debt L2 was not yet
+// asked about, such as one made while the breaker was open, is asked
+// about first). Leased tokens the key holds are spent before the share,
+// whatever the breaker's state: they are L2's already. Global accounting therefore
 // catches up with what replicas admitted without L2, up to Burst +
 // Rate·OpenFor per key and replica.
 func (l *Limiter) AllowN(key string, n int64) limit.Decision {
@@ -239,19 +242,22 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 				// share decides, never a refusal the share would not
 				// make.
 				wait = e.pending
-			case e.debt > 0 && m != take && (e.answerAt == 0 || t-e.answerAt >= (e.debt+n-e.tokens-max(e.remaining, 0))*int64(l.interval)):
-				// Charged past the limit, and L2 never answered for the
-				// key or may have refilled what it owes since its latest
-				// answer: ask again, as for a key without debt (the
-				// refill pays the debt first; a peek's too).
+			case e.debt > 0 && (!e.short || m != take && (e.answerAt == 0 || t-e.answerAt >= (e.debt+n-e.tokens-max(e.remaining, 0))*int64(l.interval))):
+				// L2 was not asked to cover the debt yet (admissions
+				// from the share: while the breaker was open, or after
+				// the refill in flight was sent), or, for a charge or a
+				// peek, may have refilled what is owed since its latest
+				// answer: ask, as for a key without debt (the refill
+				// pays the debt first; a peek's too).
 				if m == charge {
 					kind = partial
 				}
 			case e.debt > 0:
-				// The key owes L2 for admissions made without it, and L2
-				// answered since without covering the debt: it is over
-				// its limit until leases have covered it. Reject without
-				// waiting; the refill pays in the background.
+				// The key owes L2 for admissions made without it (or
+				// charged past the limit), and L2 was asked to cover the
+				// debt and could not: it is over its limit until leases
+				// have covered it. Reject without waiting; the refill
+				// pays in the background.
 				if m == charge {
 					l.owe(e, units)
 				}
@@ -427,6 +433,20 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, u
 			}
 			e.lim = l
 		}
+		t := int64(now.Sub(nd.epoch))
+		if n > 0 && e.tokens >= n && t < e.expires {
+			// Tokens this replica leased are L2's already: spend them
+			// first, as without the breaker (no debt).
+			if m != peek {
+				e.tokens -= n
+			}
+			d = l.report(e, t, true)
+			if units > n {
+				l.owe(e, units-n)
+				d = limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration, ResetAfter: d.ResetAfter}
+			}
+			return true
+		}
 		if gen := nd.gen.Load(); e.fbGen != gen {
 			l.align(e, g, now)
 			e.fbGen = gen
@@ -447,7 +467,8 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, u
 		}
 		switch {
 		case n > 0 && d.Allowed:
-			e.debt = min(e.debt+n, l.maxDebt)
+			// L2 has not been asked to cover this yet.
+			e.debt, e.short = min(e.debt+n, l.maxDebt), false
 			if units > n {
 				l.owe(e, units-n)
 				d = limit.Decision{Limit: g.Burst, RetryAfter: limit.InfDuration, ResetAfter: d.ResetAfter}
@@ -470,8 +491,8 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, u
 // estimated to be: what it reported left at its latest answer plus what
 // has refilled since, scaled to the share. A key at its limit across the
 // replicas therefore stays near its limit when the breaker opens, instead
-// of getting a fresh burst on every replica. Tokens this replica held are
-// not counted (they are set aside while L2 is out of reach).
+// of getting a fresh burst on every replica. Tokens this replica holds are
+// not counted here: fallback spends them first.
 //
 // A key L2 never answered for has nothing to align with: its bucket keeps
 // what it already admitted from the share while the breaker was closed (a
@@ -504,6 +525,7 @@ func (l *Limiter) owe(e *entry, n int64) {
 	paid := min(e.tokens, n)
 	e.tokens -= paid
 	e.debt = max(e.debt, min(e.debt+n-paid, l.g.Burst-1))
+	e.short = true // past the limit: spent until paid
 }
 
 func (l *Limiter) count(d limit.Decision) limit.Decision {

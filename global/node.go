@@ -267,6 +267,7 @@ type entry struct {
 	rate      float64
 	k         int64  // lease size of the latest request
 	debt      int64  // units admitted from the local share while closed, owed to L2
+	short     bool   // L2 was asked to cover the debt and could not (its latest answer)
 	answerAt  int64  // instant of the latest L2 answer (0: never answered)
 	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
 	pending   *round // non-nil while a refill is queued or in flight
@@ -739,6 +740,12 @@ func (n *Node) lease(rd *round) {
 			if e.tokens > 0 && t >= e.expires {
 				e.ret += e.tokens // the queue gives them back
 				e.tokens = 0
+			}
+			if !r.query {
+				// L2 could not give all that was asked: if a debt
+				// remains, the key is over its limit until leases
+				// cover it.
+				e.short = l.Granted < l.Want
 			}
 			switch {
 			case r.query:
