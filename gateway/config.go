@@ -89,6 +89,7 @@ import (
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/redisconn"
 	"github.com/bulwarkhq/bulwark/rls"
+	routematch "github.com/bulwarkhq/bulwark/route"
 	"github.com/bulwarkhq/bulwark/shield"
 	"github.com/bulwarkhq/bulwark/xdp"
 )
@@ -298,22 +299,6 @@ type Match struct {
 	AllowUnsafeEncoding bool `yaml:"allow_unsafe_encoding"`
 }
 
-// FrontControllers names the PHP front controllers and routing query
-// parameters the route matcher sees through: a PHP application routes
-// "/index.php/login" (path info after the script: Symfony, Laravel,
-// CodeIgniter, CakePHP, Slim, Laminas) and "/index.php?route=/login" or
-// "/?r=site/login" (a routing parameter: OpenCart, Yii, Drupal 7,
-// WordPress; "?/login": CodeIgniter) to its "/login" handler, so a route
-// "/login" covers them unless it sets match.strict_front_controller.
-type FrontControllers struct {
-	// Scripts are the script names (a path segment, compared
-	// case-insensitively); empty turns the equivalence off.
-	Scripts []string `yaml:"scripts"`
-	// QueryParams are the query parameters that carry the route to a
-	// script or to "/".
-	QueryParams []string `yaml:"query_params"`
-}
-
 // Metrics is the Prometheus listener.
 type Metrics struct {
 	// Addr is host:port of the /metrics listener; "" disables it.
@@ -376,15 +361,6 @@ type Control struct {
 	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
-// The default front controllers: Symfony's and Laravel's index.php
-// (and most PHP frameworks'), Symfony 2-3's app.php and app_dev.php; the
-// routing parameters of OpenCart (route), Yii (r), Drupal 7 (q) and
-// WordPress (rest_route).
-var (
-	DefaultFrontControllerScripts = []string{"index.php", "app.php", "app_dev.php"}
-	DefaultFrontControllerParams  = []string{"route", "r", "q", "rest_route"}
-)
-
 // DefaultConfig returns the configuration every file starts from: each
 // key a file leaves out takes the value here. It has no upstream and no
 // route, so it does not validate as it is. The reasons for the numbers
@@ -417,10 +393,7 @@ func DefaultConfig() *Config {
 		RequestHeaders: RequestHeaders{Strip: append([]string(nil), DefaultStripHeaders...)},
 		// Off: the shield's budgets are per process and sized for
 		// pre-authentication traffic, not for a whole site.
-		FrontControllers: FrontControllers{
-			Scripts:     append([]string(nil), DefaultFrontControllerScripts...),
-			QueryParams: append([]string(nil), DefaultFrontControllerParams...),
-		},
+		FrontControllers: routematch.DefaultFrontControllers(),
 		Shield: Shield{
 			Enabled:       false,
 			Mode:          "enforce",

@@ -13,6 +13,11 @@ import (
 // This file builds the matcher from the configuration and words its
 // collisions in the configuration's keys.
 
+// FrontControllers is the front_controllers section: the PHP front
+// controllers route matching sees through (the library's type, keys and
+// Validate).
+type FrontControllers = routematch.FrontControllers
+
 // pattern is the route pattern of m, for the route named name.
 func (m Match) pattern(name string) routematch.Pattern {
 	return routematch.Pattern{
@@ -43,7 +48,7 @@ func (c *Config) matcher() (*routematch.Matcher, error) {
 	for i, r := range c.Routes {
 		ps[i] = r.Match.pattern(r.Name)
 	}
-	return routematch.Compile(ps, routematch.FrontControllers{Scripts: c.FrontControllers.Scripts, QueryParams: c.FrontControllers.QueryParams})
+	return routematch.Compile(ps, c.FrontControllers)
 }
 
 // newMatcher is the matcher of a validated configuration; a collision is

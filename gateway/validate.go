@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/control"
@@ -228,37 +227,6 @@ func (c *Config) validateRoutes(f *conf.Check, upstreams map[string]bool) {
 	if f.OK() {
 		c.validatePatterns(f)
 	}
-}
-
-// Validate checks the script names (a path segment each) and the
-// parameter names, their counts and repeats.
-func (fc FrontControllers) Validate() error {
-	var f conf.Check
-	check := func(key string, names []string, max int, ok func(string) bool, want string) {
-		if len(names) > max {
-			f.Add(key, "%d entries, at most %d", len(names), max)
-		}
-		for i, n := range names {
-			p := fmt.Sprintf("%s[%d]", key, i)
-			if !ok(n) {
-				f.Add(p, "%q: want %s", n, want)
-				continue
-			}
-			for j := 0; j < i; j++ {
-				if strings.EqualFold(names[j], n) {
-					f.Add(p, "%q repeats %s[%d]", n, key, j)
-					break
-				}
-			}
-		}
-	}
-	check("scripts", fc.Scripts, canon.MaxScripts, func(n string) bool {
-		return n != "" && len(n) <= 64 && n != "." && n != ".." && !strings.ContainsAny(n, "/\\%;?#{} \t")
-	}, "a file name such as index.php (1 to 64 bytes, no /, \\, %, ;, ?, #, braces or spaces)")
-	check("query_params", fc.QueryParams, canon.MaxQueryParams, func(n string) bool {
-		return n != "" && len(n) <= 64 && !strings.ContainsAny(n, "&=%+[] .\t#")
-	}, "a parameter name (1 to 64 bytes, no &, =, %, +, brackets, dots or spaces)")
-	return f.Err()
 }
 
 // Validate checks the client listener: a host:port address, and with TLS

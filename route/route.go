@@ -46,6 +46,7 @@ import (
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/canon"
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // Pattern is one route's match: a path pattern and the switches of its
@@ -86,20 +87,68 @@ func (p Pattern) name() string {
 	return p.Path
 }
 
-// FrontControllers are the PHP front controller equivalence: the script
-// names ([canon.Script]; compared ASCII case-insensitively) and the
-// routing query parameters ([canon.QueryRoute]). The zero value turns the
-// equivalence off; a caller bounds the lists (canon.MaxScripts,
-// canon.MaxQueryParams).
+// FrontControllers names the PHP front controllers and routing query
+// parameters matching sees through: a PHP application routes
+// "/index.php/login" (path info after the script: Symfony, Laravel,
+// CodeIgniter, CakePHP, Slim, Laminas) and "/index.php?route=/login" or
+// "/?r=site/login" (a routing parameter: OpenCart, Yii, Drupal 7,
+// WordPress; "?/login": CodeIgniter) to its "/login" handler, so a
+// pattern "/login" covers them unless it sets StrictFrontController (see
+// [canon.Script] and [canon.QueryRoute]). The zero value turns the
+// equivalence off. It is the gateway's front_controllers section.
 type FrontControllers struct {
-	Scripts     []string
-	QueryParams []string
+	// Scripts are the script names (a path segment, compared
+	// case-insensitively); empty turns the equivalence off. At most
+	// canon.MaxScripts, each 1 to 64 bytes without '/', '\', '%', ';',
+	// '?', '#', braces or spaces.
+	Scripts []string `yaml:"scripts"`
+	// QueryParams are the query parameters that carry the route to a
+	// script or to "/". At most canon.MaxQueryParams, each 1 to 64 bytes
+	// without '&', '=', '%', '+', brackets, dots or spaces.
+	QueryParams []string `yaml:"query_params"`
 }
 
-// DefaultFrontControllers returns the scripts of Symfony's and the
-// common PHP frameworks' front controllers ("index.php", "app.php",
-// "app_dev.php") and the routing query parameters of OpenCart ("route"),
-// Yii ("r"), Drupal 7 ("q") and WordPress ("rest_route"), in new slices.
+// ErrInvalidFrontControllers is the kind of every error of
+// [FrontControllers.Validate].
+var ErrInvalidFrontControllers = errors.New("route: invalid front controllers")
+
+// Validate checks the script names (a path segment each) and the
+// parameter names, their counts and repeats (letter case ignored). Every
+// problem is a *conf.FieldError of kind ErrInvalidFrontControllers,
+// named by its key.
+func (fc FrontControllers) Validate() error {
+	f := conf.Check{Kind: ErrInvalidFrontControllers}
+	check := func(key string, names []string, max int, ok func(string) bool, want string) {
+		if len(names) > max {
+			f.Add(key, "%d entries, at most %d", len(names), max)
+		}
+		for i, n := range names {
+			p := conf.Index(key, i)
+			if !ok(n) {
+				f.Add(p, "%q: want %s", n, want)
+				continue
+			}
+			for j := 0; j < i; j++ {
+				if strings.EqualFold(names[j], n) {
+					f.Add(p, "%q repeats %s[%d]", n, key, j)
+					break
+				}
+			}
+		}
+	}
+	check("scripts", fc.Scripts, canon.MaxScripts, func(n string) bool {
+		return n != "" && len(n) <= 64 && n != "." && n != ".." && !strings.ContainsAny(n, "/\\%;?#{} \t")
+	}, "a file name such as index.php (1 to 64 bytes, no /, \\, %, ;, ?, #, braces or spaces)")
+	check("query_params", fc.QueryParams, canon.MaxQueryParams, func(n string) bool {
+		return n != "" && len(n) <= 64 && !strings.ContainsAny(n, "&=%+[] .\t#")
+	}, "a parameter name (1 to 64 bytes, no &, =, %, +, brackets, dots or spaces)")
+	return f.Err()
+}
+
+// DefaultFrontControllers returns Symfony's and Laravel's index.php (and
+// most PHP frameworks'), Symfony 2-3's app.php and app_dev.php, and the
+// routing query parameters of OpenCart ("route"), Yii ("r"), Drupal 7
+// ("q") and WordPress ("rest_route"), in new slices.
 func DefaultFrontControllers() FrontControllers {
 	return FrontControllers{
 		Scripts:     []string{"index.php", "app.php", "app_dev.php"},
@@ -120,12 +169,16 @@ func (e *PatternError) Error() string {
 	return fmt.Sprintf("route: pattern %q (%q): %s", e.Name, e.Path, e.Reason)
 }
 
-// Compile parses patterns and orders them by precedence. A pattern that
-// does not parse is a *PatternError; patterns that collide are
+// Compile parses patterns and orders them by precedence. Invalid front
+// controllers are the errors of [FrontControllers.Validate]; a pattern
+// that does not parse is a *PatternError; patterns that collide are
 // [Collisions], every collision listed. Compile compares every pair of
 // patterns: its time is quadratic in their number, a bound the caller
 // sets.
 func Compile(patterns []Pattern, fc FrontControllers) (*Matcher, error) {
+	if err := fc.Validate(); err != nil {
+		return nil, err
+	}
 	rules := make([]*matchRule, len(patterns))
 	for i, p := range patterns {
 		m, err := compileMatch(i, p)

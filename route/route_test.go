@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bulwarkhq/bulwark/canon"
+	"github.com/bulwarkhq/bulwark/conf"
 )
 
 // testMatcher is a Matcher with its patterns, to name what matched.
@@ -454,5 +455,41 @@ func BenchmarkLookup(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// FrontControllers.Validate names every bad entry by its key, with the
+// package's kind; Compile refuses what Validate refuses.
+func TestFrontControllersValidate(t *testing.T) {
+	if err := DefaultFrontControllers().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	many := make([]string, canon.MaxScripts+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("s%d.php", i)
+	}
+	for _, c := range []struct {
+		fc    FrontControllers
+		paths []string
+	}{
+		{FrontControllers{Scripts: []string{"index.php", "a/b.php", "INDEX.PHP", "..", ""}}, []string{"scripts[1]", "scripts[2]", "scripts[3]", "scripts[4]"}},
+		{FrontControllers{QueryParams: []string{"route", "a=b", "x.y", strings.Repeat("p", 65), "ROUTE"}}, []string{"query_params[1]", "query_params[2]", "query_params[3]", "query_params[4]"}},
+		{FrontControllers{Scripts: many}, []string{"scripts"}},
+	} {
+		err := c.fc.Validate()
+		if !errors.Is(err, ErrInvalidFrontControllers) {
+			t.Errorf("%+v: %v, want ErrInvalidFrontControllers", c.fc, err)
+			continue
+		}
+		var paths []string
+		for _, fe := range err.(conf.Errors) {
+			paths = append(paths, fe.Path)
+		}
+		if fmt.Sprint(paths) != fmt.Sprint(c.paths) {
+			t.Errorf("%+v: problems at %v, want %v", c.fc, paths, c.paths)
+		}
+		if _, err := Compile(nil, c.fc); !errors.Is(err, ErrInvalidFrontControllers) {
+			t.Errorf("Compile with %+v: %v", c.fc, err)
+		}
 	}
 }
