@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,7 +300,7 @@ var misbehaviours = []misbehaviour{
 	{mode: "early-413", method: "PUT", chunked: true, body: func(m string) string { return smuggledBody(m, 10) }, want: wantStatus(413, true)},
 	{mode: "cut", method: "GET", want: wantOwnOrError},
 	{mode: "two-cl", method: "GET", want: wantInvalid},
-	{mode: "bad-chunk", method: "GET", want: wantOwnOrError},
+	{mode: "bad-chunk", method: "GET", want: wantInvalid},
 }
 
 func TestUpstreamMisbehaviour(t *testing.T) { engines(t, testUpstreamMisbehaviour) }
@@ -366,10 +368,12 @@ func testUpstreamMisbehaviour(t *testing.T) {
 	}
 }
 
-// Content-Length with Transfer-Encoding is refused by the fast engines;
-// net/http's Transport lets Transfer-Encoding win (and removes
-// Content-Length) without telling: the nethttp engine relays the
-// chunked body. Either way no client gets another's bytes.
+// Content-Length with Transfer-Encoding in a response is refused on
+// every engine (RFC 9112 §6.1: a sign of response splitting): 502
+// upstream_invalid_response, the connection closed, the next client
+// served. (net/http's Transport would let Transfer-Encoding win without
+// telling; the nethttp engine reads responses with the fast engines'
+// parser.)
 func TestUpstreamContentLengthWithChunked(t *testing.T) {
 	engines(t, func(t *testing.T) {
 		_, upURL := startScriptedUpstream(t)
@@ -377,12 +381,7 @@ func TestUpstreamContentLengthWithChunked(t *testing.T) {
 		rc := &rawClient1{addr: strings.TrimPrefix(tg.url, "http://")}
 		defer rc.close()
 		for j := range 3 {
-			a := rc.do("GET", fmt.Sprintf("/cl-te/a%d", j), "", false)
-			if engineOf(t) == EngineNetHTTP {
-				wantStatus(200, true)(t, fmt.Sprintf("a%d", j), a)
-			} else {
-				wantInvalid(t, "", a)
-			}
+			wantInvalid(t, "", rc.do("GET", fmt.Sprintf("/cl-te/a%d", j), "", false))
 			if a := rc.do("GET", fmt.Sprintf("/ok/v%d", j), "", false); a.err != nil || a.body != fmt.Sprintf("v%d", j) {
 				t.Errorf("victim got %+v", a)
 			}
@@ -422,5 +421,51 @@ func testUpstreamIdleStrayBytes(t *testing.T) {
 		if a := rc.do("GET", fmt.Sprintf("/ok/v%d", j), "", false); a.err != nil || a.body != fmt.Sprintf("v%d", j) {
 			t.Errorf("victim got %+v, want its own answer", a)
 		}
+	}
+}
+
+// TestUpstreamInvalidFramingOverTLS: TLS listeners (HTTP/1.1 and HTTP/2)
+// are served by net/http on every engine; a response whose framing is
+// faulty is 502 upstream_invalid_response there too, its connection
+// closed and the next request served.
+func TestUpstreamInvalidFramingOverTLS(t *testing.T) {
+	_, upURL := startScriptedUpstream(t)
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	yaml := integrityRoute + "listen: {tls: {cert_file: " + filepath.Join(dir, "cert.pem") + ", key_file: " + filepath.Join(dir, "key.pem") + "}}\n"
+	tg := startGateway(t, yaml, map[string]string{"APP": upURL}, gwOpts{})
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}
+			if !h2 {
+				tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+			base := "https://" + tg.g.Addr().String()
+			for j, mode := range []string{"cl-te", "two-cl", "bad-chunk"} {
+				res, err := c.Get(fmt.Sprintf("%s/%s/a%d", base, mode, j))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if (res.ProtoMajor == 2) != h2 {
+					t.Fatalf("answered over %s", res.Proto)
+				}
+				if res.StatusCode != http.StatusBadGateway || problemCode(b) != "upstream_invalid_response" {
+					t.Errorf("%s: %d %s, want 502 upstream_invalid_response", mode, res.StatusCode, b)
+				}
+				res, err = c.Get(fmt.Sprintf("%s/ok/v%d", base, j))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ = io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || string(b) != fmt.Sprintf("v%d", j) {
+					t.Errorf("after %s: %d %q", mode, res.StatusCode, b)
+				}
+			}
+		})
 	}
 }

@@ -249,16 +249,8 @@ func (b *Body) chunkLine() ([]byte, error) {
 			window = window[:MaxChunkLine]
 		}
 		if i := bytes.IndexByte(window, '\n'); i >= 0 {
-			line := buf[:i+1]
 			b.rd.Discard(i + 1)
-			cr := bytes.IndexByte(line, '\r')
-			if cr < 0 {
-				return nil, errBareLF
-			}
-			if cr != len(line)-2 {
-				return nil, errInvalidCR
-			}
-			return line[:len(line)-2], nil
+			return lineEnd(buf[:i+1])
 		}
 		if len(buf) >= MaxChunkLine {
 			return nil, errLineTooLong
@@ -275,6 +267,52 @@ func (b *Body) chunkLine() ([]byte, error) {
 	}
 }
 
+// lineEnd returns a chunk line (up to and with its LF) without its CRLF.
+func lineEnd(line []byte) ([]byte, error) {
+	cr := bytes.IndexByte(line, '\r')
+	if cr < 0 {
+		return nil, errBareLF
+	}
+	if cr != len(line)-2 {
+		return nil, errInvalidCR
+	}
+	return line[:len(line)-2], nil
+}
+
+// chunkSize parses a chunk-size line (without its CRLF): the size in
+// hex, optional whitespace and extensions (discarded, as net/http does).
+func chunkSize(line []byte) (uint64, error) {
+	for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
+		line = line[:len(line)-1]
+	}
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	return parseHexUint(line)
+}
+
+// ChunkStart checks the first chunk-size line of a chunked body whose
+// first bytes are b (what arrived with the response head): it returns
+// an error matching ErrMalformedBody when that line is whole in b and
+// malformed, nil when it is well formed or not all there yet. A proxy
+// asks it before it relays a response head, so that a body whose
+// framing is broken from its first byte is refused whole (a 502) rather
+// than cut after its head was relayed.
+func ChunkStart(b []byte) error {
+	i := bytes.IndexByte(b[:min(len(b), MaxChunkLine)], '\n')
+	if i < 0 {
+		if len(b) >= MaxChunkLine {
+			return errLineTooLong
+		}
+		return nil
+	}
+	line, err := lineEnd(b[:i+1])
+	if err == nil {
+		_, err = chunkSize(line)
+	}
+	return err
+}
+
 func (b *Body) beginChunk() {
 	line, err := b.chunkLine()
 	if err != nil {
@@ -282,13 +320,7 @@ func (b *Body) beginChunk() {
 		return
 	}
 	b.excess += int64(len(line)) + 2
-	for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
-		line = line[:len(line)-1]
-	}
-	if i := bytes.IndexByte(line, ';'); i >= 0 {
-		line = line[:i] // extensions are discarded, as net/http does
-	}
-	n, err := parseHexUint(line)
+	n, err := chunkSize(line)
 	if err != nil {
 		b.err = err
 		return

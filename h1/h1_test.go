@@ -355,10 +355,17 @@ func TestChunkedBodies(t *testing.T) {
 		{in: "5\r\nhel", err: true},
 		{in: "5 ;x\r\nhello\r\n0\r\n\r\n", err: true},
 		{in: strings.Repeat("0", 4095) + "\r\n\r\n", err: true},
+		{in: "zz\r\nHTTP/1.1 200 OK\r\n\r\n", err: true},
 	} {
 		var b Body
 		b.Reset(NewReader(strings.NewReader(c.in), 4096, 4096+2*MaxChunkLine), -1, true, false, -1)
 		got, err := io.ReadAll(&b)
+		// ChunkStart refuses exactly the bodies whose first line is
+		// malformed: never a body that reads, and the first line's
+		// errors with the same error.
+		if serr := ChunkStart([]byte(c.in)); serr != nil && (serr != err || !errors.Is(serr, ErrMalformedBody)) {
+			t.Errorf("%q: ChunkStart %v, Body %v", c.in, serr, err)
+		}
 		if c.err {
 			if err == nil {
 				t.Errorf("%q: no error", c.in)
@@ -410,5 +417,19 @@ func TestNoRaceParseAllocs(t *testing.T) {
 		b.Reset(rd, r.ContentLength, r.Chunked, false, 1<<20)
 	}); allocs != 0 {
 		t.Fatalf("%.0f allocations, want 0", allocs)
+	}
+}
+
+// ChunkStart: a whole, malformed first chunk-size line is refused; a
+// well-formed one, or one not all there yet, is not.
+func TestChunkStart(t *testing.T) {
+	for in, bad := range map[string]bool{
+		"zz\r\n": true, "g\r\n": true, "\r\n": true, "5\n": true, "5\rx\r\n": true,
+		"11111111111111111\r\n": true, strings.Repeat("0", MaxChunkLine): true,
+		"5\r\nhel": false, "5;a=b\r\n": false, "0\r\n": false, "zz": false, "": false,
+	} {
+		if err := ChunkStart([]byte(in)); (err != nil) != bad || err != nil && !errors.Is(err, ErrMalformedBody) {
+			t.Errorf("%q: %v, want refused %v", in, err, bad)
+		}
 	}
 }

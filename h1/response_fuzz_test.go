@@ -130,4 +130,9 @@ func compareResponseWithNetHTTP(t *testing.T, b []byte, head bool) {
 	if (gerr == nil) != (werr == nil) || gerr == nil && !bytes.Equal(got, want) {
 		t.Fatalf("%q: body %q (%v), net/http %q (%v)", b, got, gerr, want, werr)
 	}
+	// A chunked body ChunkStart refuses from its first line is one
+	// net/http fails to read too.
+	if r.Chunked && ChunkStart(b[n:]) != nil && werr == nil {
+		t.Fatalf("%q: ChunkStart refuses a body net/http reads", b)
+	}
 }

@@ -23,9 +23,8 @@ import (
 // documentation): the same targets in the same round robin, the four
 // timeouts, retries under the same rules, the same hop-by-hop removal and
 // forwarding headers, the same answers and outcomes when something
-// fails. What differs: trailers of a chunked response are not relayed,
-// and a client that goes away while the upstream is thinking is noticed
-// only when its answer is written.
+// fails. What differs: a client that goes away while the upstream is
+// thinking is noticed only when its answer is written.
 //
 // This file is the exchange; the upstream connections it takes and puts
 // back are pool.go's, and the rules it shares with ServeHTTP (retries,
@@ -90,10 +89,9 @@ type exchange1 struct {
 
 // ServeHTTP1 forwards a request of the host's fast engine to the next
 // target and relays the answer, with ServeHTTP's timeouts, retries,
-// header rules and error answers. It differs in two things: the trailers
-// of a chunked response are not relayed, and a client that goes away
-// while the upstream has not answered is noticed within a second (a
-// client still sending its body, when its body read fails). It does not
+// header rules and error answers. It differs in one thing: a client
+// that goes away while the upstream has not answered is noticed within a
+// second (a client still sending its body, when its body read fails). It does not
 // call Options.TrustForwarded or Options.Assert: the caller decides them
 // in f.
 func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
@@ -245,7 +243,7 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 		} else {
 			uc.rdl.Set(uc.c, headBy, sl)
 		}
-		n, err := e.readHead(uc)
+		n, err := uc.readHead()
 		if err != nil && isTimeout(err) && n == 0 && time.Now().Before(headBy) {
 			// The client check's deadline, not the upstream's. (While a
 			// body is being sent, the client is the sender's to read.)
@@ -258,6 +256,9 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 		}
 		if err == nil && uc.resp.Status == 101 {
 			err = errBadResponse // no upgrade was asked for
+		}
+		if err == nil && uc.resp.Status >= 200 {
+			err = uc.bodyStart(h1.BodyAllowed(x.Req.Method, uc.resp.Status))
 		}
 		if err != nil {
 			if serr := e.stopSending(uc); errors.Is(serr, errClientBody) {
@@ -340,26 +341,22 @@ func (e *exchange1) stopSending(uc *upConn) error {
 	return errUpstreamWrite
 }
 
-// replayable is net/http's rule for retrying on a connection the
-// upstream closed while idle: no body, and an idempotent method or an
-// idempotency key.
+// replayable: see replaysOnStale.
 func (e *exchange1) replayable() bool {
-	if e.x.HasBody() {
-		return false
+	x := e.x
+	keyed := false
+	if !x.HasBody() && !idempotent(x.Method()) {
+		_, keyed = x.Req.Lookup("idempotency-key")
+		if !keyed {
+			_, keyed = x.Req.Lookup("x-idempotency-key")
+		}
 	}
-	if idempotent(e.x.Method()) {
-		return true
-	}
-	_, ok := e.x.Req.Lookup("idempotency-key")
-	if !ok {
-		_, ok = e.x.Req.Lookup("x-idempotency-key")
-	}
-	return ok
+	return replaysOnStale(x.Method(), x.HasBody(), keyed)
 }
 
 // readHead reads and parses a response head; n is the number of bytes
 // received.
-func (e *exchange1) readHead(uc *upConn) (int, error) {
+func (uc *upConn) readHead() (int, error) {
 	for {
 		buf := uc.rd.Buffered()
 		if len(buf) > 0 {
@@ -378,6 +375,20 @@ func (e *exchange1) readHead(uc *upConn) (int, error) {
 			return len(uc.rd.Buffered()), err
 		}
 	}
+}
+
+// bodyStart refuses a final response whose chunked body is malformed
+// from its first line, when that line came with the head (hasBody: the
+// response may have a body): it is answered as an invalid response
+// (502) rather than relayed and cut. Both engines ask it.
+func (uc *upConn) bodyStart(hasBody bool) error {
+	if !hasBody || !uc.resp.Chunked {
+		return nil
+	}
+	if err := h1.ChunkStart(uc.rd.Buffered()[uc.resp.HeadLen:]); err != nil {
+		return errors.Join(errBadResponse, err)
+	}
+	return nil
 }
 
 // timeoutCause names the deadline that expired when err is a timeout:
@@ -757,7 +768,7 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	outcome, ok := e.copyBody(uc, w, chunkedOut)
 	x.EndRaw(ok)
 	sendErr := e.stopSending(uc)
-	if ok && sendErr == nil && !untilEOF && e.complete(uc, hasBody) {
+	if ok && sendErr == nil && !untilEOF && uc.complete(hasBody, e.x.HasBody(), e.early) {
 		e.fp.put(pl, e.x.Loop, uc, now)
 	} else {
 		e.fp.discard(pl, uc)
@@ -769,10 +780,14 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 // next one begins, so that the connection can carry another request
 // (RFC 9112 §9.3): the response body was read to its end, nothing came
 // after it, the upstream keeps the connection, and it read the whole
-// request. Anything else closes the connection; reusing it would hand
-// one client's leftovers (or an answer to bytes the upstream took for a
-// request) to the next.
-func (e *exchange1) complete(uc *upConn, hasBody bool) bool {
+// request. hasBody says the response may have a body (BodyAllowed),
+// reqBody that the request had one, early that the response head came
+// before the request body was all sent. Anything else closes the
+// connection; reusing it would hand one client's leftovers (or an
+// answer to bytes the upstream took for a request) to the next. Both
+// engines' exchanges (ServeHTTP1's relay, ServeHTTP's roundTrip) decide
+// by it.
+func (uc *upConn) complete(hasBody, reqBody, early bool) bool {
 	resp := &uc.resp
 	switch {
 	case resp.Close || !uc.body.Done():
@@ -785,7 +800,7 @@ func (e *exchange1) complete(uc *upConn, hasBody bool) bool {
 		// A 204 announcing a body (which it may not have): its bytes
 		// may still be on their way.
 		return false
-	case e.x.HasBody() && !keepsAfterBody(!e.early, resp.Status):
+	case reqBody && !keepsAfterBody(!early, resp.Status):
 		// An answer that came before the whole body was sent, or an
 		// error answer to a request with a body (401 or 413 to an
 		// upload is typically sent without reading it): the upstream

@@ -1,6 +1,6 @@
 package proxy
 
-// The fast engine's upstream connections: one pool per target (and per
+// The upstream connections of every engine: one pool per target (and per
 // event loop), bounded by MaxIdleConnsPerHost and MaxConnsPerHost,
 // dialed by the proxy or by a loop, idle connections looked at before
 // reuse. The exchange on a connection is forward.go's.
@@ -34,13 +34,12 @@ const (
 type PoolStats struct {
 	// Open is the number of connections open now (busy and idle).
 	Open int64
-	// Idle is the number of idle connections of the fast path's pool
-	// (net/http's Transport does not tell its own).
+	// Idle is the number of idle connections.
 	Idle int64
 	// Dials counts connections made since New.
 	Dials uint64
-	// Waits counts requests of the fast path that waited for a
-	// connection at the MaxConns bound.
+	// Waits counts requests that waited for a connection at the
+	// MaxConns bound.
 	Waits uint64
 	// MaxIdle is the bound on idle connections kept per target.
 	MaxIdle int
@@ -54,12 +53,13 @@ func (p *Proxy) Stats() PoolStats {
 	p.loopSets(func(fp *fastPools) { idle += fp.idleCount() })
 	return PoolStats{
 		Open: p.conns.Load(), Idle: idle, Dials: p.dials.Load(), Waits: p.fast.waitCount(),
-		MaxIdle: p.transport.MaxIdleConnsPerHost, MaxConns: p.transport.MaxConnsPerHost,
+		MaxIdle: p.maxIdle, MaxConns: p.maxConns,
 	}
 }
 
-// fastPools are the upstream connections of the fast path, one pool per
-// target. The goroutine engine's requests share one set; each event loop
+// fastPools are the upstream connections, one pool per target. The
+// goroutine engine's requests and ServeHTTP's (transport.go) share one
+// set; each event loop
 // of the host's loop engine has a set of its own (its connections can be
 // used on that loop only), bounded together with the shared one.
 type fastPools struct {

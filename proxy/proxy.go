@@ -3,15 +3,21 @@
 // four kinds of timeout, retries only where they are safe, and stable
 // problem+json answers when the upstream fails.
 //
-// It is built on [httputil.ReverseProxy] (hop-by-hop header removal,
-// protocol upgrades such as WebSocket, trailers and streaming flushes all
-// come from there) with a retrying [http.RoundTripper] underneath.
+// [Proxy.ServeHTTP] is built on [httputil.ReverseProxy] (hop-by-hop
+// header removal, protocol upgrades such as WebSocket and streaming
+// flushes come from there) with a retrying [http.RoundTripper]
+// underneath, which carries each attempt on the proxy's own HTTP/1.1
+// upstream client (not net/http's Transport).
 //
 // [Proxy.ServeHTTP1] serves the host's fast HTTP/1.1 engine (package h1)
-// with the same targets, timeouts, retries, header rules and answers, on
-// a connection pool of its own (MaxIdleConnsPerHost, MaxConnsPerHost,
-// [PoolStats]) and without a goroutine, context or timer per request; see
-// its documentation for the two things it does differently.
+// with the same targets, timeouts, retries, header rules and answers,
+// without a goroutine, context or timer per request; see its
+// documentation for the thing it does differently. Both carry requests
+// on one connection pool (MaxIdleConnsPerHost, MaxConnsPerHost,
+// [PoolStats]; each event loop has a share of its own), read responses
+// with one parser (package h1) and reuse a connection under one rule:
+// only when its exchange provably completed. A chunked response's
+// trailers are not relayed.
 //
 // # Timeouts
 //
@@ -75,16 +81,13 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,7 +251,8 @@ type Proxy struct {
 	next      atomic.Uint64
 	conns     atomic.Int64 // open connections to the targets (both paths)
 	dials     atomic.Uint64
-	transport *http.Transport
+	maxIdle   int // Upstream.MaxIdleConnsPerHost
+	maxConns  int // Upstream.MaxConnsPerHost
 	rp        *httputil.ReverseProxy
 	fast      *fastPools // ServeHTTP1's connections
 	loopPools sync.Map   // h1.Loop.Key() → *fastPools: each event loop's own
@@ -330,36 +334,12 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		observe:  opts.Observe,
 		trust:    opts.TrustForwarded,
 		assert:   opts.Assert,
+		maxIdle:  u.MaxIdleConnsPerHost,
+		maxConns: u.MaxConnsPerHost,
 	}
 	dial := opts.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
-	}
-	connect := u.Timeouts.Connect
-	p.transport = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeoutCause(ctx, connect, errConnectTimeout)
-			defer cancel()
-			c, err := dial(ctx, network, addr)
-			if err != nil && errors.Is(context.Cause(ctx), errConnectTimeout) {
-				return nil, errConnectTimeout
-			}
-			if err != nil {
-				return nil, err
-			}
-			p.dials.Add(1)
-			p.conns.Add(1)
-			return &countedConn{Conn: c, open: &p.conns, peek: newSockPeek(c)}, nil
-		},
-		TLSHandshakeTimeout:    connect,
-		ResponseHeaderTimeout:  u.Timeouts.ResponseHeader,
-		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           u.MaxIdleConnsPerHost * len(u.Targets),
-		MaxIdleConnsPerHost:    u.MaxIdleConnsPerHost,
-		MaxConnsPerHost:        u.MaxConnsPerHost,
-		IdleConnTimeout:        DefaultIdleConnTimeout,
-		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-		DisableCompression:     true,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
@@ -387,65 +367,9 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 // Close closes the idle connections to the upstream (both paths); the
 // fast path closes the busy ones as they come back.
 func (p *Proxy) Close() {
-	p.transport.CloseIdleConnections()
 	p.fast.close()
 	p.loopSets((*fastPools).close)
 	p.lookups.close() // at most nameLookupTimeout
-}
-
-// countedConn keeps the open-connection count.
-type countedConn struct {
-	net.Conn
-	open   *atomic.Int64
-	closed atomic.Bool
-
-	// What keeps one exchange's bytes from the next on net/http's
-	// Transport, beside its own check (an idle connection whose read
-	// returns bytes is closed; but a request can take the connection
-	// from the idle pool before that read ran).
-	peek    *sockPeek    // a look at the socket, or nil
-	reading atomic.Int32 // Reads in progress: the Transport's idle read
-	noReuse atomic.Bool  // the exchange on it did not provably complete
-}
-
-// Read counts itself in progress: a connection back in the Transport's
-// pool whose idle read is waiting had nothing buffered.
-func (c *countedConn) Read(b []byte) (int, error) {
-	c.reading.Add(1)
-	defer c.reading.Add(-1)
-	return c.Conn.Read(b)
-}
-
-// settleWait bounds how long a request taking an idle connection waits
-// for the Transport's idle read to be waiting on it (it is at once, but
-// for the scheduler).
-const settleWait = 10 * time.Millisecond
-
-// reusable reports whether a connection taken from the Transport's idle
-// pool can carry a request: nothing of the last exchange is left over
-// (its idle read waits on an empty buffer), nothing arrived since, and
-// the exchange completed (see exchangeWatch).
-func (c *countedConn) reusable() bool {
-	var until time.Time
-	for c.reading.Load() == 0 && !c.closed.Load() {
-		// The Transport put the connection back and has not yet looked
-		// at what it holds: bytes the upstream sent after its answer
-		// would be read as the next request's.
-		if until.IsZero() {
-			until = time.Now().Add(settleWait)
-		} else if time.Now().After(until) {
-			return false
-		}
-		runtime.Gosched()
-	}
-	return !c.closed.Load() && !c.noReuse.Load() && (c.peek == nil || !c.peek.arrived())
-}
-
-func (c *countedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.open.Add(-1)
-	}
-	return c.Conn.Close()
 }
 
 // copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
@@ -602,8 +526,7 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			p.logRetry(i, lastErr)
 		}
-		target := p.targets[nth(first, i, len(p.targets))]
-		resp, err := rt.attempt(req, target)
+		resp, err := rt.attempt(req, nth(first, i, len(p.targets)))
 		if err == nil {
 			return resp, nil
 		}
@@ -618,106 +541,21 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, lastErr
 }
 
-// attempt performs one try against target, bounded by PerTry until the
-// response headers arrive.
-// exchangeWatch follows one attempt on net/http's Transport: the
-// connection it got and whether the whole request was written.
-type exchangeWatch struct {
-	conn    *countedConn
-	refused bool // gotConn refused the idle connection taken
-	wrote   atomic.Bool
-}
-
-func (w *exchangeWatch) gotConn(info httptrace.GotConnInfo) {
-	c := info.Conn
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	cc, ok := c.(*countedConn)
-	if !ok {
-		return
-	}
-	w.conn = cc
-	if info.Reused && !cc.reusable() {
-		// Closed, the request fails before it is sent: the Transport
-		// sends one without a body again itself, attempt one whose body
-		// was not read yet.
-		w.refused = true
-		_ = cc.Close()
-	}
-}
-
-// maxRefused bounds the tries of one attempt on idle connections
-// gotConn refuses.
-const maxRefused = 3
-
-// attemptBody is a request body as one attempt's Transport sees it: a
-// body it closes before reading from it (a request that failed before it
-// was sent) stays open for another try.
-type attemptBody struct {
-	io.ReadCloser
-	read, closed atomic.Bool // (by the Transport's writing goroutine)
-}
-
-func (b *attemptBody) Read(p []byte) (int, error) {
-	b.read.Store(true)
-	return b.ReadCloser.Read(p)
-}
-
-func (b *attemptBody) Close() error {
-	b.closed.Store(true)
-	if !b.read.Load() {
-		return nil // closed by the attempt if no other try reads it
-	}
-	return b.ReadCloser.Close()
-}
-
-func (w *exchangeWatch) wroteRequest(httptrace.WroteRequestInfo) { w.wrote.Store(true) }
-
-// answered marks the connection not to be reused when the exchange
-// carried a request body and keepsAfterBody does not hold.
-func (w *exchangeWatch) answered(req *http.Request, resp *http.Response) {
-	if w.conn == nil || req.Body == nil || req.Body == http.NoBody {
-		return
-	}
-	if !keepsAfterBody(w.wrote.Load(), resp.StatusCode) {
-		w.conn.noReuse.Store(true)
-	}
-}
-
-func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, error) {
+// attempt performs one try against target i, bounded by PerTry until
+// the response headers arrive.
+func (rt retrier) attempt(req *http.Request, i int) (*http.Response, error) {
 	p := rt.p
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := time.AfterFunc(p.timeouts.PerTry, func() { cancel(errPerTryTimeout) })
 	out := req.Clone(ctx)
-	var body *attemptBody
-	if out.Body != nil && out.Body != http.NoBody {
-		body = &attemptBody{ReadCloser: out.Body}
-		out.Body = body
-	}
+	target := p.targets[i]
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
 	if target.Path != "" && target.Path != "/" {
 		out.URL.Path = singleJoin(target.Path, req.URL.Path)
 		out.URL.RawPath = singleJoin(target.EscapedPath(), RequestPath(req))
 	}
-	var resp *http.Response
-	var err error
-	var watch *exchangeWatch
-	for try := 1; ; try++ {
-		watch = &exchangeWatch{}
-		o := out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: watch.gotConn, WroteRequest: watch.wroteRequest}))
-		resp, err = p.transport.RoundTrip(o)
-		if err == nil || !watch.refused || body != nil && body.read.Load() || try == maxRefused {
-			break
-		}
-		// The idle connection the Transport took was refused (gotConn)
-		// and the request failed before a byte of its body was read:
-		// it goes again, on another connection.
-	}
-	if body != nil && body.closed.Load() && !body.read.Load() {
-		_ = body.ReadCloser.Close()
-	}
+	resp, err := p.roundTrip(out, i)
 	if !timer.Stop() {
 		// The per-try timer fired; whatever came back is abandoned.
 		if err == nil {
@@ -733,14 +571,7 @@ func (rt retrier) attempt(req *http.Request, target *url.URL) (*http.Response, e
 		}
 		return nil, err
 	}
-	watch.answered(out, resp)
-	conn := watch.conn
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() {
-		cancel(nil)
-		if conn != nil && conn.noReuse.Load() {
-			_ = conn.Close() // back in the idle pool, or about to be
-		}
-	}}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return resp, nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -66,6 +65,15 @@ func nth(first uint64, i, n int) int { return int((first + uint64(i)) % uint64(n
 // logRetry logs attempt i (from 0), which follows a failure.
 func (p *Proxy) logRetry(i int, last error) {
 	p.log.Debug("retrying upstream request", "attempt", i+1, "reason", errorClass(last))
+}
+
+// replaysOnStale is net/http's rule for sending a request again, on a
+// new connection, when the kept-alive connection it was sent on turns
+// out to have been closed by the upstream while idle (nothing came
+// back): the request has no body, and an idempotent method or an
+// idempotency key (keyed).
+func replaysOnStale(method string, body, keyed bool) bool {
+	return !body && (idempotent(method) || keyed)
 }
 
 // keepsAfterBody is the reuse rule of both engines for an exchange that
@@ -374,46 +382,12 @@ func errorClass(err error) string {
 	return "error"
 }
 
-// netHTTPFraming are the beginnings of the errors net/http's Transport
-// (ReadResponse, its transfer rules) and ReverseProxy return for a
-// response head they refuse to frame: what ParseResponse refuses on the
-// fast path. They have no exported type.
-var netHTTPFraming = []string{
-	"malformed HTTP ", // status line: response, version, status code
-	"bad Content-Length",
-	"invalid empty Content-Length",
-	"http: message cannot contain multiple Content-Length headers",
-	"unsupported transfer encoding",
-	"too many transfer encodings",
-	"net/http: server response headers exceeded",
-	"backend tried to switch", // 101 to a request without Upgrade
-	"malformed MIME header",   // textproto: a field line
-}
-
-// invalidResponse reports whether err (from net/http's Transport or
-// ReverseProxy, or the fast path) says the upstream's response head could
-// not be framed, as opposed to the upstream being unreachable, closing
-// or timing out.
-func invalidResponse(err error) bool {
-	if errors.Is(err, errBadResponse) {
-		return true
-	}
-	var pe textproto.ProtocolError
-	if errors.As(err, &pe) {
-		return true
-	}
-	inner := err
-	for u := errors.Unwrap(inner); u != nil; u = errors.Unwrap(inner) {
-		inner = u
-	}
-	msg := inner.Error()
-	for _, p := range netHTTPFraming {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
+// invalidResponse reports whether err says the upstream's response head
+// could not be framed (h1.ParseResponse refused it, or it switched
+// protocols unasked), as opposed to the upstream being unreachable,
+// closing or timing out. Both engines read responses with the same
+// parser (forward.go, transport.go).
+func invalidResponse(err error) bool { return errors.Is(err, errBadResponse) }
 
 // describe renders err for a log line without the request URL (which can
 // carry query secrets): a *url.Error is reduced to its cause.
