@@ -330,6 +330,9 @@ func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 		pl.idle[len(pl.idle)-1] = nil
 		pl.idle = pl.idle[:len(pl.idle)-1]
 		pl.b.idleN.Add(-1)
+		if h := takeHook.Load(); h != nil {
+			(*h)()
+		}
 		if now.Sub(uc.idleAt) < DefaultIdleConnTimeout && (lp == nil || lp.Adopt(uc.c) == nil) &&
 			(uc.arrived == nil || !uc.arrived()) {
 			// (What arrives on an idle connection was not asked for: a
@@ -342,6 +345,10 @@ func (fp *fastPools) takeIdle(pl *fastPool, lp h1.Loop, now time.Time) *upConn {
 	}
 	return nil
 }
+
+// takeHook, when set (by a test), runs as an idle connection is taken,
+// before it is looked at.
+var takeHook atomic.Pointer[func()]
 
 // evictIdle closes the oldest idle connection of another pool of pl's
 // target (another event loop's, or the shared one), if there is one: at
