@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -201,11 +202,12 @@ func (m *metrics) xdpEvent(kind string) {
 //	PUT /v1/xdp/config   {"flags": ["syn_flood", …] or 3, "k": 3.5, "defense": "auto"|"on"|"off"}
 //
 // PUT takes at least one member and no unknown ones, applies all or
-// nothing, and answers with the new Status; an invalid value answers 400
-// invalid_request naming the member and its range. audit receives one
-// line per configuration change (nil discards); who identifies the
-// caller in those lines (e.g. control.TokenID of the API token; default
-// "anonymous").
+// nothing, and answers with the new Status. The handler checks the JSON
+// shapes; the values are xdp.Manager.Update's to check, and its refusal
+// answers 400 invalid_request naming every invalid member by its key
+// (control.InvalidFields). audit receives one line per configuration
+// change (nil discards); who identifies the caller in those lines (e.g.
+// control.TokenID of the API token; default "anonymous").
 func XDPRoutes(m *xdp.Manager, audit *slog.Logger, who string) map[string]control.Endpoint {
 	h := &xdpAPI{m: m, audit: audit, who: who}
 	if h.audit == nil {
@@ -243,7 +245,8 @@ func badXDP(title string) error {
 	return &control.Error{Code: wire.CodeInvalidRequest, Detail: title}
 }
 
-// parseXDPRequest turns a PUT body into an xdp.ConfigUpdate.
+// parseXDPRequest turns a PUT body into an xdp.ConfigUpdate. It checks
+// the JSON shapes only; the values are Manager.Update's to check.
 func parseXDPRequest(body []byte) (xdp.ConfigUpdate, error) {
 	var u xdp.ConfigUpdate
 	if body == nil {
@@ -259,40 +262,16 @@ func parseXDPRequest(body []byte) (xdp.ConfigUpdate, error) {
 		return u, badXDP(`Set at least one of "flags", "k" and "defense".`)
 	}
 	if req.Flags != nil {
-		var f xdp.Flags
-		var names []string
-		var word uint64
+		var word xdp.Flags
 		switch {
-		case json.Unmarshal(req.Flags, &names) == nil:
-			for _, n := range names {
-				g, err := xdp.FlagByName(n)
-				if err != nil || g == xdp.FlagDefense {
-					return u, badXDP(`flags: unknown flag name (see GET /v1/xdp/status for the names; "defense" is set with "defense").`)
-				}
-				f |= g
-			}
-		case json.Unmarshal(req.Flags, &word) == nil && xdp.Flags(word)&^xdp.AllFlags == 0 && word <= uint64(xdp.AllFlags):
-			f = xdp.Flags(word) &^ xdp.FlagDefense
+		case json.Unmarshal(req.Flags, &u.FlagNames) == nil && u.FlagNames != nil:
+		case json.Unmarshal(req.Flags, &word) == nil:
+			u.FlagNames, u.Flags = nil, &word
 		default:
-			return u, badXDP(fmt.Sprintf("flags must be an array of flag names or an integer flag word within 0x%x.", uint32(xdp.AllFlags)))
+			return u, badXDP("flags must be an array of flag names or an integer flag word.")
 		}
-		u.Flags = &f
 	}
-	if req.K != nil {
-		k := *req.K
-		if !(k >= xdp.MinK && k <= xdp.MaxK) {
-			return u, badXDP(fmt.Sprintf("k must be a number in [%v, %v].", xdp.MinK, xdp.MaxK))
-		}
-		u.K = &k
-	}
-	if req.Defense != nil {
-		switch *req.Defense {
-		case xdp.DefenseAuto, xdp.DefenseOn, xdp.DefenseOff:
-		default:
-			return u, badXDP(`defense must be "auto", "on" or "off".`)
-		}
-		u.Defense = req.Defense
-	}
+	u.K, u.Defense = req.K, req.Defense
 	return u, nil
 }
 
@@ -303,8 +282,8 @@ func (h *xdpAPI) config(ctx context.Context, r *http.Request, body json.RawMessa
 	}
 	if err := h.m.Update(u); err != nil {
 		h.audit.Info("control audit", "who", h.who, "action", "xdp_config", "result", "error")
-		if strings.HasPrefix(err.Error(), xdp.ErrInvalidConfig.Error()) {
-			return 0, nil, badXDP("The configuration was rejected; see GET /v1/xdp/status for the current one.")
+		if errors.Is(err, xdp.ErrInvalidConfig) {
+			return 0, nil, control.InvalidFields(err)
 		}
 		return 0, nil, &control.Error{Code: wire.CodeXDPUnavailable, Err: err}
 	}

@@ -132,6 +132,29 @@ func TestXDPConfigEndpoint(t *testing.T) {
 	}
 }
 
+// TestXDPConfigNamesEveryBadField: a PUT with several invalid values
+// answers 400 invalid_request naming each by its key, as Manager.Update
+// reports them, and applies none.
+func TestXDPConfigNamesEveryBadField(t *testing.T) {
+	m, srv, _, _ := xdpAPIFixture(t)
+	for _, c := range []struct{ body, detail string }{
+		{`{"flags": ["syn_flood", "nope", "defense"], "k": 21, "defense": "maybe"}`,
+			"Invalid: flags[1], flags[2], k, defense."},
+		{`{"flags": 65536, "k": 0.1, "defense": "maybe"}`,
+			`flags: 0x10000 has unknown bits (known: 0x3ff); k: 0.1 out of range [0.5, 20]; defense: "maybe": want auto, on or off.`},
+		{`{"flags": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"], "k": 0}`,
+			"Invalid: flags, k."},
+	} {
+		code, p := xdpDo(t, srv, "PUT", "/v1/xdp/config", xdpToken, c.body)
+		if code != 400 || p["code"] != "invalid_request" || p["detail"] != c.detail {
+			t.Errorf("%s: %d %v\nwant 400 invalid_request %q", c.body, code, p, c.detail)
+		}
+	}
+	if st := m.Status(); st.FlagWord != uint32(xdp.DefaultFlags) || st.K != xdp.DefaultK || st.DefenseOverride != xdp.DefenseAuto {
+		t.Errorf("after rejected updates: %+v", st)
+	}
+}
+
 func TestXDPControlRejectsDuplicateRoute(t *testing.T) {
 	allow, _ := ipset.New(ipset.Config{Name: "allow", Capacity: 10})
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 10})

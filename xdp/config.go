@@ -434,14 +434,26 @@ const settableFlags = AllFlags &^ FlagDefense
 
 // FlagWord returns the flag word of c.Flags (a name Validate refuses
 // counts for nothing).
-func (c Config) FlagWord() Flags {
+func (c Config) FlagWord() Flags { return flagWord(nil, "flags", c.Flags) }
+
+// flagWord returns the word of the settable flags in names and records,
+// at key[i] in f (unless f is nil), each name that is not one. It is the
+// one check of flag names: Config.Validate and Config.FlagWord (the
+// file's flags) and Manager.Update (ConfigUpdate.FlagNames, the control
+// API's) use it.
+func flagWord(f *conf.Check, key string, names []string) Flags {
 	var w Flags
-	for _, name := range c.Flags {
-		if f, err := FlagByName(name); err == nil {
-			w |= f
+	for i, name := range names {
+		fl, err := FlagByName(name)
+		if err != nil || fl&settableFlags == 0 {
+			if f != nil {
+				f.Add(conf.Index(key, i), "%q: want one of %s", name, strings.Join(settableFlags.Names(), ", "))
+			}
+			continue
 		}
+		w |= fl
 	}
-	return w & settableFlags
+	return w
 }
 
 // Validate reports every setting of c outside its bounds, as it is
@@ -459,11 +471,7 @@ func (c Config) Validate() error {
 			f.Add("interface", "%q: want a network interface name (1 to 15 bytes)", c.Interface)
 		}
 	}
-	for i, name := range c.Flags {
-		if fl, err := FlagByName(name); err != nil || fl&settableFlags == 0 {
-			f.Add(conf.Index("flags", i), "%q: want one of %s", name, strings.Join(settableFlags.Names(), ", "))
-		}
-	}
+	flagWord(&f, "flags", c.Flags)
 	if c.Mode != ModeOff && len(c.Flags) == 0 {
 		f.Add("flags", "at least one flag (set mode: off to turn the layer off)")
 	}

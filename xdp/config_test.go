@@ -181,4 +181,23 @@ func TestUpdateValidates(t *testing.T) {
 	if st := m.Status(); st.K != 4 || !slices.Equal(st.Flags, []string{"cidr_lookup"}) {
 		t.Fatalf("status after update %+v", st)
 	}
+	// Flag names are checked as Validate checks Config.Flags, by index.
+	err = m.Update(ConfigUpdate{FlagNames: []string{"syn_flood", "nope", "defense"}, K: &k})
+	want = `xdp: invalid configuration: flags[1]: "nope": want one of ` + strings.Join(settableFlags.Names(), ", ") +
+		`; flags[2]: "defense": want one of ` + strings.Join(settableFlags.Names(), ", ")
+	if !errors.Is(err, ErrInvalidConfig) || err.Error() != want {
+		t.Fatalf("Update(FlagNames) = %v\nwant %s", err, want)
+	}
+	if err := m.Update(ConfigUpdate{Flags: &good, FlagNames: []string{}}); err == nil || !strings.Contains(err.Error(), "flags: set by word or by names, not both") {
+		t.Fatalf("Update(Flags and FlagNames) = %v", err)
+	}
+	if err := m.Update(ConfigUpdate{FlagNames: []string{"syn_flood", "ack_flood"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Status(); !slices.Equal(st.Flags, []string{"syn_flood", "ack_flood"}) {
+		t.Fatalf("flags after FlagNames update %v", st.Flags)
+	}
+	if err := m.Update(ConfigUpdate{FlagNames: []string{}}); err != nil || m.Status().FlagWord != 0 {
+		t.Fatalf("Update(no flag names) = %v, word %d", err, m.Status().FlagWord)
+	}
 }

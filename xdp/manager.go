@@ -148,6 +148,11 @@ type Status struct {
 type ConfigUpdate struct {
 	// Flags replaces the flag word (FlagDefense in it is ignored).
 	Flags *Flags
+	// FlagNames, when not nil, replaces the flag word by the names of
+	// its flags, as Config.Flags writes them (an empty list is no
+	// flags); each name is checked as Validate checks Config.Flags, at
+	// key "flags[i]". Set Flags or FlagNames, not both.
+	FlagNames []string
 	// K replaces Config.K, in [MinK, MaxK].
 	K *float64
 	// Defense forces defense mode on or off, or gives it back to the
@@ -344,8 +349,19 @@ func (m *Manager) refreshConfig() {
 // or none is.
 func (m *Manager) Update(u ConfigUpdate) error {
 	f := conf.Check{Kind: ErrInvalidConfig}
-	if u.Flags != nil && *u.Flags&^AllFlags != 0 {
-		f.Add("flags", "0x%x has unknown bits (known: 0x%x)", uint32(*u.Flags), uint32(AllFlags))
+	var word *Flags
+	switch {
+	case u.Flags != nil && u.FlagNames != nil:
+		f.Add("flags", "set by word or by names, not both")
+	case u.FlagNames != nil:
+		w := flagWord(&f, "flags", u.FlagNames)
+		word = &w
+	case u.Flags != nil:
+		if *u.Flags&^AllFlags != 0 {
+			f.Add("flags", "0x%x has unknown bits (known: 0x%x)", uint32(*u.Flags), uint32(AllFlags))
+		}
+		w := *u.Flags &^ FlagDefense
+		word = &w
 	}
 	k := m.K()
 	if u.K != nil {
@@ -359,8 +375,8 @@ func (m *Manager) Update(u ConfigUpdate) error {
 		return err
 	}
 	m.mu.Lock()
-	if u.Flags != nil {
-		m.flags = *u.Flags &^ FlagDefense
+	if word != nil {
+		m.flags = *word
 	}
 	if u.K != nil {
 		m.k = k

@@ -502,7 +502,7 @@ func sanitize(in wire.Problem) wire.Problem {
 		}
 	}
 	p := wire.Problem{Status: st, Code: code, Detail: in.Detail}
-	if !validDetail(p.Detail) {
+	if !ValidDetail(p.Detail) {
 		_, p.Detail, _ = wire.Lookup(code)
 	}
 	if in.RetryAfter > 0 {
@@ -524,7 +524,9 @@ func validCode(s string) bool {
 	return true
 }
 
-func validDetail(s string) bool {
+// ValidDetail reports whether s may be sent as a problem's detail: 1 to
+// maxDetailBytes bytes of printable ASCII (sanitize replaces any other).
+func ValidDetail(s string) bool {
 	if s == "" || len(s) > maxDetailBytes {
 		return false
 	}
