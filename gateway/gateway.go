@@ -52,8 +52,8 @@
 // global.go, rls.go, guards.go, xdp.go, upstream.go (the proxies),
 // headers.go (request_headers), console.go; controlplane.go is the control
 // API's listener and status document, metrics.go the series every layer
-// shares (requests, rejections, durations, reloads) and the bounded
-// tables' gauges. The configuration is config.go, decode.go, validate.go
+// shares (requests, rejections, durations, reloads), the bounded tables'
+// gauges, the status counters (tally) and the metrics listener. The configuration is config.go, decode.go, validate.go
 // and load.go.
 //
 // # Words

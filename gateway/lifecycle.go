@@ -4,12 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/host"
 )
@@ -71,46 +65,6 @@ func (g *Gateway) Start(ctx context.Context) error {
 		attrs = append(attrs, "control_addr", a.String())
 	}
 	g.log.Info("gateway ready", attrs...)
-	return nil
-}
-
-func (g *Gateway) startMetrics() error {
-	gath := g.deps.Gatherer
-	if gath == nil {
-		gath, _ = g.deps.Registerer.(prometheus.Gatherer)
-	}
-	if gath == nil || (g.cfg.Metrics.Addr == "" && g.deps.MetricsListener == nil) {
-		return nil
-	}
-	ln := g.deps.MetricsListener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
-			return err
-		}
-	}
-	g.metricsLn = ln
-	g.metricsSrv = &http.Server{
-		Handler:           metricsHandler(gath, g.operatorReadyz),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-	}
-	go func() { _ = g.metricsSrv.Serve(ln) }()
-	g.log.Info("metrics listening", "addr", ln.Addr().String())
-	return nil
-}
-
-func (g *Gateway) stopMetrics(ctx context.Context) error {
-	if g.metricsSrv == nil {
-		return nil
-	}
-	if err := g.metricsSrv.Shutdown(ctx); err != nil {
-		return g.metricsSrv.Close()
-	}
 	return nil
 }
 

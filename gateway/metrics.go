@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -384,4 +389,133 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(es.Rejoined), "loop")
 		ch <- prometheus.MustNewConstMetric(c.moved, prometheus.CounterValue, float64(es.HandedOver), "nethttp")
 	}
+}
+
+// maxTallyKeys bounds the distinct (layer, reason, route) triples
+// counted. Layers and reasons are fixed words and routes come from the
+// configuration (at most maxRoutes, reloads included), so the bound is a
+// backstop: past it, new triples count under route "(other)".
+const maxTallyKeys = 8192
+
+// tally keeps the status document's counters, independent of Prometheus.
+type tally struct {
+	requests  atomic.Uint64
+	denied    atomic.Uint64 // connections refused at accept
+	draining  atomic.Bool
+	reloadOK  atomic.Uint64
+	reloadErr atomic.Uint64
+
+	lastReload atomic.Pointer[time.Time]
+
+	mu sync.RWMutex
+	m  map[tallyKey]*atomic.Uint64
+}
+
+type tallyKey struct{ layer, reason, route string }
+
+func newTally() *tally { return &tally{m: map[tallyKey]*atomic.Uint64{}} }
+
+func (t *tally) add(layer, reason, route string) {
+	k := tallyKey{layer, reason, route}
+	t.mu.RLock()
+	c := t.m[k]
+	t.mu.RUnlock()
+	if c == nil {
+		t.mu.Lock()
+		if c = t.m[k]; c == nil {
+			if len(t.m) >= maxTallyKeys {
+				k = tallyKey{layer, reason, "(other)"}
+				c = t.m[k]
+			}
+			if c == nil {
+				c = new(atomic.Uint64)
+				t.m[k] = c
+			}
+		}
+		t.mu.Unlock()
+	}
+	c.Add(1)
+}
+
+// rejection is one (layer, reason, route) count.
+type rejection struct {
+	tallyKey
+	n uint64
+}
+
+// rejections lists every count by route (the console's top routes).
+func (t *tally) rejections() []rejection {
+	t.mu.RLock()
+	out := make([]rejection, 0, len(t.m)+1)
+	for k, c := range t.m {
+		out = append(out, rejection{k, c.Load()})
+	}
+	t.mu.RUnlock()
+	if n := t.denied.Load(); n > 0 {
+		out = append(out, rejection{tallyKey{layerIPSet, "deny", unmatchedRoute}, n})
+	}
+	return out
+}
+
+func (t *tally) reload(ok bool) {
+	if ok {
+		t.reloadOK.Add(1)
+	} else {
+		t.reloadErr.Add(1)
+	}
+}
+
+func (t *tally) reloaded(at time.Time) { t.lastReload.Store(&at) }
+
+// snapshot sums the counts over routes: layer → reason → count (the
+// status document's shape).
+func (t *tally) snapshot() map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for _, r := range t.rejections() {
+		if out[r.layer] == nil {
+			out[r.layer] = map[string]uint64{}
+		}
+		out[r.layer][r.reason] += r.n
+	}
+	return out
+}
+
+func (g *Gateway) startMetrics() error {
+	gath := g.deps.Gatherer
+	if gath == nil {
+		gath, _ = g.deps.Registerer.(prometheus.Gatherer)
+	}
+	if gath == nil || (g.cfg.Metrics.Addr == "" && g.deps.MetricsListener == nil) {
+		return nil
+	}
+	ln := g.deps.MetricsListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
+			return err
+		}
+	}
+	g.metricsLn = ln
+	g.metricsSrv = &http.Server{
+		Handler:           metricsHandler(gath, g.operatorReadyz),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	go func() { _ = g.metricsSrv.Serve(ln) }()
+	g.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}
+
+func (g *Gateway) stopMetrics(ctx context.Context) error {
+	if g.metricsSrv == nil {
+		return nil
+	}
+	if err := g.metricsSrv.Shutdown(ctx); err != nil {
+		return g.metricsSrv.Close()
+	}
+	return nil
 }
