@@ -132,6 +132,14 @@ routes:
     match: {path: /}
 `
 
+// withQuota is minimal with a quota route: what makes the cluster
+// profile read BULWARK_POSTGRES_URL.
+const withQuota = minimal + `  - name: exports
+    upstream: app
+    match: {path: /exports, methods: [POST]}
+    quota: {operation: exports, limit: 1000, window: 5m, auth: {url: "https://auth.internal/verify"}}
+`
+
 func TestDefaults(t *testing.T) {
 	cfg, err := Parse("bulwark.yaml", []byte(minimal), env().get)
 	if err != nil {
@@ -300,10 +308,10 @@ func TestProfileGate(t *testing.T) {
 	})
 	t.Run("cluster requires secrets", func(t *testing.T) {
 		e := env(EnvProfile, "cluster")
-		_, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		_, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		got := problems(t, err)
 		want := []string{
-			"environment: BULWARK_POSTGRES_URL: required in the cluster profile",
+			"environment: BULWARK_POSTGRES_URL: required in the cluster profile by routes with a quota",
 			"environment: BULWARK_REDIS_URL: required in the cluster profile",
 		}
 		if !slices.Equal(got, want) {
@@ -313,9 +321,31 @@ func TestProfileGate(t *testing.T) {
 			t.Errorf("first read %s, want %s", e.read[0], EnvProfile)
 		}
 	})
+	t.Run("cluster without a quota reads no PostgreSQL secret", func(t *testing.T) {
+		e := env(EnvProfile, "cluster", EnvRedisURL, "redis://h:6379")
+		if _, err := Parse("bulwark.yaml", []byte(minimal), e.get); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{EnvPostgresURL} {
+			if slices.Contains(e.read, s) {
+				t.Errorf("read %s without a quota route", s)
+			}
+		}
+	})
+	t.Run("a redis section means cluster unless profile says", func(t *testing.T) {
+		cfg, err := Parse("bulwark.yaml", []byte(minimal+"redis: {}\n"), env(EnvRedisURL, "redis://h:6379").get)
+		if err != nil || cfg.Profile != Cluster {
+			t.Fatalf("redis section: %v, profile %v", err, cfg)
+		}
+		e := env(allSet...)
+		cfg, err = Parse("bulwark.yaml", []byte("profile: standalone\n"+minimal+"redis: {}\n"), e.get)
+		if err != nil || cfg.Profile != Standalone || slices.Contains(e.read, EnvRedisURL) {
+			t.Fatalf("profile standalone with a redis section: %v, read %q", err, e.read)
+		}
+	})
 	t.Run("cluster defaults to verify-full", func(t *testing.T) {
 		e := env(append(allSet, EnvProfile, "cluster")...)
-		cfg, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		cfg, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,14 +355,14 @@ func TestProfileGate(t *testing.T) {
 	})
 	t.Run("disable needs both settings", func(t *testing.T) {
 		e := env(append(allSet, EnvProfile, "cluster", EnvPostgresTLSMode, "disable")...)
-		_, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		_, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		got := problems(t, err)
 		want := []string{"environment: BULWARK_POSTGRES_TLS_MODE: disable needs BULWARK_POSTGRES_ALLOW_INSECURE=true as well (TLS to PostgreSQL is verify-full by default)"}
 		if !slices.Equal(got, want) {
 			t.Errorf("got %q\nwant %q", got, want)
 		}
 		e = env(append(allSet, EnvProfile, "cluster", EnvPostgresTLSMode, "disable", EnvPostgresAllowInsecure, "true")...)
-		cfg, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		cfg, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +372,7 @@ func TestProfileGate(t *testing.T) {
 	})
 	t.Run("sslmode in URL must agree", func(t *testing.T) {
 		e := env(EnvProfile, "cluster", EnvPostgresURL, "postgres://u:hunter2@h/db?sslmode=disable", EnvRedisURL, "redis://h:6379")
-		_, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		_, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		got := problems(t, err)
 		want := []string{"environment: BULWARK_POSTGRES_URL: sslmode=disable in the URL contradicts the TLS mode verify-full (set BULWARK_POSTGRES_TLS_MODE instead)"}
 		if !slices.Equal(got, want) {
@@ -351,7 +381,7 @@ func TestProfileGate(t *testing.T) {
 	})
 	t.Run("secrets never echoed", func(t *testing.T) {
 		e := env(EnvProfile, "cluster", EnvPostgresURL, "mysql://u:hunter2@h/db", EnvRedisURL, "http://u:hunter3@h")
-		_, err := Parse("bulwark.yaml", []byte(minimal), e.get)
+		_, err := Parse("bulwark.yaml", []byte(withQuota), e.get)
 		if err == nil || strings.Contains(err.Error(), "hunter") {
 			t.Errorf("error %v", err)
 		}
@@ -573,6 +603,7 @@ func TestCheckEqualsStart(t *testing.T) {
 	}
 	ins = append(ins,
 		input{name: "example", path: "../examples/bulwark.yaml", data: example, env: []string{EnvPostgresURL, "postgres://rt:secret@127.0.0.1:1/bulwark", EnvRedisURL, "redis://127.0.0.1:1/0"}, good: true},
+		input{name: "rls-only example", path: "../examples/rls-only.yaml", env: []string{EnvRedisURL, "redis://127.0.0.1:1/0"}, good: true},
 		input{name: "quickstart", data: []byte(strings.ReplaceAll(QuickstartYAML(), "{{DEMO_UPSTREAM}}", "http://127.0.0.1:1")), good: true})
 	for name, y := range goodInline {
 		ins = append(ins, input{name: name, data: []byte(y), env: fuzzEnv().vars2(), good: true})
@@ -746,7 +777,7 @@ func TestValidateNamesTheField(t *testing.T) {
 
 	cfg := DefaultConfig()
 	err := cfg.Validate()
-	if got := problems(t, err); !slices.Equal(got, []string{"routes: at least one route is required"}) {
+	if got := problems(t, err); !slices.Equal(got, []string{"routes: at least one route is required (or rls.addr: an RLS-only deployment)"}) {
 		t.Fatalf("DefaultConfig().Validate() = %q", got)
 	}
 	cfg.Upstreams = []proxy.Upstream{u}

@@ -101,7 +101,16 @@ func elementDefault(t reflect.Type) reflect.Value {
 // deriveDefaults sets the defaults that depend on other keys: an upstream
 // timeout left out never exceeds the upstream's total (a total of 2s with
 // the connect default of 5s means connect 2s).
+//
+// A redis section without a profile key puts the file in the cluster
+// profile: Redis is used nowhere else (an RLS-only deployment is just
+// redis and rls).
 func deriveDefaults(cfg *Config, lines yamlconf.Lines) {
+	if _, set := lines["profile"]; !set {
+		if _, redis := lines["redis"]; redis {
+			cfg.Profile = Cluster
+		}
+	}
 	for i := range cfg.Upstreams {
 		t := &cfg.Upstreams[i].Timeouts
 		p := fmt.Sprintf("upstreams[%d].timeouts.", i)

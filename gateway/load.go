@@ -374,19 +374,23 @@ func applyProfileGate(cfg *Config, getenv func(string) string) []yamlconf.Proble
 		add(EnvPostgresTLSMode, "%q: want verify-full or disable", truncate(m))
 	}
 
-	if raw := getenv(EnvPostgresURL); raw == "" {
-		add(EnvPostgresURL, "required in the cluster profile")
-	} else if u, err := url.Parse(raw); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		// Never echo the value: it holds a password.
-		add(EnvPostgresURL, "want a postgres:// URL with a host (value not shown)")
-	} else {
-		q := u.Query()
-		if m := q.Get("sslmode"); m != "" && m != env.PostgresTLSMode {
-			add(EnvPostgresURL, "sslmode=%s in the URL contradicts the TLS mode %s (set %s instead)", truncate(m), env.PostgresTLSMode, EnvPostgresTLSMode)
+	// PostgreSQL holds the quotas and nothing else: without a quota route
+	// its URL is not read (an RLS-only deployment needs only Redis).
+	if len(quotaOperations(cfg)) > 0 {
+		if raw := getenv(EnvPostgresURL); raw == "" {
+			add(EnvPostgresURL, "required in the cluster profile by routes with a quota")
+		} else if u, err := url.Parse(raw); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			// Never echo the value: it holds a password.
+			add(EnvPostgresURL, "want a postgres:// URL with a host (value not shown)")
+		} else {
+			q := u.Query()
+			if m := q.Get("sslmode"); m != "" && m != env.PostgresTLSMode {
+				add(EnvPostgresURL, "sslmode=%s in the URL contradicts the TLS mode %s (set %s instead)", truncate(m), env.PostgresTLSMode, EnvPostgresTLSMode)
+			}
+			q.Set("sslmode", env.PostgresTLSMode)
+			u.RawQuery = q.Encode()
+			env.PostgresURL = u.String()
 		}
-		q.Set("sslmode", env.PostgresTLSMode)
-		u.RawQuery = q.Encode()
-		env.PostgresURL = u.String()
 	}
 
 	if raw := getenv(EnvRedisURL); raw == "" {

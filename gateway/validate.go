@@ -179,8 +179,8 @@ func (n firstNames) check(f *conf.Check, list, name string, i int) {
 
 func (c *Config) validateRoutes(f *conf.Check, upstreams map[string]bool) {
 	rs := c.Routes
-	if len(rs) == 0 {
-		f.Add("routes", "at least one route is required")
+	if len(rs) == 0 && c.RLS.Addr == "" {
+		f.Add("routes", "at least one route is required (or rls.addr: an RLS-only deployment)")
 	}
 	if len(rs) > maxRoutes {
 		f.Add("routes", "%d routes, at most %d", len(rs), maxRoutes)
