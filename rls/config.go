@@ -149,8 +149,10 @@ type Descriptor struct {
 	// DetailedMetric and ValueToMetric name envoyproxy/ratelimit's
 	// per-descriptor statistics by the request's values. Bulwark keeps
 	// no per-descriptor series (their labels would be its clients'
-	// values): both are accepted and change nothing, as they change no
-	// decision in envoyproxy/ratelimit.
+	// values). DetailedMetric is accepted and changes nothing (it
+	// changes no decision in envoyproxy/ratelimit either, and its main
+	// example sets it); ValueToMetric is refused by [Validate], naming
+	// it, since what it asks for is the client's value in a metric name.
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 }
@@ -401,6 +403,9 @@ func validateNodes(domain, path string, ds []Descriptor, depth int, total *int) 
 		seen[d.Key+"\x00"+d.Value] = i
 		if d.ShareThreshold && !strings.HasSuffix(d.Value, "*") {
 			return fail("share_threshold", "applies only to a value ending in '*'")
+		}
+		if d.ValueToMetric {
+			return fail("value_to_metric", "not supported: it names statistics after the values of the requests' descriptors, which clients choose, and Bulwark keeps client values out of metrics (remove it: no limit depends on it)")
 		}
 		if r := d.RateLimit; r != nil {
 			u, ok := unitOf(r.Unit)

@@ -21,9 +21,9 @@
 // so duration_until_reset is the time until the bucket is full (OK) or
 // the request could pass (OVER_LIMIT), not until a window ends; rates
 // from 1 per year to 1,000,000 per second (every unit, year included);
-// negative hits (refunds) are
-// refused; detailed_metric and value_to_metric change nothing (no
-// per-descriptor metrics).
+// negative hits (refunds) are refused; detailed_metric changes nothing
+// and value_to_metric is refused (both name statistics after the
+// clients' descriptor values).
 //
 // hits_addend (request level, overridden per descriptor) is the cost; 0
 // at request level means 1, 0 per descriptor is a check that consumes
