@@ -277,22 +277,9 @@ type Route struct {
 // many frameworks, so a route's policies cover every spelling that
 // reaches the same handler.
 type Match struct {
-	Path    string   `yaml:"path"`
-	Methods []string `yaml:"methods"`
-	Host    string   `yaml:"host"`
-	// CaseSensitive compares the path's letters exactly.
-	CaseSensitive bool `yaml:"case_sensitive"`
-	// StrictSlash makes "/a" and "/a/" different paths.
-	StrictSlash bool `yaml:"strict_slash"`
-	// StrictFormat stops "/login" from also matching "/login.<format>"
-	// (Rails routes "/login.json" to the "/login" action, and Spring's
-	// legacy suffix pattern matching "/login.*" alike).
-	StrictFormat bool `yaml:"strict_format"`
-	// StrictFrontController stops this route from also matching the
-	// paths a PHP front controller routes to it ("/index.php/login",
-	// "/index.php?route=/login"; see FrontControllers). Such a route may
-	// name a script in its own path.
-	StrictFrontController bool `yaml:"strict_front_controller"`
+	// The path pattern and its matching switches: package route's keys
+	// and Validate.
+	routematch.Pattern `yaml:",inline"`
 	// AllowUnsafeEncoding lets this route serve paths holding %2F, %5C,
 	// a raw backslash, %00 or another control byte, or a double encoding
 	// (%252F); otherwise such a path is answered 400 invalid_path.

@@ -21,6 +21,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login/redisstore"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
+	routematch "github.com/bulwarkhq/bulwark/route"
 )
 
 // recordingEnv is a getenv that records every variable read.
@@ -783,7 +784,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	cfg.Upstreams = []proxy.Upstream{u}
 	lim := ratelimit.DefaultConfig()
 	lim.QPS = 10
-	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}, RateLimit: &lim}}
+	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Pattern: routematch.Pattern{Path: "/"}}, RateLimit: &lim}}
 	want := []string{
 		"upstreams[0].targets[1]: \"ftp://x\": want an http or https URL with a host and no user info, query or fragment",
 		"upstreams[0].timeouts.per_try: 1h out of range [1ms, 1m]",
@@ -807,7 +808,7 @@ func TestProvision(t *testing.T) {
 	up := DefaultUpstream()
 	up.Name, up.Targets = "app", []string{"http://127.0.0.1:1"}
 	cfg.Upstreams = []proxy.Upstream{up}
-	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Path: "/"}}}
+	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Pattern: routematch.Pattern{Path: "/"}}}}
 	cfg.Listen.TLS = &TLS{CertFile: "absent-cert.pem", KeyFile: "../tls/key.pem"}
 	cfg.Control.Enabled = false
 	if err := cfg.Validate(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/bulwarkhq/bulwark/gateway"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
+	"github.com/bulwarkhq/bulwark/route"
 )
 
 // Parse validates a configuration strictly and reports every problem with
@@ -65,7 +66,7 @@ func ExampleDefaultConfig() {
 	rl := ratelimit.DefaultConfig()
 	rl.QPS, rl.Burst = 0.001, 1_000_000
 	cfg.Upstreams = []proxy.Upstream{up}
-	cfg.Routes = []gateway.Route{{Name: "api", Upstream: "app", Match: gateway.Match{Path: "/api/"}, RateLimit: &rl}}
+	cfg.Routes = []gateway.Route{{Name: "api", Upstream: "app", Match: gateway.Match{Pattern: route.Pattern{Path: "/api/"}}, RateLimit: &rl}}
 
 	var fes gateway.FieldErrors
 	if errors.As(rl.Validate(), &fes) {

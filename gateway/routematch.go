@@ -20,25 +20,9 @@ type FrontControllers = routematch.FrontControllers
 
 // pattern is the route pattern of m, for the route named name.
 func (m Match) pattern(name string) routematch.Pattern {
-	return routematch.Pattern{
-		Name:                  name,
-		Path:                  m.Path,
-		Host:                  m.Host,
-		Methods:               m.Methods,
-		CaseSensitive:         m.CaseSensitive,
-		StrictSlash:           m.StrictSlash,
-		StrictFormat:          m.StrictFormat,
-		StrictFrontController: m.StrictFrontController,
-	}
-}
-
-// patternError is why m.Path does not parse as a pattern, or "".
-func (m Match) patternError() string {
-	_, err := routematch.Compile([]routematch.Pattern{m.pattern("")}, routematch.FrontControllers{})
-	if pe, ok := errors.AsType[*routematch.PatternError](err); ok {
-		return pe.Reason
-	}
-	return ""
+	p := m.Pattern
+	p.Name = name
+	return p
 }
 
 // matcher compiles the routes of a validated configuration: an error is

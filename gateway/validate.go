@@ -19,7 +19,6 @@ import (
 const (
 	maxUpstreams    = 256
 	maxRoutes       = 1024
-	maxMethods      = 16
 	maxTokenLen     = 64 // methods and header names
 	maxStripHeaders = 64
 )
@@ -327,40 +326,6 @@ func (r Route) Validate() error {
 	}
 	if r.Quota != nil {
 		f.Sub("quota", r.Quota.Validate())
-	}
-	return f.Err()
-}
-
-// Validate checks the path pattern (ServeMux syntax, as the router
-// compiles it), the methods and the host.
-func (m Match) Validate() error {
-	var f conf.Check
-	switch {
-	case m.Path == "":
-		f.Add("path", "required")
-	case strings.ContainsAny(m.Path, " \t"):
-		f.Add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", m.Path)
-	default:
-		if reason := m.patternError(); reason != "" {
-			f.Add("path", "%q: %s", m.Path, reason)
-		}
-	}
-	if len(m.Methods) > maxMethods {
-		f.Add("methods", "%d methods, at most %d", len(m.Methods), maxMethods)
-	}
-	seen := map[string]bool{}
-	for i, meth := range m.Methods {
-		mp := fmt.Sprintf("methods[%d]", i)
-		switch {
-		case !validToken(meth) || strings.ToUpper(meth) != meth:
-			f.Add(mp, "%q: want an upper-case method such as GET", meth)
-		case seen[meth]:
-			f.Add(mp, "duplicate method %q", meth)
-		}
-		seen[meth] = true
-	}
-	if m.Host != "" && !conf.Hostname(m.Host) {
-		f.Add("host", "%q: want a lower-case host name without port", m.Host)
 	}
 	return f.Err()
 }

@@ -47,36 +47,90 @@ import (
 
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/internal/fieldname"
 )
 
 // Pattern is one route's match: a path pattern and the switches of its
-// matching. The zero value of each switch is the lenient default.
+// matching. The zero value of each switch is the lenient default. Its
+// yaml tags are the keys of a gateway route's match section.
 type Pattern struct {
 	// Name names the pattern in errors; "" names it by its Path.
-	Name string
-	// Path is the path pattern, in net/http.ServeMux syntax, written
-	// decoded (no %-escapes, ';', '\', spaces, '?' or '#') and without
-	// "//", "." or ".." segments.
-	Path string
-	// Host, if not "", is the only host the pattern matches, compared
-	// after canon.Host on both sides.
-	Host string
-	// Methods, if not empty, are the only methods the pattern matches
-	// (case-insensitively; GET also matches HEAD).
-	Methods []string
-	// CaseSensitive compares literal segments exactly instead of with
-	// Unicode case folding.
-	CaseSensitive bool
-	// StrictSlash makes the trailing slash significant: "/a" no longer
-	// matches "/a/", nor "/a/" (or "/a/{p...}") "/a".
-	StrictSlash bool
-	// StrictFormat stops a final literal "x" from also matching
-	// "x.<format>".
-	StrictFormat bool
-	// StrictFrontController matches the pattern on the request's own
-	// path only, not on the path a PHP front controller routes to; only
-	// such a pattern may name a front controller script.
-	StrictFrontController bool
+	Name string `yaml:"-"`
+	// Path (path, required) is the path pattern, in net/http.ServeMux
+	// syntax, written decoded (no %-escapes, ';', '\', spaces, '?' or
+	// '#') and without "//", "." or ".." segments.
+	Path string `yaml:"path"`
+	// Methods (methods), if not empty, are the only methods the pattern
+	// matches (case-insensitively; GET also matches HEAD): at most
+	// MaxMethods, each an upper-case token of at most MaxMethodBytes.
+	Methods []string `yaml:"methods"`
+	// Host (host), if not "", is the only host the pattern matches,
+	// compared after canon.Host on both sides; written lower-case,
+	// without a port.
+	Host string `yaml:"host"`
+	// CaseSensitive (case_sensitive) compares literal segments exactly
+	// instead of with Unicode case folding.
+	CaseSensitive bool `yaml:"case_sensitive"`
+	// StrictSlash (strict_slash) makes the trailing slash significant:
+	// "/a" no longer matches "/a/", nor "/a/" (or "/a/{p...}") "/a".
+	StrictSlash bool `yaml:"strict_slash"`
+	// StrictFormat (strict_format) stops a final literal "x" from also
+	// matching "x.<format>" (Rails routes "/login.json" to the "/login"
+	// action, and Spring's legacy suffix pattern matching "/login.*"
+	// alike).
+	StrictFormat bool `yaml:"strict_format"`
+	// StrictFrontController (strict_front_controller) matches the
+	// pattern on the request's own path only, not on the path a PHP front
+	// controller routes to ("/index.php/login",
+	// "/index.php?route=/login"; see FrontControllers); only such a
+	// pattern may name a front controller script.
+	StrictFrontController bool `yaml:"strict_front_controller"`
+}
+
+// Bounds of [Pattern.Methods].
+const (
+	MaxMethods     = 16
+	MaxMethodBytes = 64
+)
+
+// ErrInvalidPattern is the kind of every error [Pattern.Validate]
+// returns.
+var ErrInvalidPattern = errors.New("route: invalid pattern")
+
+// Validate checks p as written, by key: the path pattern (ServeMux
+// syntax, as [Compile] parses it), the methods and the host. It returns
+// nil or a [conf.Errors] of kind ErrInvalidPattern. Collisions between
+// patterns are [Compile]'s to find.
+func (p Pattern) Validate() error {
+	f := conf.Check{Kind: ErrInvalidPattern}
+	switch {
+	case p.Path == "":
+		f.Add("path", "required")
+	case strings.ContainsAny(p.Path, " \t"):
+		f.Add("path", "%q: no spaces (put methods in match.methods and the host in match.host)", p.Path)
+	default:
+		if _, err := compileMatch(0, p); err != nil {
+			f.Add("path", "%q: %v", p.Path, err)
+		}
+	}
+	if len(p.Methods) > MaxMethods {
+		f.Add("methods", "%d methods, at most %d", len(p.Methods), MaxMethods)
+	}
+	seen := make(map[string]bool, len(p.Methods))
+	for i, m := range p.Methods {
+		mp := fmt.Sprintf("methods[%d]", i)
+		switch {
+		case len(m) > MaxMethodBytes || !fieldname.Token(m) || strings.ToUpper(m) != m:
+			f.Add(mp, "%q: want an upper-case method such as GET", m)
+		case seen[m]:
+			f.Add(mp, "duplicate method %q", m)
+		}
+		seen[m] = true
+	}
+	if p.Host != "" && !conf.Hostname(p.Host) {
+		f.Add("host", "%q: want a lower-case host name without port", p.Host)
+	}
+	return f.Err()
 }
 
 // name is how errors name p.

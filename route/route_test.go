@@ -493,3 +493,47 @@ func TestFrontControllersValidate(t *testing.T) {
 		}
 	}
 }
+
+// Pattern.Validate checks a pattern as written and names every bad field
+// by its key, with ErrInvalidPattern as the kind.
+func TestPatternValidate(t *testing.T) {
+	if err := (Pattern{Path: "/api/{id}", Methods: []string{"GET", "POST"}, Host: "api.example.com"}).Validate(); err != nil {
+		t.Fatalf("a good pattern: %v", err)
+	}
+	many := make([]string, MaxMethods+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("M%d", i)
+	}
+	for _, c := range []struct {
+		p    Pattern
+		want []string
+	}{
+		{Pattern{}, []string{`path: required`}},
+		{Pattern{Path: "/a b"}, []string{`path: "/a b": no spaces (put methods in match.methods and the host in match.host)`}},
+		{Pattern{Path: "login"}, []string{`path: "login": want a path pattern starting with /`}},
+		{Pattern{Path: "/x", Methods: []string{"get", "GET", "GET", "G T"}, Host: "Example.com:80"}, []string{
+			`methods[0]: "get": want an upper-case method such as GET`,
+			`methods[2]: duplicate method "GET"`,
+			`methods[3]: "G T": want an upper-case method such as GET`,
+			`host: "Example.com:80": want a lower-case host name without port`,
+		}},
+		{Pattern{Path: "/x", Methods: many}, []string{fmt.Sprintf("methods: %d methods, at most %d", MaxMethods+1, MaxMethods)}},
+		{Pattern{Path: "/x", Methods: []string{strings.Repeat("A", MaxMethodBytes+1)}}, []string{
+			fmt.Sprintf("methods[0]: %q: want an upper-case method such as GET", strings.Repeat("A", MaxMethodBytes+1))}},
+	} {
+		err := c.p.Validate()
+		if !errors.Is(err, ErrInvalidPattern) {
+			t.Errorf("%+v: %v, want ErrInvalidPattern", c.p, err)
+			continue
+		}
+		var es conf.Errors
+		errors.As(err, &es)
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Path+": "+e.Msg)
+		}
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%+v:\ngot  %q\nwant %q", c.p, got, c.want)
+		}
+	}
+}
