@@ -346,9 +346,10 @@ func (e *exchange1) replayable() bool {
 	x := e.x
 	keyed := false
 	if !x.HasBody() && !idempotent(x.Method()) {
-		_, keyed = x.Req.Lookup("idempotency-key")
-		if !keyed {
-			_, keyed = x.Req.Lookup("x-idempotency-key")
+		for _, f := range idempotencyKeyFields {
+			if _, keyed = x.Req.Lookup(f); keyed {
+				break
+			}
 		}
 	}
 	return replaysOnStale(x.Method(), x.HasBody(), keyed)

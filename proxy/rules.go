@@ -76,6 +76,10 @@ func replaysOnStale(method string, body, keyed bool) bool {
 	return !body && (idempotent(method) || keyed)
 }
 
+// idempotencyKeyFields are the fields whose presence (any value) makes a
+// request keyed for replaysOnStale, as for net/http's Transport.
+var idempotencyKeyFields = [...]string{"Idempotency-Key", "X-Idempotency-Key"}
+
 // keepsAfterBody is the reuse rule of both engines for an exchange that
 // carried a request body: its connection may carry another request only
 // when the whole body was written before the answer came, and the answer

@@ -178,9 +178,15 @@ func (p *Proxy) roundTrip1(req *http.Request, pl *fastPool, fresh bool) (*http.R
 	return resp, nil
 }
 
-// keyed reports an idempotency key on req (replaysOnStale).
+// keyed reports an idempotency key field on req (replaysOnStale), as
+// the fast engines' replayable does.
 func keyed(req *http.Request) bool {
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+	for _, f := range idempotencyKeyFields {
+		if _, ok := req.Header[f]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // write writes req on the connection: its head and body as net/http's
