@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
@@ -69,7 +70,11 @@ func startWith(t *testing.T, text string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	node, err := global.New(global.Config{Store: st, Budget: 50 * time.Millisecond})
+	// A clock that never moves and the longest decision budget: the
+	// tests count tokens call by call, and on a loaded machine the calls
+	// may be seconds apart (a 3/min limit refills one token in 20 s) or a
+	// refill may miss a short budget and be decided from the local share.
+	node, err := global.New(global.Config{Store: st, Budget: global.MaxBudget, Clock: clock.NewManual(time.Unix(1_700_000_000, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}
