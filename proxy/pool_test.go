@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -224,5 +225,42 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out after 20 s waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A request whose client is already gone when its attempt starts (an
+// HTTP/2 stream reset or a connection closed while the stream waited
+// for its handler) takes no connection: nothing is dialed, and a
+// kept-alive one is not closed under it. Before, each such request
+// dialed a new upstream connection only to close it.
+func TestGoneClientDialsNothing(t *testing.T) {
+	up := startCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	p, err := proxy.New(proxy.Upstream{Name: "app", Targets: urls(up.URL)}, proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// One kept-alive connection first.
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	before := p.Stats()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		rec = httptest.NewRecorder()
+		p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx))
+	}
+	after := p.Stats()
+	if after.Dials != before.Dials || after.Open != before.Open || after.Idle != before.Idle {
+		t.Fatalf("requests of a gone client: dials %d → %d, open %d → %d, idle %d → %d; want unchanged",
+			before.Dials, after.Dials, before.Open, after.Open, before.Idle, after.Idle)
+	}
+	if n := up.accepted.Load(); n != 1 {
+		t.Fatalf("upstream accepted %d connections, want 1", n)
 	}
 }

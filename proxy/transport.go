@@ -88,6 +88,13 @@ func (p *Proxy) roundTrip1(req *http.Request, pl *fastPool, fresh bool) (*http.R
 	if tryEnd.Before(connectBy) {
 		connectBy = tryEnd
 	}
+	if err := ctx.Err(); err != nil {
+		// The client went away (an HTTP/2 stream reset, its connection
+		// closed) or a timeout ran out before this attempt took a
+		// connection: nothing is dialed or sent, and no kept-alive
+		// connection is taken only to be closed.
+		return nil, err
+	}
 	uc, err := p.fast.get(pl, nil, now, tryEnd, connectBy, fresh)
 	if err != nil {
 		return nil, err
