@@ -28,6 +28,9 @@ type Reason string
 const (
 	// ReasonUnreachable: no connection could be made or it broke.
 	ReasonUnreachable Reason = "unreachable"
+	// ReasonTLSRefused: the server does not offer TLS, and the store
+	// only connects with TLS (a local PostgreSQL without TLS, say).
+	ReasonTLSRefused Reason = "tls_refused"
 	// ReasonTimeout: the call's deadline expired.
 	ReasonTimeout Reason = "timeout"
 	// ReasonCanceled: the caller's context was canceled.
@@ -106,7 +109,8 @@ func (e *InvalidRequestError) Error() string {
 // Is reports whether target is [ErrInvalidRequest].
 func (e *InvalidRequestError) Is(target error) bool { return target == ErrInvalidRequest }
 
-// ConfigError reports an out-of-range setting. It matches [ErrConfig].
+// ConfigError reports an out-of-range setting. It matches [ErrConfig],
+// and through Unwrap the store's own sentinel when it set Err.
 type ConfigError struct {
 	// Package prefixes the message; "" means "quota". Store
 	// implementations set their own name.
@@ -115,7 +119,13 @@ type ConfigError struct {
 	Setting string
 	// Reason says what is wrong and the allowed range.
 	Reason string
+	// Err, when set, is a store's sentinel for this problem (such as
+	// pgquota.ErrNoVerifyFull); Unwrap returns it.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 func (e *ConfigError) Error() string {
 	pkg := e.Package

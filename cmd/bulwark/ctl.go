@@ -63,8 +63,12 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	xk := set.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
 	xdefense := set.String("defense", "", "xdp: defense mode auto, on or off")
 	pos, err := parseInterspersed(set, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, ctlUsage)
+		return 0
+	}
 	if err != nil || len(pos) == 0 {
-		if err != nil && !errors.Is(err, flag.ErrHelp) {
+		if err != nil {
 			fmt.Fprintf(stderr, "bulwark ctl: %v\n", err)
 		}
 		fmt.Fprint(stderr, ctlUsage)

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -74,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(args[1:], stdout, stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
 	case "ctl":
@@ -82,10 +83,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer stop()
 		return runCtl(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "migrate":
-		return runMigrate(args[1:])
+		return migrate(args[1:], stdout, stderr, os.Getenv)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, readBuildInfo().String())
-		return 0
+		return printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -154,12 +154,55 @@ func (b buildInfo) String() string {
 	return "bulwark " + b.Version + " (" + strings.Join(parts, ", ") + ")"
 }
 
+// parseFlags parses a subcommand's flags the same way for every
+// subcommand: --help (or -h) prints the usage to stdout and the process
+// exits 0; an unknown or malformed flag prints the problem and the usage
+// to stderr and exits 2. It returns -1 to go on. Later messages of the
+// subcommand go to stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = stdout.Write(buf.Bytes())
+		return 0
+	case err != nil:
+		_, _ = stderr.Write(buf.Bytes())
+		return 2
+	}
+	return -1
+}
+
+// setUsage gives a FlagSet a usage text: the synopsis, then its flags.
+func setUsage(fs *flag.FlagSet, synopsis string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+}
+
+func printVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bulwark version", flag.ContinueOnError)
+	setUsage(fs, "bulwark version")
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "bulwark version: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	fmt.Fprintln(stdout, readBuildInfo().String())
+	return 0
+}
+
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bulwark check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, "bulwark check --config FILE")
 	path := fs.String("config", "", "configuration file to validate (required)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
 	}
 	if *path == "" || fs.NArg() != 0 {
 		fmt.Fprintln(stderr, "usage: bulwark check --config FILE")
@@ -189,16 +232,16 @@ func printConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
-func serve(args []string, stderr io.Writer) int {
+func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bulwark serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, "bulwark serve [--config FILE] [flags]")
 	path := fs.String("config", "", "configuration file (default: the embedded quickstart)")
 	logFormat := fs.String("log-format", "", "json or text (default: the configuration's log.format)")
 	listen := fs.String("listen", "", "override listen.addr (host:port)")
 	metricsAddr := fs.String("metrics-listen", "", "override metrics.addr (host:port, or \"off\")")
 	controlAddr := fs.String("control-listen", "", "override control.addr (host:port, or \"off\")")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "bulwark serve: unexpected argument %q\n", fs.Arg(0))

@@ -531,3 +531,21 @@ routes:
 	}
 	s.stop(t)
 }
+
+// TestHelpAndUnknownFlags: --help (and -h) of every subcommand prints its
+// usage to stdout and exits 0; an unknown flag prints the problem to
+// stderr and exits 2, on every subcommand.
+func TestHelpAndUnknownFlags(t *testing.T) {
+	for _, cmd := range []string{"serve", "check", "ctl", "migrate", "version"} {
+		for _, help := range []string{"--help", "-h"} {
+			var out, errb bytes.Buffer
+			if code := run([]string{cmd, help}, &out, &errb); code != 0 || !strings.Contains(out.String(), "usage: bulwark "+cmd) {
+				t.Errorf("bulwark %s %s: exit %d, stdout %q, stderr %q; want 0 and the usage on stdout", cmd, help, code, out.String(), errb.String())
+			}
+		}
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd, "--no-such-flag"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "no-such-flag") || out.Len() != 0 {
+			t.Errorf("bulwark %s --no-such-flag: exit %d, stdout %q, stderr %q; want 2 and the problem on stderr", cmd, code, out.String(), errb.String())
+		}
+	}
+}

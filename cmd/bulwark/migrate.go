@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
@@ -24,12 +24,6 @@ const (
 	envRuntimeRole = "BULWARK_QUOTA_RUNTIME_ROLE"
 )
 
-// runMigrate implements "bulwark migrate" (args are the arguments after
-// "migrate"); it returns the process exit code.
-func runMigrate(args []string) int {
-	return migrate(args, os.Stdout, os.Stderr, os.Getenv)
-}
-
 // migrate parses args, runs pgquota.Migrate and returns the process exit
 // code: 0 success, 1 failure, 2 usage error. SIGINT/SIGTERM cancel the
 // migration, which then rolls back.
@@ -37,24 +31,20 @@ func runMigrate(args []string) int {
 //	bulwark migrate [-runtime-role NAME] [-dsn-env VAR] [-timeout D] [-insecure-allow-no-tls]
 func migrate(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	set := flag.NewFlagSet("bulwark migrate", flag.ContinueOnError)
-	set.SetOutput(stderr)
 	role := set.String("runtime-role", getenv(envRuntimeRole),
 		"role the gateway serves with; gets exactly SELECT, INSERT, UPDATE on the quota table (default $"+envRuntimeRole+")")
 	dsnEnv := set.String("dsn-env", envMigrationDSN, "environment variable holding the migration role's connection string")
 	timeout := set.Duration("timeout", pgquota.DefaultMigrateTimeout, fmt.Sprintf("bound on the whole migration, at most %s", pgquota.MaxMigrateTimeout))
 	insecure := set.Bool("insecure-allow-no-tls", false, "allow a connection string that is not sslmode=verify-full")
 	set.Usage = func() {
-		fmt.Fprintf(stderr, "usage: bulwark migrate [flags]\n\n"+
+		fmt.Fprintf(set.Output(), "usage: bulwark migrate [flags]\n\n"+
 			"Applies Bulwark's embedded PostgreSQL migrations with the migration role and\n"+
 			"grants the runtime role its least privileges. The connection string is read\n"+
 			"from the environment, never from the command line.\n\nflags:\n")
 		set.PrintDefaults()
 	}
-	if err := set.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code := parseFlags(set, args, stdout, stderr); code >= 0 {
+		return code
 	}
 	if set.NArg() != 0 {
 		fmt.Fprintf(stderr, "bulwark migrate: unexpected argument %q\n", set.Arg(0))
@@ -79,7 +69,17 @@ func migrate(args []string, stdout, stderr io.Writer, getenv func(string) string
 	defer stop()
 	began := time.Now()
 	res, err := pgquota.Migrate(ctx, dsn, pgquota.MigrateConfig{RuntimeRole: *role, Timeout: *timeout, InsecureAllowNoTLS: *insecure})
-	if err != nil {
+	var ue *quota.UnavailableError
+	switch {
+	case errors.Is(err, pgquota.ErrNoVerifyFull):
+		fmt.Fprintf(stderr, "bulwark migrate: the connection string in $%s does not verify the server (sslmode=verify-full);\n"+
+			"bulwark migrate: for a server without TLS (a local one), pass --insecure-allow-no-tls\n", *dsnEnv)
+		return 1
+	case errors.As(err, &ue) && ue.Reason == quota.ReasonTLSRefused:
+		fmt.Fprintf(stderr, "bulwark migrate: %v: the server does not offer TLS; add sslmode=disable to the connection string "+
+			"and pass --insecure-allow-no-tls, or enable TLS on the server\n", err)
+		return 1
+	case err != nil:
 		fmt.Fprintf(stderr, "bulwark migrate: %v\n", err)
 		return 1
 	}

@@ -37,17 +37,27 @@ func TestMigrate(t *testing.T) {
 		code := migrate(args, &out, &errb, func(k string) string { return env[k] })
 		return code, out.String(), errb.String()
 	}
-	if code, _, errs := run(); code != 1 || !strings.Contains(errs, "verify-full") {
+	// The refusal names the command's flag, not the library's Go field.
+	if code, _, errs := run(); code != 1 || !strings.Contains(errs, "verify-full") ||
+		!strings.Contains(errs, "--insecure-allow-no-tls") || strings.Contains(errs, "InsecureAllowNoTLS") {
 		t.Fatalf("migrate without TLS = %d, %q", code, errs)
 	}
+	// verify-full against a server without TLS says so, and what to do.
+	noTLS := env[envMigrationDSN]
+	env[envMigrationDSN] = strings.Replace(noTLS, "sslmode=disable", "sslmode=verify-full", 1)
+	if code, _, errs := run(); code != 1 || !strings.Contains(errs, "tls_refused") ||
+		!strings.Contains(errs, "does not offer TLS") || !strings.Contains(errs, "--insecure-allow-no-tls") {
+		t.Fatalf("migrate with verify-full to a server without TLS = %d, %q", code, errs)
+	}
+	env[envMigrationDSN] = noTLS
 	if code, out, errs := run("-insecure-allow-no-tls"); code != 0 || !strings.Contains(out, wantDone) {
 		t.Fatalf("migrate = %d, %q, %q", code, out, errs)
 	}
 	if code, out, errs := run("-insecure-allow-no-tls"); code != 0 || !strings.Contains(out, wantNoop) {
 		t.Fatalf("second migrate = %d, %q, %q", code, out, errs)
 	}
-	if code, _, _ := run("-h"); code != 0 {
-		t.Fatalf("-h = %d", code)
+	if code, out, _ := run("-h"); code != 0 || !strings.Contains(out, "usage: bulwark migrate") {
+		t.Fatalf("-h = %d, stdout %q", code, out)
 	}
 	if code, _, _ := run("-bogus"); code != 2 {
 		t.Fatalf("-bogus = %d", code)

@@ -3,6 +3,7 @@ package pgquota
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,7 +21,22 @@ var (
 	// exactly USAGE on the schema, SELECT/INSERT/UPDATE on the quota table
 	// and SELECT on the history table.
 	ErrPrivileges = errors.New("pgquota: runtime role privileges are not the expected ones")
+	// ErrNoVerifyFull: the connection string does not verify the server
+	// (anything but sslmode=verify-full) and InsecureAllowNoTLS is not
+	// set. The error also matches [quota.ErrConfig].
+	ErrNoVerifyFull = errors.New("pgquota: connection string does not verify the server")
 )
+
+// errTLSRefused is pgconn's message when the server answers the TLS
+// request with "no" (it has no TLS); pgconn has no sentinel for it.
+const errTLSRefused = "server refused TLS connection"
+
+// noVerifyFull is the error of a connection string that does not verify
+// the server.
+func noVerifyFull() error {
+	return &quota.ConfigError{Package: "pgquota", Setting: "connection string",
+		Reason: "TLS must be sslmode=verify-full unless InsecureAllowNoTLS is set", Err: ErrNoVerifyFull}
+}
 
 // unavailable converts any error from pgx into a quota.UnavailableError
 // without keeping its text: driver messages can name the host, the user,
@@ -38,6 +54,9 @@ func unavailable(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
 		return quota.Unavailable(quota.ReasonTimeout, "", "", context.DeadlineExceeded)
+	}
+	if strings.Contains(err.Error(), errTLSRefused) {
+		return quota.Unavailable(quota.ReasonTLSRefused, "", "", nil)
 	}
 	return quota.Unavailable(quota.ReasonUnreachable, "", "", nil)
 }

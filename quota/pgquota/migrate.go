@@ -129,7 +129,7 @@ func Migrate(ctx context.Context, dsn string, cfg MigrateConfig) (MigrateResult,
 		return res, errors.New("pgquota: invalid connection string")
 	}
 	if !cfg.InsecureAllowNoTLS && !verifiesServer(cc.Config) {
-		return res, configErr("connection string", "TLS must be sslmode=verify-full unless InsecureAllowNoTLS is set")
+		return res, noVerifyFull()
 	}
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > DefaultConnectTimeout {
 		cc.ConnectTimeout = DefaultConnectTimeout

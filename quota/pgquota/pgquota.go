@@ -206,7 +206,7 @@ func poolConfig(dsn string, cfg Config) (*pgxpool.Config, error) {
 		return nil, errors.New("pgquota: invalid connection string")
 	}
 	if !cfg.InsecureAllowNoTLS && !verifiesServer(pc.ConnConfig.Config) {
-		return nil, configErr("connection string", "TLS must be sslmode=verify-full unless InsecureAllowNoTLS is set")
+		return nil, noVerifyFull()
 	}
 	pc.MaxConns = cfg.MaxConns
 	pc.MinConns = 0
