@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/quota"
 )
 
 // Living through outages
@@ -104,6 +106,10 @@ func (d *depMonitor) failed(reason string) {
 	d.up.Store(false)
 	d.downSince, d.lastSummary = now, now
 	d.metrics.dependency(d.name, false)
+	if hint := reasonHint(reason); hint != "" {
+		d.log.Warn(d.name+" unavailable; serving without it", "dependency", d.name, "reason", reason, "hint", hint)
+		return
+	}
 	d.log.Warn(d.name+" unavailable; serving without it", "dependency", d.name, "reason", reason)
 }
 
@@ -149,13 +155,25 @@ func (d *depMonitor) run(stop <-chan struct{}) {
 // errorReason is a fixed word for a dependency error (error texts may
 // carry addresses).
 func errorReason(err error) string {
+	var ue *quota.UnavailableError
 	switch {
 	case err == nil:
 		return ""
 	case isTimeout(err):
 		return "timeout"
+	case errors.As(err, &ue) && ue.Reason == quota.ReasonTLSRefused:
+		return string(quota.ReasonTLSRefused)
 	}
 	return "error"
+}
+
+// reasonHint says what to do about a dependency failure's reason, or "".
+func reasonHint(reason string) string {
+	if reason == string(quota.ReasonTLSRefused) {
+		return "the server has no TLS and the connection requires verify-full: give it a certificate, or set " +
+			EnvPostgresTLSMode + "=disable and " + EnvPostgresAllowInsecure + "=true (bulwark check warns about a local server)"
+	}
+	return ""
 }
 
 func isTimeout(err error) bool {

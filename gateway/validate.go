@@ -3,6 +3,8 @@ package gateway
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -432,5 +434,37 @@ func (c *Config) Warnings() []yamlconf.Problem {
 					"authentication sits in front of the login page (every login would be ambiguous)"})
 		}
 	}
+	for _, i := range c.ClientIP.TrustedProxies.Everyone() {
+		path := fmt.Sprintf("client_ip.trusted_proxies.cidrs[%d]", i)
+		ws = append(ws, yamlconf.Problem{File: c.File, Line: c.Line(path), Path: path,
+			Msg: fmt.Sprintf("%s trusts every client as a proxy: any client can then choose its own address in %s, and every "+
+				"list, limit and lockout keyed by client follows what it wrote. Name your load balancers' networks instead",
+				c.ClientIP.TrustedProxies.CIDRs[i], c.ClientIP.TrustedProxies.WithDefaults().Header)})
+	}
+	if w, ok := c.localPostgresWarning(); ok {
+		ws = append(ws, w)
+	}
 	return ws
+}
+
+// localPostgresWarning warns that the cluster profile connects to a
+// PostgreSQL on this machine with TLS verify-full (the default): a local
+// server usually has no TLS, and then every connection is refused and
+// serve logs "postgres unavailable ... reason=tls_refused".
+func (c *Config) localPostgresWarning() (yamlconf.Problem, bool) {
+	if c.Profile != Cluster || c.Env.PostgresURL == "" || c.Env.PostgresTLSMode != "verify-full" || len(quotaOperations(c)) == 0 {
+		return yamlconf.Problem{}, false
+	}
+	u, err := url.Parse(c.Env.PostgresURL)
+	if err != nil {
+		return yamlconf.Problem{}, false
+	}
+	h := u.Hostname()
+	if a, err := netip.ParseAddr(h); !(h == "localhost" || err == nil && a.IsLoopback()) {
+		return yamlconf.Problem{}, false
+	}
+	return yamlconf.Problem{Path: EnvPostgresURL,
+		Msg: fmt.Sprintf("the server is on this machine and TLS is verify-full (the default): a local PostgreSQL without TLS "+
+			"refuses every connection (serve then logs \"postgres unavailable\" with reason tls_refused and answers quota routes 503). "+
+			"Give the server a certificate for %s, or set %s=disable and %s=true", h, EnvPostgresTLSMode, EnvPostgresAllowInsecure)}, true
 }

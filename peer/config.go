@@ -63,6 +63,21 @@ func (pc ProxyConfig) Validate() error {
 	return f.Err()
 }
 
+// Everyone returns the indexes of the CIDRs that hold every address of
+// their family (0.0.0.0/0, ::/0). Such an entry is valid but trusts every
+// client as a proxy: any client can then name its own address in the
+// forwarding header, and every per-client limit and list is keyed by
+// what the client wrote. The gateway warns about each one.
+func (pc ProxyConfig) Everyone() []int {
+	var idx []int
+	for i, c := range pc.CIDRs {
+		if p, err := parsePrefix(c); err == nil && p.Bits() == 0 {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
 // TrustedProxies returns the contract pc describes, or nil when it
 // trusts no proxy (no CIDRs). Call it on a pc that validates: a CIDR
 // that does not parse is left out.
