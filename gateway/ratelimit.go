@@ -24,7 +24,7 @@ type routeLimit struct {
 // limiterKeys name a route's limiters in the reuse registry: a reload
 // that leaves a limiter's parameters unchanged keeps its buckets.
 func limiterKey(route, what string, r ratelimit.Rate, maxKeys int) string {
-	return fmt.Sprintf("ratelimit/%s/%s/%v/%d/%d", route, what, r.QPS, r.GCRA().Burst, maxKeys)
+	return fmt.Sprintf("ratelimit/%s/%s/%v/%d/%d", route, what, r.Sustained(), r.GCRA().Burst, maxKeys)
 }
 
 // limitRoute gives rt its rate_limit (rl nil: none), its local tables
@@ -209,5 +209,5 @@ func (l *routeLimit) global() bool {
 // parameters are in it: replicas with the same settings share buckets,
 // and a reload that keeps them keeps the state.
 func globalName(route, what string, r ratelimit.Rate) string {
-	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, r.QPS, r.GCRA().Burst)
+	return fmt.Sprintf("r/%s/%s/%v/%d", route, what, r.Sustained(), r.GCRA().Burst)
 }

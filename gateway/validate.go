@@ -200,8 +200,8 @@ func (c *Config) validateRoutes(f *conf.Check, upstreams map[string]bool) {
 			if c.Profile != Cluster {
 				rf.Add("rate_limit.scope", "global needs the cluster profile (the replicas share their budget in Redis)")
 			}
-			if rl.QPS > global.MaxRate {
-				rf.Add("rate_limit.qps", "%s: a global limit counts in microseconds, at most %s", conf.FormatFloat(rl.QPS), conf.FormatFloat(global.MaxRate))
+			if rl.Sustained() > global.MaxRate {
+				rf.Add("rate_limit", "%s a second: a global limit counts in microseconds, at most %s", conf.FormatFloat(rl.Sustained()), conf.FormatFloat(global.MaxRate))
 			}
 		}
 		if rl := r.RateLimit; rl != nil {

@@ -26,19 +26,47 @@ const (
 )
 
 // Rate is a GCRA limit as a configuration states it: a sustained rate
-// and a burst.
+// and a burst. The rate is stated once, per second (qps), per minute
+// (per_minute) or per hour (per_hour).
 type Rate struct {
 	// QPS (qps) is the sustained rate in requests per second: MinQPS to
 	// MaxQPS. It has no default.
 	QPS float64 `yaml:"qps"`
+	// PerMinute (per_minute) states the rate per minute instead of QPS
+	// (60 is qps 1): MinPerMinute to MaxQPS*60.
+	PerMinute float64 `yaml:"per_minute"`
+	// PerHour (per_hour) states the rate per hour instead of QPS (3600
+	// is qps 1): MinPerHour to MaxQPS*3600.
+	PerHour float64 `yaml:"per_hour"`
 	// Burst (burst) is how many requests may arrive at once: 0 to
-	// MaxConfigBurst, 0 meaning ceil(QPS), at least 1. An empty bucket
-	// must refill within limit.MaxRefill.
+	// MaxConfigBurst, 0 meaning ceil(requests per second), at least 1. An
+	// empty bucket must refill within limit.MaxRefill.
 	Burst int64 `yaml:"burst"`
 }
 
+// Lower bounds of [Rate.PerMinute] and [Rate.PerHour]: MinQPS per
+// minute, and one request an hour.
+const (
+	MinPerMinute = MinQPS * 60
+	MinPerHour   = 1
+)
+
+// Sustained returns the sustained rate in requests per second, from
+// whichever of QPS, PerMinute and PerHour is set (QPS first); 0 if none.
+func (r Rate) Sustained() float64 {
+	switch {
+	case r.QPS != 0:
+		return r.QPS
+	case r.PerMinute != 0:
+		return r.PerMinute / 60
+	case r.PerHour != 0:
+		return r.PerHour / 3600
+	}
+	return 0
+}
+
 // GCRA returns the algorithm's parameters of r (see [PerSecond]).
-func (r Rate) GCRA() limit.GCRA { return PerSecond(r.QPS, r.Burst) }
+func (r Rate) GCRA() limit.GCRA { return PerSecond(r.Sustained(), r.Burst) }
 
 // Validate checks the rate and the burst against their ranges, then the
 // algorithm's own bounds: qps 0.001 with burst 1000000 is within both
@@ -51,7 +79,19 @@ func (r Rate) Validate() error {
 }
 
 func (r Rate) check(f *conf.Check) {
-	f.Float("qps", r.QPS, MinQPS, MaxQPS)
+	key := "qps"
+	switch set := btoi(r.QPS != 0) + btoi(r.PerMinute != 0) + btoi(r.PerHour != 0); {
+	case set > 1:
+		f.Add("", "qps, per_minute and per_hour each state the rate: set one of them")
+	case r.PerMinute != 0:
+		key = "per_minute"
+		f.Float(key, r.PerMinute, MinPerMinute, MaxQPS*60)
+	case r.PerHour != 0:
+		key = "per_hour"
+		f.Float(key, r.PerHour, MinPerHour, MaxQPS*3600)
+	default:
+		f.Float(key, r.QPS, MinQPS, MaxQPS)
+	}
 	f.Int("burst", r.Burst, 0, MaxConfigBurst)
 	if !f.OK() {
 		return
@@ -60,8 +100,9 @@ func (r Rate) check(f *conf.Check) {
 	if err := g.Validate(); err != nil {
 		if t := g.Interval(); t > 0 && float64(g.Burst)*float64(t) > float64(limit.MaxRefill) {
 			refill := time.Duration(float64(g.Burst) * float64(t)).Round(time.Second)
-			f.Add("burst", "%d at qps %s: an empty bucket takes %s to refill, more than %s (lower burst or raise qps)",
-				g.Burst, conf.FormatFloat(g.Rate), conf.FormatDuration(refill), conf.FormatDuration(limit.MaxRefill))
+			f.Add("burst", "%d at %s %s: an empty bucket takes %s to refill, more than %s (lower burst or raise %s)",
+				g.Burst, key, conf.FormatFloat(map[string]float64{"qps": r.QPS, "per_minute": r.PerMinute, "per_hour": r.PerHour}[key]),
+				conf.FormatDuration(refill), conf.FormatDuration(limit.MaxRefill), key)
 		} else {
 			f.Sub("", err)
 		}
@@ -205,4 +246,11 @@ func ParseKey(s string) (KeySpec, error) {
 		return KeySpec{Kind: KeyHeader, Header: http.CanonicalHeaderKey(name)}, nil
 	}
 	return KeySpec{}, fmt.Errorf("%q: want client_ip, route or header:NAME", s)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

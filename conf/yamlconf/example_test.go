@@ -53,5 +53,5 @@ func Example() {
 	// 0 app [{/api {2.5 1s}} {/ {10 1m0s}}] <nil> 4
 	// app.yaml:4: routes[0].qps: want a number, got "fast"
 	// app.yaml:5: routes[0].burst: unknown key (known keys: path, qps, window)
-	// app.yaml:6: limit.window: bad duration "soon" (want e.g. 500ms, 30s, 5m)
+	// app.yaml:6: limit.window: bad duration "soon" (want e.g. 500ms, 30s, 5m, 1d)
 }

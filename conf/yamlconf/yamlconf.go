@@ -263,7 +263,7 @@ func (w *walker) decode(n *yaml.Node, out reflect.Value, strict func() error, do
 		return
 	}
 	var err error
-	if strict != nil && len(w.problems) == 0 {
+	if strict != nil && len(w.problems) == 0 && !w.rewrote {
 		err = strict()
 	} else {
 		// The walk removed what it reported (unknown and duplicate keys,
@@ -297,6 +297,9 @@ type walker struct {
 	poisoned []string
 	nodes    int
 	aborted  bool
+	// rewrote: a duration with days was rewritten in the tree, which
+	// must then be decoded instead of the file's text.
+	rewrote bool
 }
 
 func newWalker(o Options) *walker { return &walker{o: o, lines: Lines{}} }
@@ -403,11 +406,19 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string, depth int) bool
 			return true
 		}
 		if n.Kind != yaml.ScalarNode || null {
-			w.add(n.Line, path, "want a duration such as 500ms, 30s or 5m, got %s", kindName(n))
+			w.add(n.Line, path, "want a duration such as 500ms, 30s, 5m or 1d, got %s", kindName(n))
 			return false
 		}
+		if strings.Contains(n.Value, "d") {
+			// The decoder reads time.ParseDuration's syntax, which has
+			// no days: write the value in it.
+			if d, err := ParseDuration(n.Value); err == nil {
+				n.Value, n.Tag, n.Style = d.String(), "!!str", 0
+				w.rewrote = true
+			}
+		}
 		if !decodesAs[time.Duration](n) {
-			w.add(n.Line, path, "bad duration %q (want e.g. 500ms, 30s, 5m)", n.Value)
+			w.add(n.Line, path, "bad duration %q (want e.g. 500ms, 30s, 5m, 1d)", n.Value)
 			return false
 		}
 		return true
@@ -826,4 +837,37 @@ func stripLine(s string) string {
 		}
 	}
 	return s
+}
+
+// MaxDurationBytes bounds the text of a duration ParseDuration reads.
+const MaxDurationBytes = 64
+
+// ParseDuration parses a configuration duration: time.ParseDuration's
+// syntax ("500ms", "1h30m") with a leading whole number of days
+// ("1d", "7d", "1d12h"), a day being 24 hours. Text longer than
+// MaxDurationBytes is refused.
+func ParseDuration(s string) (time.Duration, error) {
+	if len(s) > MaxDurationBytes {
+		return 0, errors.New("yamlconf: duration too long")
+	}
+	i := strings.IndexByte(s, 'd')
+	if i < 0 {
+		return time.ParseDuration(s)
+	}
+	days, err := strconv.ParseUint(s[:i], 10, 16)
+	if err != nil || i == 0 || s[0] == '+' {
+		return 0, fmt.Errorf("yamlconf: bad duration %q", s)
+	}
+	d := time.Duration(days) * 24 * time.Hour
+	if rest := s[i+1:]; rest != "" {
+		r, err := time.ParseDuration(rest)
+		if err != nil || r < 0 || rest[0] == '-' || rest[0] == '+' {
+			return 0, fmt.Errorf("yamlconf: bad duration %q", s)
+		}
+		d += r
+	}
+	if d < 0 || days > 106_751 { // time.Duration holds 292 years
+		return 0, fmt.Errorf("yamlconf: duration %q too long", s)
+	}
+	return d, nil
 }

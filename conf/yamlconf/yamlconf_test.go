@@ -192,7 +192,7 @@ tags: {a: b}
 	d := Decode([]byte(doc), &s, schemaOptions)
 	wantProblems(t, d,
 		`s.yaml:1: size: want an integer, got "big"`,
-		`s.yaml:2: every: bad duration "5 minutes" (want e.g. 500ms, 30s, 5m)`,
+		`s.yaml:2: every: bad duration "5 minutes" (want e.g. 500ms, 30s, 5m, 1d)`,
 		`s.yaml:3: old: moved to size`,
 		`s.yaml:4: colour: unknown key (known keys: size, every, enabled, items, opt, entries, tags)`,
 		`s.yaml:5: enabled: want true or false, got "yes"`,
@@ -324,4 +324,62 @@ func parse(t *testing.T, doc string) *yaml.Node {
 		t.Fatal(err)
 	}
 	return &n
+}
+
+// TestDays: a duration may start with a whole number of days ("1d",
+// "7d", "1d12h"), a day being 24 hours, in a file and in ParseDuration;
+// what time.ParseDuration refuses is still refused, by key.
+func TestDays(t *testing.T) {
+	type section struct {
+		A time.Duration `yaml:"a"`
+		B time.Duration `yaml:"b"`
+		C time.Duration `yaml:"c"`
+	}
+	var s section
+	d := Decode([]byte("a: 1d\nb: 7d\nc: 1d12h30m\n"), &s, Options{File: "f.yaml"})
+	wantProblems(t, d)
+	if s.A != 24*time.Hour || s.B != 7*24*time.Hour || s.C != 36*time.Hour+30*time.Minute {
+		t.Fatalf("decoded %+v", s)
+	}
+	var bad section
+	d = Decode([]byte("a: d\nb: 1.5d\nc: -1d\n"), &bad, Options{File: "f.yaml"})
+	wantProblems(t, d,
+		`f.yaml:1: a: bad duration "d" (want e.g. 500ms, 30s, 5m, 1d)`,
+		`f.yaml:2: b: bad duration "1.5d" (want e.g. 500ms, 30s, 5m, 1d)`,
+		`f.yaml:3: c: bad duration "-1d" (want e.g. 500ms, 30s, 5m, 1d)`)
+	for in, want := range map[string]time.Duration{"30s": 30 * time.Second, "2d": 48 * time.Hour, "0d": 0, "1d1ns": 24*time.Hour + 1} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "1dd", "1d-1h", "d1h", "+1d", "99999d", strings.Repeat("1", 70) + "d"} {
+		if got, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+// FuzzParseDuration: ParseDuration never panics, never returns a
+// negative duration with a day count, and agrees with time.ParseDuration
+// on text without days.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"1d", "1d12h", "500ms", "-3s", "7d0s", "1d-1h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if strings.Contains(s, "d") {
+			if err == nil && d < 0 {
+				t.Fatalf("ParseDuration(%q) = %v", s, d)
+			}
+			return
+		}
+		if len(s) > MaxDurationBytes {
+			return
+		}
+		want, werr := time.ParseDuration(s)
+		if (err == nil) != (werr == nil) || d != want {
+			t.Fatalf("ParseDuration(%q) = %v, %v; time.ParseDuration: %v, %v", s, d, err, want, werr)
+		}
+	})
 }
