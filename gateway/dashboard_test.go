@@ -698,7 +698,7 @@ xdp:
 	// bulwark_dependency_up says so.
 	rd := testsvc.StartRedis(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "ratelimit.yaml"), []byte("domain: edge\ndescriptors:\n  - {key: path, rate_limit: {unit: second, requests_per_unit: 10}}\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ratelimit.yaml"), []byte("domain: edge\ndescriptors:\n  - {key: path, detailed_metric: true, rate_limit: {unit: second, requests_per_unit: 10}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rlsLn, err := net.Listen("tcp", "127.0.0.1:0")

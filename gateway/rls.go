@@ -105,19 +105,27 @@ func (g *Gateway) reloadRLS(cfg *Config) error {
 }
 
 type rlsCollector struct {
-	s        *rls.Server
-	requests *prometheus.Desc
+	s                     *rls.Server
+	requests, descriptors *prometheus.Desc
 }
 
 func newRLSCollector(s *rls.Server) *rlsCollector {
-	return &rlsCollector{s: s, requests: prometheus.NewDesc("bulwark_rls_requests_total",
-		"RLS ShouldRateLimit calls and descriptors by result.", []string{"result"}, nil)}
+	return &rlsCollector{s: s,
+		requests: prometheus.NewDesc("bulwark_rls_requests_total",
+			"RLS ShouldRateLimit calls and descriptors by result.", []string{"result"}, nil),
+		descriptors: prometheus.NewDesc("bulwark_rls_descriptor_total",
+			"RLS decisions and hits of the configured descriptors with detailed_metric, by configured path.", []string{"domain", "descriptor", "result"}, nil)}
 }
 
-func (c *rlsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.requests }
+func (c *rlsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.requests; ch <- c.descriptors }
 
 func (c *rlsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.Stats().Each(func(r string, v uint64) {
 		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(v), r)
+	})
+	c.s.EachDescriptor(func(d *rls.Detail) {
+		d.Each(func(r string, v uint64) {
+			ch <- prometheus.MustNewConstMetric(c.descriptors, prometheus.CounterValue, float64(v), d.Domain, d.Descriptor, r)
+		})
 	})
 }

@@ -146,13 +146,13 @@ type Descriptor struct {
 	// ShareThreshold, on a value ending in '*', counts every value the
 	// prefix matches in one bucket instead of one bucket per value.
 	ShareThreshold bool `yaml:"share_threshold"`
-	// DetailedMetric and ValueToMetric name envoyproxy/ratelimit's
-	// per-descriptor statistics by the request's values. Bulwark keeps
-	// no per-descriptor series (their labels would be its clients'
-	// values). DetailedMetric is accepted and changes nothing (it
-	// changes no decision in envoyproxy/ratelimit either, and its main
-	// example sets it); ValueToMetric is refused by [Validate], naming
-	// it, since what it asks for is the client's value in a metric name.
+	// DetailedMetric keeps decision counters for this descriptor
+	// ([Server.EachDescriptor]), labelled by its path in the
+	// configuration. envoyproxy/ratelimit names these statistics after
+	// the request's values; Bulwark never does (its clients choose
+	// them): every value the node matches counts under the configured
+	// name. ValueToMetric asks for the client's value in the name and
+	// is refused by [Validate], naming it.
 	DetailedMetric bool `yaml:"detailed_metric"`
 	ValueToMetric  bool `yaml:"value_to_metric"`
 }

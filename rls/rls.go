@@ -21,9 +21,10 @@
 // so duration_until_reset is the time until the bucket is full (OK) or
 // the request could pass (OVER_LIMIT), not until a window ends; rates
 // from 1 per year to 1,000,000 per second (every unit, year included);
-// negative hits (refunds) are refused; detailed_metric changes nothing
-// and value_to_metric is refused (both name statistics after the
-// clients' descriptor values).
+// negative hits (refunds) are refused; detailed_metric keeps counters
+// per configured descriptor ([Server.EachDescriptor]) named by the
+// configuration, never by the clients' values, and value_to_metric is
+// refused (it names statistics after the clients' descriptor values).
 //
 // hits_addend (request level, overridden per descriptor) is the cost; 0
 // at request level means 1, 0 per descriptor is a check that consumes
@@ -72,6 +73,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +119,10 @@ type Server struct {
 
 	ovMu      sync.Mutex
 	overrides map[overrideKey]*rate
+
+	// detailMu serialises reloads' rebuilding of the detailed_metric
+	// counters (read lock-free through the snapshot).
+	detailMu sync.Mutex
 }
 
 type counters struct {
@@ -160,6 +166,9 @@ func (s Stats) Each(f func(result string, n uint64)) {
 type snapshot struct {
 	domains  map[string]*level
 	settings Settings
+	// details are the detailed_metric counters, in configuration
+	// order, one per distinct (domain, descriptor) label.
+	details []*Detail
 }
 
 // level is one level of a domain's tree.
@@ -176,6 +185,7 @@ type node struct {
 	pattern string
 	rate    *rate // nil: no rate_limit
 	sub     *level
+	detail  *Detail // detailed_metric: true
 }
 
 // rate is a limit as applied: a configured node's or a request's
@@ -216,29 +226,127 @@ func (s *Server) Reload(domains []DomainConfig) error {
 	if err := Validate(domains); err != nil {
 		return err
 	}
+	s.detailMu.Lock()
+	defer s.detailMu.Unlock()
 	snap := &snapshot{domains: map[string]*level{}}
+	b := builder{s: s, details: map[detailKey]*Detail{}}
+	if old := s.cur.Load(); old != nil {
+		b.kept = old.details
+	}
 	for _, d := range domains {
 		if d.Settings != nil {
 			snap.settings = *d.Settings
 			continue
 		}
-		lv, err := s.build(d.Domain, d.Domain, d.Descriptors)
+		lv, err := b.build(d.Domain, d.Domain, d.Descriptors)
 		if err != nil {
 			return err
 		}
 		snap.domains[d.Domain] = lv
 	}
+	snap.details = b.order
 	s.cur.Store(snap)
 	return nil
 }
 
-func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
+// Detail counts the decisions of the configured descriptors that set
+// detailed_metric and share one label: Domain and Descriptor, the
+// descriptor's path in the configuration (keys and configured values
+// joined as "key=value.key"; a configured value that is an IP address
+// or prefix is written "<ip>", so that no address reaches a metric
+// label). Request values never appear: every request value a wildcard
+// or a key alone matches counts in its configured descriptor. The
+// counters survive a reload that keeps the label; at most one per
+// configured descriptor exists.
+type Detail struct {
+	Domain, Descriptor                 string
+	ok, overLimit, shadow, quota, hits atomic.Uint64
+}
+
+// Each calls f with every counter of d and its result label (ok,
+// over_limit, shadow, quota: descriptors decided, as in [Stats]; hits:
+// the hits they asked for, checks counting 0).
+func (d *Detail) Each(f func(result string, n uint64)) {
+	f("ok", d.ok.Load())
+	f("over_limit", d.overLimit.Load())
+	f("shadow", d.shadow.Load())
+	f("quota", d.quota.Load())
+	f("hits", d.hits.Load())
+}
+
+// EachDescriptor calls f with the detailed_metric counters of the
+// current configuration, in configuration order.
+func (s *Server) EachDescriptor(f func(*Detail)) {
+	for _, d := range s.cur.Load().details {
+		f(d)
+	}
+}
+
+type detailKey struct{ domain, descriptor string }
+
+// builder builds a configuration's trees, reusing the detailed_metric
+// counters of the configuration it replaces.
+type builder struct {
+	s       *Server
+	kept    []*Detail
+	details map[detailKey]*Detail
+	order   []*Detail
+}
+
+// detail returns the counters labelled (domain, path).
+func (b *builder) detail(domain, path string) *Detail {
+	k := detailKey{domain, path}
+	if d := b.details[k]; d != nil {
+		return d
+	}
+	var d *Detail
+	for _, old := range b.kept {
+		if old.Domain == domain && old.Descriptor == path {
+			d = old
+			break
+		}
+	}
+	if d == nil {
+		d = &Detail{Domain: domain, Descriptor: path}
+	}
+	b.details[k] = d
+	b.order = append(b.order, d)
+	return d
+}
+
+// labelValue is a configured value as a metric label shows it.
+func labelValue(v string) string {
+	t := strings.TrimSuffix(v, "*")
+	if _, err := netip.ParseAddr(t); err == nil {
+		return "<ip>"
+	}
+	if _, err := netip.ParsePrefix(t); err == nil {
+		return "<ip>"
+	}
+	return v
+}
+
+func (b *builder) build(domain, path string, ds []Descriptor) (*level, error) {
+	return b.buildAt(domain, path, "", ds)
+}
+
+// buildAt builds one level; label is the parent's metric label.
+func (b *builder) buildAt(domain, path, label string, ds []Descriptor) (*level, error) {
+	s := b.s
 	lv := &level{exact: map[string]*node{}, anyVal: map[string]*node{}}
 	for _, d := range ds {
 		n := &node{key: d.Key, value: d.Value}
 		here := path + "." + d.Key
+		lab := d.Key
+		if label != "" {
+			lab = label + "." + d.Key
+		}
 		if d.Value != "" {
 			here += "=" + d.Value
+			lab += "=" + labelValue(d.Value)
+		}
+		if d.DetailedMetric {
+			n.detail = b.detail(domain, lab)
 		}
 		if r := d.RateLimit; r != nil {
 			rt := &rate{unlimited: r.Unlimited, shadow: d.ShadowMode, quota: d.QuotaMode, name: r.Name, policy: r.Name}
@@ -271,7 +379,7 @@ func (s *Server) build(domain, path string, ds []Descriptor) (*level, error) {
 			n.rate = rt
 		}
 		if len(d.Descriptors) > 0 {
-			sub, err := s.build(domain, here, d.Descriptors)
+			sub, err := b.buildAt(domain, here, lab, d.Descriptors)
 			if err != nil {
 				return nil, err
 			}
@@ -404,6 +512,33 @@ func (s *Server) GRPC(opts ...grpc.ServerOption) *grpc.Server {
 	pb.RegisterRateLimitServiceServer(gs, s)
 	healthpb.RegisterHealthServer(gs, s.health)
 	return gs
+}
+
+type result uint8
+
+const (
+	resOK result = iota
+	resOver
+	resShadow
+	resQuota
+)
+
+// count adds one to d's counter of res (nothing when d is nil: the
+// descriptor has no detailed_metric).
+func (d *Detail) count(res result) {
+	if d == nil {
+		return
+	}
+	switch res {
+	case resOK:
+		d.ok.Add(1)
+	case resOver:
+		d.overLimit.Add(1)
+	case resShadow:
+		d.shadow.Add(1)
+	case resQuota:
+		d.quota.Add(1)
+	}
 }
 
 // errInvalid answers a malformed request.
@@ -639,20 +774,31 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			reset = min(d.RetryAfter, 365*24*time.Hour) // InfDuration: hits above the limit
 		}
 		st.DurationUntilReset = durationpb.New(reset)
+		var det *Detail
+		if t.n != nil {
+			det = t.n.detail
+		}
+		if det != nil {
+			det.hits.Add(uint64(max(t.hits, 0)))
+		}
 		switch {
 		case !over:
 			s.c.ok.Add(1)
+			det.count(resOK)
 		case r.shadow:
 			s.c.shadow.Add(1)
+			det.count(resShadow)
 			over = false
 		case r.quota:
 			// quota_mode: OK, the violation reported in the metadata.
 			s.c.quota.Add(1)
+			det.count(resQuota)
 			over = false
 			violations = append(violations, i)
 			st.DurationUntilReset = nil
 		default:
 			s.c.overLimit.Add(1)
+			det.count(resOver)
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
