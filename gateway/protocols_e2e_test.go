@@ -21,7 +21,7 @@ import (
 
 // writeCert writes a self-signed certificate for 127.0.0.1 and returns the
 // pool that trusts it.
-func writeCert(t *testing.T, dir string) *x509.CertPool {
+func writeCert(t testing.TB, dir string) *x509.CertPool {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
