@@ -547,7 +547,13 @@ func (rt retrier) attempt(req *http.Request, i int) (*http.Response, error) {
 	p := rt.p
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := time.AfterFunc(p.timeouts.PerTry, func() { cancel(errPerTryTimeout) })
-	out := req.Clone(ctx)
+	// A shallow copy with a URL of its own: an attempt changes only the
+	// URL (its target) and the context, and reads the rest (a deep
+	// Clone, which ReverseProxy made already, costs a copy of every
+	// header per attempt).
+	out := req.WithContext(ctx)
+	u := *req.URL
+	out.URL = &u
 	target := p.targets[i]
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host

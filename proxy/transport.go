@@ -20,6 +20,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,14 +301,86 @@ func (t *trip) response(req *http.Request) *http.Response {
 }
 
 // header returns fields as an http.Header (canonical keys, values in
-// order, as net/http's Transport reads them).
+// order, as net/http's Transport reads them). Every value is a slice of
+// one string and every field's value list a slice of one array, and
+// the names most responses carry take no copy: a response head costs a
+// handful of allocations, not three per field.
 func header(fields []h1.Field) http.Header {
 	h := make(http.Header, len(fields))
+	if len(fields) == 0 {
+		return h
+	}
+	n := 0
 	for _, f := range fields {
-		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
-		h[k] = append(h[k], string(f.Value))
+		n += len(f.Value)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, f := range fields {
+		b.Write(f.Value)
+	}
+	all := b.String()
+	vals := make([]string, len(fields))
+	off := 0
+	for i, f := range fields {
+		vals[i] = all[off : off+len(f.Value)]
+		off += len(f.Value)
+		k := commonName(f.Name)
+		if k == "" {
+			k = textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		}
+		if prev, ok := h[k]; ok {
+			h[k] = append(prev, vals[i])
+		} else {
+			h[k] = vals[i : i+1 : i+1]
+		}
 	}
 	return h
+}
+
+// commonNames are response field names common enough to be worth not
+// copying, in canonical form.
+var commonNames = [...]string{
+	"Accept-Ranges", "Age", "Cache-Control", "Connection", "Content-Encoding",
+	"Content-Language", "Content-Length", "Content-Type", "Date", "Etag",
+	"Expires", "Keep-Alive", "Last-Modified", "Location", "Server",
+	"Set-Cookie", "Transfer-Encoding", "Vary", "Via",
+}
+
+// commonName returns the canonical form of name when it is one of
+// commonNames in any case (what textproto.CanonicalMIMEHeaderKey
+// returns for it), else "".
+func commonName(name []byte) string {
+	for _, c := range commonNames {
+		if asciiEqualFold(name, c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// asciiEqualFold reports whether b and s are equal under ASCII case
+// folding (and only ASCII: no other byte matches a letter).
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if x == y {
+			continue
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y || x < 'a' || x > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // tripBody is the response body of a trip.
