@@ -5,6 +5,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/bulwarkhq/bulwark/internal/h2conn"
 )
@@ -54,20 +53,18 @@ func startH2BenchGateway(tb testing.TB, upstream string) (string, *tls.Config) {
 		defer cancel()
 		_ = g.Shutdown(ctx)
 	})
-	return g.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}}
+	return g.Addr().String(), &tls.Config{RootCAs: pool}
 }
 
 // dialH2 opens n HTTP/2 client connections to addr over TLS.
-func dialH2(tb testing.TB, addr string, tc *tls.Config, n int) []*http2.ClientConn {
+func dialH2(tb testing.TB, addr string, tc *tls.Config, n int) []*http.ClientConn {
 	tb.Helper()
-	tr := &http2.Transport{}
-	ccs := make([]*http2.ClientConn, n)
+	protos := new(http.Protocols)
+	protos.SetHTTP2(true)
+	tr := &http.Transport{TLSClientConfig: tc, Protocols: protos}
+	ccs := make([]*http.ClientConn, n)
 	for i := range ccs {
-		c, err := tls.Dial("tcp", addr, tc)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cc, err := tr.NewClientConn(c)
+		cc, err := tr.NewClientConn(context.Background(), "https", addr)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -77,8 +74,12 @@ func dialH2(tb testing.TB, addr string, tc *tls.Config, n int) []*http2.ClientCo
 	return ccs
 }
 
-// h2Get sends a GET of url on cc and reads the answer (status 200).
-func h2Get(cc *http2.ClientConn, url string) error {
+// errNotH2 is h2Get's error for an answer that did not come over HTTP/2.
+var errNotH2 = errors.New("answer not over HTTP/2")
+
+// h2Get sends a GET of url on cc and reads the answer (status 200,
+// over HTTP/2).
+func h2Get(cc *http.ClientConn, url string) error {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -89,8 +90,12 @@ func h2Get(cc *http2.ClientConn, url string) error {
 	}
 	_, err = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	if err == nil && res.StatusCode != http.StatusOK {
+	switch {
+	case err != nil:
+	case res.StatusCode != http.StatusOK:
 		err = errStatus
+	case res.ProtoMajor != 2:
+		err = errNotH2
 	}
 	return err
 }
@@ -164,7 +169,7 @@ func BenchmarkH2Floor(b *testing.B) {
 	go srv.ServeTLS(ln, "", "")
 	b.Cleanup(func() { srv.Close() })
 	addr := ln.Addr().String()
-	ccs := dialH2(b, addr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}}, benchConns)
+	ccs := dialH2(b, addr, &tls.Config{RootCAs: pool}, benchConns)
 	url := "https://" + addr + "/items/1"
 	var next atomic.Uint32
 	b.ReportAllocs()
