@@ -3,7 +3,7 @@
 // per-(client, account) rolling-window limiter first, then the
 // failed-password lockout, then bcrypt over an in-memory user table.
 //
-//	loginserver [-addr 127.0.0.1:8080] [-store memory|redis] [-redis-addr 127.0.0.1:6379] [-users FILE]
+//	loginserver [-addr 127.0.0.1:8080] [-store memory|redis] [-redis-addr 127.0.0.1:6379] [-redis-timeout D] [-users FILE]
 //
 // POST /login with {"username": "...", "password": "..."}:
 //
@@ -66,6 +66,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	var cfg config
 	fs.StringVar(&cfg.Store, "store", "memory", "attempt store: memory or redis")
 	fs.StringVar(&cfg.RedisAddr, "redis-addr", "127.0.0.1:6379", "Redis address for -store redis")
+	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 0, "Redis dial, read and write timeout, 1ms to 10s (default: dial 1s, read and write 500ms); past it a login is decided degraded")
 	fs.StringVar(&cfg.UsersFile, "users", "", `file of "username:bcrypt-hash" lines (default: demo user alice/wonderland)`)
 	fs.IntVar(&cfg.BcryptCost, "bcrypt-cost", 10, "bcrypt cost of the demo user's hash (4-31)")
 	fs.IntVar(&cfg.Limit, "limit", 0, "attempts per client and account per window (default 5)")

@@ -32,6 +32,7 @@ const (
 type config struct {
 	Store           string // "memory" or "redis"
 	RedisAddr       string
+	RedisTimeout    time.Duration // dial, read and write; 0: the store's defaults
 	UsersFile       string
 	BcryptCost      int
 	Limit           int
@@ -80,7 +81,8 @@ func newServer(cfg config) (_ *server, err error) {
 		s.closers = append(s.closers, func() error { ms.Close(); ml.Close(); return nil })
 		rate, lock = ms, ml
 	case "redis":
-		rs, err := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr})
+		rs, err := redisstore.Open(redisstore.Options{Addr: cfg.RedisAddr,
+			DialTimeout: cfg.RedisTimeout, ReadTimeout: cfg.RedisTimeout, WriteTimeout: cfg.RedisTimeout})
 		if err != nil {
 			return nil, err
 		}
