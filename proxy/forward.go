@@ -732,6 +732,19 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 		}
 		h1.WriteField(w, fl.Name, fl.Value)
 	}
+	// Fields the caller set on the exchange before forwarding (the
+	// gateway's RateLimit fields on an allowed request) follow the
+	// upstream's, as net/http's path adds them to the upstream's. The
+	// framing and connection fields stay the relay's own.
+	for k, vs := range x.Header() {
+		switch k {
+		case "Connection", "Content-Length", "Transfer-Encoding", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Upgrade", "Date":
+			continue
+		}
+		for _, v := range vs {
+			h1.WriteFieldString(w, k, v)
+		}
+	}
 	now := time.Now()
 	if !date {
 		_, _ = w.Write(h1.DateLine(now))
