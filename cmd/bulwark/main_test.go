@@ -139,6 +139,13 @@ func TestBinary(t *testing.T) {
 			t.Errorf("with basic_auth: exit %d stderr %q, want no warning", code, errOut)
 		}
 	})
+	t.Run("check standalone example", func(t *testing.T) {
+		// It checks as is: no environment, no warning.
+		code, out, errOut := runBin(t, bin, cleanEnv(), "check", "--config", "../../examples/standalone.yaml")
+		if code != 0 || errOut != "" || !strings.Contains(out, "ok (profile standalone") {
+			t.Errorf("examples/standalone.yaml: exit %d %q %q", code, out, errOut)
+		}
+	})
 	t.Run("check example", func(t *testing.T) {
 		env := cleanEnv("BULWARK_POSTGRES_URL=postgres://rt:pw@127.0.0.1:1/bulwark", "BULWARK_REDIS_URL=redis://127.0.0.1:1")
 		if code, out, errOut := runBin(t, bin, env, "check", "--config", "../../examples/bulwark.yaml"); code != 0 {
