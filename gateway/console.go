@@ -54,13 +54,19 @@ func (g *Gateway) consoleHandler(cfg *Config, token string, reload func(context.
 	return h, nil
 }
 
-// controlMux sends /ui and /ui/... to the console (when on), the rest to
-// the control API.
+// controlMux sends /ui and /ui/... to the console (when on), redirects
+// GET / there, and sends the rest to the control API.
 type controlMux struct {
 	api, console http.Handler
 }
 
 func (m controlMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.console != nil && r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// A browser pointed at the control listener's address finds
+		// the console.
+		http.Redirect(w, r, console.Prefix, http.StatusFound)
+		return
+	}
 	if m.console != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, console.Prefix)) {
 		m.console.ServeHTTP(w, r)
 		return

@@ -63,6 +63,13 @@ func TestConsoleMount(t *testing.T) {
 	if r := do(t, "GET", base+"/ui", nil); r.status != 200 { // the client follows the redirect
 		t.Errorf("/ui: %d", r.status)
 	}
+	// GET / on the control listener leads to the console.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if r, err := noFollow.Get(base + "/"); err != nil || r.StatusCode != http.StatusFound || r.Header.Get("Location") != "/ui/" {
+		t.Errorf("GET /: %v %v, want 302 to /ui/", r, err)
+	} else {
+		r.Body.Close()
+	}
 	// The API is still the API, for its own clients and against browsers.
 	if st, m := apiCall(t, base, "GET", "/v1/status", testToken, ""); st != 200 || m["state"] != "ready" {
 		t.Errorf("/v1/status: %d %v", st, m)
