@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,9 +26,11 @@ const envControlAddr = "BULWARK_CONTROL_ADDR"
 const ctlUsage = `usage: bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND [ARGS]
 
 Commands:
-  block PREFIX [--ttl DURATION] [--reason TEXT]   add to the deny list
+  block PREFIX [--ttl DURATION] [--reason TEXT] [--force]
+                                                   add to the deny list
   unblock PREFIX                                   remove from the deny list
-  allow PREFIX [--ttl DURATION] [--reason TEXT]   add to the allow list
+  allow PREFIX [--ttl DURATION] [--reason TEXT] [--force]
+                                                   add to the allow list
   disallow PREFIX                                  remove from the allow list
   list blocklist|allowlist [--limit N]             show a list
   status                                           show the gateway's status
@@ -42,8 +45,27 @@ The token is --token, else --token-file, else $BULWARK_CONTROL_TOKEN, else
 the token the gateway on that address generated and stored in its state
 directory ($BULWARK_STATE_DIR, /var/lib/bulwark as root, else
 ~/.local/state/bulwark; run ctl as the gateway's user or as root).
-A PREFIX is an address or a CIDR prefix.
+A PREFIX is an address or a CIDR prefix. One wider than /8 (IPv4) or /16
+(IPv6), such as 0.0.0.0/0 (every client), needs --force.
 `
+
+// widePrefix reports whether s is a prefix wider than /8 (IPv4) or /16
+// (IPv6), which a block or allow takes only with --force, and says how
+// much of the address space it holds. The API decides whether s is
+// valid at all.
+func widePrefix(s string) (bool, string) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return false, ""
+	}
+	switch {
+	case p.Bits() == 0:
+		return true, "every " + map[bool]string{true: "IPv4", false: "IPv6"}[p.Addr().Is4()] + " client"
+	case p.Addr().Is4() && p.Bits() < 8, !p.Addr().Is4() && p.Bits() < 16:
+		return true, fmt.Sprintf("1/%d of all %s addresses", 1<<p.Bits(), map[bool]string{true: "IPv4", false: "IPv6"}[p.Addr().Is4()])
+	}
+	return false, ""
+}
 
 // runCtl implements "bulwark ctl": it parses args (everything after
 // "ctl"), calls the API and prints human output or, with --json, JSON. It
@@ -59,6 +81,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	ttl := set.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
 	reason := set.String("reason", "", "reason recorded with the entry")
 	limit := set.Int("limit", 0, "maximum entries to list")
+	force := set.Bool("force", false, "block or allow a prefix wider than /8 (IPv4) or /16 (IPv6), 0.0.0.0/0 and ::/0 included")
 	xflags := set.String("flags", "", "xdp: flag names (comma-separated) or a flag word")
 	xk := set.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
 	xdefense := set.String("defense", "", "xdp: defense mode auto, on or off")
@@ -118,6 +141,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return usage(cmd + " takes exactly one PREFIX")
 		}
 		list := map[string]string{"block": "blocklist", "allow": "allowlist"}[cmd]
+		if wide, n := widePrefix(rest[0]); wide && !*force {
+			fmt.Fprintf(stderr, "bulwark ctl: %s %s would %s %s; pass --force if that is what you mean\n", cmd, rest[0],
+				map[string]string{"block": "block", "allow": "exempt from the shield and rate limits"}[cmd], n)
+			return 2
+		}
 		e, err := c.Add(ctx, list, rest[0], *ttl, *reason)
 		if err != nil {
 			return fail(err)

@@ -224,3 +224,25 @@ func TestCtlDefaultAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlWidePrefixNeedsForce: blocking or allowing every client
+// (0.0.0.0/0, ::/0) or a prefix wider than /8 (IPv4) or /16 (IPv6) is a
+// usage error (exit 2, nothing sent) without --force, and done with it.
+func TestCtlWidePrefixNeedsForce(t *testing.T) {
+	a := startCtlAPI(t, ctlTestToken)
+	env := map[string]string{"BULWARK_CONTROL_ADDR": a.srv.URL, "BULWARK_CONTROL_TOKEN": ctlTestToken, "BULWARK_STATE_DIR": t.TempDir()}
+	for _, args := range [][]string{{"block", "0.0.0.0/0"}, {"block", "::/0"}, {"block", "64.0.0.0/2"}, {"allow", "2000::/3"}} {
+		if code, _, errs := ctlRun(env, args...); code != 2 || !strings.Contains(errs, "--force") {
+			t.Errorf("ctl %v: %d %q, want 2 naming --force", args, code, errs)
+		}
+	}
+	if a.deny.Len() != 0 || a.allow.Len() != 0 {
+		t.Fatalf("refused commands changed the lists: deny %d allow %d", a.deny.Len(), a.allow.Len())
+	}
+	if code, out, errs := ctlRun(env, "block", "0.0.0.0/0", "--force", "--ttl", "1m"); code != 0 || !strings.Contains(out, "blocked 0.0.0.0/0") {
+		t.Fatalf("ctl block 0.0.0.0/0 --force: %d %q %q", code, out, errs)
+	}
+	if code, _, _ := ctlRun(env, "block", "10.0.0.0/8"); code != 0 {
+		t.Fatalf("ctl block 10.0.0.0/8 (not wide): %d", code)
+	}
+}
