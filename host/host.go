@@ -702,13 +702,19 @@ func (h *Host) doStop(ctx context.Context, cause error) error {
 	h.mu.Lock()
 	h.stopping = true
 	h.mu.Unlock()
+	// A start that failed (a bind error, a readiness check) cleans up
+	// quietly: its caller reports the error, and "draining" or "stopped
+	// cleanly" before it would read as a normal stop.
+	quiet := errors.Is(cause, ErrStopped)
 
 	// (a) Remove admission synchronously.
 	prev := h.setState(stateDraining)
 	if countOf(prev) == 0 {
 		h.idleOnce.Do(func() { close(h.idle) })
 	}
-	h.log.Info("host: draining", "in_flight", countOf(prev))
+	if !quiet {
+		h.log.Info("host: draining", "in_flight", countOf(prev))
+	}
 
 	// (b) Cancel every admitted handler.
 	h.cancelAll(cause)
@@ -738,7 +744,7 @@ func (h *Host) doStop(ctx context.Context, cause error) error {
 	// ... and close the listener last.
 	h.closeServer(context.WithoutCancel(ctx), drainErr == nil)
 	h.setState(stateStopped)
-	if drainErr == nil && hookErr == nil {
+	if drainErr == nil && hookErr == nil && !quiet {
 		h.log.Info("host: stopped cleanly")
 	}
 	return errors.Join(drainErr, hookErr)
