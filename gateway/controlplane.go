@@ -126,7 +126,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 	}
 	var routes map[string]control.Endpoint
 	if g.xdp != nil {
-		routes = XDPRoutes(g.xdp, g.log, control.TokenID(token))
+		routes = XDPRoutes(g.xdp, g.lists.allow, g.lists.deny, g.log, control.TokenID(token))
 	}
 	h, err := control.New(control.Config{
 		Allow:        g.lists.allow,
@@ -288,6 +288,27 @@ type Status struct {
 	Lists map[string]ListStatus `json:"lists"`
 	// XDP is the XDP layer's status, when xdp.mode is not off.
 	XDP *xdp.Status `json:"xdp,omitempty"`
+	// Global is the global limiter's status, when a route or the RLS
+	// server uses it.
+	Global *GlobalStatus `json:"global,omitempty"`
+}
+
+// GlobalStatus is the global limiter's part of the status document: its
+// circuit breaker (docs/layers/global.md).
+type GlobalStatus struct {
+	// Breaker is the breaker's state: closed, open or half_open.
+	Breaker string `json:"breaker"`
+	// OpenUntilNs is when the breaker's open window ends (the half-open
+	// probe follows), in Unix nanoseconds: the seed's open_until_ns. 0
+	// unless the breaker is open.
+	OpenUntilNs int64 `json:"open_until_ns"`
+	// OpenUntil is the same instant as a time, when the breaker is open.
+	OpenUntil *time.Time `json:"open_until,omitempty"`
+	// Replicas is the live replica count as last seen; Share the
+	// fraction of each limit this replica decides alone while the
+	// breaker is not closed.
+	Replicas int     `json:"replicas"`
+	Share    float64 `json:"share"`
 }
 
 // ListStatus describes one list in the status document.
@@ -345,6 +366,15 @@ func (g *Gateway) Status() Status {
 	if g.xdp != nil {
 		st := g.xdp.Status()
 		s.XDP = &st
+	}
+	if n := g.global; n != nil {
+		gs := &GlobalStatus{Breaker: n.State().String(), Replicas: n.Replicas(), Share: n.Share()}
+		if u := n.OpenUntil(); !u.IsZero() {
+			gs.OpenUntilNs = u.UnixNano()
+			ut := u.UTC()
+			gs.OpenUntil = &ut
+		}
+		s.Global = gs
 	}
 	return s
 }

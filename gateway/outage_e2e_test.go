@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
 	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
@@ -288,5 +289,45 @@ descriptors:
 	}
 	if v := tg.counter(t, "bulwark_rls_requests_total", "result", "over_limit"); v != 1 {
 		t.Errorf("bulwark_rls_requests_total{over_limit} = %v", v)
+	}
+}
+
+// TestControlStatusBreakerOpenUntil: with Redis unreachable the global
+// limiter's breaker opens, and GET /v1/status shows it with the seed's
+// open_until_ns: the end of the open window on the gateway's clock.
+func TestControlStatusBreakerOpenUntil(t *testing.T) {
+	up := echoUpstream(t, "app")
+	cfg := `
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: search
+    match: {path: /search}
+    upstream: app
+    rate_limit: {qps: 0.001, burst: 2, scope: global, key: route}
+global: {budget: 20ms}
+`
+	getenv := env(EnvProfile, "cluster", EnvRedisURL, "redis://127.0.0.1:1/0", EnvPostgresURL, "postgres://u:p@127.0.0.1:1/db",
+		EnvPostgresTLSMode, "disable", EnvPostgresAllowInsecure, "true", EnvControlToken, testToken).get
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	tg := startGateway(t, cfg, map[string]string{"APP": up.URL}, gwOpts{getenv: getenv, clock: clk})
+	waitFor(t, "the breaker open", func() bool {
+		do(t, "GET", tg.url+"/search", nil)
+		return tg.g.global.State() == global.Open
+	})
+	r := do(t, "GET", tg.control+"/v1/status", nil, "Authorization", "Bearer "+testToken)
+	var doc struct {
+		Global *struct {
+			Breaker     string     `json:"breaker"`
+			OpenUntilNs int64      `json:"open_until_ns"`
+			OpenUntil   *time.Time `json:"open_until"`
+		} `json:"global"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil || r.status != 200 || doc.Global == nil {
+		t.Fatalf("/v1/status: %d %s", r.status, r.body)
+	}
+	want := clk.Now().Add(global.DefaultOpenFor) // the clock has not moved
+	if doc.Global.Breaker != "open" || doc.Global.OpenUntilNs != want.UnixNano() || doc.Global.OpenUntil == nil || !doc.Global.OpenUntil.Equal(want) {
+		t.Fatalf("/v1/status global %+v, want open until %v (%d)", *doc.Global, want, want.UnixNano())
 	}
 }

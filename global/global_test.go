@@ -240,6 +240,12 @@ func TestBreakerFallbackAndRecovery(t *testing.T) {
 	if n.State() != global.Open {
 		t.Fatalf("state %v", n.State())
 	}
+	// The open window ends OpenFor after it opened (the clock has not
+	// moved since), in OpenUntil and Stats (the control status's
+	// open_until_ns).
+	if got, want := n.OpenUntil(), clk.Now().Add(global.DefaultOpenFor); !got.Equal(want) || !n.Stats().OpenUntil.Equal(want) {
+		t.Fatalf("OpenUntil %v (stats %v), want %v", got, n.Stats().OpenUntil, want)
+	}
 	// Open: the local share of 1/2 → burst 50, and the store is not used.
 	got := 0
 	for range 200 {
@@ -253,10 +259,16 @@ func TestBreakerFallbackAndRecovery(t *testing.T) {
 	// The probe fails while the store is down: open again.
 	clk.Advance(global.DefaultOpenFor)
 	eventually(t, "failed probe", func() bool { return n.Stats().Probes >= 1 && n.State() == global.Open })
+	if got, want := n.OpenUntil(), clk.Now().Add(global.DefaultOpenFor); !got.Equal(want) {
+		t.Fatalf("OpenUntil after the failed probe %v, want %v", got, want)
+	}
 	// Store back: the next probe closes the breaker.
 	st.SetFault(nil)
 	clk.Advance(global.DefaultOpenFor)
 	eventually(t, "closed", func() bool { return n.State() == global.Closed })
+	if u := n.OpenUntil(); !u.IsZero() {
+		t.Fatalf("OpenUntil %v once closed, want zero", u)
+	}
 	if got, want := rec.states(), "open:error,half_open:probe,open:probe_failed,half_open:probe,closed:recovered"; got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}

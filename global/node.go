@@ -155,6 +155,9 @@ type Stats struct {
 	// (a gauge, not cumulative): 0 once every refill asked for so far has
 	// been answered or dropped.
 	Pending int64
+	// OpenUntil is when the breaker's current open window ends (the
+	// half-open probe follows); zero unless State is Open.
+	OpenUntil time.Time
 }
 
 // Node is this replica's side of the global limit: the L1 table of leased
@@ -170,8 +173,11 @@ type Node struct {
 	tab      *Table // the node's own table: Node.Limiter
 	instance string
 
-	state    atomic.Int32
-	replicas atomic.Int64
+	state atomic.Int32
+	// openUntil is the end of the breaker's current open window in Unix
+	// nanoseconds of the node's clock; 0 unless the breaker is open.
+	openUntilNs atomic.Int64
+	replicas    atomic.Int64
 	// gen counts the breaker's departures from Closed (plus one): an
 	// entry's fallback bucket is aligned with what L2 last said once per
 	// generation.
@@ -432,6 +438,20 @@ func (n *Node) Instance() string { return n.instance }
 // State returns the breaker's current state.
 func (n *Node) State() State { return State(n.state.Load()) }
 
+// OpenUntil returns when the breaker's current open window ends (the
+// half-open probe follows), on the node's clock; the zero time unless the
+// breaker is open.
+func (n *Node) OpenUntil() time.Time {
+	// The window is stored before the state turns open.
+	if n.State() != Open {
+		return time.Time{}
+	}
+	if ns := n.openUntilNs.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
 // Replicas returns the live replica count as last seen (1 before the first
 // heartbeat).
 func (n *Node) Replicas() int { return int(n.replicas.Load()) }
@@ -455,7 +475,7 @@ func (n *Node) Stats() Stats {
 		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
 		QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(), TableFull: c.tableFull.Load(),
 		Failures: c.failures.Load(), Opened: c.opened.Load(), Probes: c.probes.Load(),
-		Keys: n.tab.Len(), Pending: c.pending.Load(),
+		Keys: n.tab.Len(), Pending: c.pending.Load(), OpenUntil: n.OpenUntil(),
 	}
 }
 
@@ -817,6 +837,7 @@ func (n *Node) fail(now time.Time, cause Cause) {
 func (n *Node) open(now time.Time, from State, cause Cause) {
 	n.failures, n.slow = 0, 0
 	n.openUntil = now.Add(n.cfg.OpenFor)
+	n.openUntilNs.Store(n.openUntil.UnixNano())
 	n.state.Store(int32(Open))
 	if from == Closed {
 		n.gen.Add(1)
@@ -832,6 +853,7 @@ func (n *Node) open(now time.Time, from State, cause Cause) {
 func (n *Node) probe() {
 	now := n.clk.Now()
 	n.state.Store(int32(HalfOpen))
+	n.openUntilNs.Store(0)
 	n.c.probes.Add(1)
 	n.event(Event{Kind: EventState, At: now, State: HalfOpen, From: Open, Cause: CauseProbe, Replicas: n.Replicas()})
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpTimeout)
