@@ -8,12 +8,13 @@
 //	GET    /v1/status                    the gateway's status document
 //	GET    /v1/blocklist?limit=N         deny entries (at most N, default 1000)
 //	POST   /v1/blocklist                 {"ip": "203.0.113.0/24", "ttl_ms": 600000, "reason": "manual"}
-//	DELETE /v1/blocklist?ip=203.0.113.0/24
+//	DELETE /v1/blocklist?ip=203.0.113.0/24  (or a body {"ip": "203.0.113.0/24"})
 //	GET    /v1/allowlist, POST /v1/allowlist, DELETE /v1/allowlist?ip=…
 //	POST   /v1/reload                    re-read the configuration file
 //
 // Further endpoints (the XDP layer's, say) are mounted with Config.Routes
-// and get the same protections. Errors are problem
+// and get the same protections; [ListEndpoints] serves a list under a
+// further path. Errors are problem
 // details (package wire) with a stable code.
 //
 // # Not for browsers
@@ -271,13 +272,16 @@ func New(cfg Config) (http.Handler, error) {
 		a.tokenSum = sum[:]
 	}
 	routes := map[string]jsonapi.Handler{
-		"GET /v1/status":       a.status,
-		"GET /v1/blocklist":    a.list(cfg.Deny),
-		"POST /v1/blocklist":   a.add(cfg.Deny, "block"),
-		"DELETE /v1/blocklist": a.remove(cfg.Deny, "unblock"),
-		"GET /v1/allowlist":    a.list(cfg.Allow),
-		"POST /v1/allowlist":   a.add(cfg.Allow, "allow"),
-		"DELETE /v1/allowlist": a.remove(cfg.Allow, "disallow"),
+		"GET /v1/status": a.status,
+	}
+	for path, deny := range map[string]bool{"/v1/blocklist": true, "/v1/allowlist": false} {
+		s := cfg.Allow
+		if deny {
+			s = cfg.Deny
+		}
+		for method, fn := range ListEndpoints(s, deny, audit, a.who) {
+			routes[method+" "+path] = jsonapi.Handler(fn)
+		}
 	}
 	if len(cfg.Routes) > MaxRoutes {
 		return nil, fmt.Errorf("control: %d routes, out of range [0, %d]", len(cfg.Routes), MaxRoutes)
@@ -466,27 +470,55 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *api) list(s *ipset.Set) jsonapi.Handler {
-	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
-		limit := DefaultListLimit
-		if v := r.URL.Query().Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > MaxListLimit {
-				return 0, nil, badRequest(fmt.Sprintf("limit must be an integer in [1, %d]", MaxListLimit))
-			}
-			limit = n
-		}
-		out := List{Entries: []Entry{}, Capacity: s.Capacity()}
-		s.Range(func(e ipset.Entry) bool {
-			out.Total++
-			if len(out.Entries) < limit {
-				out.Entries = append(out.Entries, wireEntry(e))
-			}
-			return true
-		})
-		out.Count = len(out.Entries)
-		return http.StatusOK, out, nil
+// ListEndpoints returns the endpoints of list s exactly as /v1/blocklist
+// (deny true, s the deny list) and /v1/allowlist (s the allow list) serve
+// them, by method ("GET", "POST", "DELETE"), to mount under a further
+// path with Config.Routes: the seed's /v1/xdp/blacklist and
+// /v1/xdp/whitelist are these, so an entry added through either path is
+// the same entry. audit receives one line per change (nil discards); who
+// names the caller in those lines (e.g. TokenID of the API token).
+//
+// DELETE takes the entry's prefix from the ip query parameter or, when
+// the query has none, from a JSON body {"ip": "..."}.
+func ListEndpoints(s *ipset.Set, deny bool, audit *slog.Logger, who string) map[string]Endpoint {
+	if audit == nil {
+		audit = slog.New(slog.DiscardHandler)
 	}
+	l := &listAPI{s: s, audit: audit, who: who, add: "allow", remove: "disallow"}
+	if deny {
+		l.add, l.remove = "block", "unblock"
+	}
+	return map[string]Endpoint{"GET": l.list, "POST": l.insert, "DELETE": l.delete}
+}
+
+// listAPI serves one list's endpoints; add and remove name the actions
+// in audit lines.
+type listAPI struct {
+	s           *ipset.Set
+	audit       *slog.Logger
+	who         string
+	add, remove string
+}
+
+func (l *listAPI) list(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
+	limit := DefaultListLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return 0, nil, badRequest(fmt.Sprintf("limit must be an integer in [1, %d]", MaxListLimit))
+		}
+		limit = n
+	}
+	out := List{Entries: []Entry{}, Capacity: l.s.Capacity()}
+	l.s.Range(func(e ipset.Entry) bool {
+		out.Total++
+		if len(out.Entries) < limit {
+			out.Entries = append(out.Entries, wireEntry(e))
+		}
+		return true
+	})
+	out.Count = len(out.Entries)
+	return http.StatusOK, out, nil
 }
 
 func wireEntry(e ipset.Entry) Entry {
@@ -498,36 +530,34 @@ func wireEntry(e ipset.Entry) Entry {
 	return w
 }
 
-func (a *api) add(s *ipset.Set, action string) jsonapi.Handler {
-	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
-		if body == nil {
-			return 0, nil, badRequest("A JSON body with \"ip\" is required.")
-		}
-		var req AddRequest
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return 0, nil, badRequest("Body must be {\"ip\": string, \"ttl_ms\": integer, \"reason\": string} with no other members.")
-		}
-		p, err := ipset.ParsePrefix(req.IP)
-		if err != nil {
-			return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
-		}
-		maxMs := int64(ipset.MaxTTL / time.Millisecond)
-		if req.TTLMs < 0 || req.TTLMs > maxMs {
-			return 0, nil, badRequest(fmt.Sprintf("ttl_ms must be in [0, %d]; 0 or absent means no expiry.", maxMs))
-		}
-		if err := s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
-			a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "error")
-			if errors.Is(err, ipset.ErrFull) {
-				return 0, nil, &Error{Code: wire.CodeListFull, Err: err}
-			}
-			return 0, nil, badRequest(detailFor(err, "reason must be at most 64 bytes of printable ASCII."))
-		}
-		a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
-		e, _ := s.Get(p)
-		return http.StatusCreated, wireEntry(e), nil
+func (l *listAPI) insert(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
+	if body == nil {
+		return 0, nil, badRequest("A JSON body with \"ip\" is required.")
 	}
+	var req AddRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return 0, nil, badRequest("Body must be {\"ip\": string, \"ttl_ms\": integer, \"reason\": string} with no other members.")
+	}
+	p, err := ipset.ParsePrefix(req.IP)
+	if err != nil {
+		return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+	}
+	maxMs := int64(ipset.MaxTTL / time.Millisecond)
+	if req.TTLMs < 0 || req.TTLMs > maxMs {
+		return 0, nil, badRequest(fmt.Sprintf("ttl_ms must be in [0, %d]; 0 or absent means no expiry.", maxMs))
+	}
+	if err := l.s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
+		l.audit.Info("control audit", "who", l.who, "action", l.add, "target", p.String(), "result", "error")
+		if errors.Is(err, ipset.ErrFull) {
+			return 0, nil, &Error{Code: wire.CodeListFull, Err: err}
+		}
+		return 0, nil, badRequest(detailFor(err, "reason must be at most 64 bytes of printable ASCII."))
+	}
+	l.audit.Info("control audit", "who", l.who, "action", l.add, "target", p.String(), "ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
+	e, _ := l.s.Get(p)
+	return http.StatusCreated, wireEntry(e), nil
 }
 
 // detailFor turns an ipset validation error into a fixed-shape detail.
@@ -545,18 +575,31 @@ func detailFor(err error, fallback string) string {
 	return msg
 }
 
-func (a *api) remove(s *ipset.Set, action string) jsonapi.Handler {
-	return func(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
-		p, err := ipset.ParsePrefix(r.URL.Query().Get("ip"))
-		if err != nil {
-			return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+// removeRequest is the body a DELETE may carry instead of ?ip=.
+type removeRequest struct {
+	IP string `json:"ip"`
+}
+
+func (l *listAPI) delete(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
+	ip := r.URL.Query().Get("ip")
+	if ip == "" && body != nil {
+		var req removeRequest
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return 0, nil, badRequest("Body must be {\"ip\": string} with no other members, or pass ?ip=.")
 		}
-		if !s.Remove(p) {
-			return 0, nil, &Error{Code: wire.CodeNotFound, Detail: "No such entry."}
-		}
-		a.audit.Info("control audit", "who", a.who, "action", action, "target", p.String(), "result", "ok")
-		return http.StatusOK, map[string]any{"removed": p.String()}, nil
+		ip = req.IP
 	}
+	p, err := ipset.ParsePrefix(ip)
+	if err != nil {
+		return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+	}
+	if !l.s.Remove(p) {
+		return 0, nil, &Error{Code: wire.CodeNotFound, Detail: "No such entry."}
+	}
+	l.audit.Info("control audit", "who", l.who, "action", l.remove, "target", p.String(), "result", "ok")
+	return http.StatusOK, map[string]any{"removed": p.String()}, nil
 }
 
 // Entry is one list entry on the wire.

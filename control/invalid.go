@@ -18,7 +18,12 @@ import (
 // detail, else the keys alone ("Invalid: flags[1], k."), else the keys
 // without their indices ("Invalid: flags, k."); err is kept as the
 // cause.
-func InvalidFields(err error) *Error {
+func InvalidFields(err error) *Error { return InvalidFieldsAs(err, nil) }
+
+// InvalidFieldsAs is InvalidFields for a request whose member names
+// differ from the library's keys: a key in rename (before any index) is
+// named by its value instead, e.g. {"k": "sigma_multiplier"}.
+func InvalidFieldsAs(err error, rename map[string]string) *Error {
 	var es conf.Errors
 	var fe *conf.FieldError
 	switch {
@@ -30,9 +35,16 @@ func InvalidFields(err error) *Error {
 	msgs := make([]string, 0, len(es))
 	bases := make([]string, 0, len(es))
 	for _, e := range es {
-		keys = append(keys, e.Path)
-		msgs = append(msgs, e.Path+": "+e.Msg)
-		base, _, _ := strings.Cut(e.Path, "[")
+		base, index, indexed := strings.Cut(e.Path, "[")
+		if to, ok := rename[base]; ok {
+			base = to
+		}
+		key := base
+		if indexed {
+			key += "[" + index
+		}
+		keys = append(keys, key)
+		msgs = append(msgs, key+": "+e.Msg)
 		bases = append(bases, base)
 	}
 	out := &Error{Code: wire.CodeInvalidRequest, Err: err}

@@ -43,3 +43,20 @@ func TestInvalidFields(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidFieldsAs: renamed keys name the request's members, indices
+// kept, in every form of the detail; err is kept unchanged.
+func TestInvalidFieldsAs(t *testing.T) {
+	f := conf.Check{Kind: errors.New("pkg: invalid configuration")}
+	f.Add("k", "0.1 out of range [0.5, 20]")
+	f.Add("flags[2]", "bad")
+	f.Add("x", "kept")
+	err := f.Err()
+	e := control.InvalidFieldsAs(err, map[string]string{"k": "sigma_multiplier", "flags": "bits"})
+	if want := "sigma_multiplier: 0.1 out of range [0.5, 20]; bits[2]: bad; x: kept."; e.Detail != want || e.Err == nil || e.Err.Error() != err.Error() {
+		t.Errorf("detail %q, want %q", e.Detail, want)
+	}
+	if !strings.Contains(err.Error(), "k: 0.1") {
+		t.Errorf("err changed: %v", err)
+	}
+}

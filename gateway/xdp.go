@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/wire"
 	"github.com/bulwarkhq/bulwark/xdp"
@@ -198,17 +199,28 @@ func (m *metrics) xdpEvent(kind string) {
 // XDPRoutes returns the XDP part of the control API for m, to mount with
 // control.Config.Routes (behind its bearer token):
 //
-//	GET /v1/xdp/status   the manager's Status
-//	PUT /v1/xdp/config   {"flags": ["syn_flood", …] or 3, "k": 3.5, "defense": "auto"|"on"|"off"}
+//	GET  /v1/xdp/status   the manager's Status
+//	PUT  /v1/xdp/config   {"flags": ["syn_flood", …] or 3, "k": 3.5, "defense": "auto"|"on"|"off"}
+//	POST /v1/xdp/config   the seed's form: {"flags": 3, "sigma_multiplier": 5.0}
+//	GET, POST, DELETE /v1/xdp/blacklist and /v1/xdp/whitelist
+//	                      the seed's list API: deny and allow, as
+//	                      control.ListEndpoints serves them over deny and allow
 //
-// PUT takes at least one member and no unknown ones, applies all or
-// nothing, and answers with the new Status. The handler checks the JSON
-// shapes; the values are xdp.Manager.Update's to check, and its refusal
-// answers 400 invalid_request naming every invalid member by its key
-// (control.InvalidFields). audit receives one line per configuration
-// change (nil discards); who identifies the caller in those lines (e.g.
-// control.TokenID of the API token; default "anonymous").
-func XDPRoutes(m *xdp.Manager, audit *slog.Logger, who string) map[string]control.Endpoint {
+// A config change takes at least one member and no unknown ones, applies
+// all or nothing, and answers with the new Status. The handler checks the
+// JSON shapes; the values are xdp.Manager.Update's to check, and its
+// refusal answers 400 invalid_request naming every invalid member by its
+// key (control.InvalidFields). In the seed's form flags is the flag word
+// (bit i is the seed's i-th CFG_F_ flag, xdp.Flags follows its order; the
+// defense bit is ignored, the manager sets it) and sigma_multiplier is k.
+//
+// The list paths serve the very lists the gateway's /v1/blocklist and
+// /v1/allowlist serve and mirrors into the kernel maps: an entry added
+// through either is the same entry. With a nil allow or deny they are not
+// mounted. audit receives one line per change (nil discards); who
+// identifies the caller in those lines (e.g. control.TokenID of the API
+// token; default "anonymous").
+func XDPRoutes(m *xdp.Manager, allow, deny *ipset.Set, audit *slog.Logger, who string) map[string]control.Endpoint {
 	h := &xdpAPI{m: m, audit: audit, who: who}
 	if h.audit == nil {
 		h.audit = slog.New(slog.DiscardHandler)
@@ -216,10 +228,20 @@ func XDPRoutes(m *xdp.Manager, audit *slog.Logger, who string) map[string]contro
 	if h.who == "" {
 		h.who = "anonymous"
 	}
-	return map[string]control.Endpoint{
-		"GET /v1/xdp/status": h.status,
-		"PUT /v1/xdp/config": h.config,
+	routes := map[string]control.Endpoint{
+		"GET /v1/xdp/status":  h.status,
+		"PUT /v1/xdp/config":  h.config,
+		"POST /v1/xdp/config": h.seedConfig,
 	}
+	for path, s := range map[string]*ipset.Set{"/v1/xdp/blacklist": deny, "/v1/xdp/whitelist": allow} {
+		if s == nil {
+			continue
+		}
+		for method, fn := range control.ListEndpoints(s, s == deny, h.audit, h.who) {
+			routes[method+" "+path] = fn
+		}
+	}
+	return routes
 }
 
 // xdpAPI serves the XDP routes over one manager.
@@ -280,10 +302,42 @@ func (h *xdpAPI) config(ctx context.Context, r *http.Request, body json.RawMessa
 	if err != nil {
 		return 0, nil, err
 	}
+	return h.update(u, nil)
+}
+
+// xdpSeedConfigRequest is the body of POST /v1/xdp/config, the seed's
+// form.
+type xdpSeedConfigRequest struct {
+	Flags           *xdp.Flags `json:"flags,omitempty"`
+	SigmaMultiplier *float64   `json:"sigma_multiplier,omitempty"`
+}
+
+// seedConfig serves the seed's POST /v1/xdp/config: the flag word and
+// sigma_multiplier (Bulwark's k).
+func (h *xdpAPI) seedConfig(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
+	const shape = `Body must be {"flags": integer flag word, "sigma_multiplier": number} with at least one member.`
+	var req xdpSeedConfigRequest
+	if body != nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return 0, nil, badXDP(shape)
+		}
+	}
+	if req.Flags == nil && req.SigmaMultiplier == nil {
+		return 0, nil, badXDP(shape)
+	}
+	return h.update(xdp.ConfigUpdate{Flags: req.Flags, K: req.SigmaMultiplier}, map[string]string{"k": "sigma_multiplier"})
+}
+
+// update applies u and answers with the new Status; a refusal names the
+// invalid members by their keys in the request, Update's keys renamed
+// by rename.
+func (h *xdpAPI) update(u xdp.ConfigUpdate, rename map[string]string) (int, any, error) {
 	if err := h.m.Update(u); err != nil {
 		h.audit.Info("control audit", "who", h.who, "action", "xdp_config", "result", "error")
 		if errors.Is(err, xdp.ErrInvalidConfig) {
-			return 0, nil, control.InvalidFields(err)
+			return 0, nil, control.InvalidFieldsAs(err, rename)
 		}
 		return 0, nil, &control.Error{Code: wire.CodeXDPUnavailable, Err: err}
 	}

@@ -73,8 +73,9 @@
 // [Manager.Stop] detaches.
 //
 // The package knows no API: [Manager.Status] and [Manager.Update] are
-// what the gateway's control routes (GET /v1/xdp/status, PUT
-// /v1/xdp/config; gateway.XDPRoutes) adapt to HTTP.
+// what the gateway's control routes (GET /v1/xdp/status, PUT and POST
+// /v1/xdp/config, the seed's /v1/xdp/blacklist and whitelist over the
+// gateway's lists; gateway.XDPRoutes) adapt to HTTP.
 //
 // The package builds everywhere; off Linux, Start reports "unsupported"
 // (and serves without XDP). cilium/ebpf is imported only here.

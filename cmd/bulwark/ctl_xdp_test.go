@@ -26,7 +26,7 @@ func TestCtlXDP(t *testing.T) {
 	deny, _ := ipset.New(ipset.Config{Name: "deny", Capacity: 10})
 	h, err := control.New(control.Config{
 		Allow: allow, Deny: deny, Token: token,
-		Routes: gateway.XDPRoutes(m, nil, ""),
+		Routes: gateway.XDPRoutes(m, nil, nil, nil, ""),
 	})
 	if err != nil {
 		t.Fatal(err)
