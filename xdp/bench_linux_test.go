@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -22,6 +23,10 @@ func BenchmarkProgram(b *testing.B) {
 		for i := range 10_000 {
 			a := netip.AddrFrom4([4]byte{100, 64, byte(i >> 8), byte(i)})
 			h.deny.Add(netip.PrefixFrom(a, 32), 0, "bench")
+		}
+		for i := range 1000 { // exact entries with a TTL
+			a := netip.AddrFrom4([4]byte{100, 92, byte(i >> 8), byte(i)})
+			h.deny.Add(netip.PrefixFrom(a, 32), time.Hour, "bench")
 		}
 		for i := range 1000 {
 			h.deny.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 65 + byte(i>>8), byte(i), 0}), 24), 0, "bench")
@@ -52,6 +57,7 @@ func BenchmarkProgram(b *testing.B) {
 		{name: "pass/11k-deny-100-allow", pkt: ack, lists: true, want: xdpPass},
 		{name: "pass/udp", pkt: udp4(cli4, 53, 64), lists: true, want: xdpPass},
 		{name: "drop/deny-exact", pkt: tcp4(netip.AddrFrom4([4]byte{100, 64, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "drop/deny-exact-ttl", pkt: tcp4(netip.AddrFrom4([4]byte{100, 92, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/24", pkt: tcp4(netip.AddrFrom4([4]byte{100, 66, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/22-trie", pkt: tcp4(netip.AddrFrom4([4]byte{100, 91, 9, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 90, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},

@@ -30,6 +30,8 @@ type bulwarkConfig struct {
 	KernelSynMs     uint32
 	EventBudget     uint32
 	SynackWindow    uint32
+	IndexMult       uint32
+	IndexMask       uint32
 }
 
 type bulwarkCounter uint32
@@ -103,6 +105,14 @@ type bulwarkFlowKey struct {
 	Daddr [4]uint32
 	Sport uint16
 	Dport uint16
+}
+
+type bulwarkIndexBucket struct {
+	_       structs.HostLayout
+	Addr    [4]uint32
+	Expires [4]uint64
+	Used    uint32
+	Over    uint32
 }
 
 type bulwarkListBit uint32
@@ -201,6 +211,7 @@ const (
 	bulwarkMapDeny               = "deny"
 	bulwarkMapDenyCidr4          = "deny_cidr4"
 	bulwarkMapDenyCidr6          = "deny_cidr6"
+	bulwarkMapDenyIndex          = "deny_index"
 	bulwarkMapEvBudget           = "ev_budget"
 	bulwarkMapEvents             = "events"
 	bulwarkMapPortStats          = "port_stats"
@@ -277,6 +288,7 @@ type bulwarkMapSpecs struct {
 	Deny       *ebpf.MapSpec `ebpf:"deny"`
 	DenyCidr4  *ebpf.MapSpec `ebpf:"deny_cidr4"`
 	DenyCidr6  *ebpf.MapSpec `ebpf:"deny_cidr6"`
+	DenyIndex  *ebpf.MapSpec `ebpf:"deny_index"`
 	EvBudget   *ebpf.MapSpec `ebpf:"ev_budget"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	PortStats  *ebpf.MapSpec `ebpf:"port_stats"`
@@ -329,6 +341,7 @@ type bulwarkMaps struct {
 	Deny       *ebpf.Map `ebpf:"deny"`
 	DenyCidr4  *ebpf.Map `ebpf:"deny_cidr4"`
 	DenyCidr6  *ebpf.Map `ebpf:"deny_cidr6"`
+	DenyIndex  *ebpf.Map `ebpf:"deny_index"`
 	EvBudget   *ebpf.Map `ebpf:"ev_budget"`
 	Events     *ebpf.Map `ebpf:"events"`
 	PortStats  *ebpf.Map `ebpf:"port_stats"`
@@ -351,6 +364,7 @@ func (m *bulwarkMaps) Close() error {
 		m.Deny,
 		m.DenyCidr4,
 		m.DenyCidr6,
+		m.DenyIndex,
 		m.EvBudget,
 		m.Events,
 		m.PortStats,

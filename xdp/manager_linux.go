@@ -66,6 +66,7 @@ type kernel struct {
 	rd    *ringbuf.Reader
 	n     [nLists]atomic.Int64 // entries per list map
 	sum   [2]summary           // IPv4 /16 summaries: [0] allow, [1] deny
+	idx   index                // the exact IPv4 deny index (index_linux.go)
 }
 
 // summary keeps, for one list, how many entries of its exact and CIDR
@@ -235,6 +236,7 @@ func (c *Config) loadSpec() (*ebpf.CollectionSpec, error) {
 	for name, n := range sizes {
 		spec.Maps[name].MaxEntries = uint32(n)
 	}
+	spec.Maps["deny_index"].MaxEntries = indexBuckets(c.DenyEntries)
 	return spec, nil
 }
 
@@ -310,7 +312,7 @@ func (m *Manager) loadKernel() (*kernel, error) {
 		}
 		return nil, fmt.Errorf("xdp: loading the program: %w", err)
 	}
-	k := &kernel{objs: objs}
+	k := &kernel{objs: objs, idx: newIndex(spec.Maps["deny_index"].MaxEntries)}
 	k.lists = [nLists]*ebpf.Map{objs.Allow, objs.AllowCidr4, objs.AllowCidr6, objs.Deny, objs.DenyCidr4, objs.DenyCidr6}
 	fail := func(err error) error {
 		objs.Close()
@@ -538,6 +540,11 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 		if err := k.lists[i].Update(key, v, ebpf.UpdateExist); err != nil {
 			return false, err
 		}
+		if indexed(i, e.Prefix) {
+			if err := k.indexPut(e.Prefix, v.Expires); err != nil {
+				return false, err
+			}
+		}
 		// Only an expiry added or dropped changes the summaries.
 		if was, is := old.Expires == 0, v.Expires == 0; was != is {
 			if was {
@@ -549,6 +556,11 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if indexed(i, e.Prefix) {
+		if err := k.indexPut(e.Prefix, v.Expires); err != nil {
+			return false, err
+		}
 	}
 	if err := k.adjustSummary(i, e.Prefix, +1, v); err != nil {
 		return false, err
@@ -571,6 +583,11 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	i, key := target(allow, p)
 	var old bulwarkListVal
 	if err := k.lists[i].Lookup(key, &old); errors.Is(err, ebpf.ErrKeyNotExist) {
+		if indexed(i, p) {
+			// Gone from the map behind the manager's back (or evicted):
+			// the index must not keep dropping it.
+			return false, k.indexDel(p)
+		}
 		return false, nil
 	}
 	err := k.lists[i].Delete(key)
@@ -579,6 +596,11 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	}
 	if err != nil {
 		return false, err
+	}
+	if indexed(i, p) {
+		if err := k.indexDel(p); err != nil {
+			return false, err
+		}
 	}
 	if err := k.adjustSummary(i, p, -1, old); err != nil {
 		return false, err
@@ -629,6 +651,8 @@ func (m *Manager) writeConfigLocked() error {
 		KernelSynMs:     uint32(m.cfg.KernelSYNInterval / time.Millisecond),
 		EventBudget:     uint32(m.cfg.EventBudget),
 		SynackWindow:    uint32(m.cfg.SYNACKWindow),
+		IndexMult:       k.idx.mult,
+		IndexMask:       k.idx.mask,
 	}
 	return k.objs.Config.Update(uint32(0), c, ebpf.UpdateAny)
 }
@@ -703,7 +727,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 		if set != nil {
 			if _, ok := set.Get(f.prefix); ok {
 				k.n[f.i].Add(1) // the copy of the lists rewrites it
-				if err := k.adjustSummary(f.i, f.prefix, +1, bulwarkListVal{Expires: f.expires}); err != nil {
+				if err := k.restored(f.i, f.prefix, f.expires); err != nil {
 					return 0, err
 				}
 				continue
@@ -719,7 +743,7 @@ func (m *Manager) restore(k *kernel) (int, error) {
 			continue
 		}
 		k.n[f.i].Add(1)
-		if err := k.adjustSummary(f.i, f.prefix, +1, bulwarkListVal{Expires: f.expires}); err != nil {
+		if err := k.restored(f.i, f.prefix, f.expires); err != nil {
 			return 0, err
 		}
 		restored++
@@ -738,6 +762,17 @@ func (m *Manager) restore(k *kernel) (int, error) {
 		m.mu.Unlock()
 	}
 	return restored, nil
+}
+
+// restored accounts for an entry found in list map i at start: the
+// summaries and, for an exact IPv4 deny entry, the index.
+func (k *kernel) restored(i int, p netip.Prefix, expires uint64) error {
+	if indexed(i, p) {
+		if err := k.indexPut(p, expires); err != nil {
+			return err
+		}
+	}
+	return k.adjustSummary(i, p, +1, bulwarkListVal{Expires: expires})
 }
 
 // readCounters sums the per-CPU counters.

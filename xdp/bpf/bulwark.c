@@ -11,8 +11,11 @@
  *      allowed source is never dropped nor answered by the proxy, and the
  *      allow list is consulted only when it would be;
  *   2. (a one-bit-per-/16 summary of each IPv4 list lets most sources
- *      skip the lookups altogether, and a one-bit-per-/24 row marks the
- *      never-expiring /24 entries, matched without a trie walk);
+ *      skip the lookups altogether, a one-bit-per-/24 row marks the
+ *      never-expiring /24 entries, matched without a trie walk, and an
+ *      array index of hashed buckets holds the exact IPv4 deny entries,
+ *      matched without a helper call: the LRU map is consulted only for
+ *      a bucket that overflowed);
  *   3. fragments -> XDP_DROP when F_DROP_FRAGMENTS is set;
  *   4. TCP: SYN scoring per source with exponential decay, the SYN proxy
  *      (a syncookie SYN-ACK built here and sent back with XDP_TX, the
@@ -111,6 +114,8 @@ struct config {
 	__u32 kernel_syn_ms;	 /* while proxying, pass one SYN per port this often */
 	__u32 event_budget;	 /* events per CPU per second */
 	__u32 synack_window;	 /* window in the cookie SYN-ACK */
+	__u32 index_mult;	 /* deny_index: odd multiplier of the bucket hash */
+	__u32 index_mask;	 /* deny_index: buckets - 1; 0 = no index, use the map */
 };
 
 /* Value of every allow/deny map. */
@@ -348,6 +353,30 @@ struct {
 	__type(value, __u64);
 } summary24 SEC(".maps");
 
+/*
+ * The exact IPv4 deny entries, indexed: bucket (addr * index_mult) >> 16
+ * folded into index_mask holds up to INDEX_SLOTS of them with their
+ * expiry, so a hit or a miss costs one array access and no helper call.
+ * The manager keeps it in step with the deny map (every exact IPv4 entry
+ * is in its bucket, or the bucket is marked over and the entry is in the
+ * map only); a miss in a bucket that is not over is a miss of the map.
+ */
+#define INDEX_SLOTS 4
+
+struct index_bucket {
+	__u32 addr[INDEX_SLOTS];    /* network order */
+	__u64 expires[INDEX_SLOTS]; /* as list_val.expires */
+	__u32 used;		    /* bit i: slot i holds an entry */
+	__u32 over;		    /* nonzero: entries of this bucket are in the map only */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct index_bucket);
+} deny_index SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
@@ -554,6 +583,27 @@ static __always_inline int in_summary24(__u32 list, __be32 addr)
 	return w && ((*w >> (h & 63)) & 1);
 }
 
+/*
+ * index_hit looks an IPv4 source up in deny_index: 1 a live entry, 0 no
+ * live entry (an expired one, or a miss in a bucket that is not over),
+ * -1 ask the map.
+ */
+static __always_inline int index_hit(struct config *cfg, __be32 addr, __u64 *now)
+{
+	if (!cfg->index_mask)
+		return -1;
+	__u32 h = addr * cfg->index_mult;
+	__u32 i = (h ^ (h >> 16)) & cfg->index_mask;
+	struct index_bucket *b = bpf_map_lookup_elem(&deny_index, &i);
+	if (!b)
+		return -1;
+#pragma unroll
+	for (int s = 0; s < INDEX_SLOTS; s++)
+		if (((b->used >> s) & 1) && b->addr[s] == addr)
+			return b->expires[s] == 0 || b->expires[s] > now_ns(now);
+	return b->over ? -1 : 0;
+}
+
 static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact, void *cidr4,
 				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u32 sidx,
 				  __u64 *now)
@@ -563,9 +613,14 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 	    in_summary(sidx == S_ALLOW_EXACT ? S_ALLOW_FULL : S_DENY_FULL, p->src[3]))
 		return 1;
 	if ((cfg->lists & bexact) && (!v4 || in_summary(sidx, p->src[3]))) {
-		struct list_val *v = bpf_map_lookup_elem(exact, p->src);
-		if (v && live(v, now))
+		int r = v4 && sidx == S_DENY_EXACT ? index_hit(cfg, p->src[3], now) : -1;
+		if (r > 0)
 			return 1;
+		if (r < 0) {
+			struct list_val *v = bpf_map_lookup_elem(exact, p->src);
+			if (v && live(v, now))
+				return 1;
+		}
 	}
 	if (!(cfg->flags & F_CIDR_LOOKUP))
 		return 0;
