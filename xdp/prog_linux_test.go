@@ -274,6 +274,9 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	h := newHarness(t, nil)
 	k := h.m.kern
 	now := monoNow()
+	// Expired: a second ago (the program reads expiries on the coarse
+	// clock, which may lag a tick behind).
+	past := now - uint64(time.Second)
 	put4 := func(i int, p string, expires uint64) {
 		pp := netip.MustParsePrefix(p)
 		_, key := target(i < mDeny, pp)
@@ -288,10 +291,10 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	// expired /28 inside that: every lookup must land on the longest
 	// live prefix, skipping expired ones.
 	put4(mDeny4, "10.0.0.0/8", 0)
-	put4(mDeny4, "10.1.0.0/16", now-1)
+	put4(mDeny4, "10.1.0.0/16", past)
 	put4(mDeny4, "10.1.2.0/24", now+uint64(time.Hour))
-	put4(mDeny4, "10.1.2.0/28", now-1)
-	put4(mDeny4, "172.16.0.0/12", now-1)
+	put4(mDeny4, "10.1.2.0/28", past)
+	put4(mDeny4, "172.16.0.0/12", past)
 	for _, c := range []struct {
 		addr string
 		want uint32
@@ -305,14 +308,19 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	} {
 		h.expect(c.addr, icmp4(netip.MustParseAddr(c.addr)), c.want)
 	}
-	// An expired exact entry does not match; a live one does.
-	_, key := target(false, netip.MustParsePrefix("198.51.100.7/32"))
-	k.lists[mDeny].Update(key, bulwarkListVal{Expires: now - 1, Prefixlen: 32}, ebpf.UpdateAny)
+	// An expired exact entry does not match; a live one does. (An exact
+	// IPv4 deny entry is matched in the index, written with the map.)
+	cliP := netip.MustParsePrefix("198.51.100.7/32")
+	_, key := target(false, cliP)
+	k.lists[mDeny].Update(key, bulwarkListVal{Expires: past, Prefixlen: 32}, ebpf.UpdateAny)
+	k.indexPut(cliP, past)
 	h.m.count(k, mDeny, 1)
-	k.adjustSummary(mDeny, netip.MustParsePrefix("198.51.100.7/32"), 1, bulwarkListVal{Expires: now - 1})
+	k.adjustSummary(mDeny, cliP, 1, bulwarkListVal{Expires: past})
 	h.m.refreshConfig()
 	h.expect("expired exact", icmp4(cli4), xdpPass)
-	k.lists[mDeny].Update(key, bulwarkListVal{Expires: monoNow() + uint64(time.Hour), Prefixlen: 32}, ebpf.UpdateAny)
+	live := monoNow() + uint64(time.Hour)
+	k.lists[mDeny].Update(key, bulwarkListVal{Expires: live, Prefixlen: 32}, ebpf.UpdateAny)
+	k.indexPut(cliP, live)
 	h.expect("live exact", icmp4(cli4), xdpDrop)
 
 	// The CIDR flag off: prefixes are ignored, exact entries still apply.

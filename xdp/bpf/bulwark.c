@@ -524,13 +524,24 @@ static __always_inline __u64 now_ns(__u64 *now)
 	return *now;
 }
 
-static __always_inline int live(struct list_val *v, __u64 *now)
+/*
+ * list_now is the clock of list expiries: CLOCK_MONOTONIC at the
+ * resolution of a tick, which costs no clock read (bpf_ktime_get_ns is
+ * most of an exact drop's cost under a paravirtual clock), so an entry
+ * may still match up to one tick (1 to 4 ms) past its expiry.
+ */
+static __always_inline __u64 list_now(void)
 {
-	return v->expires == 0 || v->expires > now_ns(now);
+	return bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline int live(struct list_val *v)
+{
+	return v->expires == 0 || v->expires > list_now();
 }
 
 /* A CIDR lookup that skips expired prefixes: at most 4 lookups. */
-static __always_inline int lpm4_hit(void *map, __u32 addr, __u64 *now)
+static __always_inline int lpm4_hit(void *map, __u32 addr)
 {
 	struct lpm4_key k = {.prefixlen = 32, .addr = addr};
 #pragma unroll
@@ -538,7 +549,7 @@ static __always_inline int lpm4_hit(void *map, __u32 addr, __u64 *now)
 		struct list_val *v = bpf_map_lookup_elem(map, &k);
 		if (!v)
 			return 0;
-		if (live(v, now))
+		if (live(v))
 			return 1;
 		if (v->prefixlen == 0)
 			return 0;
@@ -547,7 +558,7 @@ static __always_inline int lpm4_hit(void *map, __u32 addr, __u64 *now)
 	return 0;
 }
 
-static __always_inline int lpm6_hit(void *map, const __u32 *addr, __u64 *now)
+static __always_inline int lpm6_hit(void *map, const __u32 *addr)
 {
 	struct lpm6_key k = {.prefixlen = 128};
 	__builtin_memcpy(k.addr, addr, 16);
@@ -556,7 +567,7 @@ static __always_inline int lpm6_hit(void *map, const __u32 *addr, __u64 *now)
 		struct list_val *v = bpf_map_lookup_elem(map, &k);
 		if (!v)
 			return 0;
-		if (live(v, now))
+		if (live(v))
 			return 1;
 		if (v->prefixlen == 0)
 			return 0;
@@ -588,7 +599,7 @@ static __always_inline int in_summary24(__u32 list, __be32 addr)
  * live entry (an expired one, or a miss in a bucket that is not over),
  * -1 ask the map.
  */
-static __always_inline int index_hit(struct config *cfg, __be32 addr, __u64 *now)
+static __always_inline int index_hit(struct config *cfg, __be32 addr)
 {
 	if (!cfg->index_mask)
 		return -1;
@@ -600,25 +611,24 @@ static __always_inline int index_hit(struct config *cfg, __be32 addr, __u64 *now
 #pragma unroll
 	for (int s = 0; s < INDEX_SLOTS; s++)
 		if (((b->used >> s) & 1) && b->addr[s] == addr)
-			return b->expires[s] == 0 || b->expires[s] > now_ns(now);
+			return b->expires[s] == 0 || b->expires[s] > list_now();
 	return b->over ? -1 : 0;
 }
 
 static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact, void *cidr4,
-				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u32 sidx,
-				  __u64 *now)
+				  void *cidr6, __u32 bexact, __u32 b4, __u32 b6, __u32 sidx)
 {
 	int v4 = is_mapped(p->src);
 	if (v4 && (cfg->flags & F_CIDR_LOOKUP) && (cfg->lists & b4) &&
 	    in_summary(sidx == S_ALLOW_EXACT ? S_ALLOW_FULL : S_DENY_FULL, p->src[3]))
 		return 1;
 	if ((cfg->lists & bexact) && (!v4 || in_summary(sidx, p->src[3]))) {
-		int r = v4 && sidx == S_DENY_EXACT ? index_hit(cfg, p->src[3], now) : -1;
+		int r = v4 && sidx == S_DENY_EXACT ? index_hit(cfg, p->src[3]) : -1;
 		if (r > 0)
 			return 1;
 		if (r < 0) {
 			struct list_val *v = bpf_map_lookup_elem(exact, p->src);
-			if (v && live(v, now))
+			if (v && live(v))
 				return 1;
 		}
 	}
@@ -627,8 +637,8 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 	if (v4)
 		return (cfg->lists & b4) && in_summary(sidx + 1, p->src[3]) &&
 		       (in_summary24(sidx == S_ALLOW_EXACT ? 0 : 1, p->src[3]) ||
-			lpm4_hit(cidr4, p->src[3], now));
-	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src, now);
+			lpm4_hit(cidr4, p->src[3]));
+	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src);
 }
 
 /*
@@ -637,11 +647,11 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
  * or answered by the proxy: an allowed source is never either, and the
  * pass path does not pay for the lookup.
  */
-static __always_inline int allowed(struct config *cfg, struct stats *st, struct pkt *p, __u64 *now)
+static __always_inline int allowed(struct config *cfg, struct stats *st, struct pkt *p)
 {
 	if (p->allow < 0) {
 		p->allow = listed(cfg, p, &allow, &allow_cidr4, &allow_cidr6, L_ALLOW, L_ALLOW4,
-				  L_ALLOW6, S_ALLOW_EXACT, now);
+				  L_ALLOW6, S_ALLOW_EXACT);
 		if (p->allow)
 			st->c[CNT_ALLOW]++;
 	}
@@ -1010,7 +1020,7 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 			return XDP_DROP;
 		}
 		st->c[CNT_SYN]++;
-		if ((f & F_SYN_FLOOD || proxy) && allowed(cfg, st, p, now))
+		if ((f & F_SYN_FLOOD || proxy) && allowed(cfg, st, p))
 			return XDP_PASS;
 		if (f & F_SYN_FLOOD) {
 			__u32 lim = defense ? cfg->syn_limit_defense : cfg->syn_limit;
@@ -1054,7 +1064,7 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 			__u32 wnd = si.rcv_wnd ? si.rcv_wnd : 1;
 			valid = bpf_ntohl(th->seq) - si.rcv_nxt <= wnd;
 		}
-		if (valid || allowed(cfg, st, p, now))
+		if (valid || allowed(cfg, st, p))
 			return XDP_PASS;
 		bump(cfg, st, p, S_RST, cfg->rst_limit, now_ns(now));
 		st->c[CNT_RST_INVALID]++;
@@ -1081,7 +1091,7 @@ static __always_inline int do_tcp(struct xdp_md *ctx, struct config *cfg, struct
 				bpf_map_update_elem(&conntrack, &k, &t, BPF_ANY);
 			return XDP_PASS;
 		}
-		if (allowed(cfg, st, p, now))
+		if (allowed(cfg, st, p))
 			return XDP_PASS;
 		int over = 0;
 		if (f & F_ACK_FLOOD)
@@ -1139,7 +1149,7 @@ static __always_inline int do_udp(struct xdp_md *ctx, struct config *cfg, struct
 	}
 	__u64 n = __sync_fetch_and_add(&us->pkts, 1) + 1;
 	__u64 b = __sync_fetch_and_add(&us->bytes, bytes) + bytes;
-	if (((lim->pps && n > lim->pps) || (lim->bps && b > lim->bps)) && !allowed(cfg, st, p, now)) {
+	if (((lim->pps && n > lim->pps) || (lim->bps && b > lim->bps)) && !allowed(cfg, st, p)) {
 		if (us->over != win) {
 			us->over = win;
 			emit(cfg, st, EV_UDP_LIMIT, p, (__u16)port, (__u32)n, t);
@@ -1166,15 +1176,14 @@ static __always_inline int filter(struct xdp_md *ctx, struct config *cfg, struct
 		st->c[CNT_MALFORMED]++;
 		return XDP_DROP;
 	}
-	if (listed(cfg, &p, &deny, &deny_cidr4, &deny_cidr6, L_DENY, L_DENY4, L_DENY6, S_DENY_EXACT,
-		   &now)) {
-		if (allowed(cfg, st, &p, &now))
+	if (listed(cfg, &p, &deny, &deny_cidr4, &deny_cidr6, L_DENY, L_DENY4, L_DENY6, S_DENY_EXACT)) {
+		if (allowed(cfg, st, &p))
 			return XDP_PASS;
 		st->c[CNT_DENY]++;
 		return XDP_DROP;
 	}
 	if (p.frag) {
-		if ((cfg->flags & F_DROP_FRAGMENTS) && !allowed(cfg, st, &p, &now)) {
+		if ((cfg->flags & F_DROP_FRAGMENTS) && !allowed(cfg, st, &p)) {
 			st->c[CNT_FRAGMENT]++;
 			return XDP_DROP;
 		}
