@@ -73,8 +73,20 @@ func indexed(i int, p netip.Prefix) bool {
 	return i == mDeny && p.Addr().Is4() && p.Bits() == 32
 }
 
-// indexPut puts or updates p's entry with expiry exp.
-func (k *kernel) indexPut(p netip.Prefix, exp uint64) error {
+// slot returns the slot of b holding a, or -1.
+func (b *bulwarkIndexBucket) slot(a uint32) int {
+	for s := range indexSlots {
+		if b.Used&(1<<s) != 0 && b.Addr[s] == a {
+			return s
+		}
+	}
+	return -1
+}
+
+// inBucket runs fn on p's bucket under the index lock (a its address as
+// the program sees it, i the bucket's number) and writes the bucket back
+// when fn says it changed.
+func (k *kernel) inBucket(p netip.Prefix, fn func(x *index, a, i uint32, b *bulwarkIndexBucket) (bool, error)) error {
 	x := &k.idx
 	a := indexAddr(p.Addr())
 	i := x.bucket(a)
@@ -84,73 +96,80 @@ func (k *kernel) indexPut(p netip.Prefix, exp uint64) error {
 	if err := k.objs.DenyIndex.Lookup(i, &b); err != nil {
 		return err
 	}
-	free := -1
-	for s := range indexSlots {
-		switch {
-		case b.Used&(1<<s) != 0 && b.Addr[s] == a:
-			b.Expires[s] = exp
-			return k.objs.DenyIndex.Update(i, &b, ebpf.UpdateExist)
-		case b.Used&(1<<s) == 0 && free < 0:
-			free = s
-		}
-	}
-	if slices.Contains(x.over[i], a) {
-		return nil // the map holds its expiry
-	}
-	if free < 0 {
-		x.over[i] = append(x.over[i], a)
-		b.Over = 1
-	} else {
-		b.Addr[free], b.Expires[free] = a, exp
-		b.Used |= 1 << free
+	changed, err := fn(x, a, i, &b)
+	if err != nil || !changed {
+		return err
 	}
 	return k.objs.DenyIndex.Update(i, &b, ebpf.UpdateExist)
+}
+
+// indexPut puts or updates p's entry with expiry exp.
+func (k *kernel) indexPut(p netip.Prefix, exp uint64) error {
+	return k.inBucket(p, func(x *index, a, i uint32, b *bulwarkIndexBucket) (bool, error) {
+		if s := b.slot(a); s >= 0 {
+			b.Expires[s] = exp
+			return true, nil
+		}
+		free := -1
+		for s := range indexSlots {
+			if b.Used&(1<<s) == 0 {
+				free = s
+				break
+			}
+		}
+		if slices.Contains(x.over[i], a) {
+			return false, nil // the map holds its expiry
+		}
+		if free < 0 {
+			x.over[i] = append(x.over[i], a)
+			b.Over = 1
+		} else {
+			b.Addr[free], b.Expires[free] = a, exp
+			b.Used |= 1 << free
+		}
+		return true, nil
+	})
 }
 
 // indexDel removes p's entry; a slot it frees in a bucket that is over
 // takes a map-only entry back.
 func (k *kernel) indexDel(p netip.Prefix) error {
-	x := &k.idx
-	a := indexAddr(p.Addr())
-	i := x.bucket(a)
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var b bulwarkIndexBucket
-	if err := k.objs.DenyIndex.Lookup(i, &b); err != nil {
-		return err
-	}
-	if j := slices.Index(x.over[i], a); j >= 0 {
-		x.over[i] = slices.Delete(x.over[i], j, j+1)
-	} else {
-		for s := range indexSlots {
-			if b.Used&(1<<s) == 0 || b.Addr[s] != a {
-				continue
-			}
+	return k.inBucket(p, func(x *index, a, i uint32, b *bulwarkIndexBucket) (bool, error) {
+		if j := slices.Index(x.over[i], a); j >= 0 {
+			x.over[i] = slices.Delete(x.over[i], j, j+1)
+		} else if s := b.slot(a); s >= 0 {
 			b.Used &^= 1 << s
-			// Promote a map-only entry into the freed slot.
-			for len(x.over[i]) > 0 {
-				c := x.over[i][len(x.over[i])-1]
-				x.over[i] = x.over[i][:len(x.over[i])-1]
-				var v bulwarkListVal
-				var ab [4]byte
-				binary.NativeEndian.PutUint32(ab[:], c)
-				err := k.lists[mDeny].Lookup(addrKey(netip.AddrFrom4(ab)), &v)
-				if errors.Is(err, ebpf.ErrKeyNotExist) {
-					continue // gone from the map: nothing to index
-				}
-				if err != nil {
-					return err
-				}
-				b.Addr[s], b.Expires[s] = c, v.Expires
-				b.Used |= 1 << s
-				break
+			if err := k.promote(x, i, b, s); err != nil {
+				return false, err
 			}
-			break
 		}
+		if len(x.over[i]) == 0 {
+			delete(x.over, i)
+			b.Over = 0
+		}
+		return true, nil
+	})
+}
+
+// promote moves a map-only entry of bucket i, if any is still in the
+// map, into its free slot s.
+func (k *kernel) promote(x *index, i uint32, b *bulwarkIndexBucket, s int) error {
+	for len(x.over[i]) > 0 {
+		c := x.over[i][len(x.over[i])-1]
+		x.over[i] = x.over[i][:len(x.over[i])-1]
+		var v bulwarkListVal
+		var ab [4]byte
+		binary.NativeEndian.PutUint32(ab[:], c)
+		err := k.lists[mDeny].Lookup(addrKey(netip.AddrFrom4(ab)), &v)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue // gone from the map: nothing to index
+		}
+		if err != nil {
+			return err
+		}
+		b.Addr[s], b.Expires[s] = c, v.Expires
+		b.Used |= 1 << s
+		return nil
 	}
-	if len(x.over[i]) == 0 {
-		delete(x.over, i)
-		b.Over = 0
-	}
-	return k.objs.DenyIndex.Update(i, &b, ebpf.UpdateExist)
+	return nil
 }

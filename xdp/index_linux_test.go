@@ -17,10 +17,8 @@ func (h *harness) indexBucketOf(a netip.Addr) (b bulwarkIndexBucket, in bool, ex
 	if err := k.objs.DenyIndex.Lookup(k.idx.bucket(x), &b); err != nil {
 		h.t.Fatal(err)
 	}
-	for s := range indexSlots {
-		if b.Used&(1<<s) != 0 && b.Addr[s] == x {
-			return b, true, b.Expires[s]
-		}
+	if s := b.slot(x); s >= 0 {
+		return b, true, b.Expires[s]
 	}
 	return b, false, 0
 }
