@@ -312,7 +312,14 @@ func (g *Gateway) screen(w http.ResponseWriter, r *http.Request, rs *reqState, l
 	case ipset.Allowed:
 		rs.free = true
 	case ipset.Denied:
-		rs.refuse(g.metrics, layerIPSet, "deny_client", http.StatusForbidden)
+		reason := "deny_client"
+		if !rs.clientOK {
+			// The balancer named no client (no forwarding header, or
+			// one that does not parse): refused the same way, counted
+			// apart from a real block.
+			reason = "unresolved_client"
+		}
+		rs.refuse(g.metrics, layerIPSet, reason, http.StatusForbidden)
 		wire.Reject(w, r, wire.New(wire.CodeBlocked))
 		return false
 	}
