@@ -21,15 +21,14 @@ type Key = keyed.Key128
 
 // KeyOf returns the L2 [Key] of key under the limiter called name.
 func KeyOf(name, key string) Key {
-	h := sha256.New()
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
-	h.Write([]byte("bulwark/global/v1\x00"))
-	h.Write(n[:])
-	h.Write([]byte(name))
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	// One buffer on the stack for the usual lengths (a refill computes
+	// it on a request's path): no allocation.
+	var buf [256]byte
+	b := append(buf[:0], "bulwark/global/v1\x00"...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(name)))
+	b = append(b, name...)
+	b = append(b, key...)
+	sum := sha256.Sum256(b)
 	return Key{binary.BigEndian.Uint64(sum[0:8]), binary.BigEndian.Uint64(sum[8:16])}
 }
 
