@@ -21,7 +21,9 @@
 // and applies the answers. A key that L2 reported empty is rejected
 // locally until L2's retry time. Only a key that holds too few tokens and
 // is not known to be empty waits for its refill, at most Config.Budget
-// (2 ms by default).
+// (2 ms by default): blocked, or, for a caller that must not block (an
+// event loop's request), sleeping on the caller's [Sleeper]
+// ([Limiter.AllowNFromSleeping]).
 //
 // The lease size k adapts to the key's observed rate (enough tokens for
 // half of Config.LeaseTTL, 500 ms by default), between 1 and

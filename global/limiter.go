@@ -112,7 +112,30 @@ func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 // have room in its budget (Config.Networks), or the decision is a
 // refusal like a full table's.
 func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decision {
-	return l.decide(key, addr, n, take)
+	return l.decide(key, addr, n, take, nil)
+}
+
+// A Sleeper lets a caller that must not block wait: Sleep returns once
+// t has passed (nil), or earlier with an error when the caller is gone,
+// and lets the caller's other work go on meanwhile. The connection of an
+// event loop's request is one (h1.Loop): its Sleep yields to the loop.
+type Sleeper interface {
+	Sleep(t time.Time) error
+}
+
+// AllowNFromSleeping is AllowNFrom for a caller that must never block,
+// such as an event loop: it decides exactly as AllowNFrom does, and where
+// AllowNFrom would wait for the key's refill (within Config.Budget,
+// measured on the node's clock) it waits by sleeping on s, looking at
+// the refill every sleepStep, so that the caller goes on with its other
+// work meanwhile however slow the store is. A Sleep that fails (the
+// caller is gone) ends the wait: the decision is then made from the
+// local share, as at the end of the budget, without counting as a budget
+// miss.
+//
+// key is not retained: it may be a view of a buffer the caller reuses.
+func (l *Limiter) AllowNFromSleeping(key string, addr netip.Addr, n int64, s Sleeper) limit.Decision {
+	return l.decide(key, addr, n, take, s)
 }
 
 // Peek reports whether one unit would be admitted for key now, without
@@ -122,7 +145,7 @@ func (l *Limiter) AllowNFrom(key string, addr netip.Addr, n int64) limit.Decisio
 // replica holds no token for the key, as AllowN(key, 1) would; the tokens
 // such a refill brings stay held for the key's next decisions.
 func (l *Limiter) Peek(key string) limit.Decision {
-	return l.decide(key, netip.Addr{}, 1, peek)
+	return l.decide(key, netip.Addr{}, 1, peek, nil)
 }
 
 // ChargeN counts n units (n >= 1) for key whether or not they fit: a
@@ -142,7 +165,7 @@ func (l *Limiter) ChargeN(key string, n int64) limit.Decision {
 	if n <= 0 {
 		return l.AllowN(key, n)
 	}
-	return l.decide(key, netip.Addr{}, n, charge)
+	return l.decide(key, netip.Addr{}, n, charge, nil)
 }
 
 // mode is what a decision does with the units it admits or refuses.
@@ -154,7 +177,13 @@ const (
 	charge             // ChargeN: take the units, fitting or not
 )
 
-func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Decision {
+// sleepStep is how often a decision waiting on a Sleeper looks at its
+// refill: a fraction of a local Redis round trip's usual time.
+const sleepStep = 50 * time.Microsecond
+
+// decide makes a decision of mode m; a wait for a refill sleeps on s
+// when set (AllowNFromSleeping), or blocks on a timer.
+func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper) limit.Decision {
 	nd := l.node
 	k1 := nd.hasher.Sum(key)
 	k1[0] ^= l.id[0]
@@ -172,6 +201,10 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 		k2    Key
 		hasK2 bool
 		timer *time.Timer
+		// waiting: the decision has waited (its arrival is counted);
+		// until: the budget's end on the node's clock, with s.
+		waiting bool
+		until   time.Time
 		// mine: the round waited on carries this peek's query; asked:
 		// L2 has answered it.
 		mine, asked bool
@@ -207,7 +240,7 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 				d, decided = l.report(e, t, true), true
 				return !created
 			}
-			if timer == nil && m != peek {
+			if !waiting && m != peek {
 				e.arrivals += n
 			}
 			if e.tokens > 0 && t >= e.expires {
@@ -311,9 +344,26 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 				continue // the key changed meanwhile: decide again
 			}
 		}
-		if timer == nil {
+		if !waiting {
+			waiting = true
 			nd.c.waits.Add(1)
-			timer = time.NewTimer(nd.cfg.Budget)
+			if s == nil {
+				timer = time.NewTimer(nd.cfg.Budget)
+			} else {
+				until = now.Add(nd.cfg.Budget)
+			}
+		}
+		if s != nil {
+			switch nd.sleepOn(wait, until, s) {
+			case answered:
+				asked = mine
+				continue
+			case gone:
+				return l.fallback(k1, addr, nd.clk.Now(), n, units, m)
+			}
+			nd.c.waitTimeouts.Add(1)
+			wait.missed.Store(true)
+			return l.fallback(k1, addr, nd.clk.Now(), n, units, m)
 		}
 		select {
 		case <-wait.done:
@@ -322,6 +372,31 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode) limit.Dec
 			nd.c.waitTimeouts.Add(1)
 			wait.missed.Store(true)
 			return l.fallback(k1, addr, nd.clk.Now(), n, units, m)
+		}
+	}
+}
+
+// Outcomes of a wait on a Sleeper.
+const (
+	answered = iota // the round is done: decide again
+	late            // the budget ran out
+	gone            // the Sleeper failed: its caller is gone
+)
+
+// sleepOn waits for rd by sleeping on s, looking at it every sleepStep,
+// until rd is done or the node's clock reaches until.
+func (n *Node) sleepOn(rd *round, until time.Time, s Sleeper) int {
+	for {
+		select {
+		case <-rd.done:
+			return answered
+		default:
+		}
+		if !n.clk.Now().Before(until) {
+			return late
+		}
+		if s.Sleep(time.Now().Add(sleepStep)) != nil {
+			return gone
 		}
 	}
 }
