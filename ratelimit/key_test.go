@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -67,4 +68,19 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("%q → %+v; again %+v, %v", s, k, again, err)
 		}
 	})
+}
+
+// AppendText writes exactly Text's form (stores key buckets by it), for
+// strings, IPv4 and IPv6 addresses, a zoned one and the zero Addr.
+func TestKeyAppendTextIsText(t *testing.T) {
+	for _, k := range []Key{
+		StringKey(""), StringKey("tenant-1"), StringKey(strings.Repeat("x", 300)),
+		AddrKey(netip.MustParseAddr("192.0.2.1")), AddrKey(netip.MustParseAddr("2001:db8::")),
+		AddrKey(netip.MustParseAddr("fe80::1%eth0")), AddrKey(netip.MustParseAddr("::ffff:192.0.2.1")), AddrKey(netip.Addr{}),
+	} {
+		var buf [8]byte
+		if got, want := string(k.AppendText(buf[:0])), k.Text(); got != want {
+			t.Errorf("AppendText %q, Text %q", got, want)
+		}
+	}
 }

@@ -320,6 +320,19 @@ func (k Key) Text() string {
 	return "s:" + k.s
 }
 
+// AppendText appends Text's form of k to dst, without allocating when
+// dst has room.
+func (k Key) AppendText(dst []byte) []byte {
+	if !k.addr {
+		return append(append(dst, "s:"...), k.s...)
+	}
+	dst = append(dst, "a:"...)
+	if !k.a.IsValid() {
+		return append(dst, k.a.String()...) // as String writes it
+	}
+	return k.a.AppendTo(dst)
+}
+
 // Addr returns the client address of an address key, and false (with
 // the zero Addr) for a string key.
 func (k Key) Addr() (netip.Addr, bool) { return k.a, k.addr }
