@@ -48,9 +48,10 @@ import (
 // pipeline (host.FastHandler). It declines, having done nothing, a
 // request whose route needs net/http (host.NetHTTP), and on an event
 // loop (listen.engine auto) one that cannot be served without blocking
-// the loop (host.OffLoop): a global rate limit, an upstream over TLS or
-// whose name is not looked up yet, a chunked or long body (see
-// proxy.ServesOnLoop). Either carries the route it matched.
+// the loop (host.OffLoop): an upstream over TLS or whose name is not
+// looked up yet, a chunked or long body (see proxy.ServesOnLoop). Either
+// carries the route it matched. A global rate limit is decided on the
+// loop (see reqState.loop).
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	p := g.cur.Load()
 	method, sent, host1 := x.Method(), x.Target(), x.Host()
@@ -65,13 +66,13 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 		switch {
 		case !rt.fast:
 			return host.NetHTTP(p.routed(method, sent, rawPath, host1, &t))
-		case x.Loop != nil && (!rt.loop || !rt.proxy.ServesOnLoop(x)):
+		case x.Loop != nil && !rt.proxy.ServesOnLoop(x):
 			return host.OffLoop(p.routed(method, sent, rawPath, host1, &t))
 		}
 	}
 	g.tally.requests.Add(1)
 	rs := reqStates.Get().(*reqState)
-	*rs = reqState{start: x.Start}
+	*rs = reqState{start: x.Start, loop: x.Loop}
 	defer reqStates.Put(rs)
 	defer p.finish(rs)
 	p.serveFast(x, rs, &t)

@@ -38,7 +38,7 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 	}
 	b := globalBucket{l: l}
 	deadline := time.Now().Add(5 * time.Second)
-	for b.allowKey(ratelimit.StringKey("x")); node.State() != global.Open; b.allowKey(ratelimit.StringKey("x")) {
+	for b.allowKey(ratelimit.StringKey("x"), nil); node.State() != global.Open; b.allowKey(ratelimit.StringKey("x"), nil) {
 		if time.Now().After(deadline) {
 			t.Fatal("the breaker never opened")
 		}
@@ -48,13 +48,13 @@ func TestGlobalBucketBudgetsNetworks(t *testing.T) {
 	for i := range 2048 {
 		a := netip.MustParseAddr("2001:db8:1::1").As16()
 		a[6], a[7] = byte(i>>8), byte(i)
-		if b.allowKey(ratelimit.AddrKey(netip.AddrFrom16(a))).Allowed {
+		if b.allowKey(ratelimit.AddrKey(netip.AddrFrom16(a)), nil).Allowed {
 			from48++
 		}
 	}
 	admitted := 0
 	for i := range 200 {
-		if b.allowKey(ratelimit.AddrKey(netip.AddrFrom4([4]byte{10, byte(i), 0, 1}))).Allowed {
+		if b.allowKey(ratelimit.AddrKey(netip.AddrFrom4([4]byte{10, byte(i), 0, 1})), nil).Allowed {
 			admitted++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/clock"
+	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
@@ -61,6 +62,10 @@ type reqState struct {
 	host      string
 	route     *route
 	free      bool // an allowed client: no shield, no route rate limit
+	// loop is the event loop's connection serving the request (nil off
+	// the loops): a global rate limit decision that waits for its
+	// refill sleeps on it, letting the loop serve its other connections.
+	loop global.Sleeper
 
 	// What the request met, for the access log and the metrics: the layer
 	// that answered instead of the upstream (and why), the status, and a
@@ -159,12 +164,8 @@ type route struct {
 	policy    http.Handler // login → quota → proxy
 	proxy     *proxy.Proxy
 	// fast: the fast engine serves the route (no login, no quota:
-	// those need net/http's request).
-	fast bool
-	// loop: and on an event loop, where nothing may wait but the
-	// exchange's own I/O (not with a global rate limit, which may wait
-	// on Redis).
-	loop     bool
+	// those need net/http's request), on an event loop too.
+	fast     bool
 	onHeader func(time.Duration) // rm.observe, made once
 	rm       *routeMetrics
 	metrics  *metrics
@@ -372,7 +373,6 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		if err := b.limitRoute(rt, rc.RateLimit); err != nil {
 			return nil, err
 		}
-		rt.loop = rt.fast && (rt.limit == nil || !rt.limit.global())
 		p.routes = append(p.routes, rt)
 	}
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"unsafe"
 
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/ratelimit"
@@ -110,7 +111,7 @@ func clientKey(rs *reqState) ratelimit.Key {
 // nothing; a malformed key is still answered).
 func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, rs *reqState, shadow bool) (ok bool, reason string) {
 	if pc := l.perClient; pc != nil {
-		if d := pc.allowKey(clientKey(rs)); !d.Allowed {
+		if d := pc.allowKey(clientKey(rs), rs.loop); !d.Allowed {
 			if shadow {
 				return false, "per_client"
 			}
@@ -134,7 +135,7 @@ func (l *routeLimit) check(w http.ResponseWriter, r *http.Request, rs *reqState,
 			return false, "ambiguous_key"
 		}
 	}
-	d := l.keyed.allowKey(k)
+	d := l.keyed.allowKey(k, rs.loop)
 	if !d.Allowed {
 		if shadow {
 			if d.Full {
@@ -176,34 +177,39 @@ func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, rs *reqSta
 // bucket is a route's keyed limit, local or global: the gateway picks the
 // key, the limiter decides, and the same ratelimit.Policy answers.
 type bucket interface {
-	allowKey(k ratelimit.Key) ratelimit.Decision
+	// allowKey decides one request of key k. loop, when set, is the
+	// event loop's connection serving it: a decision that waits (a
+	// global limit's refill) sleeps on it, never blocking the loop.
+	allowKey(k ratelimit.Key, loop global.Sleeper) ratelimit.Decision
 	policy() ratelimit.Policy
 }
 
 type localBucket struct{ l *ratelimit.Limiter }
 
-func (b localBucket) allowKey(k ratelimit.Key) ratelimit.Decision { return b.l.AllowKey(k, 1) }
-func (b localBucket) policy() ratelimit.Policy                    { return b.l.Policy() }
+func (b localBucket) allowKey(k ratelimit.Key, _ global.Sleeper) ratelimit.Decision {
+	return b.l.AllowKey(k, 1)
+}
+func (b localBucket) policy() ratelimit.Policy { return b.l.Policy() }
 
 type globalBucket struct {
 	l   *global.Limiter
 	pol ratelimit.Policy
 }
 
-func (b globalBucket) allowKey(k ratelimit.Key) ratelimit.Decision {
+func (b globalBucket) allowKey(k ratelimit.Key, loop global.Sleeper) ratelimit.Decision {
+	// The key's text on the stack: the limiter keeps only its digests.
+	var buf [64]byte
+	t := k.AppendText(buf[:0])
+	key := unsafe.String(unsafe.SliceData(t), len(t))
 	// An address key carries its client for the network budget.
 	a, _ := k.Addr()
-	return ratelimit.Decision{Decision: b.l.AllowNFrom(k.Text(), a, 1)}
+	if loop != nil {
+		return ratelimit.Decision{Decision: b.l.AllowNFromSleeping(key, a, 1, loop)}
+	}
+	return ratelimit.Decision{Decision: b.l.AllowNFrom(key, a, 1)}
 }
 
 func (b globalBucket) policy() ratelimit.Policy { return b.pol }
-
-// global reports whether a bucket of l counts in Redis.
-func (l *routeLimit) global() bool {
-	_, k := l.keyed.(globalBucket)
-	_, c := l.perClient.(globalBucket)
-	return k || c
-}
 
 // globalName names a route's global limiter. The route name, key and
 // parameters are in it: replicas with the same settings share buckets,
