@@ -3,6 +3,7 @@ package redisglobal_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -43,6 +44,16 @@ func TestLoadProof(t *testing.T) {
 		t.Skipf("a measurement, not a test: %s=1 (scripts/bench-global) runs it", loadEnv)
 	}
 	const callers, nkeys = 16, 10_000
+	// BULWARK_GLOBAL_LOAD_SLEEPING=1: the callers decide as an event
+	// loop does (AllowNFromSleeping, a wait for a refill slept in
+	// sleepStep naps instead of blocked on a timer).
+	allow := func(l *global.Limiter, key string) limit.Decision { return l.Allow(key) }
+	if os.Getenv("BULWARK_GLOBAL_LOAD_SLEEPING") == "1" {
+		allow = func(l *global.Limiter, key string) limit.Decision {
+			return l.AllowNFromSleeping(key, netip.Addr{}, 1, napper{})
+		}
+		t.Log("callers decide with AllowNFromSleeping")
+	}
 	rd := testsvc.StartRedis(t)
 	budget := envDuration("BULWARK_GLOBAL_LOAD_BUDGET", 0) // 0: the default
 	var rtMu sync.Mutex
@@ -89,7 +100,7 @@ func TestLoadProof(t *testing.T) {
 				}
 				k := order[i]
 				t0 := time.Now()
-				d := fresh.Allow("fresh-" + strconv.Itoa(int(k)))
+				d := allow(fresh, "fresh-"+strconv.Itoa(int(k)))
 				lat[c] = append(lat[c], time.Since(t0))
 				if d.Allowed {
 					admitted[k].Add(1)
@@ -145,7 +156,7 @@ func TestLoadProof(t *testing.T) {
 				if !t0.Before(stop) {
 					break
 				}
-				d := steady.Allow(keys[rng.IntN(nkeys)])
+				d := allow(steady, keys[rng.IntN(nkeys)])
 				lat[c] = append(lat[c], time.Since(t0))
 				if !d.Allowed {
 					refused.Add(1)
@@ -169,6 +180,14 @@ func TestLoadProof(t *testing.T) {
 	if refused.Load() != 0 {
 		t.Errorf("steady: %d false refusals, want 0", refused.Load())
 	}
+}
+
+// napper is a global.Sleeper that sleeps its goroutine.
+type napper struct{}
+
+func (napper) Sleep(t time.Time) error {
+	time.Sleep(time.Until(t))
+	return nil
 }
 
 // percentiles formats p50, p99, p99.9 and the maximum of the samples.
