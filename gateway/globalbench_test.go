@@ -92,3 +92,36 @@ func BenchmarkGlobalRouteRequest(b *testing.B) {
 		})
 	}
 }
+
+// A request of a global-limit route served on an event loop allocates
+// nothing once its key holds leases (the refills, one per half a
+// lease, allocate in the Redis client on the limiter's worker: well
+// under one allocation per request), as a plain request does; the
+// goroutine engine's is bounded like a plain request's.
+func TestNoRaceGlobalRouteAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not meaningful under -race")
+	}
+	for _, engine := range []string{EngineAuto, EngineGoroutine} {
+		t.Run("engine="+engineLabel(engine), func(t *testing.T) {
+			g, addr := startGlobalBenchGateway(t, engine)
+			rc := dialRaw(t, addr, "/items/1")
+			for range 2000 { // warm: buffers, pools, the key's rate and lease size
+				if err := rc.do(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			left := g.host.EngineStats().LeftLoop
+			allocs := testing.AllocsPerRun(2000, func() {
+				if err := rc.do(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			moved := g.host.EngineStats().LeftLoop - left
+			t.Logf("%.0f allocations per request, %d moved off a loop", allocs, moved)
+			if want := map[string]float64{EngineAuto: 0, EngineGoroutine: 2}[engine]; allocs > want || moved != 0 {
+				t.Fatalf("%.0f allocations per request (want at most %v), %d connections moved off a loop (want 0)", allocs, want, moved)
+			}
+		})
+	}
+}
