@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Bounds of [ReadUsername].
@@ -209,41 +210,127 @@ type Credentials struct {
 // ReadCredentials reads a login request as [ReadUsername] does, and also
 // reports whether it carries a password ([Credentials.Password]).
 func ReadCredentials(r *http.Request, opt UsernameOptions) (Credentials, error) {
-	opt, err := opt.resolve()
-	if err != nil {
+	m := Message{Fields: HeaderFields(r.Header), ContentLength: r.ContentLength}
+	if r.URL != nil {
+		m.Query = r.URL.RawQuery
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		m.Body = r.Body
+	}
+	c, body, err := ReadMessage(m, opt, nil)
+	if errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrUnreadableBody) || errors.Is(err, ErrUnsupportedContentEncoding) || errors.Is(err, ErrInvalidOptions) {
 		return Credentials{}, err
 	}
-	for _, v := range r.Header["Content-Encoding"] {
-		for tok := range strings.SplitSeq(v, ",") {
+	if m.Body != nil {
+		_ = r.Body.Close()
+	}
+	setBody(r, body)
+	return c, err
+}
+
+// A Message is a login request as [ReadMessage] reads it, whatever
+// serves it: net/http ([ReadCredentials] makes one of an *http.Request)
+// or an engine of its own that has the request as bytes.
+type Message struct {
+	// Query is the raw query string (without the '?').
+	Query string
+	// Fields looks the header fields up; nil means none.
+	Fields Fields
+	// Body is the request body, read to its end within
+	// UsernameOptions.MaxBodyBytes; nil means none. A read error that is
+	// or wraps ErrBodyTooLarge or *http.MaxBytesError (an outer bound)
+	// is ErrBodyTooLarge, any other ErrUnreadableBody.
+	Body io.Reader
+	// ContentLength is the announced length of Body, -1 when unknown
+	// (chunked): a length over the bound is refused before anything is
+	// read.
+	ContentLength int64
+}
+
+// Fields gives [ReadMessage] a request's header fields: Value returns
+// the i-th value (from 0) of the field named name (canonical form, such
+// as "Content-Type"), ok false past the last. A value may share memory
+// with the request (see [ReadMessage]).
+type Fields interface {
+	Value(name string, i int) (v string, ok bool)
+}
+
+// HeaderFields is the [Fields] of an http.Header (canonical keys).
+func HeaderFields(h http.Header) Fields { return headerFields(h) }
+
+type headerFields http.Header
+
+func (h headerFields) Value(name string, i int) (string, bool) {
+	vs := h[name]
+	if i < len(vs) {
+		return vs[i], true
+	}
+	return "", false
+}
+
+// ReadMessage is the one credential reader: [ReadCredentials] and
+// [ReadUsername] are ReadMessage on an *http.Request. It refuses a
+// Content-Encoding other than identity, reads m.Body in full (appended
+// to buf, which may be nil, and returned: the very bytes received, for
+// the handler), bounded by opt.MaxBodyBytes, and reads the username and
+// whether a password is present from the query, the body and, with
+// opt.BasicAuth, the Authorization field, under the rules of
+// [ReadUsername]. The body is returned whenever it was read in full,
+// whatever the error; it is nil when the body was too large or could
+// not be read (or when there is none).
+//
+// The Username returned may share memory with body, m.Query and the
+// values of m.Fields: it is valid as long as they are unchanged (copy
+// it to keep it).
+func ReadMessage(m Message, opt UsernameOptions, buf []byte) (c Credentials, body []byte, err error) {
+	opt, err = opt.resolve()
+	if err != nil {
+		return Credentials{}, nil, err
+	}
+	f := m.Fields
+	if f == nil {
+		f = noFields{}
+	}
+	for i := 0; ; i++ {
+		v, ok := f.Value("Content-Encoding", i)
+		if !ok {
+			break
+		}
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
 			if t := strings.TrimSpace(tok); t != "" && !strings.EqualFold(t, "identity") {
-				return Credentials{}, ErrUnsupportedContentEncoding
+				return Credentials{}, nil, ErrUnsupportedContentEncoding
 			}
 		}
 	}
-	body, err := readBody(r, opt.MaxBodyBytes)
-	if err != nil {
-		return Credentials{}, err
-	}
-	c := collector{fields: opt.Fields, password: opt.PasswordField, fold: opt.Folding}
-	if r.URL != nil {
-		if err := c.pairs(r.URL.RawQuery); err != nil {
-			return Credentials{}, err
+	if m.Body != nil {
+		if body, err = readBody(m.Body, m.ContentLength, opt.MaxBodyBytes, buf); err != nil {
+			return Credentials{}, nil, err
 		}
+	}
+	col := collector{fields: opt.Fields, password: opt.PasswordField, fold: opt.Folding}
+	if err := col.pairs(m.Query); err != nil {
+		return Credentials{}, body, err
 	}
 	if opt.BasicAuth {
-		if err := c.basicAuth(r.Header); err != nil {
-			return Credentials{}, err
+		if err := col.basicAuth(f); err != nil {
+			return Credentials{}, body, err
 		}
 	}
-	if err := c.body(r.Header, body, opt); err != nil {
-		return Credentials{}, err
+	if err := col.body(f, body, opt); err != nil {
+		return Credentials{}, body, err
 	}
-	u, err := c.result()
+	u, err := col.result()
 	if err != nil {
-		return Credentials{}, err
+		return Credentials{}, body, err
 	}
-	return Credentials{Username: u, Password: c.hasPassword}, nil
+	return Credentials{Username: u, Password: col.hasPassword}, body, nil
 }
+
+type noFields struct{}
+
+func (noFields) Value(string, int) (string, bool) { return "", false }
 
 // ReadUsername returns the username of a login request, read from every
 // place common web frameworks read a form field from:
@@ -466,19 +553,19 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
-func (c *collector) basicAuth(h http.Header) error {
-	vs := h["Authorization"]
-	if len(vs) == 0 {
+func (c *collector) basicAuth(f Fields) error {
+	v, ok := f.Value("Authorization", 0)
+	if !ok {
 		return nil
 	}
-	if len(vs) > 1 {
+	if _, more := f.Value("Authorization", 1); more {
 		return fmt.Errorf("%w: repeated Authorization", ErrAmbiguousCredentials)
 	}
-	scheme, _, _ := strings.Cut(strings.TrimSpace(vs[0]), " ")
+	scheme, _, _ := strings.Cut(strings.TrimSpace(v), " ")
 	if !strings.EqualFold(scheme, "Basic") {
 		return nil
 	}
-	r := http.Request{Header: http.Header{"Authorization": vs}}
+	r := http.Request{Header: http.Header{"Authorization": {v}}}
 	user, pass, ok := r.BasicAuth()
 	if !ok {
 		return fmt.Errorf("%w: malformed Basic credentials", ErrInvalidLoginRequest)
@@ -492,25 +579,21 @@ func (c *collector) basicAuth(h http.Header) error {
 
 // body reads the username from body as its Content-Type says, and as
 // JSON whenever it starts with a JSON object.
-func (c *collector) body(h http.Header, body []byte, opt UsernameOptions) error {
+func (c *collector) body(f Fields, body []byte, opt UsernameOptions) error {
 	if len(body) == 0 {
 		return nil
 	}
-	cts := h["Content-Type"]
-	if len(cts) > 1 {
+	if _, more := f.Value("Content-Type", 1); more {
 		return fmt.Errorf("%w: repeated Content-Type", ErrInvalidLoginRequest)
 	}
-	ct := ""
-	if len(cts) == 1 {
-		ct = cts[0]
-	}
+	ct, _ := f.Value("Content-Type", 0)
 	mt, _, _ := strings.Cut(ct, ";")
 	mt = strings.TrimSpace(mt)
 	switch {
 	case isJSONType(mt):
 		return c.json(body, true)
 	case mt == "" || strings.EqualFold(mt, "application/x-www-form-urlencoded"):
-		if err := c.pairs(string(body)); err != nil {
+		if err := c.pairs(bytesString(body)); err != nil {
 			return err
 		}
 	case strings.EqualFold(mt, "multipart/form-data"):
@@ -616,7 +699,7 @@ func (c *collector) jsonKeyKind(key []byte) fieldKind {
 func jsonString(lit []byte) (string, error) {
 	inner := lit[1 : len(lit)-1]
 	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), nil
+		return bytesString(inner), nil // shares the body's memory
 	}
 	var s string
 	err := json.Unmarshal(lit, &s)
@@ -755,22 +838,21 @@ func headerBytes(h textproto.MIMEHeader) int {
 	return n
 }
 
-// readBody reads r's body in full, at most max bytes, and puts the same
-// bytes back (see ReadUsername).
-func readBody(r *http.Request, max int64) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		setBody(r, nil)
-		return nil, nil
-	}
-	if r.ContentLength > max {
+// readBody reads body in full, at most max bytes, appended to buf;
+// contentLength is the announced length, -1 when unknown.
+func readBody(body io.Reader, contentLength, max int64, buf []byte) ([]byte, error) {
+	if contentLength > max {
 		return nil, ErrBodyTooLarge
 	}
 	limit := max + 1
 	size := int64(512)
-	if r.ContentLength >= 0 {
-		size = r.ContentLength + 1 // room to see EOF without growing
+	if contentLength >= 0 {
+		size = contentLength + 1 // room to see EOF without growing
 	}
-	buf := make([]byte, 0, min(size, limit))
+	if want := min(size, limit); int64(cap(buf)) < want {
+		buf = make([]byte, 0, want)
+	}
+	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) >= limit {
@@ -781,7 +863,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 				buf = buf[:len(buf):limit]
 			}
 		}
-		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > max {
 			return nil, ErrBodyTooLarge
@@ -791,15 +873,22 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		}
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			if errors.As(err, &mbe) || errors.Is(err, ErrBodyTooLarge) {
 				return nil, ErrBodyTooLarge
 			}
 			return nil, ErrUnreadableBody
 		}
 	}
-	_ = r.Body.Close()
-	setBody(r, buf)
 	return buf, nil
+}
+
+// bytesString is b as a string sharing its memory: for bytes that do
+// not change while the string is in use (a body read in full).
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // replayBody is a request body put back by ReadUsername: the bytes read

@@ -120,15 +120,43 @@ type Outcome struct {
 // then refused like a throttled attempt, from every address, whether or
 // not it exists.
 func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
+	t, err := NewThrottle(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return t.Middleware, nil
+}
+
+// A Throttle is the login middleware's logic, for engines that serve
+// requests without an *http.Request as well as for net/http: its
+// Middleware method is [NewMiddleware]'s middleware, and an engine of
+// its own reads the request with [ReadMessage], then calls Decide, does
+// what the Attempt says, and calls Done. Both make the same decisions
+// with the same code, answer with the same writers and report the same
+// Outcomes.
+type Throttle struct {
+	shadow    bool
+	lim       *Limiter
+	lockout   *Lockout
+	opt       UsernameOptions // resolved; unused with custom
+	custom    bool            // MiddlewareConfig.Username is set
+	readCreds func(*http.Request) (Credentials, error)
+	clientIP  func(*http.Request) string
+	observe   func(http.ResponseWriter, *http.Request, Outcome)
+}
+
+// NewThrottle returns the throttle of cfg (see [NewMiddleware]).
+func NewThrottle(cfg MiddlewareConfig) (*Throttle, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("login: MiddlewareConfig.Limiter is required")
 	}
-	var readCreds func(*http.Request) (Credentials, error)
+	t := &Throttle{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), observe: cfg.Observe, shadow: cfg.Shadow}
 	if user := cfg.Username; user != nil {
 		if !credentialsZero(cfg.Credentials) {
 			return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
 		}
-		readCreds = func(r *http.Request) (Credentials, error) {
+		t.custom = true
+		t.readCreds = func(r *http.Request) (Credentials, error) {
 			u, err := user(r)
 			return Credentials{Username: u, Password: true}, err
 		}
@@ -137,12 +165,13 @@ func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error
 		if err != nil {
 			return nil, fmt.Errorf("login: MiddlewareConfig.Credentials: %w", err)
 		}
-		readCreds = func(r *http.Request) (Credentials, error) { return ReadCredentials(r, opt) }
+		t.opt = opt
+		t.readCreds = func(r *http.Request) (Credentials, error) { return ReadCredentials(r, opt) }
 	}
-	clientIP := cfg.ClientIP
-	if clientIP == nil {
+	t.clientIP = cfg.ClientIP
+	if t.clientIP == nil {
 		res := cfg.Resolver
-		clientIP = func(r *http.Request) string {
+		t.clientIP = func(r *http.Request) string {
 			a, ok := res.ClientAddr(r)
 			if !ok {
 				return ""
@@ -150,89 +179,177 @@ func NewMiddleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error
 			return a.String()
 		}
 	}
-	m := &middleware{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), readCreds: readCreds, clientIP: clientIP, observe: cfg.Observe, shadow: cfg.Shadow}
-	return m.wrap, nil
+	return t, nil
 }
+
+// Credentials returns the options the throttle reads credentials with
+// (resolved: defaults filled in), for [ReadMessage]. It is the zero
+// value when MiddlewareConfig.Username replaces the reader.
+func (t *Throttle) Credentials() UsernameOptions { return t.opt }
+
+// Limiter returns the limiter that decides.
+func (t *Throttle) Limiter() *Limiter { return t.lim }
 
 func credentialsZero(o UsernameOptions) bool {
 	return len(o.Fields) == 0 && o.MaxBodyBytes == 0 && o.MaxParts == 0 && o.MaxPartHeaderBytes == 0 && o.MaxFieldBytes == 0 && !o.BasicAuth &&
 		o.PasswordField == "" && o.Folding == FoldUnicode
 }
 
-type middleware struct {
-	shadow    bool
-	lim       *Limiter
-	lockout   *Lockout
-	readCreds func(*http.Request) (Credentials, error)
-	clientIP  func(*http.Request) string
-	observe   func(http.ResponseWriter, *http.Request, Outcome)
+// An Attempt is one request's passage through a [Throttle]: Decide
+// fills it, the caller does what Action says, and Done ends it. It
+// holds no reference to the request; an engine may keep it in its
+// per-request state and reuse it.
+type Attempt struct {
+	// Action is what to do with the request.
+	Action Action
+	// Err is the error to answer with (ActionRefuse): see [RejectError].
+	Err error
+	// Decision is the limiter's decision (ActionReject; ActionForward when the
+	// attempt was counted: the X-RateLimit-* fields of an admitted one,
+	// [SetHeaders]).
+	Decision Decision
+	// Counted reports that the attempt reached the limiter.
+	Counted bool
+	// Admitted reports that the limiter admitted it (neither refused nor
+	// let through in shadow mode): the caller sets the X-RateLimit-*
+	// fields on the answer, and Done feeds the lockout.
+	Admitted bool
+	outcome  Outcome
+	username string
+	ctx      clientCtx
 }
 
-func (m *middleware) wrap(next http.Handler) http.Handler {
+// Action is what an [Attempt] says to do with a request.
+type Action uint8
+
+const (
+	// ActionForward: send the request on to the login handler, then
+	// call Throttle.Done with the status it answered.
+	ActionForward Action = iota
+	// ActionRefuse: answer through [RejectError] with Attempt.Err
+	// (nothing counted), then call Done with 0.
+	ActionRefuse
+	// ActionReject: answer through [Reject] with Attempt.Decision, then
+	// call Done with 0.
+	ActionReject
+)
+
+// Decide decides a request whose credentials were read (creds, err: as
+// [ReadMessage] returned them), by clientIP (see
+// MiddlewareConfig.ClientIP), with method its method. ctx is the
+// request's; creds.Username must stay valid until Done.
+func (t *Throttle) Decide(ctx context.Context, a *Attempt, method string, creds Credentials, err error, clientIP string) {
+	*a = Attempt{username: creds.Username}
+	if err != nil {
+		if errors.Is(err, ErrMissingCredentials) && safeMethod(method) {
+			return // forwarded uncounted: a login page may share the path
+		}
+		a.refuse(err)
+		return
+	}
+	var cctx context.Context = ctx
+	if a.ctx.set(ctx, clientIP) {
+		cctx = &a.ctx
+	}
+	d, err := t.lim.Evaluate(cctx, clientIP, creds.Username)
+	if err != nil {
+		a.refuse(err)
+		return
+	}
+	a.Decision, a.Counted = d, true
+	a.outcome = Outcome{Counted: true, Decision: d}
+	switch {
+	case d.Allowed:
+		a.Admitted = true
+		a.outcome.Password = creds.Password
+	case t.shadow:
+		a.outcome.Shadow = true
+	default:
+		a.Action = ActionReject
+	}
+}
+
+func (a *Attempt) refuse(err error) {
+	a.Action, a.Err = ActionRefuse, err
+	a.outcome = Outcome{Code: ProblemFor(err).Code}
+}
+
+// Done ends the attempt: for an admitted one answered with status (0:
+// none, the handler wrote nothing or hijacked the connection), it feeds
+// the lockout ([Lockout.RecordStatus]; a success only when the request
+// carried a password) even if the client has gone: an attacker must not
+// dodge a failure by hanging up. It returns the Outcome to report.
+func (t *Throttle) Done(a *Attempt, status int) Outcome {
+	o := a.outcome
+	if !a.Admitted || t.lockout == nil {
+		return o
+	}
+	o.Status = status
+	if status != 0 && (o.Password || !success(status)) {
+		// A success clears the failure count only when the request
+		// carried a password: a login page fetched with
+		// ?username=victim must not.
+		var ctx context.Context = &a.ctx
+		if a.ctx.Context == nil {
+			ctx = context.Background() // no client
+		} else if a.ctx.Done() != nil {
+			a.ctx.Context = context.WithoutCancel(a.ctx.Context)
+		}
+		_, _ = t.lockout.RecordStatus(ctx, a.username, status)
+	}
+	return o
+}
+
+// Middleware wraps next (see [NewMiddleware]).
+func (t *Throttle) Middleware(next http.Handler) http.Handler {
 	if next == nil {
 		panic("login: middleware wrapping a nil handler")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.serve(w, r, next)
+		t.serve(w, r, next)
 	})
 }
 
-func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	creds, err := m.readCreds(r)
-	username := creds.Username
-	if err != nil {
-		if errors.Is(err, ErrMissingCredentials) && safeMethod(r.Method) {
-			next.ServeHTTP(w, r)
-			m.report(w, r, Outcome{})
-			return
-		}
-		m.refuse(w, r, err)
+func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	creds, err := t.readCreds(r)
+	clientIP := ""
+	if err == nil {
+		clientIP = t.clientIP(r)
+	}
+	var a Attempt
+	t.Decide(r.Context(), &a, r.Method, creds, err, clientIP)
+	switch a.Action {
+	case ActionRefuse:
+		RejectError(w, r, a.Err)
+		t.report(w, r, t.Done(&a, 0))
+		return
+	case ActionReject:
+		Reject(w, r, a.Decision)
+		t.report(w, r, t.Done(&a, 0))
 		return
 	}
-	clientIP := m.clientIP(r)
-	d, err := m.lim.Evaluate(r.Context(), clientIP, username)
-	if err != nil {
-		m.refuse(w, r, err)
-		return
-	}
-	if !d.Allowed {
-		if m.shadow {
-			next.ServeHTTP(w, r)
-			m.report(w, r, Outcome{Counted: true, Decision: d, Shadow: true})
-			return
-		}
-		Reject(w, r, d)
-		m.report(w, r, Outcome{Counted: true, Decision: d})
-		return
-	}
-	SetHeaders(w.Header(), d)
-	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
-	if m.lockout == nil {
+	if !a.Counted {
 		next.ServeHTTP(w, r)
-		m.report(w, r, Outcome{Counted: true, Decision: d, Password: creds.Password})
+		t.report(w, r, t.Done(&a, 0))
+		return
+	}
+	if a.Admitted {
+		SetHeaders(w.Header(), a.Decision)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, a.Decision))
+	if !a.Admitted || t.lockout == nil {
+		next.ServeHTTP(w, r)
+		t.report(w, r, t.Done(&a, 0))
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	next.ServeHTTP(sw, r)
-	if sw.status != 0 && (creds.Password || !success(sw.status)) {
-		// The outcome counts even if the client has gone: an attacker
-		// must not dodge a failure by hanging up. A success clears the
-		// failure count only when the request carried a password: a
-		// login page fetched with ?username=victim must not.
-		_, _ = m.lockout.RecordStatus(WithClient(context.WithoutCancel(r.Context()), clientIP), username, sw.status)
-	}
-	m.report(w, r, Outcome{Counted: true, Decision: d, Status: sw.status, Password: creds.Password})
+	t.report(w, r, t.Done(&a, sw.status))
 }
 
-func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	p := ProblemFor(err)
-	writeProblem(w, r, p)
-	m.report(w, r, Outcome{Code: p.Code})
-}
-
-func (m *middleware) report(w http.ResponseWriter, r *http.Request, o Outcome) {
-	if m.observe != nil {
-		m.observe(w, r, o)
+func (t *Throttle) report(w http.ResponseWriter, r *http.Request, o Outcome) {
+	if t.observe != nil {
+		t.observe(w, r, o)
 	}
 }
 
@@ -299,9 +416,35 @@ func SetHeaders(h http.Header, d Decision) {
 		delete(h, canonicalReset)
 		return
 	}
-	h[canonicalRemaining] = []string{strconv.Itoa(max(d.Remaining, 0))}
+	h[canonicalRemaining] = []string{strconv.Itoa(remaining(d))}
 	h[canonicalReset] = []string{FormatReset(d.ResetAt)}
 }
+
+// AppendHeaders appends the fields [SetHeaders] sets as HTTP/1.1 field
+// lines ("X-Ratelimit-Limit: 5\r\n"), named and ordered as net/http
+// writes them, for an engine that writes its own heads. It does not
+// allocate when b has room.
+func AppendHeaders(b []byte, d Decision) []byte {
+	b = appendField(b, canonicalLimit)
+	b = strconv.AppendInt(b, int64(d.Limit), 10)
+	b = append(b, "\r\n"...)
+	if d.Degraded {
+		return b
+	}
+	b = appendField(b, canonicalRemaining)
+	b = strconv.AppendInt(b, int64(remaining(d)), 10)
+	b = append(b, "\r\n"...)
+	b = appendField(b, canonicalReset)
+	b = appendReset(b, d.ResetAt)
+	return append(b, "\r\n"...)
+}
+
+func appendField(b []byte, name string) []byte {
+	b = append(b, name...)
+	return append(b, ": "...)
+}
+
+func remaining(d Decision) int { return max(d.Remaining, 0) }
 
 // The canonical forms of the header names ("X-Ratelimit-Limit"), computed
 // once rather than per call.
@@ -331,11 +474,16 @@ func (d Decision) RateLimit(now time.Time) (rl wire.RateLimit, ok bool) {
 // FormatReset formats t as X-RateLimit-Reset does: UTC, RFC 3339, rounded
 // up to the whole second.
 func FormatReset(t time.Time) string {
+	var buf [len(time.RFC3339) + 8]byte
+	return string(appendReset(buf[:0], t))
+}
+
+func appendReset(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	if r := t.Truncate(time.Second); !r.Equal(t) {
 		t = r.Add(time.Second)
 	}
-	return t.Format(time.RFC3339)
+	return t.AppendFormat(b, time.RFC3339)
 }
 
 // rejectExtra is read-only: wire copies Extra when encoding.

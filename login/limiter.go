@@ -297,7 +297,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 	if err != nil {
 		return Decision{}, err
 	}
-	ctx = WithClient(ctx, clientIP) // for the stores' network budgets
+	ctx = withClient(ctx, clientIP) // for the stores' network budgets
 	if l.lockout != nil {
 		st, err := l.lockout.Check(ctx, username)
 		if err != nil {

@@ -59,15 +59,51 @@ type clientCtxKey struct{}
 // its network budget (MemoryConfig.Networks) can count new keys per
 // network. An unparsable clientIP adds nothing.
 func WithClient(ctx context.Context, clientIP string) context.Context {
-	a, err := netip.ParseAddr(clientIP)
-	if err != nil {
+	c := &clientCtx{}
+	if !c.set(ctx, clientIP) {
 		return ctx
 	}
-	return context.WithValue(ctx, clientCtxKey{}, a)
+	return c
+}
+
+// clientCtx is the context of WithClient; a Throttle keeps one per
+// attempt (Attempt.ctx), so that deciding allocates nothing.
+type clientCtx struct {
+	context.Context
+	ip   string // as given
+	addr netip.Addr
+}
+
+// set makes c parent with clientIP; false if clientIP does not parse.
+func (c *clientCtx) set(parent context.Context, clientIP string) bool {
+	a, err := netip.ParseAddr(clientIP)
+	if err != nil {
+		return false
+	}
+	*c = clientCtx{Context: parent, ip: clientIP, addr: a}
+	return true
+}
+
+func (c *clientCtx) Value(key any) any {
+	if _, ok := key.(clientCtxKey); ok {
+		return c.addr
+	}
+	return c.Context.Value(key)
+}
+
+// withClient is WithClient unless ctx tells clientIP already.
+func withClient(ctx context.Context, clientIP string) context.Context {
+	if c, ok := ctx.(*clientCtx); ok && c.ip == clientIP {
+		return ctx
+	}
+	return WithClient(ctx, clientIP)
 }
 
 // clientOf returns the client WithClient put in ctx.
 func clientOf(ctx context.Context) (netip.Addr, bool) {
+	if c, ok := ctx.(*clientCtx); ok {
+		return c.addr, true
+	}
 	a, ok := ctx.Value(clientCtxKey{}).(netip.Addr)
 	return a, ok
 }
