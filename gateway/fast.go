@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/shield"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // The fast engine's request path
@@ -63,10 +66,7 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	}
 	if t.err == nil && t.route != nil {
 		rt := t.route
-		switch {
-		case !rt.fast:
-			return host.NetHTTP(p.routed(method, sent, rawPath, host1, &t))
-		case x.Loop != nil && !rt.proxy.ServesOnLoop(x):
+		if x.Loop != nil && (!rt.loop || !servesOnLoop(rt, x)) {
 			return host.OffLoop(p.routed(method, sent, rawPath, host1, &t))
 		}
 	}
@@ -112,6 +112,10 @@ func (p *pipeline) serveFast(x *h1.Exchange, rs *reqState, t *target) {
 		}
 		return
 	}
+	if rt.quota {
+		p.serveRequest(x, r, r != stub, rs, rt)
+		return
+	}
 	if rt.limit != nil && rt.limit.kind == ratelimit.KeyHeader && r == stub {
 		if full, err := x.Request(); err == nil {
 			r = full
@@ -123,7 +127,12 @@ func (p *pipeline) serveFast(x *h1.Exchange, rs *reqState, t *target) {
 		rt.rm.count(x.Status(), true)
 		return
 	}
-	rt.proxy.ServeHTTP1(x, proxy.Forward{Strip: p.strips, Protected: p.protects, Trusted: trusted, OnHeader: rt.onHeader})
+	f := proxy.Forward{Strip: p.strips, Protected: p.protects, Trusted: trusted, OnHeader: rt.onHeader}
+	if rt.login != nil {
+		p.serveLogin(x, rs, rt, f)
+		return
+	}
+	rt.proxy.ServeHTTP1(x, f)
 	st := x.Status()
 	if st == 0 {
 		st = http.StatusGatewayTimeout // the host answers a request timeout
@@ -132,6 +141,55 @@ func (p *pipeline) serveFast(x *h1.Exchange, rs *reqState, t *target) {
 	if rs.status == 0 {
 		rs.status = st
 	}
+}
+
+// serveRequest serves a quota route's request on the fast engine, off
+// the event loops, through the very handlers net/http runs (rt.serve:
+// the route's rate limit, the quota's forward-auth middleware, the
+// proxy), given a complete request built from the exchange and the
+// exchange as the response writer. full reports that r is the
+// exchange's complete request already (the header rules applied).
+func (p *pipeline) serveRequest(x *h1.Exchange, r *http.Request, full bool, rs *reqState, rt *route) {
+	if !full {
+		var err error
+		if r, err = x.Request(); err != nil {
+			// The strict parser's targets parse; never seen.
+			rs.refuse(p.g.metrics, layerRouter, "invalid_path", http.StatusBadRequest)
+			wire.Reject(x, x.Stub(), wire.New(wire.CodeInvalidPath))
+			return
+		}
+		p.headers.apply(r.Header)
+	}
+	if r.Body != http.NoBody {
+		r.Body = bodyBound{x.Body()}
+	}
+	// The request timeout, as net/http's request context has it.
+	ctx, cancel := context.WithDeadline(context.Background(), x.Deadline)
+	defer cancel()
+	rt.serve(x, r.WithContext(context.WithValue(ctx, reqStateKey{}, rs)), rs)
+}
+
+// bodyBound is an exchange's body as net/http's host gives it: past the
+// body bound, an *http.MaxBytesError.
+type bodyBound struct{ b *h1.Body }
+
+func (bb bodyBound) Read(p []byte) (int, error) {
+	n, err := bb.b.Read(p)
+	if err != nil && errors.Is(err, h1.ErrBodyTooLarge) {
+		err = &http.MaxBytesError{Limit: -1}
+	}
+	return n, err
+}
+
+func (bodyBound) Close() error { return nil }
+
+// servesOnLoop reports whether rt's proxy forwards x on its event loop:
+// a login route's body is read by the throttle and sent from memory.
+func servesOnLoop(rt *route, x *h1.Exchange) bool {
+	if rt.login != nil {
+		return rt.proxy.ServesReadOnLoop(x)
+	}
+	return rt.proxy.ServesOnLoop(x)
 }
 
 // connIdentity is what the client_ip rules make of a connection's peer,
@@ -143,6 +201,8 @@ type connIdentity struct {
 	trusted       bool // the peer is a trusted proxy
 	client, group netip.Addr
 	ok            bool
+	groupText     string // group as text, once a login throttle asked
+
 	// The shield's fingerprint of the client, for the shield it was
 	// made by.
 	shield    *shield.Shield

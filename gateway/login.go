@@ -39,10 +39,13 @@ func (b *builder) login(rt *route, l login.Policy, refund bool, next http.Handle
 	if err != nil {
 		return nil, err
 	}
-	h, err := b.g.loginMiddleware(st, l, refund, next)
+	t, err := b.g.loginThrottle(st, l, refund)
 	if err != nil {
 		return nil, err
 	}
+	// With Redis, a decision waits on the network: not on an event loop.
+	rt.login = &routeLogin{throttle: t, refund: refund, offLoop: st.rate == nil}
+	h := t.Middleware(next)
 	if st.rate != nil {
 		rt.tables = append(rt.tables, table{"login", st.rate})
 	}
@@ -109,12 +112,19 @@ func (g *Gateway) newLoginState(b *builder, route string, l login.Policy) (*logi
 	})
 }
 
-// loginMiddleware wraps next (the rest of the route) with the route's
-// login throttle. With refund (shield.refund_on_login), an admitted
-// attempt that carried a password and got a 2xx answer gives its unit
-// back to the shield.
-func (g *Gateway) loginMiddleware(st *loginState, l login.Policy, refund bool, next http.Handler) (http.Handler, error) {
-	mw, err := login.NewMiddleware(login.MiddlewareConfig{
+// routeLogin is a route's login throttle, for the fast engine (net/http
+// runs its Middleware in the route's policy).
+type routeLogin struct {
+	throttle *login.Throttle
+	refund   bool
+	offLoop  bool // decisions wait on Redis: served off the event loops
+}
+
+// loginThrottle is the route's login throttle. With refund
+// (shield.refund_on_login), an admitted attempt that carried a password
+// and got a 2xx answer gives its unit back to the shield.
+func (g *Gateway) loginThrottle(st *loginState, l login.Policy, refund bool) (*login.Throttle, error) {
+	return login.NewThrottle(login.MiddlewareConfig{
 		Limiter:     st.limiter,
 		Credentials: l.Credentials(),
 		ClientIP: func(r *http.Request) string {
@@ -130,33 +140,40 @@ func (g *Gateway) loginMiddleware(st *loginState, l login.Policy, refund bool, n
 			if rs == nil {
 				rs = &reqState{}
 			}
-			switch {
-			case o.Code != "":
-				markRejected(w)
-				status := http.StatusBadRequest
-				if rec, ok := w.(*recorder); ok {
-					status = rec.status
-				}
-				rs.refuse(g.metrics, layerLogin, o.Code, status)
-			case o.Counted && o.Shadow:
-				rs.shadowed(g.metrics, layerLogin, string(o.Decision.Reason))
-			case o.Counted && !o.Decision.Allowed:
-				markRejected(w)
-				rs.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
-			case o.Counted && o.Decision.Degraded:
-				g.metrics.reject(layerLogin, "degraded_allow", rs.routeName()) // counted, not refused
+			status := 0
+			if rec, ok := w.(*recorder); ok {
+				status = rec.status
 			}
-			if refund && o.Counted && o.Password && o.Decision.Allowed {
-				if rec, ok := w.(*recorder); ok && rec.status >= 200 && rec.status <= 299 {
-					rs.admission.Refund()
-				}
+			if g.loginObserved(rs, status, o, refund) {
+				markRejected(w)
 			}
 		},
 	})
-	if err != nil {
-		return nil, err
+}
+
+// loginObserved records what a login throttle did with a request (o),
+// whose answer has status (0: unknown), on either engine; it reports
+// whether the throttle answered instead of the upstream.
+func (g *Gateway) loginObserved(rs *reqState, status int, o login.Outcome, refund bool) (rejected bool) {
+	switch {
+	case o.Code != "":
+		if status == 0 {
+			status = http.StatusBadRequest
+		}
+		rs.refuse(g.metrics, layerLogin, o.Code, status)
+		rejected = true
+	case o.Counted && o.Shadow:
+		rs.shadowed(g.metrics, layerLogin, string(o.Decision.Reason))
+	case o.Counted && !o.Decision.Allowed:
+		rs.refuse(g.metrics, layerLogin, string(o.Decision.Reason), http.StatusTooManyRequests)
+		rejected = true
+	case o.Counted && o.Decision.Degraded:
+		g.metrics.reject(layerLogin, "degraded_allow", rs.routeName()) // counted, not refused
 	}
-	return mw(next), nil
+	if refund && o.Counted && o.Password && o.Decision.Allowed && status >= 200 && status <= 299 {
+		rs.admission.Refund()
+	}
+	return rejected
 }
 
 // loginEventListener logs login cache events. Events carry no username

@@ -81,6 +81,9 @@ type reqState struct {
 	// removal.
 	asserted [3]assertedHeader
 	nAsserts int
+
+	// The fast engine's login attempt (fastlogin.go).
+	login fastLogin
 }
 
 type assertedHeader struct{ name, value string }
@@ -163,9 +166,14 @@ type route struct {
 	shadow    bool         // rate_limit.mode: shadow
 	policy    http.Handler // login → quota → proxy
 	proxy     *proxy.Proxy
-	// fast: the fast engine serves the route (no login, no quota:
-	// those need net/http's request), on an event loop too.
-	fast     bool
+	// quota: the route has a quota, whose handlers take a complete
+	// *http.Request (the fast engine builds one, off the event loops).
+	quota bool
+	// loop: an event loop serves the route, where nothing may wait but
+	// the exchange's own I/O (not with a login throttle on Redis, nor
+	// with a quota, which waits on forward-auth and PostgreSQL).
+	loop     bool
+	login    *routeLogin         // nil without a login throttle
 	onHeader func(time.Duration) // rm.observe, made once
 	rm       *routeMetrics
 	metrics  *metrics
@@ -353,7 +361,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 	for _, rc := range cfg.Routes {
 		rt := &route{name: rc.Name, upstream: rc.Upstream, websocket: rc.WebSocket, unsafe: rc.Match.AllowUnsafeEncoding, rm: g.metrics.forRoute(rc.Name),
 			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name),
-			proxy: proxies[rc.Upstream], fast: rc.Login == nil && rc.Quota == nil}
+			proxy: proxies[rc.Upstream], quota: rc.Quota != nil}
 		rt.onHeader = rt.rm.observe
 		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
 		if q := rc.Quota; q != nil {
@@ -373,6 +381,7 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 		if err := b.limitRoute(rt, rc.RateLimit); err != nil {
 			return nil, err
 		}
+		rt.loop = !rt.quota && (rt.login == nil || !rt.login.offLoop)
 		p.routes = append(p.routes, rt)
 	}
 

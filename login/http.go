@@ -318,13 +318,8 @@ func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	}
 	var a Attempt
 	t.Decide(r.Context(), &a, r.Method, creds, err, clientIP)
-	switch a.Action {
-	case ActionRefuse:
-		RejectError(w, r, a.Err)
-		t.report(w, r, t.Done(&a, 0))
-		return
-	case ActionReject:
-		Reject(w, r, a.Decision)
+	if a.Action != ActionForward {
+		a.Answer(w, r, bodyConsumed(r))
 		t.report(w, r, t.Done(&a, 0))
 		return
 	}
@@ -345,6 +340,20 @@ func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	sw := &statusWriter{ResponseWriter: w}
 	next.ServeHTTP(sw, r)
 	t.report(w, r, t.Done(&a, sw.status))
+}
+
+// Answer answers an attempt that is not forwarded (ActionRefuse,
+// ActionReject) as [RejectError] and [Reject] do. bodyRead reports that
+// the request body was read to its end, or that there is none (r's
+// body is not looked at): the HTTP/1.x connection then stays open;
+// otherwise it closes so that unread bytes cannot keep it busy.
+func (a *Attempt) Answer(w http.ResponseWriter, r *http.Request, bodyRead bool) {
+	switch a.Action {
+	case ActionRefuse:
+		writeProblemRead(w, r, ProblemFor(a.Err), bodyRead)
+	case ActionReject:
+		reject(w, r, a.Decision, bodyRead)
+	}
 }
 
 func (t *Throttle) report(w http.ResponseWriter, r *http.Request, o Outcome) {
@@ -502,6 +511,10 @@ var rejectExtra = map[string]any{"errorCode": wire.CodeLoginRateLimitExceeded}
 // keep it busy (see [wire.Reject]). Over HTTP/2 only the stream ends. A
 // nil r never closes.
 func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
+	reject(w, r, d, bodyConsumed(r))
+}
+
+func reject(w http.ResponseWriter, r *http.Request, d Decision, bodyRead bool) {
 	retry := max(d.RetryAfterSeconds, 1)
 	h := w.Header()
 	SetHeaders(h, d)
@@ -509,7 +522,7 @@ func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
 	p := wire.New(wire.CodeLoginRateLimitExceeded)
 	p.RetryAfter = retry
 	p.Extra = rejectExtra
-	writeProblem(w, r, p)
+	writeProblemRead(w, r, p, bodyRead)
 }
 
 // WriteRejected answers a refused attempt like [Reject] with a nil
@@ -560,7 +573,11 @@ func ProblemFor(err error) wire.Problem {
 }
 
 func writeProblem(w http.ResponseWriter, r *http.Request, p wire.Problem) {
-	if bodyConsumed(r) {
+	writeProblemRead(w, r, p, bodyConsumed(r))
+}
+
+func writeProblemRead(w http.ResponseWriter, r *http.Request, p wire.Problem, bodyRead bool) {
+	if bodyRead {
 		wire.Write(w, p)
 		return
 	}

@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +52,18 @@ type Forward struct {
 	// any of the same name the client sent: what Options.Assert sets on
 	// the net/http path (an identity established by forward-auth).
 	Asserted []AssertedField
+	// Buffered reports that the caller read the request body already,
+	// in full, into Body (a login throttle reads it for the username):
+	// it is sent from Body with a Content-Length (an empty one as no
+	// body), and may be sent again, as the net/http path sends a body
+	// with GetBody.
+	Buffered bool
+	Body     []byte
+	// Head holds response fields the caller sets on the answer, as
+	// HTTP/1.1 field lines each ending in CRLF (a login throttle's
+	// X-RateLimit-* fields): written before the upstream's, or added to
+	// the gateway's own answer when no upstream answered.
+	Head []byte
 }
 
 // AssertedField is a request field the caller asserts (Forward.Asserted).
@@ -130,7 +144,7 @@ func (e *exchange1) serve() string {
 	p, x := e.p, e.x
 	// A streamed body cannot be sent again; an upgrade never reaches
 	// the fast engine (h1 declines it).
-	retry := mayRetry(x.Method(), x.HasBody(), false, false)
+	retry := mayRetry(x.Method(), e.hasBody(), e.f.Buffered, false)
 	first, attempts := p.attempts(retry)
 	var lastErr error
 	staleRetry := true
@@ -198,8 +212,13 @@ func (e *exchange1) attempt(pl *fastPool, now time.Time, fresh bool) (*upConn, e
 	uc.wdl.Set(uc.c, tryEnd, slack(p.timeouts.PerTry))
 	e.writeHead(uc, pl)
 	e.sending = nil
-	if x.HasBody() {
-		if sentConcurrently(x) && x.Loop == nil {
+	if e.hasBody() {
+		if e.f.Buffered {
+			if _, err := uc.bw.Write(e.f.Body); err != nil {
+				e.fp.discard(pl, uc)
+				return nil, e.timeoutCause(errors.Join(errUpstreamWrite, err), nil, tryEnd, tryEnd)
+			}
+		} else if sentConcurrently(x) && x.Loop == nil {
 			// A long body is sent while the response is read: an
 			// upstream that answers as it reads must not stall on a
 			// proxy that only reads once it has written everything.
@@ -345,14 +364,22 @@ func (e *exchange1) stopSending(uc *upConn) error {
 func (e *exchange1) replayable() bool {
 	x := e.x
 	keyed := false
-	if !x.HasBody() && !idempotent(x.Method()) {
+	if !e.hasBody() && !idempotent(x.Method()) {
 		for _, f := range idempotencyKeyFields {
 			if _, keyed = x.Req.Lookup(f); keyed {
 				break
 			}
 		}
 	}
-	return replaysOnStale(x.Method(), x.HasBody(), keyed)
+	return replaysOnStale(x.Method(), e.hasBody(), keyed)
+}
+
+// hasBody reports whether the request has a body to send.
+func (e *exchange1) hasBody() bool {
+	if e.f.Buffered {
+		return len(e.f.Body) > 0
+	}
+	return e.x.HasBody()
 }
 
 // readHead reads and parses a response head; n is the number of bytes
@@ -549,18 +576,28 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 		h1.WriteFieldString(w, a.Name, a.Value)
 	}
 	switch {
+	case f.Buffered && len(f.Body) > 0:
+		h1.WriteContentLength(w, int64(len(f.Body)))
+	case f.Buffered:
+		e.noBodyLength(w)
 	case x.Req.Chunked:
 		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
 	case x.Req.ContentLength > 0:
 		h1.WriteContentLength(w, x.Req.ContentLength)
 	default:
-		switch x.Method() {
-		case "POST", "PUT", "PATCH":
-			// net/http's Transport announces an empty body for these.
-			_, _ = w.WriteString("Content-Length: 0\r\n")
-		}
+		e.noBodyLength(w)
 	}
 	_, _ = w.WriteString("\r\n")
+}
+
+// noBodyLength frames a request without a body as net/http's Transport
+// does: it announces an empty body for the methods that usually have
+// one.
+func (e *exchange1) noBodyLength(w *bufio.Writer) {
+	switch e.x.Method() {
+	case "POST", "PUT", "PATCH":
+		_, _ = w.WriteString("Content-Length: 0\r\n")
+	}
 }
 
 // asserted reports whether the caller asserts the field named name.
@@ -712,6 +749,7 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	resp := &uc.resp
 	w := x.BeginRaw(resp.Status)
 	h1.WriteStatusLine(w, resp.Status)
+	_, _ = w.Write(e.f.Head)
 	hasBody := h1.BodyAllowed(x.Req.Method, resp.Status)
 	date := false
 	for _, fl := range resp.Fields {
@@ -782,7 +820,7 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	outcome, ok := e.copyBody(uc, w, chunkedOut)
 	x.EndRaw(ok)
 	sendErr := e.stopSending(uc)
-	if ok && sendErr == nil && !untilEOF && uc.complete(hasBody, e.x.HasBody(), e.early) {
+	if ok && sendErr == nil && !untilEOF && uc.complete(hasBody, e.hasBody(), e.early) {
 		e.fp.put(pl, e.x.Loop, uc, now)
 	} else {
 		e.fp.discard(pl, uc)
@@ -913,6 +951,7 @@ func namedIn(fields []h1.Field, name []byte) bool {
 // handler does, and returns the outcome.
 func (e *exchange1) fail(err error) string {
 	p, x := e.p, e.x
+	addHead(x.Header(), e.f.Head)
 	if x.HasBody() && (errors.Is(err, errClientBody) || x.Body().Err() != nil) && !errors.Is(err, errRequestTimeout) {
 		if e.requestExpired() {
 			return failCanceled.outcome // the host answers 504
@@ -928,6 +967,17 @@ func (e *exchange1) fail(err error) string {
 		return p.answer(x, nil, failCanceled, "") // the host answers 504 timeout
 	}
 	return p.answer(x, nil, upstreamFailure(err), describe(err))
+}
+
+// addHead adds the field lines of head (Forward.Head) to h.
+func addHead(h http.Header, head []byte) {
+	for len(head) > 0 {
+		line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+		head = rest
+		if name, value, ok := bytes.Cut(line, []byte(": ")); ok {
+			h.Add(string(name), string(value))
+		}
+	}
 }
 
 func describeBody(err error) string {

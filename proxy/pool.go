@@ -179,10 +179,17 @@ func (p *Proxy) poolsFor(x *h1.Exchange) *fastPools {
 // declines the others (host.FastHandler) and they are forwarded off the
 // loop.
 func (p *Proxy) ServesOnLoop(x *h1.Exchange) bool {
-	if !p.loopable {
+	if x.HasBody() && sentConcurrently(x) {
 		return false
 	}
-	if x.HasBody() && sentConcurrently(x) {
+	return p.ServesReadOnLoop(x)
+}
+
+// ServesReadOnLoop is ServesOnLoop for a request whose body the caller
+// reads itself (Forward.Buffered): it is sent from memory, whatever its
+// size or framing.
+func (p *Proxy) ServesReadOnLoop(x *h1.Exchange) bool {
+	if !p.loopable {
 		return false
 	}
 	if p.named {
