@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
+)
+
+// loginBenchConfig is a login route with the memory store (the
+// harness's SCENARIO=login: limit 5 per 60 s) beside the shield.
+const loginBenchConfig = `
+listen: {engine: {{ENGINE}}}
+limits: {max_requests_per_conn: 1000000, max_in_flight: 100000}
+shield: {enabled: true, window: 60s, per_peer: 1000000, global: 1000000, max_peers: 4096}
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: login
+    match: {path: /login}
+    upstream: app
+    login: {limit: 5, window: 60s}
+control: {enabled: false}
+access_log: {mode: off}
+`
+
+// startLoginBenchGateway starts loginBenchConfig on engine, its time
+// told by clk (nil: real time), with rawUpstream as the upstream.
+func startLoginBenchGateway(tb testing.TB, engine string, clk clock.Clock) string {
+	tb.Helper()
+	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(loginBenchConfig)
+	cfg, err := Parse("login-bench.yaml", []byte(y), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g, err := New(cfg, Deps{Listener: ln, Clock: clk})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Shutdown(ctx)
+	})
+	return g.Addr().String()
+}
+
+// loginClient is one keep-alive client connection sending a fixed
+// login attempt, allocation-free.
+type loginClient struct {
+	c   net.Conn
+	br  *bufio.Reader
+	req []byte
+}
+
+func dialLogin(tb testing.TB, addr string) *loginClient {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	body := `{"username":"alice","password":"secret"}`
+	return &loginClient{c: c, br: bufio.NewReaderSize(c, 8<<10),
+		req: []byte("POST /login HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body)}
+}
+
+// do sends the attempt and reads the answer, which must have status
+// want and a Content-Length body, the connection kept.
+func (lc *loginClient) do(want int) error {
+	if _, err := lc.c.Write(lc.req); err != nil {
+		return err
+	}
+	line, err := lc.br.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) || int(line[9]-'0')*100+int(line[10]-'0')*10+int(line[11]-'0') != want {
+		return errStatus
+	}
+	n := 0
+	for {
+		line, err := lc.br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+			n, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
+		}
+		if bytes.EqualFold(bytes.TrimSpace(line), []byte("connection: close")) {
+			return errStatus
+		}
+	}
+	_, err = lc.br.Discard(n)
+	return err
+}
+
+// A login attempt with the memory store, admitted and proxied (the
+// window is a minute later each time) on the fast engines allocates
+// nothing: the body read into a pooled buffer, the credentials read
+// from its bytes, the decision, the lockout fed with the upstream's
+// 200, the body forwarded and the X-RateLimit-* fields written.
+// Client, gateway and upstream are on real loopback sockets, the
+// client and the upstream allocation-free. A refused attempt (429) is
+// logged: its problem+json answer is encoded per request.
+func TestNoRaceFastLoginAllocs(t *testing.T) {
+	for _, engine := range []string{EngineAuto, EngineGoroutine} {
+		t.Run("engine="+engineLabel(engine), func(t *testing.T) { testFastLoginAllocs(t, engine) })
+	}
+}
+
+func testFastLoginAllocs(t *testing.T, engine string) {
+	if raceEnabled {
+		t.Skip("allocations are not meaningful under -race")
+	}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	addr := startLoginBenchGateway(t, engine, clk)
+	lc := dialLogin(t, addr)
+	admitted := func() {
+		clk.Advance(61 * time.Second) // a new window: admitted
+		if err := lc.do(200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 { // warm: buffers, pools, the connection's caches
+		admitted()
+	}
+	allocs := testing.AllocsPerRun(2000, admitted)
+	t.Logf("%.0f allocations per admitted login attempt", allocs)
+	if allocs != 0 {
+		t.Errorf("%.0f allocations per admitted login attempt, want 0", allocs)
+	}
+
+	clk.Advance(61 * time.Second)
+	for range 5 { // fill the window
+		if err := lc.do(200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func() {
+		if err := lc.do(429); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		refused()
+	}
+	t.Logf("%.0f allocations per refused login attempt (429)", testing.AllocsPerRun(2000, refused))
+}
+
+// BenchmarkLoginRefused is a login attempt refused with 429 (one
+// client stuffing one account: the harness's SCENARIO=login once the
+// window is full) through the gateway on real loopback sockets, per
+// engine, over benchConns client connections per GOMAXPROCS.
+func BenchmarkLoginRefused(b *testing.B) {
+	for _, engine := range []string{EngineAuto, EngineGoroutine, EngineNetHTTP} {
+		b.Run("engine="+engineLabel(engine), func(b *testing.B) {
+			addr := startLoginBenchGateway(b, engine, nil)
+			warm := dialLogin(b, addr)
+			for range 5 {
+				if err := warm.do(200); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := warm.do(429); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetParallelism(benchConns)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				lc := dialLogin(b, addr)
+				for pb.Next() {
+					if err := lc.do(429); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
