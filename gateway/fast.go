@@ -23,21 +23,26 @@ import (
 // engine and calls ServeHTTP1. The request takes the same path as on
 // net/http, through the same code: the route is worked out first
 // (pure), then identify (client, lists, shield, route), the route's
-// rate limit and the proxy, whose fast
-// forwarder applies request_headers (strip, protected Connection tokens)
-// and the forwarding rules field by field instead of on a header map.
-// Rejections are written by the same writers (wire, shield, ratelimit)
-// through the exchange's http.ResponseWriter.
+// rate limit, the login throttle and the proxy, whose fast forwarder
+// applies request_headers (strip, protected Connection tokens) and the
+// forwarding rules field by field instead of on a header map.
+// Rejections are written by the same writers (wire, shield, ratelimit,
+// login) through the exchange's http.ResponseWriter.
 //
-// Routes with a login throttle or a quota read the body and need a
-// complete *http.Request: ServeHTTP1 declines their requests with
-// host.NetHTTP and the host hands the connection to net/http (straight
-// from an event loop), which serves them (and the connection's later
-// requests) exactly as with listen.engine nethttp. So do heads the
+// A login route runs login.Throttle, the code of net/http's middleware
+// (fastlogin.go): the body is read in full within the same bounds, the
+// credentials are read from its bytes by login.ReadMessage (the reader
+// net/http's middleware calls), and the body is forwarded from memory.
+// With the memory store it is decided on the event loop; with Redis the
+// request is served off the loop (host.OffLoop). A quota route is
+// served off the loop too, through the very handlers net/http runs
+// (route.serve: forward-auth, the quota, the proxy), given a complete
+// request built from the exchange. Neither hands its connection to
+// net/http: after the request it goes back to its loop. Only heads the
 // strict HTTP/1.1 parser declines, HTTP/2 and every upgrade (WebSocket
-// included). Layers that read header fields (a trusted proxy's
-// forwarding fields, header:NAME rate-limit keys) get a complete request
-// built for them.
+// included) go to net/http, with their connection. Layers that read
+// header fields (a trusted proxy's forwarding fields, header:NAME
+// rate-limit keys) get a complete request built for them.
 //
 // A request is routed once. The route matched on the fast engine
 // travels with a decline as the verdict's note (routed): to the
@@ -48,13 +53,13 @@ import (
 // and only for the request it was matched for.
 
 // ServeHTTP1 serves a request of the host's fast engine with the current
-// pipeline (host.FastHandler). It declines, having done nothing, a
-// request whose route needs net/http (host.NetHTTP), and on an event
-// loop (listen.engine auto) one that cannot be served without blocking
-// the loop (host.OffLoop): an upstream over TLS or whose name is not
-// looked up yet, a chunked or long body (see proxy.ServesOnLoop). Either
-// carries the route it matched. A global rate limit is decided on the
-// loop (see reqState.loop).
+// pipeline (host.FastHandler). On an event loop (listen.engine auto) it
+// declines, having done nothing, a request that cannot be served
+// without blocking the loop (host.OffLoop, carrying the route it
+// matched): a login throttle on Redis, a quota, an upstream over TLS or
+// whose name is not looked up yet, a chunked or long body outside a
+// login route (see proxy.ServesOnLoop). A global rate limit is decided
+// on the loop (see reqState.loop).
 func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	p := g.cur.Load()
 	method, sent, host1 := x.Method(), x.Target(), x.Host()

@@ -19,12 +19,12 @@
 // cleartext listeners) the host's fast engine serves it through
 // [Gateway.ServeHTTP1], the same layers through the same code, on event
 // loops (Linux; "goroutine" asks for a goroutine per connection), and
-// hands everything else (HTTP/2, upgrades, unusual heads, login and
-// quota routes) to net/http on the same listener, straight from the
-// loop; with "nethttp", net/http serves everything. A request that would
-// block an event loop (a global rate limit, an upstream over TLS, a
-// chunked or long body) is served with a goroutine, its connection moved
-// off the loop and back. Either way the request is routed once: the
+// hands everything else (HTTP/2, upgrades, unusual heads) to net/http on
+// the same listener, straight from the loop; with "nethttp", net/http
+// serves everything. A request that would block an event loop (a global
+// rate limit, a login throttle on Redis, a quota, an upstream over TLS,
+// a chunked or long body) is served with a goroutine, its connection
+// moved off the loop and back. Either way the request is routed once: the
 // route travels with it (see [Gateway.ServeHTTP1]).
 //
 // [Load] or [Parse] produce a validated [Config]; [New] builds a [Gateway]
