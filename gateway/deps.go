@@ -49,6 +49,10 @@ type depMonitor struct {
 	up       atomic.Bool
 	failures atomic.Uint64 // since the last log line while down
 
+	// nextSummary (Unix nanoseconds of the clock) is when a summary may
+	// be logged next: read without the lock by every failure while down.
+	nextSummary atomic.Int64
+
 	mu          sync.Mutex // serializes transitions and summaries
 	downSince   time.Time
 	lastSummary time.Time
@@ -86,13 +90,14 @@ func (d *depMonitor) failed(reason string) {
 	d.failures.Add(1)
 	now := d.clock.Now()
 	if !d.up.Load() {
-		if now.Sub(d.lastSummary) < summaryInterval {
+		if now.UnixNano() < d.nextSummary.Load() {
 			return
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if now.Sub(d.lastSummary) >= summaryInterval && !d.up.Load() {
 			d.lastSummary = now
+			d.nextSummary.Store(now.Add(summaryInterval).UnixNano())
 			d.log.Warn(d.name+" still unavailable", "dependency", d.name, "down_for", now.Sub(d.downSince).Round(time.Second).String(),
 				"failures", d.failures.Swap(0), "reason", reason)
 		}
@@ -105,6 +110,7 @@ func (d *depMonitor) failed(reason string) {
 	}
 	d.up.Store(false)
 	d.downSince, d.lastSummary = now, now
+	d.nextSummary.Store(now.Add(summaryInterval).UnixNano())
 	d.metrics.dependency(d.name, false)
 	if hint := reasonHint(reason); hint != "" {
 		d.log.Warn(d.name+" unavailable; serving without it", "dependency", d.name, "reason", reason, "hint", hint)
