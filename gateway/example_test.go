@@ -49,7 +49,7 @@ routes:
 	}
 	// Output:
 	// standalone 127.0.0.1:8080 api 100 200 client_ip 429
-	// bulwark.yaml:9: routes[0].rate_limit.colour: unknown key (known keys: qps, burst, key, key_fallback, per_client, status, max_keys, headers, scope, mode)
+	// bulwark.yaml:9: routes[0].rate_limit.colour: unknown key (known keys: qps, per_minute, per_hour, burst, key, key_fallback, per_client, status, max_keys, headers, scope, mode)
 	// bulwark.yaml:8: routes[0].upstream: unknown upstream "backend"
 	// bulwark.yaml:9: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]
 }
