@@ -104,8 +104,7 @@ func testRoutedOnce(t *testing.T) {
 // it (the old route's index now names another route: the login route,
 // which would refuse the upload 400 missing_credentials). The request
 // is a chunked upload, which an event loop declines off the loop. (The
-// goroutine engine declines only quota routes, to net/http, which need
-// PostgreSQL: TestQuotaRoutedAcrossReload.)
+// goroutine engine declines no routed request.)
 func TestRoutedAcrossReload(t *testing.T) {
 	t.Run("engine=loop", testRoutedAcrossReload)
 }
