@@ -135,7 +135,15 @@ access_log: {mode: off}
 
 func startBenchGateway(tb testing.TB, engine string) string {
 	tb.Helper()
-	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(benchConfig)
+	return startBenchGatewayWith(tb, engine, benchConfig)
+}
+
+// startBenchGatewayWith starts a gateway of the configuration conf
+// ({{ENGINE}} and {{APP}} filled in) on a loopback port and returns
+// its address.
+func startBenchGatewayWith(tb testing.TB, engine, conf string) string {
+	tb.Helper()
+	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(conf)
 	cfg, err := Parse("bench.yaml", []byte(y), nil)
 	if err != nil {
 		tb.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,15 +210,16 @@ func (s *fastServer) acceptLoop(ln net.Listener) {
 			return
 		}
 		delay = 0
-		fc := &fastConn{c: c}
-		if !s.track(fc) {
+		cs := s.begin(c)
+		if !s.track(cs.fc) {
 			_ = c.Close()
+			cs.free()
 			continue
 		}
-		if s.loops != nil && s.serveOnLoop(fc) {
+		if s.loops != nil && s.serveOnLoop(cs) {
 			continue
 		}
-		go s.serve(fc)
+		go s.serveConn(cs, true)
 	}
 }
 
@@ -290,10 +292,13 @@ func (s *fastServer) shutdown(ctx context.Context, graceful bool) {
 	}
 }
 
-// connServer is the per-connection state of the fast engine.
+// connServer is the per-connection state of the fast engine. It is
+// reused for later connections (connServers), with the capacity its
+// request head and strings grew to.
 type connServer struct {
 	s        *fastServer
 	fc       *fastConn
+	fcv      fastConn // fc's storage
 	c        net.Conn
 	pc       phaseConn
 	rd       *h1.Reader
@@ -306,38 +311,89 @@ type connServer struct {
 	// note is what the handler's OffLoop verdict carried, for its next
 	// call (h1.Exchange.Note): the same request's, off the loop.
 	note any
+	// first: the connection's first request is still to come (for the
+	// loop that serves it: ServeLoop).
+	first bool
+	probe func() bool // cs.clientGone, made once
 }
 
 var (
-	readerPool = sync.Pool{New: func() any { return h1.NewReader(nil, fastBufSize, fastBufSize) }}
-	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBufSize) }}
+	readerPool  = sync.Pool{New: func() any { return h1.NewReader(nil, fastBufSize, fastBufSize) }}
+	writerPool  = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fastBufSize) }}
+	connServers = sync.Pool{New: func() any {
+		cs := new(connServer)
+		cs.probe = cs.clientGone
+		return cs
+	}}
 )
 
-// serve serves one connection until it closes or is handed over.
-func (s *fastServer) serve(fc *fastConn) { s.serveConn(s.begin(fc), true) }
-
-// begin prepares the serving of fc.
-func (s *fastServer) begin(fc *fastConn) *connServer {
+// begin prepares the serving of c, accepted.
+func (s *fastServer) begin(c net.Conn) *connServer {
 	lim := &s.h.lim
-	cs := &connServer{s: s, fc: fc, c: fc.c}
-	cs.wdl.Write = true
-	cs.pc, _ = fc.c.(phaseConn)
+	cs := connServers.Get().(*connServer)
+	cs.fcv.c = c
+	cs.fcv.state.Store(connIdle)
+	cs.s, cs.fc, cs.c, cs.first = s, &cs.fcv, c, true
+	cs.requests, cs.lc, cs.note = 0, nil, nil
+	cs.rdl, cs.wdl = deadline.Lazy{}, deadline.Lazy{Write: true}
+	cs.pc, _ = c.(phaseConn)
 	cs.rd = readerPool.Get().(*h1.Reader)
-	cs.rd.Reset(fc.c)
+	cs.rd.Reset(c)
 	cs.rd.SetMax(lim.MaxHeaderBytes + 2*h1.MaxChunkLine)
 	cs.bw = writerPool.Get().(*bufio.Writer)
-	cs.bw.Reset(fc.c)
-	cs.x.Init(fc.c, cs.bw, &cs.strs, cs.clientGone)
-	cs.x.RemoteAddr = fc.c.RemoteAddr().String()
-	if ip, _, err := net.SplitHostPort(cs.x.RemoteAddr); err == nil {
-		cs.x.RemoteIP = ip
-	}
-	if ta, ok := fc.c.RemoteAddr().(*net.TCPAddr); ok {
-		cs.x.Remote = ta.AddrPort()
-	} else {
-		cs.x.Remote, _ = netip.ParseAddrPort(cs.x.RemoteAddr)
-	}
+	cs.bw.Reset(c)
+	x := &cs.x
+	x.Init(c, cs.bw, &cs.strs, cs.probe)
+	x.ConnCache, x.Note, x.Loop = nil, nil, nil
+	x.RemoteAddr, x.RemoteIP, x.Remote = remoteStrings(c.RemoteAddr())
 	return cs
+}
+
+// free gives cs back for another connection, keeping nothing of this
+// one's. Nothing may use cs afterwards.
+func (cs *connServer) free() {
+	cs.s, cs.fc, cs.c, cs.pc, cs.lc, cs.note = nil, nil, nil, nil, nil, nil
+	cs.fcv.c = nil
+	cs.rd, cs.bw = nil, nil
+	x := &cs.x
+	x.Init(nil, nil, &cs.strs, cs.probe)
+	x.ConnCache, x.Note, x.Loop = nil, nil, nil
+	connServers.Put(cs)
+}
+
+// remoteStrings returns a peer address in net/http's RemoteAddr form
+// ("ip:port", "[ipv6]:port"; the same text as a.String()), its host
+// part and its parsed form. A TCP address costs one allocation, the
+// string, of which the host part is a substring.
+func remoteStrings(a net.Addr) (addr, ip string, ap netip.AddrPort) {
+	if ta, ok := a.(*net.TCPAddr); ok && ta.Zone == "" && (len(ta.IP) == net.IPv4len || len(ta.IP) == net.IPv6len) {
+		ap = ta.AddrPort()
+		host := ap.Addr().Unmap() // net.IP prints an IPv4-mapped address as IPv4
+		var buf [64]byte
+		b := buf[:0]
+		if host.Is4() {
+			b = host.AppendTo(b)
+			n := len(b)
+			b = strconv.AppendUint(append(b, ':'), uint64(ap.Port()), 10)
+			addr = string(b)
+			return addr, addr[:n], ap
+		}
+		b = host.AppendTo(append(b, '['))
+		n := len(b)
+		b = strconv.AppendUint(append(b, ']', ':'), uint64(ap.Port()), 10)
+		addr = string(b)
+		return addr, addr[1:n], ap
+	}
+	addr = a.String()
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		ip = h
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ap = ta.AddrPort()
+	} else {
+		ap, _ = netip.ParseAddrPort(addr)
+	}
+	return addr, ip, ap
 }
 
 // serveConn serves cs's requests until the connection closes, is handed
@@ -404,6 +460,9 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 func (s *fastServer) end(cs *connServer, handedOff bool) {
 	fc := cs.fc
 	if !handedOff {
+		if cs.lc != nil {
+			cs.lc.Returning() // the loop closes it as the serve function returns
+		}
 		_ = fc.c.Close()
 		fc.state.Store(connClosed)
 	}
@@ -414,6 +473,7 @@ func (s *fastServer) end(cs *connServer, handedOff bool) {
 		readerPool.Put(cs.rd)
 	}
 	s.untrack(fc)
+	cs.free()
 }
 
 // decline passes on a connection whose next request the fast engine

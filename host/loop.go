@@ -134,6 +134,13 @@ type swapConn struct {
 	cur atomic.Pointer[net.Conn]
 	// tcp is the accepted connection until a loop takes it.
 	tcp *net.TCPConn
+	// slots hold the first sockets set, in place: a connection that
+	// goes to a loop and stays there costs no allocation here. A slot
+	// is written once, before cur points to it (Close may read it from
+	// any goroutine); later sockets are allocated. Written by the
+	// connection's owner only.
+	slots [2]net.Conn
+	used  int
 }
 
 func (c *swapConn) set(nc net.Conn) {
@@ -142,8 +149,21 @@ func (c *swapConn) set(nc net.Conn) {
 	} else {
 		c.tcp = nil
 	}
-	c.cur.Store(&nc)
+	if c.used < len(c.slots) {
+		p := &c.slots[c.used]
+		c.used++
+		*p = nc
+		c.cur.Store(p)
+		return
+	}
+	c.cur.Store(boxConn(nc))
 }
+
+// boxConn returns a new pointer to nc (kept out of set, whose nc would
+// otherwise move to the heap on every call).
+//
+//go:noinline
+func boxConn(nc net.Conn) *net.Conn { return &nc }
 
 func (c *swapConn) conn() net.Conn                     { return *c.cur.Load() }
 func (c *swapConn) Read(p []byte) (int, error)         { return c.conn().Read(p) }
@@ -189,27 +209,27 @@ func swapOf(c net.Conn) *swapConn {
 	return nil
 }
 
-// serveOnLoop starts serving fc on a loop; false when the loop engine
-// does not take it (the caller serves it with a goroutine).
-func (s *fastServer) serveOnLoop(fc *fastConn) bool {
-	sc := swapOf(fc.c)
+// serveOnLoop starts serving cs's connection, just accepted, on a
+// loop; false when the loop engine does not take it (the caller serves
+// it with a goroutine).
+func (s *fastServer) serveOnLoop(cs *connServer) bool {
+	sc := swapOf(cs.c)
 	if sc == nil || sc.tcp == nil {
 		return false
 	}
-	tc := sc.tcp
-	err := s.loops.pick().Serve(tc, func(lc *evloop.Conn) {
-		sc.set(lc)
-		if fc.state.Load() == connClosed {
-			// Closed by a shutdown before the swap: it closed the old
-			// socket only.
-			s.untrack(fc)
-			return
-		}
-		cs := s.begin(fc)
-		cs.onLoop(lc)
-		s.serveConn(cs, true)
-	})
-	return err == nil
+	return s.loops.pick().ServeConn(sc.tcp, cs) == nil
+}
+
+// ServeLoop serves cs's connection on the loop that now has its socket
+// (evloop.Server): from its first request (serveOnLoop) or its next
+// (rejoinLoop). A shutdown that closed the connection meanwhile closed
+// the old socket only: serveConn sees it and only ends it.
+func (cs *connServer) ServeLoop(lc *evloop.Conn) {
+	swapOf(cs.c).set(lc)
+	cs.onLoop(lc)
+	first := cs.first
+	cs.first = false
+	cs.s.serveConn(cs, first)
 }
 
 // rejoinLoop moves an idle connection that left its loop back to a loop
@@ -221,12 +241,8 @@ func (s *fastServer) rejoinLoop(cs *connServer) bool {
 	if sc == nil || sc.tcp == nil {
 		return false
 	}
-	err := s.loops.pick().Serve(sc.tcp, func(lc *evloop.Conn) {
-		sc.set(lc)
-		cs.onLoop(lc)
-		s.serveConn(cs, false) // (a shutdown meanwhile: it only ends it)
-	})
-	if err != nil {
+	cs.first = false
+	if s.loops.pick().ServeConn(sc.tcp, cs) != nil {
 		return false
 	}
 	s.rejoined.Add(1)

@@ -41,12 +41,23 @@ type Loop struct {
 	n       atomic.Int64 // connections registered or on their way
 	running atomic.Bool
 
+	// idle are coroutines whose serve function returned, kept for the
+	// next connections (at most maxIdleCoros): a new connection then
+	// costs no goroutine, no stack growth and no allocation of its own.
+	idle     []*coro
+	stopping bool  // shutdown began: no coroutine is kept
+	coros    int64 // coroutines started (read by tests after Run)
+
 	mu       sync.Mutex
-	posts    []func()
-	spare    []func()
+	starts   []*Conn // connections given by Serve, to register
+	closes   []*Conn // connections closed by Close, to end
+	spareC   []*Conn
 	closing  bool
 	released bool // evfd closed: no more wake-ups (its number may be reused)
 }
+
+// maxIdleCoros bounds a loop's idle coroutines (each keeps its stack).
+const maxIdleCoros = 64
 
 // New returns a loop, or ErrUnsupported, or an error naming the
 // configuration field out of range.
@@ -211,18 +222,23 @@ func (l *Loop) resume(c *Conn) {
 	}
 }
 
-// run runs co until it waits again or returns; when it returns, every
-// connection it still owns is closed.
+// run runs co until it waits again or its serve function returns; then
+// every connection it still owns is closed and the coroutine is kept for
+// another connection (or stopped).
 func (l *Loop) run(co *coro) {
 	if co.done {
 		return
 	}
-	if _, more := co.next(); more {
+	if _, more := co.next(); more && !co.served {
 		return
 	}
 	co.done = true
 	for len(co.owned) > 0 {
 		l.finish(co.owned[len(co.owned)-1])
+	}
+	if co.alive() && !l.stopping && len(l.idle) < maxIdleCoros {
+		l.idle = append(l.idle, co)
+		return
 	}
 	co.stop()
 }
@@ -273,19 +289,6 @@ func (l *Loop) finish(c *Conn) {
 	_ = unix.Close(c.fd)
 }
 
-// post runs fn on the loop; false once the loop is closing.
-func (l *Loop) post(fn func()) bool {
-	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
-		return false
-	}
-	l.posts = append(l.posts, fn)
-	l.wakeLocked()
-	l.mu.Unlock()
-	return true
-}
-
 // wakeLocked wakes the loop; l.mu is held, so that the eventfd cannot be
 // closed (and its number reused) under the write.
 func (l *Loop) wakeLocked() {
@@ -296,20 +299,44 @@ func (l *Loop) wakeLocked() {
 	_, _ = unix.Write(l.evfd, (*[8]byte)(unsafe.Pointer(&one))[:])
 }
 
+// enqueue appends c to *q (l.starts or l.closes) for the loop; false
+// once the loop is closing.
+func (l *Loop) enqueue(q *[]*Conn, c *Conn) bool {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return false
+	}
+	if len(*q) == 0 {
+		// (Not empty: a wake-up is on its way, and the loop takes the
+		// whole queue after it.)
+		l.wakeLocked()
+	}
+	*q = append(*q, c)
+	l.mu.Unlock()
+	return true
+}
+
 func (l *Loop) runPosts() {
 	var buf [8]byte
 	_, _ = unix.Read(l.evfd, buf[:])
-	l.mu.Lock()
-	ps := l.posts
-	l.posts = l.spare[:0]
-	l.mu.Unlock()
-	for i, fn := range ps {
-		fn()
-		ps[i] = nil
+	for _, q := range [2]*[]*Conn{&l.starts, &l.closes} {
+		l.mu.Lock()
+		cs := *q
+		*q = l.spareC[:0]
+		l.mu.Unlock()
+		for i, c := range cs {
+			if q == &l.starts {
+				l.start(c)
+			} else {
+				l.ended(c)
+			}
+			cs[i] = nil
+		}
+		l.mu.Lock()
+		l.spareC = cs[:0]
+		l.mu.Unlock()
 	}
-	l.mu.Lock()
-	l.spare = ps[:0]
-	l.mu.Unlock()
 }
 
 // Close stops the loop: Serve refuses connections from now on and Run
@@ -331,11 +358,12 @@ func (l *Loop) Close() error {
 func (l *Loop) shutdown() {
 	l.mu.Lock()
 	l.closing = true
-	ps := l.posts
-	l.posts = nil
+	starts := l.starts
+	l.starts, l.closes = nil, nil
 	l.mu.Unlock()
-	for _, fn := range ps {
-		fn() // start: sees closing and closes the socket
+	l.stopping = true
+	for _, c := range starts {
+		l.start(c) // sees closing and closes the socket
 	}
 	for _, c := range l.conns {
 		if c != nil {
@@ -353,6 +381,11 @@ func (l *Loop) shutdown() {
 			l.finish(c)
 		}
 	}
+	for i, co := range l.idle {
+		co.stop()
+		l.idle[i] = nil
+	}
+	l.idle = nil
 }
 
 // release closes the loop's own descriptors once Run is done.
@@ -367,22 +400,33 @@ func (l *Loop) release() {
 // Len returns the number of connections the loop holds or is taking on.
 func (l *Loop) Len() int { return int(l.n.Load()) }
 
+// A Server serves the connections given to a loop: ServeLoop is the
+// serve function (see Serve). Serving with a value that already exists
+// (the caller's per-connection state) costs no allocation of a
+// function value per connection.
+type Server interface {
+	ServeLoop(c *Conn)
+}
+
+// ServeFunc is a serve function as a Server.
+type ServeFunc func(*Conn)
+
+// ServeLoop calls f(c).
+func (f ServeFunc) ServeLoop(c *Conn) { f(c) }
+
 // Serve hands tc to the loop, which runs serve(conn) as a coroutine until
 // it returns and then closes the connection. The socket is taken out of
 // the runtime's poller: tc itself is closed and must not be used again.
 // Serve is safe for concurrent use. With ErrFull or ErrLoopClosed (before
 // the hand-over), tc is left as it was.
 func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error {
-	if l.n.Add(1) > int64(l.cfg.MaxConns) {
-		l.n.Add(-1)
-		return ErrFull
-	}
-	l.mu.Lock()
-	closing := l.closing
-	l.mu.Unlock()
-	if closing {
-		l.n.Add(-1)
-		return ErrLoopClosed
+	return l.ServeConn(tc, ServeFunc(serve))
+}
+
+// ServeConn is Serve with a Server.
+func (l *Loop) ServeConn(tc *net.TCPConn, s Server) error {
+	if err := l.reserve(); err != nil {
+		return err
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
@@ -397,10 +441,48 @@ func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error {
 	}
 	// The duplicate shares the socket and its O_NONBLOCK; closing tc
 	// takes the socket out of the runtime's epoll set.
-	c := &Conn{l: l, fd: fd, laddr: tc.LocalAddr(), raddr: tc.RemoteAddr(), heapIndex: -1}
+	laddr, raddr := tc.LocalAddr(), tc.RemoteAddr()
 	_ = tc.Close()
-	if !l.post(func() { l.start(c, serve) }) {
+	if err := l.serveFD(fd, laddr, raddr, s); err != nil {
 		_ = unix.Close(fd)
+		return err
+	}
+	return nil
+}
+
+// ServeFD is Serve for a socket that is not in the runtime's poller: fd,
+// a connected non-blocking TCP socket (accept4 with SOCK_NONBLOCK), is
+// the loop's from a nil return on and closed by it; with an error it is
+// left to the caller. laddr and raddr are its addresses.
+func (l *Loop) ServeFD(fd int, laddr, raddr net.Addr, s Server) error {
+	if err := l.reserve(); err != nil {
+		return err
+	}
+	return l.serveFD(fd, laddr, raddr, s)
+}
+
+// reserve counts one more connection, or refuses it (ErrFull,
+// ErrLoopClosed).
+func (l *Loop) reserve() error {
+	if l.n.Add(1) > int64(l.cfg.MaxConns) {
+		l.n.Add(-1)
+		return ErrFull
+	}
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		l.n.Add(-1)
+		return ErrLoopClosed
+	}
+	return nil
+}
+
+// serveFD queues fd for the loop, reserved; on error the reservation is
+// undone and fd left to the caller.
+func (l *Loop) serveFD(fd int, laddr, raddr net.Addr, s Server) error {
+	c := &Conn{l: l, fd: fd, laddr: laddr, raddr: raddr, heapIndex: -1, srv: s}
+	if !l.enqueue(&l.starts, c) {
 		l.n.Add(-1)
 		return ErrLoopClosed
 	}
@@ -408,7 +490,7 @@ func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error {
 }
 
 // start registers c and runs its serve function up to its first wait.
-func (l *Loop) start(c *Conn, serve func(*Conn)) {
+func (l *Loop) start(c *Conn) {
 	l.mu.Lock()
 	closing := l.closing
 	l.mu.Unlock()
@@ -424,20 +506,54 @@ func (l *Loop) start(c *Conn, serve func(*Conn)) {
 		return
 	}
 	l.track(c)
-	co := &coro{owned: []*Conn{c}}
+	var co *coro
+	if n := len(l.idle); n > 0 {
+		co = l.idle[n-1]
+		l.idle[n-1] = nil
+		l.idle = l.idle[:n-1]
+	} else {
+		co = l.newCoro()
+	}
+	co.done, co.served, co.c = false, false, c
+	co.owned = append(co.owned[:0], c)
 	c.co = co
-	co.next, co.stop = iter.Pull(func(yield func(struct{}) bool) {
-		co.yield = yield
-		defer func() {
-			if p := recover(); p != nil && l.cfg.OnPanic != nil {
-				l.cfg.OnPanic(p)
-			}
-		}()
-		serve(c)
-	})
 	// A socket may hold data or room before it was added: try once.
 	c.readable, c.writable = true, true
 	l.run(co)
+}
+
+// newCoro starts a coroutine that serves one connection after another:
+// it runs the serve function of co.c, reports it served (a yield with
+// co.served set) and waits for the next, until stopped.
+func (l *Loop) newCoro() *coro {
+	l.coros++
+	co := &coro{}
+	co.next, co.stop = iter.Pull(func(yield func(struct{}) bool) {
+		co.yield = yield
+		for {
+			c := co.c
+			co.c = nil
+			l.serveOne(c)
+			co.served = true
+			if !yield(struct{}{}) {
+				co.stopped = true
+				return
+			}
+		}
+	})
+	return co
+}
+
+// serveOne runs c's serve function, reporting a panic to OnPanic.
+func (l *Loop) serveOne(c *Conn) {
+	defer func() {
+		if p := recover(); p != nil && l.cfg.OnPanic != nil {
+			l.cfg.OnPanic(p)
+		}
+	}()
+	s := c.srv
+	c.srv = nil
+	s.ServeLoop(c)
 }
 
 // coro is a serve function's coroutine and the connections it owns (the
@@ -447,8 +563,15 @@ type coro struct {
 	stop  func()
 	yield func(struct{}) bool
 	owned []*Conn
-	done  bool
+	c     *Conn // the connection whose serve function runs next
+	// done: the serve function returned (until the coroutine serves
+	// another connection); served: it reported so; stopped: its
+	// goroutine returned.
+	done, served, stopped bool
 }
+
+// alive reports whether co can serve another connection.
+func (co *coro) alive() bool { return co.served && !co.stopped }
 
 const (
 	waitNone uint8 = iota
@@ -481,7 +604,9 @@ type Conn struct {
 	deadline           time.Time
 	heapIndex          int
 
-	closed atomic.Bool
+	closed    atomic.Bool
+	returning atomic.Bool // see Returning
+	srv       Server      // until its serve function starts
 }
 
 var _ net.Conn = (*Conn)(nil)
@@ -597,22 +722,44 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return opError("close", c, net.ErrClosed)
 	}
-	c.l.post(func() {
-		if c.finished {
-			return
-		}
-		if c.waiting != waitNone {
-			c.l.resume(c) // its wait returns net.ErrClosed
-		}
-		if !c.finished && c.waiting == waitNone {
-			c.l.finish(c) // the peer sees the end now, not when the coroutine returns
-		}
-	})
+	if !c.returning.Load() {
+		c.l.enqueue(&c.l.closes, c)
+	}
 	return nil
+}
+
+// Returning tells the loop that the serve function that owns c (the
+// caller) returns without waiting again: the loop closes c as it
+// returns, and a Close from then on needs no trip through the loop.
+func (c *Conn) Returning() { c.returning.Store(true) }
+
+// ended ends c on the loop once Close was called.
+func (l *Loop) ended(c *Conn) {
+	if c.finished {
+		return
+	}
+	if c.waiting != waitNone {
+		l.resume(c) // its wait returns net.ErrClosed
+	}
+	if !c.finished && c.waiting == waitNone {
+		l.finish(c) // the peer sees the end now, not when the coroutine returns
+	}
 }
 
 // LocalAddr returns the local address.
 func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// sockaddrTCP returns sa as a *net.TCPAddr (nil if it is not an
+// internet address).
+func sockaddrTCP(sa unix.Sockaddr) net.Addr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	case *unix.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
+	}
+	return nil
+}
 
 // RemoteAddr returns the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
@@ -728,12 +875,7 @@ func (c *Conn) DialTCP(addr netip.AddrPort, deadline time.Time) (*Conn, error) {
 		return fail(os.NewSyscallError("connect", err))
 	}
 	if la, err := unix.Getsockname(fd); err == nil {
-		switch a := la.(type) {
-		case *unix.SockaddrInet4:
-			d.laddr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-		case *unix.SockaddrInet6:
-			d.laddr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-		}
+		d.laddr = sockaddrTCP(la)
 	}
 	return d, nil
 }

@@ -26,6 +26,24 @@ func (l *Loop) Len() int { return 0 }
 // Serve returns ErrUnsupported.
 func (l *Loop) Serve(tc *net.TCPConn, serve func(*Conn)) error { return ErrUnsupported }
 
+// A Server serves the connections given to a loop (none on this
+// platform).
+type Server interface {
+	ServeLoop(c *Conn)
+}
+
+// ServeFunc is a serve function as a Server.
+type ServeFunc func(*Conn)
+
+// ServeLoop calls f(c).
+func (f ServeFunc) ServeLoop(c *Conn) { f(c) }
+
+// ServeConn returns ErrUnsupported.
+func (l *Loop) ServeConn(tc *net.TCPConn, s Server) error { return ErrUnsupported }
+
+// ServeFD returns ErrUnsupported.
+func (l *Loop) ServeFD(fd int, laddr, raddr net.Addr, s Server) error { return ErrUnsupported }
+
 // Conn is a connection served by a Loop (none on this platform).
 type Conn struct {
 	net.Conn
@@ -39,6 +57,9 @@ func (c *Conn) Sleep(t time.Time) error { return ErrUnsupported }
 
 // Yield returns ErrUnsupported.
 func (c *Conn) Yield() error { return ErrUnsupported }
+
+// Returning does nothing.
+func (c *Conn) Returning() {}
 
 // Release does nothing.
 func (c *Conn) Release() {}

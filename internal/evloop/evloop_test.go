@@ -902,3 +902,62 @@ func TestYield(t *testing.T) {
 		t.Fatal("the spinner never yielded")
 	}
 }
+
+// Connections served one after another share a coroutine: a serve
+// function that returned leaves its coroutine (goroutine, grown stack)
+// for the next connection, and Close stops the idle ones.
+func TestCoroutinesReused(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	l, err := New(Config{MaxConns: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const conns = 100
+	for i := range conns {
+		cc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		if err := l.Serve(sc.(*net.TCPConn), func(c *Conn) {
+			defer close(done)
+			if i%10 == 0 {
+				panic("a panic leaves the coroutine reusable")
+			}
+			echo(c)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 != 0 {
+			_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := cc.Write([]byte("x\n")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(cc, make([]byte, 2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = cc.Close()
+		<-done
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if l.coros > 2 {
+		t.Fatalf("%d coroutines started for %d connections served one after another, want at most 2", l.coros, conns)
+	}
+}
