@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
 	"net"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -126,6 +129,44 @@ func hostGuardHooks(hc *host.Config, gd *guard.Guard) {
 	hc.HTTP2 = gd.HTTP2Config()
 	hc.Requests = gd
 	hc.FastRequests = guardRequests{gd}
+}
+
+// logAddrCaps says once, at start, that the guards' per-address caps
+// count the address that connects, on a listener other hosts reach
+// (any but loopback): behind a load balancer or a NAT that is one
+// address for many clients, and without PROXY protocol (not supported
+// yet) the gateway cannot see past it (docs/layers/guard.md). A warning
+// when client_ip.trusted_proxies says a proxy connects, else
+// information.
+func (g *Gateway) logAddrCaps(addr net.Addr) {
+	if g.guard == nil || !publicAddr(addr) {
+		return
+	}
+	c := g.guard.Config().Conns
+	level := slog.LevelInfo
+	if len(g.cfg.ClientIP.TrustedProxies.CIDRs) > 0 {
+		level = slog.LevelWarn
+	}
+	g.log.Log(context.Background(), level, addrCapsMessage,
+		"max_per_addr", c.MaxPerAddr, "max_incomplete_per_addr", c.MaxIncompletePerAddr,
+		"accept_rate_per_addr", c.AcceptRatePerAddr, "accept_burst_per_addr", c.AcceptBurstPerAddr)
+}
+
+// addrCapsMessage is logAddrCaps's message.
+const addrCapsMessage = "guards: the per-address connection caps count the address that connects, " +
+	"which behind a load balancer or a NAT is shared by many clients (PROXY protocol is not supported yet): " +
+	"raise guards.conns to what one such address opens"
+
+// publicAddr reports whether a listener bound to a is reachable from
+// other hosts: a TCP address that is not loopback (the unspecified
+// address listens on every interface).
+func publicAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	return !ok || !ip.Unmap().IsLoopback()
 }
 
 // guardRequests is the guard's overload manager as the fast engine's

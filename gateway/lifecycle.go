@@ -33,6 +33,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	g.logAddrCaps(h.Addr())
 	if err := g.startMetrics(); err != nil {
 		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
 	}

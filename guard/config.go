@@ -55,11 +55,14 @@ type ConnConfig struct {
 	MaxIncompletePerAddr int `yaml:"max_incomplete_per_addr"`
 	// AcceptRatePerAddr (conns.accept_rate_per_addr) is the sustained rate
 	// of new connections one address may open, per second (a GCRA with
-	// AcceptBurstPerAddr). Default 100, range [0.1, 1e6].
+	// AcceptBurstPerAddr). Default 300: what one carrier-grade NAT
+	// address can open to one server port, 64,512 ports reused no
+	// sooner than RFC 5382's 4-minute transitory timeout (about 269 per
+	// second; docs/layers/guard.md), range [0.1, 1e6].
 	AcceptRatePerAddr float64 `yaml:"accept_rate_per_addr"`
 	// AcceptBurstPerAddr (conns.accept_burst_per_addr) is the burst of new
-	// connections one address may open at once. Default 200, range
-	// [1, 1e6].
+	// connections one address may open at once. Default 600 (two
+	// seconds of the default rate), range [1, 1e6].
 	AcceptBurstPerAddr int `yaml:"accept_burst_per_addr"`
 	// AddrTableCapacity (conns.addr_table_capacity) is the number of
 	// client addresses tracked at once. When it is full of live entries a
@@ -225,8 +228,8 @@ type OverloadConfig struct {
 const (
 	DefaultMaxPerAddr           = 256
 	DefaultMaxIncompletePerAddr = 128
-	DefaultAcceptRatePerAddr    = 100
-	DefaultAcceptBurstPerAddr   = 200
+	DefaultAcceptRatePerAddr    = 300 // see ConnConfig.AcceptRatePerAddr
+	DefaultAcceptBurstPerAddr   = 600
 	DefaultAddrTableCapacity    = 65536
 	DefaultIPv6Prefix           = 64
 
