@@ -554,10 +554,11 @@ func (s *fastServer) handover(cs *connServer, note any) bool {
 	rest := cs.rd.Buffered()
 	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests), note: note}
 	_ = cs.c.SetDeadline(time.Time{})
+	s.handedOver.Add(1) // before net/http can answer (EngineStats)
 	if !s.handoff.push(hc) {
+		s.handedOver.Add(^uint64(0))
 		return false
 	}
-	s.handedOver.Add(1)
 	cs.fc.state.Store(connClosed) // no longer ours
 	return true
 }

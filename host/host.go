@@ -434,7 +434,7 @@ func (h *Host) Start() error {
 	}
 	loopEngine := h.cfg.Engine == EngineLoop && h.cfg.TLSConfig == nil
 	if loopEngine {
-		ln = swapListener{ln} // under the wrappers: a loop takes the socket
+		ln = newSwapListener(ln) // under the wrappers: a loop takes the socket
 	}
 	if h.cfg.WrapListener != nil {
 		w := h.cfg.WrapListener(ln)

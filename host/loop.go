@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -109,10 +110,33 @@ func (g *loops) close() {
 
 // swapListener wraps the bound listener of the loop engine: its
 // connections (swapConn) can move their socket to a loop and back under
-// whatever wraps them (a deny list, a connection guard).
-type swapListener struct{ net.Listener }
+// whatever wraps them (a deny list, a connection guard). A TCP
+// listener's connections are accepted raw (rawAccepter, on Linux).
+type swapListener struct {
+	net.Listener
+	raw *rawAccepter // nil: the listener's Accept
+}
 
-func (l swapListener) Accept() (net.Conn, error) {
+func newSwapListener(ln net.Listener) *swapListener {
+	return &swapListener{Listener: ln, raw: newRawAccepter(ln)}
+}
+
+// Close stops the raw accepter, then closes the listener.
+func (l *swapListener) Close() error {
+	if l.raw != nil {
+		l.raw.close()
+	}
+	return l.Listener.Close()
+}
+
+func (l *swapListener) Accept() (net.Conn, error) {
+	if l.raw != nil {
+		sc := &swapConn{}
+		if err := l.raw.acceptInto(sc); err != nil {
+			return nil, err
+		}
+		return sc, nil
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -134,6 +158,13 @@ type swapConn struct {
 	cur atomic.Pointer[net.Conn]
 	// tcp is the accepted connection until a loop takes it.
 	tcp *net.TCPConn
+	// raw is the socket accepted raw (rawAccepter) until a loop takes
+	// its descriptor or it turns into a *net.TCPConn; the addresses are
+	// kept in place.
+	raw           acceptedFD
+	raddr, laddrv net.TCPAddr
+	laddr         net.Addr
+	rip, lip      [16]byte
 	// slots hold the first sockets set, in place: a connection that
 	// goes to a loop and stays there costs no allocation here. A slot
 	// is written once, before cur points to it (Close may read it from
@@ -178,6 +209,162 @@ func (c *swapConn) SetWriteDeadline(t time.Time) error { return c.conn().SetWrit
 // NetConn returns the socket (for package guard's ConnOf and the like).
 func (c *swapConn) NetConn() net.Conn { return c.conn() }
 
+// acceptedFD is a socket accepted raw: its descriptor, not in the
+// runtime's poller. A loop takes the descriptor as it is (take);
+// anything else that reads, writes or sets deadlines on it first turns
+// it into a *net.TCPConn (the swapConn's socket from then on: a
+// connection the loops do not take, served by a goroutine). Close and
+// SetLinger (a refusal at accept) act on the descriptor.
+type acceptedFD struct {
+	sc *swapConn
+	mu sync.Mutex
+	fd int // -1 once taken, closed or turned into tc
+	// taken: a loop has the descriptor; closeWanted: Close came
+	// meanwhile (for giveBack).
+	taken, closeWanted bool
+	tc                 *net.TCPConn
+}
+
+var errFDClosed = &net.OpError{Op: "use", Net: "tcp", Err: net.ErrClosed}
+
+// take gives the descriptor to a loop; false if it is not there.
+func (a *acceptedFD) take() (int, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sc == nil || a.fd < 0 || a.tc != nil {
+		return -1, false // not accepted raw, or no longer the descriptor
+	}
+	fd := a.fd
+	a.fd, a.taken = -1, true
+	return fd, true
+}
+
+// giveBack takes back a descriptor the loop refused.
+func (a *acceptedFD) giveBack(fd int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.taken = false
+	if a.closeWanted {
+		closeFD(fd)
+		return
+	}
+	a.fd = fd
+}
+
+// conn returns the socket as a *net.TCPConn, made on first use (owner
+// only: it becomes the swapConn's socket).
+func (a *acceptedFD) conn() (net.Conn, error) {
+	a.mu.Lock()
+	if a.tc != nil {
+		a.mu.Unlock()
+		return a.tc, nil
+	}
+	if a.fd < 0 {
+		a.mu.Unlock()
+		return nil, errFDClosed
+	}
+	f := os.NewFile(uintptr(a.fd), "tcp")
+	nc, err := net.FileConn(f) // a duplicate, in the runtime's poller
+	_ = f.Close()
+	a.fd = -1
+	tc, ok := nc.(*net.TCPConn)
+	if err != nil || !ok {
+		a.mu.Unlock()
+		if nc != nil {
+			_ = nc.Close()
+		}
+		return nil, errFDClosed
+	}
+	a.tc = tc
+	a.mu.Unlock()
+	a.sc.set(tc)
+	return tc, nil
+}
+
+func (a *acceptedFD) Read(p []byte) (int, error) {
+	c, err := a.conn()
+	if err != nil {
+		return 0, err
+	}
+	return c.Read(p)
+}
+
+func (a *acceptedFD) Write(p []byte) (int, error) {
+	c, err := a.conn()
+	if err != nil {
+		return 0, err
+	}
+	return c.Write(p)
+}
+
+func (a *acceptedFD) SetDeadline(t time.Time) error {
+	c, err := a.conn()
+	if err != nil {
+		return err
+	}
+	return c.SetDeadline(t)
+}
+
+func (a *acceptedFD) SetReadDeadline(t time.Time) error {
+	c, err := a.conn()
+	if err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
+}
+
+func (a *acceptedFD) SetWriteDeadline(t time.Time) error {
+	c, err := a.conn()
+	if err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// Close closes the descriptor; one a loop took is the loop's (the
+// connection's state tells its serve function to end it).
+func (a *acceptedFD) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.tc != nil:
+		return a.tc.Close()
+	case a.taken:
+		a.closeWanted = true
+		return nil
+	case a.fd < 0:
+		return errFDClosed
+	}
+	closeFD(a.fd)
+	a.fd = -1
+	return nil
+}
+
+// SetLinger sets SO_LINGER (a refusal at accept resets the connection).
+func (a *acceptedFD) SetLinger(sec int) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.tc != nil:
+		return a.tc.SetLinger(sec)
+	case a.fd < 0:
+		return errFDClosed
+	}
+	return lingerFD(a.fd, sec)
+}
+
+// CloseWrite shuts down the writing side.
+func (a *acceptedFD) CloseWrite() error {
+	c, err := a.conn()
+	if err != nil {
+		return err
+	}
+	return c.(*net.TCPConn).CloseWrite()
+}
+
+func (a *acceptedFD) LocalAddr() net.Addr  { return a.sc.laddr }
+func (a *acceptedFD) RemoteAddr() net.Addr { return &a.sc.raddr }
+
 // CloseWrite shuts down the writing side.
 func (c *swapConn) CloseWrite() error {
 	if cw, ok := c.conn().(interface{ CloseWrite() error }); ok {
@@ -214,7 +401,17 @@ func swapOf(c net.Conn) *swapConn {
 // it with a goroutine).
 func (s *fastServer) serveOnLoop(cs *connServer) bool {
 	sc := swapOf(cs.c)
-	if sc == nil || sc.tcp == nil {
+	if sc == nil {
+		return false
+	}
+	if fd, ok := sc.raw.take(); ok {
+		if s.loops.pick().ServeFD(fd, sc.laddr, &sc.raddr, cs) == nil {
+			return true
+		}
+		sc.raw.giveBack(fd) // a goroutine serves it
+		return false
+	}
+	if sc.tcp == nil {
 		return false
 	}
 	return s.loops.pick().ServeConn(sc.tcp, cs) == nil
