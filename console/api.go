@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -232,20 +233,11 @@ func (c *console) listGet(w http.ResponseWriter, r *http.Request, _ *session) {
 	}
 	out := control.List{Entries: []control.Entry{}, Capacity: s.Capacity(), Total: s.Len()}
 	for _, e := range s.Entries(limit) {
-		out.Entries = append(out.Entries, wireEntry(e))
+		out.Entries = append(out.Entries, control.WireEntry(e, c.cfg.Fingerprint))
 	}
-	slices.SortFunc(out.Entries, func(a, b control.Entry) int { return strings.Compare(a.IP, b.IP) })
+	slices.SortFunc(out.Entries, func(a, b control.Entry) int { return strings.Compare(a.IP+a.Client, b.IP+b.Client) })
 	out.Count = len(out.Entries)
 	writeJSON(w, http.StatusOK, out)
-}
-
-func wireEntry(e ipset.Entry) control.Entry {
-	w := control.Entry{IP: e.Prefix.String(), Reason: e.Reason}
-	if !e.Expires.IsZero() {
-		t := e.Expires.UTC().Round(time.Millisecond)
-		w.ExpiresAt = &t
-	}
-	return w
 }
 
 // Actions in audit lines, by list.
@@ -262,22 +254,20 @@ func (c *console) listAdd(w http.ResponseWriter, r *http.Request, sess *session)
 	}
 	var req control.AddRequest
 	if !decodeJSON(body, &req, false) {
-		badRequest(w, `Body must be {"ip": string, "ttl_ms": integer, "reason": string} with no other members.`)
-		return
-	}
-	p, err := ipset.ParsePrefix(req.IP)
-	if err != nil {
-		badRequest(w, detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
-		return
-	}
-	maxMs := int64(ipset.MaxTTL / time.Millisecond)
-	if req.TTLMs < 0 || req.TTLMs > maxMs {
-		badRequest(w, fmt.Sprintf("ttl_ms must be in [0, %d]; 0 or absent means no expiry.", maxMs))
+		badRequest(w, `Body must be {"ip" or "client": string, "ttl_ms": integer, "reason": string} with no other members.`)
 		return
 	}
 	action := addAction[name]
-	if err := s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
-		c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", action, "target", p.String(), "result", "error")
+	t, err := control.ParseTarget(req.IP, req.Client, c.cfg.Client)
+	if err == nil {
+		err = control.CheckAdd(t, req.TTLMs, req.Reason)
+	}
+	if err != nil {
+		c.targetError(w, sess, action, err)
+		return
+	}
+	if err := s.Add(t.Prefix, time.Duration(req.TTLMs)*time.Millisecond, t.Reason(req.Reason)); err != nil {
+		c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", action, "target", t.String(), "result", "error")
 		if errors.Is(err, ipset.ErrFull) {
 			wire.Write(w, wire.New(wire.CodeListFull))
 			return
@@ -285,15 +275,30 @@ func (c *console) listAdd(w http.ResponseWriter, r *http.Request, sess *session)
 		badRequest(w, detailFor(err, "reason must be at most 64 bytes of printable ASCII."))
 		return
 	}
-	c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", action, "target", p.String(),
+	c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", action, "target", t.String(),
 		"ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
-	e, _ := s.Get(p)
-	writeJSON(w, http.StatusCreated, wireEntry(e))
+	c.changed(r, name, t.Prefix)
+	e, _ := s.Get(t.Prefix)
+	writeJSON(w, http.StatusCreated, control.WireEntry(e, c.cfg.Fingerprint))
 }
 
-// RemoveRequest is the body of DELETE /ui/api/lists/{list}.
+// targetError answers a bad target (control.ParseTarget, CheckAdd).
+func (c *console) targetError(w http.ResponseWriter, sess *session, action string, err error) {
+	var ce *control.Error
+	if !errors.As(err, &ce) {
+		wire.Write(w, wire.New(wire.CodeInternal))
+		return
+	}
+	if ce.Code == wire.CodeUnknownClient {
+		c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", action, "target", "client", "result", "unknown_client")
+	}
+	wire.Write(w, ce.Problem())
+}
+
+// RemoveRequest is the body of DELETE /ui/api/lists/{list}: ip or client.
 type RemoveRequest struct {
-	IP string `json:"ip"`
+	IP     string `json:"ip,omitempty"`
+	Client string `json:"client,omitempty"`
 }
 
 func (c *console) listRemove(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -304,22 +309,46 @@ func (c *console) listRemove(w http.ResponseWriter, r *http.Request, sess *sessi
 	}
 	var req RemoveRequest
 	if !decodeJSON(body, &req, false) {
-		badRequest(w, `Body must be {"ip": string} with no other members.`)
+		badRequest(w, `Body must be {"ip" or "client": string} with no other members.`)
 		return
 	}
-	p, err := ipset.ParsePrefix(req.IP)
+	t, err := control.ParseTarget(req.IP, req.Client, c.cfg.Client)
 	if err != nil {
-		badRequest(w, detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+		c.targetError(w, sess, removeAction[name], err)
 		return
 	}
-	if !s.Remove(p) {
+	if !s.Remove(t.Prefix) {
 		p := wire.New(wire.CodeNotFound)
 		p.Detail = "No such entry."
 		wire.Write(w, p)
 		return
 	}
-	c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", removeAction[name], "target", p.String(), "result", "ok")
-	writeJSON(w, http.StatusOK, map[string]string{"removed": p.String()})
+	c.audit.Info("console audit", "who", c.who, "session", sess.tag, "action", removeAction[name], "target", t.String(), "result", "ok")
+	c.changed(r, name, t.Prefix)
+	removed := t.Client
+	if removed == "" {
+		removed = t.Prefix.String()
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": removed})
+}
+
+// changed tells Config.Changed about a change of a list.
+func (c *console) changed(r *http.Request, list string, p netip.Prefix) {
+	if c.cfg.Changed != nil {
+		c.cfg.Changed(r.Context(), list, p)
+	}
+}
+
+// clients serves the top limited clients.
+func (c *console) clients(w http.ResponseWriter, r *http.Request, _ *session) {
+	out := []control.TopClient{}
+	if c.cfg.TopClients != nil {
+		out = c.cfg.TopClients(MaxTopClients)
+		if len(out) > MaxTopClients {
+			out = out[:MaxTopClients]
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"clients": out})
 }
 
 // detailFor turns an ipset validation error into a detail: the ipset

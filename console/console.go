@@ -16,6 +16,10 @@
 //	POST   /ui/api/lists/{list}   {"ip": "203.0.113.0/24", "ttl_ms": 600000, "reason": "manual"}
 //	DELETE /ui/api/lists/{list}   {"ip": "203.0.113.0/24"}
 //	POST   /ui/api/reload         re-read the configuration; 422 lists every problem
+//	GET    /ui/api/clients        the top limited clients, by fingerprint (never by address)
+//
+// A list change may name a client by its fingerprint instead of an
+// address ({"client": "3f9a…"}); such entries are shown by fingerprint.
 //
 // # Security
 //
@@ -131,6 +135,8 @@ const (
 	MaxLayers     = 64
 	MaxRejections = 4096
 	MaxTop        = 10
+	// MaxTopClients bounds the top limited clients shown.
+	MaxTopClients = 20
 
 	// loginKeys bounds the login limiter's table of client addresses;
 	// a full table refuses new addresses (fails closed).
@@ -168,6 +174,18 @@ type Config struct {
 	// Allow and Deny are the runtime lists the console shows and
 	// changes. Required.
 	Allow, Deny *ipset.Set
+	// Fingerprint names a list entry made from a client fingerprint (see
+	// control.ClientReasonPrefix) and Client resolves a fingerprint for
+	// {"client": FP} in list changes, as control.Config's fields of the
+	// same names. Nil Client: fingerprints are refused.
+	Fingerprint func(netip.Addr) string
+	Client      func(fp string) (netip.Prefix, error)
+	// TopClients returns the top limited clients (at most n), by
+	// fingerprint only, for GET /ui/api/clients. Nil shows none.
+	TopClients func(n int) []control.TopClient
+	// Changed, when set, is called after every change the console made
+	// to a list ("deny" or "allow"), with the prefix changed.
+	Changed func(ctx context.Context, list string, p netip.Prefix)
 	// Reload re-reads the configuration; a *control.ReloadError has its
 	// problems shown to the operator. Nil: reload is not supported (501).
 	Reload func(ctx context.Context) error
@@ -418,6 +436,7 @@ var endpoints = map[string]map[string]endpoint{
 	"lists/deny":  listEndpoints,
 	"lists/allow": listEndpoints,
 	"reload":      {http.MethodPost: {serve: (*console).reload, change: true}},
+	"clients":     {http.MethodGet: {serve: (*console).clients}},
 }
 
 var listEndpoints = map[string]endpoint{

@@ -131,6 +131,43 @@ func (c *Client) Add(ctx context.Context, list, prefix string, ttl time.Duration
 	return e, err
 }
 
+// AddClient puts the client behind fingerprint fp (as the access log
+// writes it) on list for ttl (0 = no expiry) with reason. The answer
+// names the entry by its fingerprint only.
+func (c *Client) AddClient(ctx context.Context, list, fp string, ttl time.Duration, reason string) (Entry, error) {
+	var e Entry
+	err := c.do(ctx, http.MethodPost, "/v1/"+list, AddRequest{Client: fp, TTLMs: ttl.Milliseconds(), Reason: reason}, &e)
+	return e, err
+}
+
+// RemoveClient deletes the entry of the client behind fingerprint fp
+// from list.
+func (c *Client) RemoveClient(ctx context.Context, list, fp string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/"+list+"?client="+url.QueryEscape(fp), nil, nil)
+}
+
+// TopClients returns up to limit (0 = the server's default) of the
+// clients the gateway's layers refused most.
+func (c *Client) TopClients(ctx context.Context, limit int) ([]TopClient, error) {
+	var out struct {
+		Clients []TopClient `json:"clients"`
+	}
+	path := "/v1/clients"
+	if limit > 0 {
+		path += fmt.Sprintf("?limit=%d", limit)
+	}
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.Clients, err
+}
+
+// TopClient is one row of GET /v1/clients.
+type TopClient struct {
+	Client   string    `json:"client"`
+	Layer    string    `json:"layer"`
+	Count    uint64    `json:"count"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
 // Remove deletes prefix from list.
 func (c *Client) Remove(ctx context.Context, list, prefix string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/"+list+"?ip="+url.QueryEscape(prefix), nil, nil)

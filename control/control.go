@@ -106,6 +106,8 @@ const (
 	// Config.FailedTokensPerMinute.
 	DefaultFailedTokensPerMinute = 20
 	MaxFailedTokensPerMinute     = 1000
+	// MaxTopClients bounds GET /v1/clients.
+	MaxTopClients = 100
 	// FailedTokenClients bounds the table of clients with failed token
 	// attempts. A full table (every entry still live) refuses new
 	// clients with 429 rather than forgetting one.
@@ -218,10 +220,24 @@ type Config struct {
 	// cost nothing. 1 to MaxFailedTokensPerMinute; 0 means
 	// DefaultFailedTokensPerMinute.
 	FailedTokensPerMinute int
-	// Fingerprint names a client in audit lines without its address.
+	// Fingerprint names a client in audit lines without its address,
+	// and a list entry made from a fingerprint (see ClientReasonPrefix).
 	// Nil means the first 8 bytes of HMAC-SHA-256 of the address under a
 	// random key made by New, in hex.
 	Fingerprint func(netip.Addr) string
+	// Client, when set, turns a client fingerprint into the prefix it
+	// names, for {"client": FP} in POST and ?client=FP in DELETE of the
+	// lists; an error matching ErrUnknownClient answers 422
+	// unknown_client. Nil: fingerprints are refused (400).
+	Client func(fp string) (netip.Prefix, error)
+	// TopClients, when set, serves GET /v1/clients?limit=N (N in [1,
+	// 100], default 20): {"clients": TopClients(N)}, clients named by
+	// fingerprint only.
+	TopClients func(n int) any
+	// Changed, when set, is called after every change the API made to
+	// a list, with the list's name (ipset.Set.Name: "allow", "deny") and
+	// the prefix changed (look it up to tell an add from a removal).
+	Changed func(ctx context.Context, list string, p netip.Prefix)
 	// Clock times the failed-token budgets; nil means the real clock.
 	Clock clock.Clock
 }
@@ -279,9 +295,14 @@ func New(cfg Config) (http.Handler, error) {
 		if deny {
 			s = cfg.Deny
 		}
-		for method, fn := range ListEndpoints(s, deny, audit, a.who) {
+		l := newListAPI(s, deny, audit, a.who)
+		l.fp, l.client, l.changed = fp, cfg.Client, cfg.Changed
+		for method, fn := range l.endpoints() {
 			routes[method+" "+path] = jsonapi.Handler(fn)
 		}
+	}
+	if cfg.TopClients != nil {
+		routes["GET /v1/clients"] = a.clients
 	}
 	if len(cfg.Routes) > MaxRoutes {
 		return nil, fmt.Errorf("control: %d routes, out of range [0, %d]", len(cfg.Routes), MaxRoutes)
@@ -481,6 +502,10 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 // DELETE takes the entry's prefix from the ip query parameter or, when
 // the query has none, from a JSON body {"ip": "..."}.
 func ListEndpoints(s *ipset.Set, deny bool, audit *slog.Logger, who string) map[string]Endpoint {
+	return newListAPI(s, deny, audit, who).endpoints()
+}
+
+func newListAPI(s *ipset.Set, deny bool, audit *slog.Logger, who string) *listAPI {
 	if audit == nil {
 		audit = slog.New(slog.DiscardHandler)
 	}
@@ -488,16 +513,24 @@ func ListEndpoints(s *ipset.Set, deny bool, audit *slog.Logger, who string) map[
 	if deny {
 		l.add, l.remove = "block", "unblock"
 	}
+	return l
+}
+
+func (l *listAPI) endpoints() map[string]Endpoint {
 	return map[string]Endpoint{"GET": l.list, "POST": l.insert, "DELETE": l.delete}
 }
 
 // listAPI serves one list's endpoints; add and remove name the actions
-// in audit lines.
+// in audit lines. fp, client and changed are Config's Fingerprint,
+// Client and Changed (nil under ListEndpoints).
 type listAPI struct {
 	s           *ipset.Set
 	audit       *slog.Logger
 	who         string
 	add, remove string
+	fp          func(netip.Addr) string
+	client      func(string) (netip.Prefix, error)
+	changed     func(context.Context, string, netip.Prefix)
 }
 
 func (l *listAPI) list(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
@@ -513,7 +546,7 @@ func (l *listAPI) list(ctx context.Context, r *http.Request, body json.RawMessag
 	l.s.Range(func(e ipset.Entry) bool {
 		out.Total++
 		if len(out.Entries) < limit {
-			out.Entries = append(out.Entries, wireEntry(e))
+			out.Entries = append(out.Entries, WireEntry(e, l.fp))
 		}
 		return true
 	})
@@ -521,43 +554,52 @@ func (l *listAPI) list(ctx context.Context, r *http.Request, body json.RawMessag
 	return http.StatusOK, out, nil
 }
 
-func wireEntry(e ipset.Entry) Entry {
-	w := Entry{IP: e.Prefix.String(), Reason: e.Reason}
-	if !e.Expires.IsZero() {
-		t := e.Expires.UTC().Round(time.Millisecond)
-		w.ExpiresAt = &t
-	}
-	return w
-}
-
 func (l *listAPI) insert(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
 	if body == nil {
-		return 0, nil, badRequest("A JSON body with \"ip\" is required.")
+		return 0, nil, badRequest("A JSON body with \"ip\" or \"client\" is required.")
 	}
 	var req AddRequest
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return 0, nil, badRequest("Body must be {\"ip\": string, \"ttl_ms\": integer, \"reason\": string} with no other members.")
+		return 0, nil, badRequest("Body must be {\"ip\" or \"client\": string, \"ttl_ms\": integer, \"reason\": string} with no other members.")
 	}
-	p, err := ipset.ParsePrefix(req.IP)
+	t, err := ParseTarget(req.IP, req.Client, l.client)
 	if err != nil {
-		return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+		l.auditTargetError(l.add, req.Client, err)
+		return 0, nil, err
 	}
-	maxMs := int64(ipset.MaxTTL / time.Millisecond)
-	if req.TTLMs < 0 || req.TTLMs > maxMs {
-		return 0, nil, badRequest(fmt.Sprintf("ttl_ms must be in [0, %d]; 0 or absent means no expiry.", maxMs))
+	if err := CheckAdd(t, req.TTLMs, req.Reason); err != nil {
+		return 0, nil, err
 	}
-	if err := l.s.Add(p, time.Duration(req.TTLMs)*time.Millisecond, req.Reason); err != nil {
-		l.audit.Info("control audit", "who", l.who, "action", l.add, "target", p.String(), "result", "error")
+	if err := l.s.Add(t.Prefix, time.Duration(req.TTLMs)*time.Millisecond, t.Reason(req.Reason)); err != nil {
+		l.audit.Info("control audit", "who", l.who, "action", l.add, "target", t.String(), "result", "error")
 		if errors.Is(err, ipset.ErrFull) {
 			return 0, nil, &Error{Code: wire.CodeListFull, Err: err}
 		}
 		return 0, nil, badRequest(detailFor(err, "reason must be at most 64 bytes of printable ASCII."))
 	}
-	l.audit.Info("control audit", "who", l.who, "action", l.add, "target", p.String(), "ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
-	e, _ := l.s.Get(p)
-	return http.StatusCreated, wireEntry(e), nil
+	l.audit.Info("control audit", "who", l.who, "action", l.add, "target", t.String(), "ttl_ms", req.TTLMs, "reason", req.Reason, "result", "ok")
+	l.changedNow(ctx, t.Prefix)
+	e, _ := l.s.Get(t.Prefix)
+	return http.StatusCreated, WireEntry(e, l.fp), nil
+}
+
+// auditTargetError logs a fingerprint that did not resolve (never the
+// value: it may be anything the caller typed).
+func (l *listAPI) auditTargetError(action, client string, err error) {
+	var e *Error
+	if client == "" || !errors.As(err, &e) || e.Code != wire.CodeUnknownClient {
+		return
+	}
+	l.audit.Info("control audit", "who", l.who, "action", action, "target", "client", "result", "unknown_client")
+}
+
+// changedNow tells Config.Changed about a change.
+func (l *listAPI) changedNow(ctx context.Context, p netip.Prefix) {
+	if l.changed != nil {
+		l.changed(ctx, l.s.Name(), p)
+	}
 }
 
 // detailFor turns an ipset validation error into a fixed-shape detail.
@@ -575,36 +617,59 @@ func detailFor(err error, fallback string) string {
 	return msg
 }
 
-// removeRequest is the body a DELETE may carry instead of ?ip=.
+// removeRequest is the body a DELETE may carry instead of ?ip= or
+// ?client=.
 type removeRequest struct {
-	IP string `json:"ip"`
+	IP     string `json:"ip,omitempty"`
+	Client string `json:"client,omitempty"`
 }
 
 func (l *listAPI) delete(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
-	ip := r.URL.Query().Get("ip")
-	if ip == "" && body != nil {
+	q := r.URL.Query()
+	ip, client := q.Get("ip"), q.Get("client")
+	if ip == "" && client == "" && body != nil {
 		var req removeRequest
 		dec := json.NewDecoder(strings.NewReader(string(body)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			return 0, nil, badRequest("Body must be {\"ip\": string} with no other members, or pass ?ip=.")
+			return 0, nil, badRequest("Body must be {\"ip\" or \"client\": string} with no other members, or pass ?ip=.")
 		}
-		ip = req.IP
+		ip, client = req.IP, req.Client
 	}
-	p, err := ipset.ParsePrefix(ip)
+	t, err := ParseTarget(ip, client, l.client)
 	if err != nil {
-		return 0, nil, badRequest(detailFor(err, "ip must be an IPv4/IPv6 address or CIDR prefix without host bits."))
+		l.auditTargetError(l.remove, client, err)
+		return 0, nil, err
 	}
-	if !l.s.Remove(p) {
+	if !l.s.Remove(t.Prefix) {
 		return 0, nil, &Error{Code: wire.CodeNotFound, Detail: "No such entry."}
 	}
-	l.audit.Info("control audit", "who", l.who, "action", l.remove, "target", p.String(), "result", "ok")
-	return http.StatusOK, map[string]any{"removed": p.String()}, nil
+	l.audit.Info("control audit", "who", l.who, "action", l.remove, "target", t.String(), "result", "ok")
+	l.changedNow(ctx, t.Prefix)
+	if t.Client != "" {
+		return http.StatusOK, map[string]any{"removed": t.Client}, nil
+	}
+	return http.StatusOK, map[string]any{"removed": t.Prefix.String()}, nil
+}
+
+func (a *api) clients(ctx context.Context, r *http.Request, body json.RawMessage) (int, any, error) {
+	n := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > MaxTopClients {
+			return 0, nil, badRequest(fmt.Sprintf("limit must be an integer in [1, %d]", MaxTopClients))
+		}
+		n = k
+	}
+	return http.StatusOK, map[string]any{"clients": a.cfg.TopClients(n)}, nil
 }
 
 // Entry is one list entry on the wire.
 type Entry struct {
-	IP        string     `json:"ip"`
+	// IP is the entry's prefix; empty for an entry made from a client
+	// fingerprint, which shows Client instead.
+	IP        string     `json:"ip,omitempty"`
+	Client    string     `json:"client,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
 }
@@ -619,7 +684,9 @@ type List struct {
 
 // AddRequest is the body of POST /v1/blocklist and /v1/allowlist.
 type AddRequest struct {
-	IP     string `json:"ip"`
+	// IP or Client (a fingerprint from the access log): exactly one.
+	IP     string `json:"ip,omitempty"`
+	Client string `json:"client,omitempty"`
 	TTLMs  int64  `json:"ttl_ms,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }

@@ -338,3 +338,70 @@ func CheckAddr(addr string, haveToken bool) error {
 	}
 	return fmt.Errorf("control: control.addr %q is not a loopback address; set control.token_file or BULWARK_CONTROL_TOKEN to expose the API", addr)
 }
+
+// LoadOrCreateKeyFile returns the key material in path (read as a token
+// file: mode 0600, one token-shaped string), creating it with
+// GenerateToken when it does not exist. Creation is atomic and
+// exclusive: the key is written to a temporary file in the same
+// directory (created with mode 0700 when missing, refused when group or
+// others may write it), synced, then hard-linked to path, which fails
+// when another process created path meanwhile; that process's key is
+// then read. The key never appears in errors.
+func LoadOrCreateKeyFile(path string) (string, error) {
+	key, err := readTokenFile(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			return "", fmt.Errorf("control: key file: %w", err)
+		}
+		return key, nil
+	}
+	key, err = GenerateToken()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("control: cannot create the state directory %s: %w", dir, unwrapPath(err))
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("control: state directory %s: %w", dir, unwrapPath(err))
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return "", &insecureError{fmt.Sprintf("control: state directory %s has mode %04o: group or others could replace the key file; run chmod go-w %s or choose another directory with $%s", dir, perm, dir, EnvStateDir)}
+	}
+	f, err := os.CreateTemp(dir, ".key-*")
+	if err != nil {
+		return "", fmt.Errorf("control: cannot write in the state directory %s: %w", dir, unwrapPath(err))
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = io.WriteString(f, key+"\n")
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("control: cannot write the key file %s: %w", path, unwrapPath(err))
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			// Another process made it first: use its key.
+			if key, err = readTokenFile(path); err != nil {
+				return "", fmt.Errorf("control: key file: %w", err)
+			}
+			return key, nil
+		}
+		return "", fmt.Errorf("control: cannot write the key file %s: %w", path, unwrapPath(err))
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return key, nil
+}

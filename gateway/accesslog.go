@@ -2,13 +2,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	crand "crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,11 +19,11 @@ import (
 // upstream, and a keyed client fingerprint, at most maxPerSecond lines a
 // second (the rest dropped and counted). It never writes the address, the
 // path, a username or a header value: an operator follows one client
-// across lines by its fingerprint without learning who it is. The
-// fingerprint is the first 8 bytes of the grouped client address
-// encrypted (one AES-128 block) under a key made for this process: stable
-// for a process's lifetime, different between processes, and without the
-// key no address can be recovered or tested. An unknown client is "-".
+// across lines by its fingerprint without learning who it is, and block
+// it by that fingerprint (fingerprint.go: the grouped client address
+// encrypted as one AES-128 block under the gateway's key, kept across
+// restarts and shared by a cluster's replicas; without the key no address
+// can be recovered or tested). An unknown client is "-".
 //
 // With the logger of NewLogger the line is formatted here and written to
 // the log's writer in its format, at a fraction of slog's cost (one line
@@ -38,7 +34,7 @@ type accessLog struct {
 	max    int64
 	out    *slog.Logger
 	sink   *lineSink // NewLogger's writer, or nil: through out
-	fp     cipher.Block
+	g      *Gateway  // its fingerprint key
 	m      *metrics
 	clock  clock.Clock // the per-second bound's time and the line's
 
@@ -46,38 +42,16 @@ type accessLog struct {
 	n   atomic.Int64 // lines written in it
 }
 
-// accessCipher is the gateway's fingerprint key, one per process.
-func (g *Gateway) accessCipher() cipher.Block {
-	g.keyerOnce.Do(func() {
-		var k [16]byte
-		_, _ = crand.Read(k[:]) // never fails (crypto/rand since Go 1.24)
-		g.fpBlock, _ = aes.NewCipher(k[:])
-	})
-	return g.fpBlock
-}
-
-// fingerprint is a client's fingerprint as the access log writes it (for
-// an address that is not grouped further), for other logs that must name
-// a client without its address.
-func (g *Gateway) fingerprint(a netip.Addr) string {
-	if !a.IsValid() {
-		return "-"
-	}
-	in, out := a.As16(), [16]byte{}
-	g.accessCipher().Encrypt(out[:], in[:])
-	return hex.EncodeToString(out[:8])
-}
-
 func (g *Gateway) newAccessLog(c AccessLog) *accessLog {
 	return &accessLog{mode: c.Mode, sample: c.Sample, max: int64(c.MaxPerSecond), out: g.log, sink: directSink(g.log),
-		fp: g.accessCipher(), m: g.metrics, clock: g.clock}
+		g: g, m: g.metrics, clock: g.clock}
 }
 
 // lineBuf is one line's scratch space, pooled.
 type lineBuf struct {
 	b       []byte
 	in, out [16]byte // the fingerprint's cipher blocks
-	fp      [16]byte // its hex form
+	fp      [32]byte // its hex form
 }
 
 var linePool = sync.Pool{New: func() any { return &lineBuf{b: make([]byte, 0, 512)} }}
@@ -109,8 +83,8 @@ func (a *accessLog) log(rs *reqState, d time.Duration) {
 		// The scratch blocks live in the pooled buffer: passed to the
 		// cipher's interface method, stack arrays would escape.
 		lb.in = rs.group.As16()
-		a.fp.Encrypt(lb.out[:], lb.in[:])
-		hex.Encode(lb.fp[:], lb.out[:8])
+		a.g.fingerprintBlock().Encrypt(lb.out[:], lb.in[:])
+		hex.Encode(lb.fp[:], lb.out[:])
 		fp = lb.fp[:]
 	}
 	upstream := ""

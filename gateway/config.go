@@ -294,10 +294,11 @@ type Metrics struct {
 
 // AccessLog is one structured line per request ("access" in the log):
 // route, the layer that answered and why, status, duration, upstream, and
-// a keyed client fingerprint (AES under a per-process key: the same
-// client gets the same fingerprint in every line of a process, and nobody
-// can turn it back into an address). Never the address, the path, a
-// username or a header value.
+// a keyed client fingerprint (AES under the gateway's key, kept across
+// restarts and shared by a cluster's replicas: the same client gets the
+// same fingerprint in every line, only the gateway can turn it back into
+// an address, to block it; see fingerprint.go). Never the address, the
+// path, a username or a header value.
 type AccessLog struct {
 	// Mode is rejections (default: every answer a layer gave instead of
 	// the upstream, shadow decisions included), all, or off.

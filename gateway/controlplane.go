@@ -140,6 +140,8 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		Audit:        g.log,
 		// Audit lines name a client as the access log does.
 		Fingerprint: g.fingerprint,
+		Client:      g.clientPrefix,
+		TopClients:  func(n int) any { return g.TopLimitedClients(n) },
 		Clock:       g.clock,
 	})
 	if err != nil {

@@ -72,7 +72,6 @@
 package gateway
 
 import (
-	"crypto/cipher"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -84,6 +83,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
@@ -154,6 +154,9 @@ type Gateway struct {
 	global      *global.Node       // cluster profile with global limits or RLS
 	globalStore *redisglobal.Store // the global node's Redis
 	rls         *rlsServer         // rls.addr set
+	// opsRedis (cluster profile) holds what replicas share for
+	// operators: the fingerprint key and the runtime lists.
+	opsRedis redis.UniversalClient
 
 	// Dependency monitors (see deps.go).
 	pgMon, redisMon, authMon *depMonitor
@@ -171,8 +174,9 @@ type Gateway struct {
 	started time.Time     // by the injected clock
 	sweeper chan struct{} // closed to stop the list sweeper
 
-	fpBlock   cipher.Block // access-log fingerprints, made on first use
-	keyerOnce sync.Once
+	fpKey   atomic.Pointer[fingerprintKey] // client fingerprints (fingerprint.go)
+	keyOnce sync.Once
+	limited *limitedClients // the top limited clients
 
 	mu     sync.Mutex // serializes Reload
 	cfg    *Config
@@ -198,8 +202,11 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg, tally: newTally()}
+	g := &Gateway{log: log, deps: deps, clock: clock.Or(deps.Clock), cfg: cfg, tally: newTally(), limited: &limitedClients{}}
 	g.started = g.clock.Now()
+	if err := g.loadFingerprintKey(); err != nil {
+		return nil, err
+	}
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration warning", "problem", w.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/redisconn"
 )
 
 // Start binds the listeners, runs the readiness checks (PostgreSQL schema
@@ -42,6 +43,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if err := g.startXDP(ctx); err != nil {
 		return errors.Join(err, h.Shutdown(ctx))
+	}
+	if g.opsRedis != nil {
+		g.shareFingerprintKey(ctx, g.opsRedis)
 	}
 	// Dependencies the gateway serves without: an outage at start is not
 	// a reason to stay down (see deps.go); a misconfiguration is.
@@ -108,6 +112,12 @@ func (g *Gateway) openStores(cfg *Config) error {
 	if cfg.Profile != Cluster {
 		return nil
 	}
+	// The operator state (fingerprint key, runtime lists) replicas share.
+	rc, err := redisconn.Open(cfg.redisConn())
+	if err != nil {
+		return fmt.Errorf("gateway: redis: %w", err)
+	}
+	g.opsRedis = rc
 	if err := g.openQuotaStore(cfg); err != nil {
 		return err
 	}
@@ -129,5 +139,8 @@ func (g *Gateway) closeStores() {
 	}
 	if g.redis != nil {
 		_ = g.redis.Close()
+	}
+	if g.opsRedis != nil {
+		_ = g.opsRedis.Close()
 	}
 }

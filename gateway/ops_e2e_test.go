@@ -142,7 +142,7 @@ func testAccessLogBound(t *testing.T) {
 			t.Fatalf("line %v", l)
 		}
 	}
-	if s, _ := fp.(string); len(s) != 16 || strings.Contains(tg.logs.String(), "127.0.71.1") {
+	if s, _ := fp.(string); len(s) != 32 || strings.Contains(tg.logs.String(), "127.0.71.1") {
 		t.Fatalf("fingerprint %q, or the address is in the log", fp)
 	}
 	// The next second: the bound starts over; another client, another

@@ -208,6 +208,9 @@ func (p *pipeline) finish(rs *reqState) {
 		p.noRoute.Observe(d.Seconds())
 	}
 	p.access.log(rs, d)
+	if rs.layer != "" && rs.clientOK {
+		p.g.limited.record(rs.group, rs.layer, p.g.clock.Now())
+	}
 }
 
 func (p *pipeline) serve(w http.ResponseWriter, r *http.Request, rs *reqState) {

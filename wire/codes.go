@@ -163,6 +163,10 @@ const (
 	CodeReloadFailed = "reload_failed"
 	// CodeXDPUnavailable: the XDP program could not be updated (503).
 	CodeXDPUnavailable = "xdp_unavailable"
+	// CodeUnknownClient: the client fingerprint is not one this gateway
+	// wrote (mistyped, from another gateway, or written under another
+	// IPv6 grouping) (422).
+	CodeUnknownClient = "unknown_client"
 )
 
 // Operator console (package console).
@@ -236,6 +240,7 @@ var registry = map[string]codeInfo{
 	CodeReloadUnsupported:               {501, "This server cannot reload its configuration."},
 	CodeReloadFailed:                    {500, "The reload failed; the previous configuration keeps serving."},
 	CodeXDPUnavailable:                  {503, "The XDP program could not be updated."},
+	CodeUnknownClient:                   {422, "The client fingerprint is not one this gateway wrote."},
 	CodeSessionRequired:                 {401, "Log in to the console first."},
 	CodeInvalidToken:                    {401, "The token is not valid."},
 	CodeCrossOrigin:                     {403, "The request did not come from the console's own pages."},

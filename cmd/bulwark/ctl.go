@@ -28,10 +28,16 @@ const ctlUsage = `usage: bulwark ctl [--addr URL] [--token TOKEN | --token-file 
 Commands:
   block PREFIX [--ttl DURATION] [--reason TEXT] [--force]
                                                    add to the deny list
-  unblock PREFIX                                   remove from the deny list
+  block --client FP [--ttl DURATION] [--reason TEXT]
+                                                   block the client behind a fingerprint
+                                                   of the access log (its address is
+                                                   never shown)
+  unblock PREFIX | --client FP                     remove from the deny list
   allow PREFIX [--ttl DURATION] [--reason TEXT] [--force]
                                                    add to the allow list
   disallow PREFIX                                  remove from the allow list
+  clients [--limit N]                              the clients the layers refused most,
+                                                   by fingerprint
   list blocklist|allowlist [--limit N]             show a list
   status                                           show the gateway's status
   reload                                           re-read the configuration file
@@ -82,6 +88,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	reason := set.String("reason", "", "reason recorded with the entry")
 	limit := set.Int("limit", 0, "maximum entries to list")
 	force := set.Bool("force", false, "block or allow a prefix wider than /8 (IPv4) or /16 (IPv6), 0.0.0.0/0 and ::/0 included")
+	clientFP := set.String("client", "", "a client fingerprint from the access log, instead of a PREFIX")
 	xflags := set.String("flags", "", "xdp: flag names (comma-separated) or a flag word")
 	xk := set.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
 	xdefense := set.String("defense", "", "xdp: defense mode auto, on or off")
@@ -137,16 +144,22 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	cmd, rest := pos[0], pos[1:]
 	switch cmd {
 	case "block", "allow":
-		if len(rest) != 1 {
-			return usage(cmd + " takes exactly one PREFIX")
+		if (len(rest) == 1) == (*clientFP != "") || len(rest) > 1 {
+			return usage(cmd + " takes exactly one PREFIX or --client FP")
 		}
 		list := map[string]string{"block": "blocklist", "allow": "allowlist"}[cmd]
-		if wide, n := widePrefix(rest[0]); wide && !*force {
-			fmt.Fprintf(stderr, "bulwark ctl: %s %s would %s %s; pass --force if that is what you mean\n", cmd, rest[0],
-				map[string]string{"block": "block", "allow": "exempt from the shield and rate limits"}[cmd], n)
-			return 2
+		var e control.Entry
+		var err error
+		if *clientFP != "" {
+			e, err = c.AddClient(ctx, list, *clientFP, *ttl, *reason)
+		} else {
+			if wide, n := widePrefix(rest[0]); wide && !*force {
+				fmt.Fprintf(stderr, "bulwark ctl: %s %s would %s %s; pass --force if that is what you mean\n", cmd, rest[0],
+					map[string]string{"block": "block", "allow": "exempt from the shield and rate limits"}[cmd], n)
+				return 2
+			}
+			e, err = c.Add(ctx, list, rest[0], *ttl, *reason)
 		}
-		e, err := c.Add(ctx, list, rest[0], *ttl, *reason)
 		if err != nil {
 			return fail(err)
 		}
@@ -155,18 +168,46 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			if e.ExpiresAt != nil {
 				exp = "expires " + e.ExpiresAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(w, "%s %s (%s)\n", map[string]string{"block": "blocked", "allow": "allowed"}[cmd], e.IP, exp)
+			what := e.IP
+			if e.Client != "" {
+				what = "client " + e.Client
+			}
+			fmt.Fprintf(w, "%s %s (%s)\n", map[string]string{"block": "blocked", "allow": "allowed"}[cmd], what, exp)
 		})
 	case "unblock", "disallow":
-		if len(rest) != 1 {
-			return usage(cmd + " takes exactly one PREFIX")
+		if (len(rest) == 1) == (*clientFP != "") || len(rest) > 1 {
+			return usage(cmd + " takes exactly one PREFIX or --client FP")
 		}
 		list := map[string]string{"unblock": "blocklist", "disallow": "allowlist"}[cmd]
-		if err := c.Remove(ctx, list, rest[0]); err != nil {
+		what := ""
+		if *clientFP != "" {
+			what = "client " + *clientFP
+			err = c.RemoveClient(ctx, list, *clientFP)
+		} else {
+			what = rest[0]
+			err = c.Remove(ctx, list, rest[0])
+		}
+		if err != nil {
 			return fail(err)
 		}
-		return print(map[string]string{"removed": rest[0]}, func(w io.Writer) {
-			fmt.Fprintf(w, "removed %s from the %s\n", rest[0], list)
+		return print(map[string]string{"removed": what}, func(w io.Writer) {
+			fmt.Fprintf(w, "removed %s from the %s\n", what, list)
+		})
+	case "clients":
+		if len(rest) != 0 {
+			return usage("clients takes no arguments")
+		}
+		l, err := c.TopClients(ctx, *limit)
+		if err != nil {
+			return fail(err)
+		}
+		return print(map[string]any{"clients": l}, func(w io.Writer) {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CLIENT\tLAYER\tCOUNT\tLAST SEEN")
+			for _, r := range l {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Client, r.Layer, r.Count, r.LastSeen.Format(time.RFC3339))
+			}
+			_ = tw.Flush()
 		})
 	case "list":
 		if len(rest) != 1 || (rest[0] != "blocklist" && rest[0] != "allowlist") {
@@ -184,7 +225,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 				if e.ExpiresAt != nil {
 					exp = e.ExpiresAt.Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.IP, exp, e.Reason)
+				what := e.IP
+				if e.Client != "" {
+					what = "client " + e.Client
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", what, exp, e.Reason)
 			}
 			_ = tw.Flush()
 			fmt.Fprintf(w, "%d of %d entries (capacity %d)\n", l.Count, l.Total, l.Capacity)

@@ -151,6 +151,7 @@
   let prev = null;
   const series = { req: [], rej: [] };
   const listLen = { deny: -1, allow: -1 };
+  let lastRejected = -1;
 
   function text(id, v) { $(id).textContent = v; }
 
@@ -215,6 +216,11 @@
       return tr;
     }), 4, 'No bounded tables reported.'));
 
+    if (v.rejected !== lastRejected) {
+      lastRejected = v.rejected;
+      loadClients();
+    }
+
     for (const name of ['deny', 'allow']) {
       const n = v.lists[name].len;
       if (n !== listLen[name]) {
@@ -254,19 +260,56 @@
     $('spark-rej').setAttribute('points', pts(series.rej));
   }
 
+  // --- top limited clients ---------------------------------------------
+
+  let clientsSeq = 0;
+
+  async function loadClients() {
+    const seq = ++clientsSeq;
+    const r = await call('GET', 'clients');
+    if (r.status !== 200 || seq !== clientsSeq) return;
+    const rows = r.data.clients.map((c) => {
+      const tr = row([c.client, c.layer, fmtInt(c.count), fmtTime(c.last_seen)], ['mono', null, 'r', null]);
+      const b = el('button', 'Block', 'small');
+      b.type = 'button';
+      b.dataset.client = c.client;
+      b.addEventListener('click', () => blockClient(c.client));
+      const td = el('td', null, 'r');
+      td.append(b);
+      tr.append(td);
+      return tr;
+    });
+    $('top-clients').replaceChildren(...rowsOrEmpty(rows, 5, 'No client limited.'));
+  }
+
+  async function blockClient(fp) {
+    const r = await call('POST', 'lists/deny', { client: fp, ttl_ms: 3600000, reason: 'console' });
+    text('clients-msg', r.status === 201 ? 'Blocked client ' + fp +
+      (r.data.expires_at ? ' until ' + fmtTime(r.data.expires_at) : '') + '.' : problem(r));
+    loadList('deny');
+  }
+
   // --- lists -------------------------------------------------------------
 
+  // listSeq orders the answers of concurrent loads: an older answer
+  // arriving last must not overwrite a newer one.
+  const listSeq = { deny: 0, allow: 0 };
+
   async function loadList(name) {
+    const seq = ++listSeq[name];
     const r = await call('GET', 'lists/' + name + '?limit=500');
-    if (r.status !== 200) return;
+    if (r.status !== 200 || seq !== listSeq[name]) return;
     const d = r.data;
     text('list-' + name + '-count', fmtInt(d.total) + ' of ' + fmtInt(d.capacity) + (d.count < d.total ? ' (first ' + d.count + ' shown)' : ''));
     const rows = d.entries.map((e) => {
-      const tr = row([e.ip, e.expires_at ? fmtTime(e.expires_at) : 'never', e.reason || ''], ['mono', null, null]);
+      // An entry made from a fingerprint is shown (and removed) by it.
+      const what = e.ip || ('client ' + e.client);
+      const target = e.ip ? { ip: e.ip } : { client: e.client };
+      const tr = row([what, e.expires_at ? fmtTime(e.expires_at) : 'never', e.reason || ''], ['mono', null, null]);
       const b = el('button', 'Remove', 'ghost small');
       b.type = 'button';
-      b.dataset.ip = e.ip;
-      b.addEventListener('click', () => removeEntry(name, e.ip));
+      b.dataset.ip = what;
+      b.addEventListener('click', () => removeEntry(name, target, what));
       const td = el('td', null, 'r');
       td.append(b);
       tr.append(td);
@@ -275,9 +318,9 @@
     $('list-' + name).replaceChildren(...rowsOrEmpty(rows, 4, 'Empty.'));
   }
 
-  async function removeEntry(name, ip) {
-    const r = await call('DELETE', 'lists/' + name, { ip: ip });
-    text(name + '-msg', r.status === 200 ? 'Removed ' + ip + '.' : problem(r));
+  async function removeEntry(name, target, what) {
+    const r = await call('DELETE', 'lists/' + name, target);
+    text(name + '-msg', r.status === 200 ? 'Removed ' + what + '.' : problem(r));
     loadList(name);
   }
 
