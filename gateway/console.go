@@ -47,6 +47,7 @@ func (g *Gateway) consoleHandler(cfg *Config, token string, reload func(context.
 		Fingerprint:    g.fingerprint,
 		Client:         g.clientPrefix,
 		TopClients:     g.TopLimitedClients,
+		Changed:        g.listChanged,
 		Audit:          g.log,
 		Clock:          g.deps.Clock,
 		StreamDuration: consoleStreamDuration,

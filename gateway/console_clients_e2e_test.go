@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/bulwarkhq/bulwark/control"
 )
 
 // TestConsoleTopClientsInChromium: in a real headless Chromium, the
@@ -19,8 +22,9 @@ func TestConsoleTopClientsInChromium(t *testing.T) {
 	ctx := browser(t)
 	messages := collectConsole(ctx)
 	up := echoUpstream(t, "app")
+	dir := t.TempDir()
 	tg := startGateway(t, limitedRoute, map[string]string{"APP": up.URL},
-		gwOpts{getenv: env(EnvControlToken, testToken).get, stateDir: t.TempDir()})
+		gwOpts{getenv: env(EnvControlToken, testToken).get, stateDir: dir})
 	const abuser, other = "127.0.78.1", "127.0.78.2"
 	for range 4 {
 		fetchFrom(t, abuser, tg.url+"/")
@@ -40,6 +44,10 @@ func TestConsoleTopClientsInChromium(t *testing.T) {
 	waitJS(t, ctx, "the block", `document.getElementById('clients-msg').textContent.startsWith('Blocked client `+fp+` until')`)
 	waitJS(t, ctx, "the deny list", `document.getElementById('list-deny').textContent.includes('client `+fp+`')`)
 	assertRefused(t, abuser, hostPort(tg.url))
+	// Saved for a restart, as the API's changes are.
+	if b, err := os.ReadFile(listStatePath(dir, control.DefaultAddr)); err != nil || !strings.Contains(string(b), `"reason":"client:console"`) {
+		t.Errorf("state file after the console's block: %v %s", err, b)
+	}
 	if s := fetchFrom(t, other, tg.url+"/"); s != 200 {
 		t.Errorf("%s (not blocked): %d", other, s)
 	}

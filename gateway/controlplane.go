@@ -142,6 +142,7 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		Fingerprint: g.fingerprint,
 		Client:      g.clientPrefix,
 		TopClients:  func(n int) any { return g.TopLimitedClients(n) },
+		Changed:     g.listChanged,
 		Clock:       g.clock,
 	})
 	if err != nil {

@@ -178,6 +178,9 @@ type Gateway struct {
 	keyOnce sync.Once
 	limited *limitedClients // the top limited clients
 
+	listStore      *listStore  // saves runtime list entries; nil: none
+	listSyncFailed atomic.Bool // the last Redis sync of the lists failed
+
 	mu     sync.Mutex // serializes Reload
 	cfg    *Config
 	closed bool // the pipeline was closed at shutdown: no more reloads
@@ -298,6 +301,13 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		g.closeStores()
 		m.unregister()
 		return nil, err
+	}
+	if g.listStore = g.newListStore(cfg); g.listStore != nil && g.listStore.rc == nil {
+		if err := g.listStore.load(); err != nil {
+			g.closeStores()
+			m.unregister()
+			return nil, err
+		}
 	}
 	p, err := g.build(cfg, nil)
 	if err != nil {

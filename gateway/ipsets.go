@@ -378,7 +378,8 @@ func (g *Gateway) stopSweeper() {
 }
 
 // sweep reclaims expired list entries in the background, a bounded number
-// per second (lookups already ignore them; this frees their room).
+// per second (lookups already ignore them; this frees their room), and in
+// the cluster profile brings the runtime entries in line with Redis.
 func (g *Gateway) sweep(stop <-chan struct{}) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
@@ -389,6 +390,7 @@ func (g *Gateway) sweep(stop <-chan struct{}) {
 		case <-t.C:
 			g.lists.allow.Sweep(ipset.FullScanLimit)
 			g.lists.deny.Sweep(ipset.FullScanLimit)
+			g.syncLists(false)
 		}
 	}
 }

@@ -46,6 +46,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if g.opsRedis != nil {
 		g.shareFingerprintKey(ctx, g.opsRedis)
+		g.syncLists(true)
 	}
 	// Dependencies the gateway serves without: an outage at start is not
 	// a reason to stay down (see deps.go); a misconfiguration is.
