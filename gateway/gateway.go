@@ -247,7 +247,7 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		// cluster login throttle fails open) is for operators: the
 		// metrics listener's /readyz and the control API's status.
 	}
-	switch cfg.Listen.Engine { // (net/http serves everything over TLS)
+	switch cfg.Listen.Engine { // (over TLS: no loops, host/tls.go)
 	case EngineGoroutine:
 		hc.Engine = host.EngineFast
 	case EngineNetHTTP:

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +151,12 @@ func (u *smugglingUpstream) seen(k string) string {
 // exchangeRaw writes in (then the sentinel) and reads every response until
 // the connection closes or stays silent.
 func exchangeRaw(t *testing.T, addr, in string) string {
-	c, err := net.Dial("tcp", addr)
+	return exchangeOver(t, func() (net.Conn, error) { return net.Dial("tcp", addr) }, in)
+}
+
+// exchangeOver is exchangeRaw over a connection dial opens.
+func exchangeOver(t *testing.T, dial func() (net.Conn, error), in string) string {
+	c, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +236,54 @@ control: {enabled: false}
 				}
 				if seen[e] != seen[EngineNetHTTP] {
 					t.Errorf("upstream saw\n  %s: %s\n  nethttp: %s", e, seen[e], seen[EngineNetHTTP])
+				}
+			}
+		})
+	}
+}
+
+// TestSmugglingTableOverTLS: the table over a TLS listener speaking
+// HTTP/1.1, on every engine, gets the very answers it gets in cleartext:
+// a request with both Content-Length and Transfer-Encoding is framed by
+// Transfer-Encoding and its connection closed after the answer (issue
+// 24: over TLS net/http kept it open), and every other row is framed and
+// answered alike.
+func TestSmugglingTableOverTLS(t *testing.T) {
+	up := newSmugglingUpstream(t)
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	engs := []string{EngineNetHTTP, EngineAuto, EngineGoroutine}
+	addrs := map[string]string{}
+	for _, e := range engs {
+		cfg, err := Parse("smuggling.yaml", []byte(strings.ReplaceAll(`
+listen: {tls: {cert_file: `+filepath.Join(dir, "cert.pem")+`, key_file: `+filepath.Join(dir, "key.pem")+`}}
+limits: {max_url_bytes: 8192, max_header_bytes: 65536}
+upstreams: [{name: app, targets: ["{{APP}}"]}]
+routes: [{name: all, match: {path: /}, upstream: app}]
+control: {enabled: false}
+`, "{{APP}}", up.URL)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Listen.Engine = e
+		tg := startConfig(t, cfg, gwOpts{})
+		addrs[e] = tg.g.Addr().String()
+	}
+	for _, c := range smugglingCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, e := range engs {
+				in := markCase(c.in, "tls/"+c.name+"/"+e)
+				got := exchangeOver(t, func() (net.Conn, error) {
+					return tls.Dial("tcp", addrs[e], &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
+				}, in)
+				if got != c.want {
+					t.Errorf("engine %s over TLS answered %q, in cleartext %q", e, got, c.want)
+				}
+				if e != EngineNetHTTP {
+					if s, n := up.seen("tls/"+c.name+"/"+e), up.seen("tls/"+c.name+"/"+EngineNetHTTP); s != n && n != "" {
+						t.Errorf("upstream saw\n  %s: %s\n  nethttp: %s", e, s, n)
+					}
 				}
 			}
 		})

@@ -18,9 +18,9 @@ import (
 // Ordinary traffic passes through every part of the guard in every mode,
 // and the gauges come back to zero when the connections close.
 func TestOrdinaryTrafficPasses(t *testing.T) {
-	for _, m := range []mode{modeH1, modeTLS, modeH2C} {
+	for _, m := range []mode{modeH1, modeTLS, modeH2C, modeTLSFast} {
 		t.Run(m.name, func(t *testing.T) {
-			s := startServer(t, m, guard.Config{}, http.HandlerFunc(okHandler))
+			s := startServer(t, m, guard.Config{}, okServer{})
 			c, tr := s.client("127.0.0.1")
 			for i := range 20 {
 				var resp *http.Response
@@ -38,15 +38,18 @@ func TestOrdinaryTrafficPasses(t *testing.T) {
 				if resp.StatusCode != 200 || string(b) != "ok" {
 					t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
 				}
-				if want := 1 + btoi(m.tls || m.h2c); resp.ProtoMajor != want {
+				if want := 1 + btoi(m.tls && !m.fast || m.h2c); resp.ProtoMajor != want {
 					t.Fatalf("served over HTTP/%d, want %d", resp.ProtoMajor, want)
 				}
+			}
+			if es := s.h.EngineStats(); m.fast && es.HandedOver != 0 {
+				t.Fatalf("the fast engine handed %d connection(s) to net/http", es.HandedOver)
 			}
 			st := s.g.Stats()
 			if st.Conns != 1 || st.Incomplete != 0 || st.Handshakes != 0 || st.InFlight != 0 {
 				t.Fatalf("stats with one idle keep-alive connection: %+v", st)
 			}
-			if want := int64(btoi(m.tls || m.h2c)); st.H2Conns != want {
+			if want := int64(btoi(m.tls && !m.fast || m.h2c)); st.H2Conns != want {
 				t.Fatalf("h2 connections %d, want %d", st.H2Conns, want)
 			}
 			tr.CloseIdleConnections()

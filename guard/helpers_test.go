@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/bulwarkhq/bulwark/guard"
+	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/internal/hosttest"
 )
@@ -34,12 +35,17 @@ type mode struct {
 	name string
 	tls  bool
 	h2c  bool
+	// fast serves with the host's fast engine (HTTP/1.1 over TLS too);
+	// with tls the client offers http/1.1 only.
+	fast bool
 }
 
 var (
 	modeH1  = mode{name: "h1"}
 	modeTLS = mode{name: "tls", tls: true}
 	modeH2C = mode{name: "h2c", h2c: true}
+	// modeTLSFast is HTTP/1.1 over TLS on the fast engine (host/tls.go).
+	modeTLSFast = mode{name: "tls-fast", tls: true, fast: true}
 )
 
 // testCert is the shared self-signed certificate for 127.0.0.1.
@@ -133,6 +139,9 @@ func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, o
 	s := &server{t: t, m: m, c: &counts{}}
 	gopts := guard.Options{Hooks: s.c.hooks()}
 	hc := host.Config{Addr: "127.0.0.1:0", H2C: m.h2c, Limits: host.Limits{MaxInFlight: 100000}}
+	if m.fast {
+		hc.Engine = host.EngineFast
+	}
 	for _, o := range opts {
 		o(&hc, &gopts)
 	}
@@ -167,6 +176,7 @@ func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, o
 	hc.WrapH2Conn = g.WrapH2
 	hc.HTTP2 = g.HTTP2Config()
 	hc.Requests = g
+	hc.FastRequests = fastRequests{g}
 	h, err := host.New(hc)
 	if err != nil {
 		t.Fatalf("host.New: %v", err)
@@ -191,6 +201,8 @@ func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, o
 func (s *server) client(src string) (*http.Client, *http.Transport) {
 	p := new(http.Protocols)
 	switch {
+	case s.m.fast:
+		p.SetHTTP1(true)
 	case s.m.tls:
 		p.SetHTTP2(true)
 	case s.m.h2c:
@@ -256,6 +268,31 @@ func okHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = io.WriteString(w, "ok")
 }
+
+// okServer is okHandler for net/http and the fast engine alike.
+type okServer struct{}
+
+func (okServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { okHandler(w, r) }
+
+func (okServer) ServeHTTP1(x *h1.Exchange) host.Verdict {
+	if _, err := io.Copy(io.Discard, x.Body()); err != nil {
+		return host.Served // the host answers for the body
+	}
+	x.Header().Set("Content-Type", "text/plain")
+	_, _ = io.WriteString(x, "ok")
+	return host.Served
+}
+
+// fastRequests is the guard's overload manager as the fast engine's
+// request hook, as the gateway wires it.
+type fastRequests struct{ g *guard.Guard }
+
+func (a fastRequests) RequestStart() (shed, closeConn bool) {
+	s := a.g.RequestStart()
+	return s >= guard.Shedding, s >= guard.NoKeepAlive
+}
+
+func (a fastRequests) RequestEnd() { a.g.RequestEnd() }
 
 // get issues GET path and returns the status, or an error.
 func get(c *http.Client, url string) (int, error) {

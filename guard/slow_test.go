@@ -193,12 +193,14 @@ func TestOnlyWaitingIsCharged(t *testing.T) {
 
 // A TLS client that never completes its handshake is closed at
 // tls.handshake_timeout, without an answer.
-func TestHandshakeTimeout(t *testing.T) {
+func TestHandshakeTimeout(t *testing.T) { tlsModes(t, testHandshakeTimeout) }
+
+func testHandshakeTimeout(t *testing.T, m mode) {
 	cfg := guard.Config{
 		Slow: guard.SlowConfig{HeaderTimeout: 10 * time.Second, RecvGrace: 10 * time.Second},
 		TLS:  guard.TLSConfig{Timeout: 300 * time.Millisecond},
 	}
-	s := startServer(t, modeTLS, cfg, http.HandlerFunc(okHandler))
+	s := startServer(t, m, cfg, okServer{})
 	c, err := dialFrom("127.0.0.2", s.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -219,8 +221,10 @@ func TestHandshakeTimeout(t *testing.T) {
 
 // After a TLS handshake, a dribbled head is cut (closed: the TLS layer
 // above the socket cannot be written to from below).
-func TestSlowHeadOverTLSClosed(t *testing.T) {
-	s := startServer(t, modeTLS, slowCfg, http.HandlerFunc(okHandler))
+func TestSlowHeadOverTLSClosed(t *testing.T) { tlsModes(t, testSlowHeadOverTLSClosed) }
+
+func testSlowHeadOverTLSClosed(t *testing.T, m mode) {
+	s := startServer(t, m, slowCfg, okServer{})
 	d := &tls.Dialer{Config: clientTLSConfig("http/1.1"), NetDialer: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}}
 	c, err := d.Dial("tcp", s.addr)
 	if err != nil {
@@ -257,4 +261,12 @@ func TestSlowH2HeadCut(t *testing.T) {
 		t.Fatal("slow HTTP/2 head not cut")
 	}
 	waitFor(t, "the cut to be counted", func() bool { return s.c.get("slow:"+guard.SlowHeadRate) == 1 })
+}
+
+// tlsModes runs body over TLS served by net/http and by the fast engine
+// (HTTP/1.1 over TLS, host/tls.go).
+func tlsModes(t *testing.T, body func(t *testing.T, m mode)) {
+	for _, m := range []mode{modeTLS, modeTLSFast} {
+		t.Run(m.name, func(t *testing.T) { body(t, m) })
+	}
 }

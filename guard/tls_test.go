@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -83,6 +82,10 @@ func TestTLSHandshakeFloodRefusedBeforeWork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
+	tlsModes(t, testTLSHandshakeFloodRefusedBeforeWork)
+}
+
+func testTLSHandshakeFloodRefusedBeforeWork(t *testing.T, m mode) {
 	const n, conc, rate = 300, 16, 20
 	run := func(perSec int) (started int64, cpu time.Duration, elapsed time.Duration, out string, s *server) {
 		var hs atomic.Int64
@@ -90,7 +93,7 @@ func TestTLSHandshakeFloodRefusedBeforeWork(t *testing.T) {
 			TLS:   guard.TLSConfig{MaxHandshakesPerAddr: perSec},
 			Conns: guard.ConnConfig{AcceptRatePerAddr: 1e6, AcceptBurstPerAddr: 1e6, MaxIncompletePerAddr: 1000, MaxPerAddr: 1000},
 		}
-		s = startServer(t, modeTLS, cfg, http.HandlerFunc(okHandler), func(hc *hostConfig, _ *guard.Options) {
+		s = startServer(t, m, cfg, okServer{}, func(hc *hostConfig, _ *guard.Options) {
 			base := serverTLSConfig()
 			base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 				hs.Add(1)

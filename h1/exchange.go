@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +33,10 @@ type Exchange struct {
 	// RemoteIP is the host part of RemoteAddr (net.SplitHostPort), or
 	// "" when it has none.
 	RemoteIP string
+	// TLS is the state of the connection when it is a TLS one (set by
+	// the server once per connection, as net/http's Request.TLS), nil
+	// in cleartext.
+	TLS *tls.ConnectionState
 	// ConnCache is the handler's own per-connection value: kept from one
 	// request of the connection to the next, nil on a new connection.
 	ConnCache any
@@ -187,8 +192,8 @@ func (x *Exchange) Host() string {
 // Stub returns a minimal *http.Request describing x for code that
 // inspects a request's protocol, method, target and framing (writers of
 // rejections): Method, Proto 1.1, RequestURI, URL (path and query as
-// sent, not decoded), Host, RemoteAddr, ContentLength and a Body that is
-// non-nil when one was announced. Its Header is empty. It is built once
+// sent, not decoded), Host, RemoteAddr, ContentLength, TLS and a Body
+// that is non-nil when one was announced. Its Header is empty. It is built once
 // per request and reused for the next one; callers must not modify it.
 func (x *Exchange) Stub() *http.Request {
 	r := &x.stub
@@ -207,6 +212,7 @@ func (x *Exchange) Stub() *http.Request {
 		ContentLength: x.Req.ContentLength,
 		Close:         x.Req.close,
 		Body:          http.NoBody,
+		TLS:           x.TLS,
 	}
 	p, q := x.Target(), ""
 	for i := 0; i < len(p); i++ {
@@ -258,6 +264,7 @@ func (x *Exchange) Request() (*http.Request, error) {
 		ContentLength: x.Req.ContentLength,
 		Close:         x.Req.close,
 		Body:          http.NoBody,
+		TLS:           x.TLS,
 	}
 	if x.Req.Chunked {
 		r.TransferEncoding = []string{"chunked"}

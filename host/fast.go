@@ -3,6 +3,7 @@ package host
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -219,6 +220,10 @@ func (s *fastServer) acceptLoop(ln net.Listener) {
 		if s.loops != nil && s.serveOnLoop(cs) {
 			continue
 		}
+		if tc, ok := c.(*tls.Conn); ok {
+			go s.serveTLS(cs, tc) // tls.go
+			continue
+		}
 		go s.serveConn(cs, true)
 	}
 }
@@ -336,7 +341,11 @@ func (s *fastServer) begin(c net.Conn) *connServer {
 	cs.s, cs.fc, cs.c, cs.first = s, &cs.fcv, c, true
 	cs.requests, cs.lc, cs.note = 0, nil, nil
 	cs.rdl, cs.wdl = deadline.Lazy{}, deadline.Lazy{Write: true}
-	cs.pc, _ = c.(phaseConn)
+	under := c
+	if tc, ok := under.(*tls.Conn); ok {
+		under = tc.NetConn()
+	}
+	cs.pc, _ = under.(phaseConn)
 	cs.rd = readerPool.Get().(*h1.Reader)
 	cs.rd.Reset(c)
 	cs.rd.SetMax(lim.MaxHeaderBytes + 2*h1.MaxChunkLine)
@@ -344,7 +353,7 @@ func (s *fastServer) begin(c net.Conn) *connServer {
 	cs.bw.Reset(c)
 	x := &cs.x
 	x.Init(c, cs.bw, &cs.strs, cs.probe)
-	x.ConnCache, x.Note, x.Loop = nil, nil, nil
+	x.ConnCache, x.Note, x.Loop, x.TLS = nil, nil, nil, nil
 	x.RemoteAddr, x.RemoteIP, x.Remote = remoteStrings(c.RemoteAddr())
 	return cs
 }
@@ -357,7 +366,7 @@ func (cs *connServer) free() {
 	cs.rd, cs.bw = nil, nil
 	x := &cs.x
 	x.Init(nil, nil, &cs.strs, cs.probe)
-	x.ConnCache, x.Note, x.Loop = nil, nil, nil
+	x.ConnCache, x.Note, x.Loop, x.TLS = nil, nil, nil, nil
 	connServers.Put(cs)
 }
 
@@ -552,7 +561,7 @@ func (cs *connServer) clientGone() bool {
 // with the note of the handler's decline for its first request.
 func (s *fastServer) handover(cs *connServer, note any) bool {
 	rest := cs.rd.Buffered()
-	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests), note: note}
+	hc := &handoffConn{Conn: cs.c, buf: append([]byte(nil), rest...), requests: int64(cs.requests), note: note, tls: cs.x.TLS}
 	_ = cs.c.SetDeadline(time.Time{})
 	s.handedOver.Add(1) // before net/http can answer (EngineStats)
 	if !s.handoff.push(hc) {
@@ -790,9 +799,9 @@ func (l *handoffListener) push(c net.Conn) bool {
 // engine read ahead come first. NetConn returns the socket, so that a
 // connection guard finds its connection under it.
 //
-// Every cleartext HTTP/1.1 connection net/http serves is one (the
-// nethttp engine's with nothing read ahead), so that framingWatch sees
-// what net/http reads.
+// Every HTTP/1.1 connection net/http serves is one (the nethttp
+// engine's with nothing read ahead; over TLS, over the *tls.Conn), so
+// that framingWatch sees what net/http reads.
 type handoffConn struct {
 	net.Conn
 	buf      []byte
@@ -801,6 +810,8 @@ type handoffConn struct {
 	// note is what the handler's NetHTTP verdict carried for the
 	// declined request, the first net/http reads (NoteOf).
 	note any
+	// tls is the state of the TLS connection Conn is, or nil (tls.go).
+	tls *tls.ConnectionState
 }
 
 func (c *handoffConn) Read(p []byte) (int, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/internal/hosttest"
 )
 
 // fastHandler serves the fast engine with serve and net/http with a
@@ -129,11 +130,16 @@ func testFastHandsOver(t *testing.T, m mode) {
 			}
 		})
 	}
-	t.Run("h2c", func(t *testing.T) {
+	// HTTP/2: with prior knowledge in cleartext, chosen by ALPN over TLS.
+	t.Run("h2", func(t *testing.T) {
 		f := &fastHandler{}
-		e := start(t, m, host.Limits{}, func(c *host.Config) { c.H2C = true })
+		e := start(t, m, host.Limits{}, func(c *host.Config) { c.H2C = c.TLSConfig == nil })
 		e.H.Activate(f)
-		tr := newTransport(modeH2C, nil)
+		client := modeH2C
+		if m.TLS1 {
+			client = modeH2
+		}
+		tr := newTransport(client, nil)
 		defer tr.CloseIdleConnections()
 		res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get(e.Base + "/a")
 		if err != nil {
@@ -382,10 +388,24 @@ func testFastServeAllocs(t *testing.T, m mode) {
 	for range 100 {
 		round()
 	}
-	if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
-		t.Fatalf("%.0f allocations per request, want 0", allocs)
+	if !m.TLS1 {
+		if allocs := testing.AllocsPerRun(2000, round); allocs != 0 {
+			t.Fatalf("%.0f allocations per request, want 0", allocs)
+		}
+		return
+	}
+	// Over TLS crypto/tls allocates a reader per record it reads
+	// (conn.go, readFromUntil: one on each side here); nothing else may.
+	outside, inTLS := hosttest.AllocsPerRunOutside(2000, round, tlsRecordRead)
+	t.Logf("%.0f allocations per request in crypto/tls's record reads (client and server)", inTLS)
+	if outside != 0 || inTLS > 2 {
+		t.Fatalf("%.0f allocations per request outside crypto/tls's record reads (want 0), %.2f inside (want at most 2)", outside, inTLS)
 	}
 }
+
+// tlsRecordRead is crypto/tls's function that allocates a reader per
+// record it reads (Go 1.26).
+const tlsRecordRead = "crypto/tls.(*Conn).readFromUntil"
 
 var (
 	contentLength2 = []string{"2"}
@@ -395,7 +415,7 @@ var (
 // fastModes runs body on the fast engine with a goroutine per connection
 // and on event loops, as the subtests mode=fast and mode=loop.
 func fastModes(t *testing.T, body func(t *testing.T, m mode)) {
-	for _, m := range []mode{modeFast, modeLoop} {
+	for _, m := range []mode{modeFast, modeLoop, modeFastTLS, modeLoopTLS} {
 		t.Run("mode="+m.Name, func(t *testing.T) { body(t, m) })
 	}
 }

@@ -28,7 +28,11 @@ var (
 	modeH2C  = hosttest.ModeH2C
 	modeFast = hosttest.ModeFast
 	modeLoop = hosttest.ModeLoop
-	modes    = []mode{modeH1, modeH2, modeH2C, modeFast, modeLoop}
+	// HTTP/1.1 over TLS, on net/http and the fast engine (host/tls.go).
+	modeH1TLS   = hosttest.ModeH1TLS
+	modeFastTLS = hosttest.ModeFastTLS
+	modeLoopTLS = hosttest.ModeLoopTLS
+	modes       = []mode{modeH1, modeH2, modeH2C, modeFast, modeLoop, modeH1TLS, modeFastTLS}
 
 	start        = hosttest.Start
 	newTransport = hosttest.NewTransport

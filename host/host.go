@@ -281,7 +281,8 @@ type Host struct {
 	activated bool
 	ln        net.Listener
 	serveDone chan struct{}
-	fast      *fastServer // the fast engine, when it serves this listener
+	fast      *fastServer  // the fast engine, when it serves this listener
+	tln       net.Listener // the TLS listener the fast engine accepts from
 	hooks     []hook
 	hooksRan  bool
 }
@@ -370,6 +371,7 @@ func New(cfg Config) (*Host, error) {
 				ci.requests.Store(hc.requests) // served by the fast engine so far
 				ci.framing = &hc.watch
 				ci.note, hc.note = hc.note, nil
+				ci.tls = hc.tls
 			}
 			ctx = context.WithValue(ctx, connKey{}, ci)
 			if cfg.ConnContext != nil {
@@ -382,11 +384,10 @@ func New(cfg Config) (*Host, error) {
 	}
 	if cfg.TLSConfig != nil {
 		h.srv.TLSConfig = cfg.TLSConfig.Clone()
-		if cfg.WrapTLSListener != nil {
-			// Serve (not ServeTLS) sets up HTTP/2 only when the
-			// configuration offers it.
-			h.srv.TLSConfig.NextProtos = alpnProtos(h.srv.TLSConfig.NextProtos)
-		}
+		// The host accepts TLS itself (tls.go) and net/http's Serve
+		// (not ServeTLS) sets up HTTP/2 only when the configuration
+		// offers it.
+		h.srv.TLSConfig.NextProtos = alpnProtos(h.srv.TLSConfig.NextProtos)
 	}
 	if cfg.WrapH2Conn != nil && (cfg.TLSConfig != nil || cfg.H2C) {
 		if err := serveHTTP2(h.srv, cfg.WrapH2Conn); err != nil {
@@ -449,7 +450,8 @@ func (h *Host) Start() error {
 	h.ln = ln
 	h.started = true
 	h.serveDone = make(chan struct{})
-	if (h.cfg.Engine == EngineFast || loopEngine) && h.cfg.TLSConfig == nil {
+	if h.cfg.Engine == EngineFast || loopEngine || h.cfg.TLSConfig != nil {
+		// (Over TLS on every engine: it runs the handshakes, tls.go.)
 		h.fast = newFastServer(h, ln.Addr())
 	}
 	if loopEngine {
@@ -476,16 +478,19 @@ func (h *Host) serveLoop(ln net.Listener) {
 	var err error
 	// (h.srv.TLSConfig is also set by the x/net HTTP/2 setup for h2c.)
 	switch {
-	case h.cfg.TLSConfig != nil && h.cfg.WrapTLSListener != nil:
-		tln := h.cfg.WrapTLSListener(ln, h.tlsListenerConfig())
+	case h.cfg.TLSConfig != nil:
+		tln := h.tlsListener(ln)
 		if tln == nil {
 			h.log.Error("host: config.wrap_tls_listener returned nil")
+			close(h.fast.done)
 			break
 		}
+		h.mu.Lock()
+		h.tln = tln
+		h.mu.Unlock()
 		ln = tln
-		err = h.srv.Serve(ln)
-	case h.cfg.TLSConfig != nil:
-		err = h.srv.ServeTLS(ln, "", "")
+		go h.fast.acceptLoop(ln)
+		err = h.srv.Serve(h.fast.handoff)
 	case h.fast != nil:
 		go h.fast.acceptLoop(ln)
 		err = h.srv.Serve(h.fast.handoff)
@@ -786,7 +791,7 @@ const closeGrace = 2 * time.Second
 // closeGrace and DrainTimeout); otherwise it closes them at once.
 func (h *Host) closeServer(ctx context.Context, graceful bool) {
 	h.mu.Lock()
-	started, done, fast, ln := h.started, h.serveDone, h.fast, h.ln
+	started, done, fast, ln, tln := h.started, h.serveDone, h.fast, h.ln, h.tln
 	h.mu.Unlock()
 	if !started {
 		if h.cfg.Listener != nil {
@@ -801,6 +806,9 @@ func (h *Host) closeServer(ctx context.Context, graceful bool) {
 		// The fast engine's listener, then its connections, beside
 		// net/http's (which serves the connections handed over).
 		_ = ln.Close()
+		if tln != nil {
+			_ = tln.Close()
+		}
 		fastDone = make(chan struct{})
 		go func() {
 			<-fast.done

@@ -3,6 +3,7 @@ package host
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -30,6 +31,9 @@ type connInfo struct {
 	// request on net/http (an HTTP/1.1 connection's: read and cleared by
 	// that request's goroutine, the connection's), nil once taken.
 	note any
+	// tls is the TLS state of an HTTP/1.1 connection net/http serves
+	// over a handoffConn (tls.go), which it does not see as TLS.
+	tls *tls.ConnectionState
 }
 
 // Fixed rejection answers. Titles never carry request data.
@@ -67,6 +71,9 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 	if ci, ok := r.Context().Value(connKey{}).(*connInfo); ok {
 		if ci.note != nil {
 			note, ci.note = ci.note, nil // the declined request's only
+		}
+		if r.TLS == nil {
+			r.TLS = ci.tls
 		}
 		if ci.requests.Add(1) >= int64(h.lim.MaxRequestsPerConn) {
 			w.Header().Set("Connection", "close")

@@ -554,11 +554,15 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	} else {
 		_, _ = w.Write(x.Req.Host)
 	}
+	proto := "http"
+	if x.TLS != nil {
+		proto = "https"
+	}
 	_, _ = w.WriteString("\r\nX-Forwarded-Proto: ")
 	if v, ok := edgeValue(xfp); ok {
 		_, _ = w.Write(v)
 	} else {
-		_, _ = w.WriteString("http")
+		_, _ = w.WriteString(proto)
 	}
 	_, _ = w.WriteString("\r\nForwarded: ")
 	if len(fwd) > 0 {
@@ -570,7 +574,7 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	if w.Available() < 256 {
 		_ = w.Flush()
 	}
-	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), "http"))
+	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), proto))
 	_, _ = w.WriteString("\r\n")
 	for _, a := range f.Asserted {
 		h1.WriteFieldString(w, a.Name, a.Value)

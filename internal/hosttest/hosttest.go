@@ -33,6 +33,7 @@ import (
 type Mode struct {
 	Name string
 	TLS  bool // HTTP/2 over TLS
+	TLS1 bool // HTTP/1.1 over TLS (the client offers http/1.1 only)
 	H2C  bool // HTTP/2 with prior knowledge
 	Fast bool // HTTP/1.1 on the fast engine (handing over to net/http what it declines)
 	Loop bool // the fast engine on event loops (host.EngineLoop)
@@ -48,6 +49,11 @@ var (
 	ModeH2C  = Mode{Name: "h2c", H2C: true}
 	ModeFast = Mode{Name: "fast", Fast: true}
 	ModeLoop = Mode{Name: "loop", Fast: true, Loop: true}
+	// HTTP/1.1 over TLS: on net/http, on the fast engine, and asking
+	// for the loops (TLS connections are served by goroutines).
+	ModeH1TLS   = Mode{Name: "h1-tls", TLS1: true}
+	ModeFastTLS = Mode{Name: "fast-tls", Fast: true, TLS1: true}
+	ModeLoopTLS = Mode{Name: "loop-tls", Fast: true, Loop: true, TLS1: true}
 )
 
 // Cert returns a self-signed certificate for 127.0.0.1 and a pool that
@@ -106,7 +112,7 @@ func Start(t *testing.T, m Mode, lim host.Limits, opts ...Option) *Env {
 	if m.Loop {
 		cfg.Engine = host.EngineLoop
 	}
-	if m.TLS {
+	if m.TLS || m.TLS1 {
 		cert, _ := Cert()
 		cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -124,7 +130,7 @@ func Start(t *testing.T, m Mode, lim host.Limits, opts ...Option) *Env {
 	e.Tr = NewTransport(m, &e.Dials)
 	e.C = &http.Client{Transport: e.Tr, Timeout: 30 * time.Second}
 	scheme := "http"
-	if m.TLS {
+	if m.TLS || m.TLS1 {
 		scheme = "https"
 	}
 	e.Base = scheme + "://" + h.Addr().String()
@@ -161,11 +167,17 @@ func NewTransport(m Mode, dials *atomic.Int64) *http.Transport {
 			return d.DialContext(ctx, network, addr)
 		},
 	}
-	if m.TLS {
-		_, pool := Cert()
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if m.TLS || m.TLS1 {
+		tr.TLSClientConfig = ClientTLS()
 	}
 	return tr
+}
+
+// ClientTLS returns a client configuration trusting Cert, offering
+// protos over ALPN.
+func ClientTLS(protos ...string) *tls.Config {
+	_, pool := Cert()
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, NextProtos: protos}
 }
 
 // Result is a response read in full.
@@ -252,7 +264,8 @@ func Expect(t *testing.T, what string, r Result, status int, code string) {
 	}
 }
 
-// RawConn is a plain TCP connection to an HTTP/1.1 host.
+// RawConn is a raw connection to an HTTP/1.1 host (TCP, or TLS in a
+// TLS1 mode).
 type RawConn struct {
 	T  *testing.T
 	C  net.Conn
@@ -260,10 +273,17 @@ type RawConn struct {
 }
 
 // DialRaw connects to e's host with a 20 s deadline (a safety net against a
-// hung test) and closes the connection at cleanup.
+// hung test) and closes the connection at cleanup. In a TLS1 mode the
+// connection is TLS, offering http/1.1.
 func DialRaw(t *testing.T, e *Env) *RawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", e.H.Addr().String())
+	var c net.Conn
+	var err error
+	if e.M.TLS1 {
+		c, err = tls.Dial("tcp", e.H.Addr().String(), ClientTLS("http/1.1"))
+	} else {
+		c, err = net.Dial("tcp", e.H.Addr().String())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

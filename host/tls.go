@@ -1,0 +1,121 @@
+package host
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"time"
+)
+
+// Serving TLS
+//
+// With Config.TLSConfig set the host accepts the connections itself, on
+// every engine: through WrapTLSListener (a connection guard's handshake
+// limits, refused before any TLS byte is read) or tls.NewListener. A
+// goroutine per connection runs its TLS handshake, bounded as net/http
+// bounds it (the smallest of ReadHeaderTimeout, ReadTimeout and
+// WriteTimeout), and then goes by what ALPN chose:
+//
+//   - "h2": the *tls.Conn is handed to net/http, which serves HTTP/2 as
+//     before (over WrapH2Conn when set);
+//   - "http/1.1" or nothing: with EngineFast and EngineLoop the fast
+//     engine serves HTTP/1.1 over the *tls.Conn on the same goroutine,
+//     exactly as over a cleartext socket (and hands to net/http what it
+//     declines, over the TLS connection: see handoffConn); with
+//     EngineNetHTTP net/http serves it.
+//
+// TLS connections are never put on event loops: a loop would have to
+// run crypto/tls without blocking (or hand the session keys to the
+// kernel), and measured on the gateway's TLS benchmark, the share a
+// loop saves (a goroutine wake-up per request) is small beside the
+// record encryption; see docs/benchmarks.md.
+//
+// An HTTP/1.1 connection net/http serves is always given to it as a
+// handoffConn, never as the bare *tls.Conn: net/http then serves it as
+// HTTP/1.1 (ALPN was decided here), framingWatch reads along (a request
+// with both Content-Length and Transfer-Encoding closes its connection,
+// as in cleartext), and the host sets the request's TLS field itself
+// (connInfo.tls) where net/http, not seeing a *tls.Conn, leaves it nil.
+//
+// The TLS configuration is the one given, consulted per handshake:
+// GetCertificate and GetConfigForClient answer each handshake as it
+// comes.
+
+// serveTLS runs fc's handshake and serves the connection, or hands it
+// to net/http, by what ALPN chose.
+func (s *fastServer) serveTLS(cs *connServer, tc *tls.Conn) {
+	st, ok := s.handshake(tc)
+	if !ok || cs.fc.state.Load() == connClosed { // (closed by a shutdown)
+		s.end(cs, false)
+		return
+	}
+	switch {
+	case st.NegotiatedProtocol == "h2":
+		s.handTLS(cs, tc) // net/http finds HTTP/2 on the *tls.Conn
+		return
+	case s.h.cfg.Engine != EngineFast && s.h.cfg.Engine != EngineLoop:
+		s.handTLS(cs, &handoffConn{Conn: tc, tls: st})
+		return
+	}
+	cs.x.TLS = st
+	s.serveConn(cs, true)
+}
+
+// handTLS gives a connection whose handshake is done to net/http.
+func (s *fastServer) handTLS(cs *connServer, c net.Conn) {
+	cs.fc.state.Store(connClosed) // no longer ours
+	s.handoff.push(c)
+	s.end(cs, true)
+}
+
+// handshake runs tc's TLS handshake under net/http's handshake timeout
+// and returns the connection's state. A client that speaks plain
+// HTTP to the TLS listener gets net/http's 400 answer.
+func (s *fastServer) handshake(tc *tls.Conn) (*tls.ConnectionState, bool) {
+	if d := handshakeTimeout(s.h); d > 0 {
+		_ = tc.SetDeadline(time.Now().Add(d))
+	}
+	if err := tc.Handshake(); err != nil {
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+		}
+		s.h.log.Debug("host: tls handshake failed")
+		return nil, false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	return &st, true
+}
+
+// handshakeTimeout is net/http's bound on a TLS handshake: the smallest
+// of the server's ReadHeaderTimeout, ReadTimeout and WriteTimeout.
+func handshakeTimeout(h *Host) time.Duration {
+	var d time.Duration
+	for _, v := range [...]time.Duration{h.srv.ReadHeaderTimeout, h.srv.ReadTimeout, h.srv.WriteTimeout} {
+		if v > 0 && (d == 0 || v < d) {
+			d = v
+		}
+	}
+	return d
+}
+
+// looksLikeHTTP reports whether a TLS record header is the start of a
+// plain HTTP request (net/http's test).
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
+}
+
+// tlsListener returns ln serving TLS: through WrapTLSListener when set,
+// or tls.NewListener. nil when the wrapper returned nil.
+func (h *Host) tlsListener(ln net.Listener) net.Listener {
+	if h.cfg.WrapTLSListener != nil {
+		return h.cfg.WrapTLSListener(ln, h.tlsListenerConfig())
+	}
+	return tls.NewListener(ln, h.tlsListenerConfig())
+}
