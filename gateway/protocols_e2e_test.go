@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,13 +9,17 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -87,6 +92,68 @@ routes:
 	res.Body.Close()
 	if res.StatusCode != 200 || res.ProtoMajor != 2 || string(b) != "over tls" {
 		t.Errorf("status %d proto %s body %q", res.StatusCode, res.Proto, b)
+	}
+}
+
+// TestTLSHTTP1: HTTP/1.1 over TLS (ALPN http/1.1) is proxied on every
+// engine (the fast engine's where it serves one), keep-alive, and the
+// upstream is told the client came over https.
+func TestTLSHTTP1(t *testing.T) { engines(t, testTLSHTTP1) }
+
+func testTLSHTTP1(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Forwarded-Proto")+" "+r.Header.Get("Forwarded"))
+		mu.Unlock()
+		_, _ = io.Copy(w, r.Body)
+	}))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	pool := writeCert(t, dir)
+	tg := startGateway(t, `
+listen: {tls: {cert_file: `+filepath.Join(dir, "cert.pem")+`, key_file: `+filepath.Join(dir, "key.pem")+`}}
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - {name: all, match: {path: /}, upstream: app}
+`, map[string]string{"APP": up.URL}, gwOpts{})
+	var dials atomic.Int64
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
+		DialContext: func(ctx context.Context, n, a string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, n, a)
+		},
+	}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	for i := range 3 {
+		res, err := c.Post("https://"+tg.g.Addr().String()+"/secure", "text/plain", strings.NewReader(fmt.Sprint("over tls ", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || res.ProtoMajor != 1 || string(b) != fmt.Sprint("over tls ", i) {
+			t.Fatalf("status %d proto %s body %q", res.StatusCode, res.Proto, b)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests, want 1 (keep-alive)", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if !strings.HasPrefix(s, "https ") || !strings.Contains(s, ";proto=https") {
+			t.Errorf("upstream told %q, want X-Forwarded-Proto https and Forwarded proto=https", s)
+		}
+	}
+	served := tg.g.host.EngineStats().HandedOver
+	if engineOf(t) != EngineNetHTTP && served != 0 {
+		t.Errorf("the fast engine handed %d connection(s) to net/http", served)
 	}
 }
 

@@ -424,11 +424,13 @@ func testUpstreamIdleStrayBytes(t *testing.T) {
 	}
 }
 
-// TestUpstreamInvalidFramingOverTLS: TLS listeners (HTTP/1.1 and HTTP/2)
-// are served by net/http on every engine; a response whose framing is
-// faulty is 502 upstream_invalid_response there too, its connection
-// closed and the next request served.
-func TestUpstreamInvalidFramingOverTLS(t *testing.T) {
+// TestUpstreamInvalidFramingOverTLS: over a TLS listener (HTTP/1.1, on
+// every engine, and HTTP/2), a response whose framing is faulty is 502
+// upstream_invalid_response too, its connection closed and the next
+// request served.
+func TestUpstreamInvalidFramingOverTLS(t *testing.T) { engines(t, testUpstreamInvalidFramingOverTLS) }
+
+func testUpstreamInvalidFramingOverTLS(t *testing.T) {
 	_, upURL := startScriptedUpstream(t)
 	dir := t.TempDir()
 	pool := writeCert(t, dir)
