@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -84,6 +85,19 @@ func dialRaw(tb testing.TB, addr, target string) *rawClient {
 		req: []byte("GET " + target + " HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")}
 }
 
+// dialRawTLS is dialRaw over TLS (HTTP/1.1 by ALPN; the certificate is
+// not checked: the benchmark's own).
+func dialRawTLS(tb testing.TB, addr, target string) *rawClient {
+	tb.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10),
+		req: []byte("GET " + target + " HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")}
+}
+
 var errStatus = errors.New("unexpected status")
 
 // do sends the request and reads the response (status 200, a
@@ -138,6 +152,14 @@ func startBenchGateway(tb testing.TB, engine string) string {
 	return startBenchGatewayWith(tb, engine, benchConfig)
 }
 
+// startBenchGatewayTLS is startBenchGateway with a TLS listener
+// (testdata/tls's certificate).
+func startBenchGatewayTLS(tb testing.TB, engine string) string {
+	tb.Helper()
+	return startBenchGatewayWith(tb, engine, strings.Replace(benchConfig, "listen: {engine: {{ENGINE}}}",
+		"listen: {engine: {{ENGINE}}, tls: {cert_file: testdata/tls/cert.pem, key_file: testdata/tls/key.pem}}", 1))
+}
+
 // startBenchGatewayWith starts a gateway of the configuration conf
 // ({{ENGINE}} and {{APP}} filled in) on a loopback port and returns
 // its address.
@@ -187,6 +209,35 @@ func BenchmarkProxiedRequest(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				rc := dialRaw(b, addr, "/items/1")
+				for pb.Next() {
+					if err := rc.do(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkProxiedTLSRequest is BenchmarkProxiedRequest over TLS 1.3
+// (HTTP/1.1 by ALPN, keep-alive): the fast engine (auto serves TLS with
+// a goroutine per connection too) against net/http.
+//
+//	go test -run XXX -bench ProxiedTLSRequest -benchmem ./gateway
+func BenchmarkProxiedTLSRequest(b *testing.B) {
+	for _, engine := range []string{"auto", "goroutine", "nethttp"} {
+		b.Run("engine="+engineLabel(engine), func(b *testing.B) {
+			addr := startBenchGatewayTLS(b, engine)
+			warm := dialRawTLS(b, addr, "/items/1")
+			if err := warm.do(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetParallelism(benchConns)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rc := dialRawTLS(b, addr, "/items/1")
 				for pb.Next() {
 					if err := rc.do(); err != nil {
 						b.Error(err)
