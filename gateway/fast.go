@@ -18,9 +18,11 @@ import (
 
 // The fast engine's request path
 //
-// With listen.engine auto (the default, cleartext listeners: on event
-// loops) or goroutine, the host serves plain HTTP/1.1 with its fast
-// engine and calls ServeHTTP1. The request takes the same path as on
+// With listen.engine auto (the default: on event loops for cleartext
+// connections, a goroutine each over TLS) or goroutine, the host serves
+// plain HTTP/1.1 with its fast engine, over TLS too when ALPN chose
+// HTTP/1.1 (h1.Exchange.TLS is set; the forwarding fields say https),
+// and calls ServeHTTP1. The request takes the same path as on
 // net/http, through the same code: the route is worked out first
 // (pure), then identify (client, lists, shield, route), the route's
 // rate limit, the login throttle and the proxy, whose fast forwarder

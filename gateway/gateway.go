@@ -15,10 +15,11 @@
 // throttles and quotas still apply. See [Gateway.ServeHTTP] and
 // [IPSets].
 //
-// Two engines serve HTTP/1.1 (listen.engine): with "auto" (the default,
-// cleartext listeners) the host's fast engine serves it through
+// Two engines serve HTTP/1.1 (listen.engine): with "auto" (the default)
+// the host's fast engine serves it, over TLS too, through
 // [Gateway.ServeHTTP1], the same layers through the same code, on event
-// loops (Linux; "goroutine" asks for a goroutine per connection), and
+// loops (Linux, cleartext; a goroutine per TLS connection; "goroutine"
+// asks for a goroutine per connection), and
 // hands everything else (HTTP/2, upgrades, unusual heads) to net/http on
 // the same listener, straight from the loop; with "nethttp", net/http
 // serves everything. A request that would block an event loop (a global

@@ -20,9 +20,9 @@ import (
 
 // The fast engine
 //
-// With Config.Engine set to EngineFast (cleartext listeners only), the
-// host accepts connections itself and serves plain HTTP/1.1 with package
-// h1: one goroutine per connection, buffers reused from request to
+// With Config.Engine set to EngineFast (cleartext listeners, and TLS
+// connections whose ALPN chose HTTP/1.1: tls.go), the host accepts
+// connections itself and serves plain HTTP/1.1 with package h1: one goroutine per connection, buffers reused from request to
 // request, no per-request goroutine, timer or context. Every request
 // passes the very checks of the net/http path, in the same order and
 // through the same code (probes, readiness, the request hook, URL, header
@@ -38,7 +38,7 @@ import (
 // it, from then on; the handler's note reaches its ServeHTTP for the
 // declined request (NoteOf).
 
-// Engine selects how a cleartext listener serves HTTP/1.1.
+// Engine selects how a listener serves HTTP/1.1.
 type Engine string
 
 // Engines.
@@ -47,7 +47,8 @@ const (
 	EngineNetHTTP Engine = "nethttp"
 	// EngineFast serves plain HTTP/1.1 with the fast engine and hands
 	// the rest to net/http. It needs a handler implementing FastHandler
-	// (without one, everything is handed over) and is ignored with TLS.
+	// (without one, everything is handed over). Over TLS it serves the
+	// connections whose ALPN chose HTTP/1.1 (or nothing).
 	EngineFast Engine = "fast"
 )
 

@@ -18,14 +18,16 @@ import (
 // its connection to net/http, so every HTTP/1.1 engine comes here.
 //
 // framingWatch therefore reads along with net/http: every byte net/http
-// reads from a cleartext connection passes through scan, which notes a
+// reads from an HTTP/1.1 connection passes through scan, which notes a
 // head (lines up to an empty one) holding a line that starts with
 // "Content-Length:" and one that starts with "Transfer-Encoding:". A
 // request with a Transfer-Encoding on a connection where such a head
 // was read is answered with Connection: close. The scan does not follow
 // the framing, so a body holding such lines can close a connection too
-// (never keep one open). Over TLS net/http needs the *tls.Conn itself
-// (for HTTP/2), so the watch is on cleartext listeners only.
+// (never keep one open). Over TLS the host runs the handshake itself and
+// gives net/http the HTTP/1.1 connections as handoffConns too (tls.go),
+// so the watch is on every HTTP/1.1 connection net/http serves; HTTP/2
+// cannot carry such a request.
 
 // framingWatch scans a connection's bytes for a head holding both
 // Content-Length and Transfer-Encoding.

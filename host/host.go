@@ -53,13 +53,16 @@
 // five); when Requests sheds a request, the host answers 503 overloaded
 // right after the readiness check.
 //
-// HTTP/1.1 and HTTP/2 over TLS are served when Config.TLSConfig is set;
-// cleartext HTTP/2 with prior knowledge when Config.H2C is set. The h2c
+// HTTP/1.1 and HTTP/2 over TLS are served when Config.TLSConfig is set
+// (the host runs each handshake itself and goes by ALPN: see "Serving
+// TLS" in tls.go); cleartext HTTP/2 with prior knowledge when Config.H2C
+// is set. The h2c
 // Upgrade mechanism is not supported (such requests are served as HTTP/1.1),
 // because it requires buffering the request body before the upgrade.
 //
-// With Config.Engine set to EngineFast, a cleartext listener serves plain
-// HTTP/1.1 with the host's fast engine (package h1: a strict parser,
+// With Config.Engine set to EngineFast, a listener (cleartext, or TLS
+// after the handshake when ALPN chose HTTP/1.1) serves plain HTTP/1.1
+// with the host's fast engine (package h1: a strict parser,
 // buffers reused per connection, no goroutine, timer or context per
 // request) through the activated handler's FastHandler method, after the
 // very same checks, in the same order, as the net/http path. Everything
@@ -67,7 +70,8 @@
 // prior knowledge, upgrades, Expect, requests the handler declines with
 // NetHTTP) is handed, connection and all, to net/http, which answers it
 // as it always does; see FastHandler and Verdict. EngineLoop runs the same engine on event loops
-// (Linux): see "The loop engine" in loop.go and EngineLoop.
+// (Linux, cleartext connections): see "The loop engine" in loop.go and
+// EngineLoop.
 package host
 
 import (
@@ -163,16 +167,18 @@ type Config struct {
 	WrapListener func(net.Listener) net.Listener
 	// TLSConfig, when set, serves HTTP/1.1 and HTTP/2 over TLS. It must
 	// provide certificates (Certificates, GetCertificate or
-	// GetConfigForClient). It is cloned.
+	// GetConfigForClient). It is cloned; its callbacks answer each
+	// handshake as it comes.
 	TLSConfig *tls.Config
 	// H2C serves cleartext HTTP/2 with prior knowledge next to HTTP/1.1.
 	// Not allowed together with TLSConfig.
 	H2C bool
-	// Engine selects how a cleartext listener serves HTTP/1.1: "" or
+	// Engine selects how the listener serves HTTP/1.1: "" or
 	// EngineNetHTTP with net/http; EngineFast with the fast engine and a
 	// goroutine per connection, EngineLoop with the fast engine on event
 	// loops, both handing everything else to net/http (see FastHandler
-	// and h1.Exchange.Loop). Ignored with TLSConfig.
+	// and h1.Exchange.Loop). With TLSConfig, EngineLoop serves TLS
+	// connections with a goroutine each, as EngineFast (tls.go).
 	Engine Engine
 	// Loops is the number of event loops of EngineLoop, in [0,
 	// MaxLoops]; 0 (the default) is one per GOMAXPROCS.

@@ -26,7 +26,7 @@ type connKey struct{}
 type connInfo struct {
 	requests atomic.Int64
 	shard    uint32        // registry shard of this connection's requests
-	framing  *framingWatch // a cleartext connection's (framing.go), or nil
+	framing  *framingWatch // an HTTP/1.1 connection's (framing.go), or nil
 	// note is the FastHandler's NetHTTP note for the connection's first
 	// request on net/http (an HTTP/1.1 connection's: read and cleared by
 	// that request's goroutine, the connection's), nil once taken.
