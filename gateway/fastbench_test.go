@@ -258,7 +258,7 @@ func BenchmarkProxiedTLSRequest(b *testing.B) {
 // engine), a steadier measure than ns/op on a loaded machine.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
 	if d := processCPU() - cpu0; d > 0 {
-		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(d)/float64(b.N)/1e3, "cpu-µs/op")
 	}
 }
 
