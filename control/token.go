@@ -184,6 +184,21 @@ func WriteTokenFile(path, token string) error {
 	if err := validToken(token); err != nil {
 		return err
 	}
+	return writeStateFile(path, token, "token file", ".control-token-*", false)
+}
+
+// errStateFileExists is writeStateFile's answer when createOnly finds
+// path already there.
+var errStateFileExists = errors.New("control: state file exists")
+
+// writeStateFile writes content and a newline to path with mode 0600, in
+// a state directory it creates with mode 0700 when missing and refuses
+// when group or others may write it (they could replace the file): to a
+// synced temporary file named by pattern in that directory, then renamed
+// over path, or with createOnly linked to path (errStateFileExists when
+// path is there already: another process made it first). what names the
+// file in errors.
+func writeStateFile(path, content, what, pattern string, createOnly bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("control: cannot create the state directory %s: %w", dir, unwrapPath(err))
@@ -193,16 +208,17 @@ func WriteTokenFile(path, token string) error {
 		return fmt.Errorf("control: state directory %s: %w", dir, unwrapPath(err))
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return &insecureError{fmt.Sprintf("control: state directory %s has mode %04o: group or others could replace the token file; run chmod go-w %s or choose another directory with $%s", dir, perm, dir, EnvStateDir)}
+		return &insecureError{fmt.Sprintf("control: state directory %s has mode %04o: group or others could replace the %s; run chmod go-w %s or choose another directory with $%s", dir, perm, what, dir, EnvStateDir)}
 	}
-	f, err := os.CreateTemp(dir, ".control-token-*")
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return fmt.Errorf("control: cannot write in the state directory %s: %w", dir, unwrapPath(err))
 	}
 	tmp := f.Name()
+	defer os.Remove(tmp) // gone once renamed; the second name of a link
 	err = f.Chmod(0o600)
 	if err == nil {
-		_, err = io.WriteString(f, token+"\n")
+		_, err = io.WriteString(f, content+"\n")
 	}
 	if err == nil {
 		err = f.Sync()
@@ -211,14 +227,20 @@ func WriteTokenFile(path, token string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		if createOnly {
+			err = os.Link(tmp, path)
+			if errors.Is(err, fs.ErrExist) {
+				return errStateFileExists
+			}
+		} else {
+			err = os.Rename(tmp, path)
+		}
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("control: cannot write the token file %s: %w", path, unwrapPath(err))
+		return fmt.Errorf("control: cannot write the %s %s: %w", what, path, unwrapPath(err))
 	}
 	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // make the rename durable; best effort
+		_ = d.Sync() // make the rename or link durable; best effort
 		_ = d.Close()
 	}
 	return nil
@@ -359,49 +381,14 @@ func LoadOrCreateKeyFile(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("control: cannot create the state directory %s: %w", dir, unwrapPath(err))
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return "", fmt.Errorf("control: state directory %s: %w", dir, unwrapPath(err))
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return "", &insecureError{fmt.Sprintf("control: state directory %s has mode %04o: group or others could replace the key file; run chmod go-w %s or choose another directory with $%s", dir, perm, dir, EnvStateDir)}
-	}
-	f, err := os.CreateTemp(dir, ".key-*")
-	if err != nil {
-		return "", fmt.Errorf("control: cannot write in the state directory %s: %w", dir, unwrapPath(err))
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	err = f.Chmod(0o600)
-	if err == nil {
-		_, err = io.WriteString(f, key+"\n")
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("control: cannot write the key file %s: %w", path, unwrapPath(err))
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			// Another process made it first: use its key.
-			if key, err = readTokenFile(path); err != nil {
-				return "", fmt.Errorf("control: key file: %w", err)
-			}
-			return key, nil
+	switch err := writeStateFile(path, key, "key file", ".key-*", true); {
+	case errors.Is(err, errStateFileExists):
+		// Another process made it first: use its key.
+		if key, err = readTokenFile(path); err != nil {
+			return "", fmt.Errorf("control: key file: %w", err)
 		}
-		return "", fmt.Errorf("control: cannot write the key file %s: %w", path, unwrapPath(err))
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	case err != nil:
+		return "", err
 	}
 	return key, nil
 }
