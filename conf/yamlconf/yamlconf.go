@@ -159,6 +159,12 @@ type Options struct {
 	// formats defined by such a library: yes, no, on and off are
 	// booleans, and null is a setting's zero value.
 	Lenient bool
+	// OneOrList names slice types (of structs) whose value may also be
+	// written as one mapping, a list of one item: "listen: {addr: ...}"
+	// as well as "listen: [{addr: ...}, ...]". The key paths of the
+	// short form have no index ("listen.addr", not "listen[0].addr"):
+	// [Document.Short] lists where it was used.
+	OneOrList map[reflect.Type]bool
 }
 
 // Document is what decoding found besides the value.
@@ -178,6 +184,9 @@ type Document struct {
 	Poisoned []string
 	// Nodes is how many nodes the walk visited, aliases expanded.
 	Nodes int
+	// Short lists the key paths of Options.OneOrList lists written as
+	// one mapping: their item's keys are recorded without an index.
+	Short []string
 }
 
 // Poisons reports whether path is one of d.Poisoned or inside one.
@@ -295,10 +304,12 @@ type walker struct {
 	problems []Problem
 	lines    Lines
 	poisoned []string
+	short    []string
 	nodes    int
 	aborted  bool
-	// rewrote: a duration with days was rewritten in the tree, which
-	// must then be decoded instead of the file's text.
+	// rewrote: a duration with days, or a OneOrList mapping, was
+	// rewritten in the tree, which must then be decoded instead of the
+	// file's text.
 	rewrote bool
 }
 
@@ -308,6 +319,7 @@ func (w *walker) finish(doc *Document) {
 	doc.Problems = w.problems
 	doc.Lines = w.lines
 	doc.Poisoned = w.poisoned
+	doc.Short = w.short
 	doc.Nodes = w.nodes
 }
 
@@ -433,8 +445,15 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string, depth int) bool
 			return false
 		}
 		if t.Kind() == reflect.Slice {
+			if n.Kind == yaml.MappingNode && w.o.OneOrList[t] {
+				return w.one(n, t.Elem(), path, depth+1)
+			}
 			if n.Kind != yaml.SequenceNode {
-				w.add(n.Line, path, "want a list, got %s", kindName(n))
+				want := "a list"
+				if w.o.OneOrList[t] {
+					want = "a mapping or a list of mappings"
+				}
+				w.add(n.Line, path, "want %s, got %s", want, kindName(n))
 				return false
 			}
 			return w.sequence(n, t.Elem(), path, depth+1)
@@ -617,6 +636,29 @@ func (w *walker) sequence(n *yaml.Node, et reflect.Type, path string, depth int)
 	return usable
 }
 
+// one checks a mapping written where a list of struct type et (an
+// Options.OneOrList type) is expected: the list's only item, its keys
+// recorded under path itself. The tree is rewritten to that list, which
+// yaml.v3 then decodes.
+func (w *walker) one(n *yaml.Node, et reflect.Type, path string, depth int) bool {
+	w.short = append(w.short, path)
+	w.mapping(n, et, path, depth)
+	item := *n
+	*n = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line, Column: n.Column, Content: []*yaml.Node{&item}}
+	w.rewrote = true
+	return true
+}
+
+// isShort reports whether the list at path was written as one mapping.
+func (w *walker) isShort(path string) bool {
+	for _, p := range w.short {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
 // describe names what a list item of type t must be.
 func (w *walker) describe(t reflect.Type) string {
 	if d, ok := w.o.Describe[t]; ok {
@@ -788,8 +830,13 @@ func (w *walker) fill(v, def reflect.Value, path string) {
 		}
 	case reflect.Slice:
 		d := w.defaultOf(v.Type().Elem())
+		short := w.isShort(path)
 		for i := range v.Len() {
-			w.fill(v.Index(i), d, conf.Index(path, i))
+			p := conf.Index(path, i)
+			if short {
+				p = path // the one item's keys have no index
+			}
+			w.fill(v.Index(i), d, p)
 		}
 	}
 }

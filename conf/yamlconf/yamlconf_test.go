@@ -383,3 +383,62 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+// TestOneOrList: a list type named in Options.OneOrList may be written
+// as one mapping, the list of that one item: its keys' lines and
+// problems have no index, its absent keys take the item's default, and
+// the short form is reported in Document.Short. The list form keeps its
+// indices; any other list refuses a mapping.
+func TestOneOrList(t *testing.T) {
+	type item struct {
+		Addr string `yaml:"addr"`
+		Port int    `yaml:"port"`
+	}
+	type items []item
+	type doc struct {
+		Listen items  `yaml:"listen"`
+		Other  []item `yaml:"other"`
+	}
+	o := Options{
+		File:      "t.yaml",
+		OneOrList: map[reflect.Type]bool{reflect.TypeFor[items](): true},
+		Default: func(t reflect.Type) reflect.Value {
+			switch t {
+			case reflect.TypeFor[doc]():
+				return reflect.ValueOf(doc{Listen: items{{Addr: "default", Port: 1}}})
+			case reflect.TypeFor[item]():
+				return reflect.ValueOf(item{Addr: "item", Port: 2})
+			}
+			return reflect.Value{}
+		},
+	}
+	var short doc
+	d := Decode([]byte("listen:\n  port: 8080\n"), &short, o)
+	wantProblems(t, d)
+	if want := (items{{Addr: "item", Port: 8080}}); !reflect.DeepEqual(short.Listen, want) {
+		t.Fatalf("short form: %+v, want %+v", short.Listen, want)
+	}
+	if d.Lines["listen.port"] != 2 || !slices.Equal(d.Short, []string{"listen"}) {
+		t.Fatalf("short form: lines %v, short %v", d.Lines, d.Short)
+	}
+	var long doc
+	d = Decode([]byte("listen:\n  - {addr: a}\n  - {port: 9}\n"), &long, o)
+	wantProblems(t, d)
+	if want := (items{{Addr: "a", Port: 2}, {Addr: "item", Port: 9}}); !reflect.DeepEqual(long.Listen, want) {
+		t.Fatalf("list form: %+v, want %+v", long.Listen, want)
+	}
+	if d.Lines["listen[1].port"] != 3 || len(d.Short) != 0 {
+		t.Fatalf("list form: lines %v, short %v", d.Lines, d.Short)
+	}
+	var absent doc
+	wantProblems(t, Decode([]byte("other: []\n"), &absent, o))
+	if want := (items{{Addr: "default", Port: 1}}); !reflect.DeepEqual(absent.Listen, want) {
+		t.Fatalf("absent: %+v, want %+v", absent.Listen, want)
+	}
+	d = Decode([]byte("listen: {port: x, bad: 1}\nother: {port: 1}\n"), &doc{}, o)
+	wantProblems(t, d,
+		`t.yaml:1: listen.port: want an integer, got "x"`,
+		`t.yaml:1: listen.bad: unknown key (known keys: addr, port)`,
+		`t.yaml:2: other: want a list, got a mapping`,
+	)
+}
