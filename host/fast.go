@@ -155,6 +155,7 @@ const fastBufSize = 4 << 10
 // fastServer is the fast engine's accept loop and connections.
 type fastServer struct {
 	h        *Host
+	l        *listener // the listener it serves
 	handoff  *handoffListener
 	shutting atomic.Bool
 	loops    *loops // the loop engine's, or nil
@@ -180,9 +181,10 @@ type fastConn struct {
 	state atomic.Int32
 }
 
-func newFastServer(h *Host, addr net.Addr) *fastServer {
+func newFastServer(l *listener, addr net.Addr) *fastServer {
 	return &fastServer{
-		h:       h,
+		h:       l.h,
+		l:       l,
 		handoff: &handoffListener{ch: make(chan net.Conn), closed: make(chan struct{}), addr: addr},
 		conns:   map[*fastConn]struct{}{},
 		done:    make(chan struct{}),
@@ -583,7 +585,12 @@ func (cs *connServer) serveRequest() (keepAlive bool, v Verdict) {
 	note := cs.note // for this request only
 	cs.note = nil
 	var fh FastHandler
-	if hb := h.handler.Load(); hb != nil {
+	if own := cs.s.l.cfg.Handler; own != nil {
+		fh, _ = own.(FastHandler)
+		if fh == nil && cs.lc != nil {
+			return false, NetHTTP(nil) // before anything counts it
+		}
+	} else if hb := h.handler.Load(); hb != nil {
 		fh, _ = hb.h.(FastHandler)
 		if fh == nil && cs.lc != nil {
 			return false, NetHTTP(nil) // before anything counts it
@@ -597,7 +604,7 @@ func (cs *connServer) serveRequest() (keepAlive bool, v Verdict) {
 	cs.wdl.Set(cs.c, now.Add(lim.RequestTimeout+writeGrace), slackOf(lim.RequestTimeout))
 
 	shed := false
-	if rh := h.cfg.FastRequests; rh != nil {
+	if rh := cs.s.l.cfg.FastRequests; rh != nil {
 		var closeConn bool
 		shed, closeConn = rh.RequestStart()
 		defer rh.RequestEnd()

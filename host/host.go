@@ -83,6 +83,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +233,62 @@ type Config struct {
 	// FastRequests, when set, sees every request the fast engine serves;
 	// see FastRequestHook.
 	FastRequests FastRequestHook
+
+	// Listeners, when set, are the host's listeners: each is bound and
+	// served with its own address, TLS, engine and connection hooks,
+	// and all share the host's admission, readiness, bounds, in-flight
+	// count and drain. The fields above that Listener also has (Addr,
+	// Listener, WrapListener, TLSConfig, H2C, Engine and the connection
+	// hooks) describe the only listener when Listeners is empty, and
+	// must be left zero otherwise.
+	Listeners []Listener
+}
+
+// Listener is one listener of a host (Config.Listeners). Each field
+// means what Config's field of the same name means, for this listener's
+// connections.
+type Listener struct {
+	// Name names the listener in logs; "" is its address.
+	Name            string
+	Addr            string
+	Listener        net.Listener
+	WrapListener    func(net.Listener) net.Listener
+	TLSConfig       *tls.Config
+	H2C             bool
+	Engine          Engine
+	ConnContext     func(ctx context.Context, c net.Conn) context.Context
+	ConnState       func(c net.Conn, state http.ConnState)
+	WrapTLSListener func(ln net.Listener, cfg *tls.Config) net.Listener
+	WrapH2Conn      func(c net.Conn, prefaceRead bool) net.Conn
+	HTTP2           *http.HTTP2Config
+	Requests        RequestHook
+	FastRequests    FastRequestHook
+	// Handler, when set, serves this listener's admitted requests
+	// instead of the activated handler (a listener that only redirects
+	// to another, say): after the very same probes, checks and
+	// admission. It may implement FastHandler.
+	Handler http.Handler
+}
+
+// single is the only listener of a Config without Listeners.
+func (c *Config) single() Listener {
+	return Listener{
+		Addr: c.Addr, Listener: c.Listener, WrapListener: c.WrapListener, TLSConfig: c.TLSConfig,
+		H2C: c.H2C, Engine: c.Engine, ConnContext: c.ConnContext, ConnState: c.ConnState,
+		WrapTLSListener: c.WrapTLSListener, WrapH2Conn: c.WrapH2Conn, HTTP2: c.HTTP2,
+		Requests: c.Requests, FastRequests: c.FastRequests,
+	}
+}
+
+// label names l in logs and errors.
+func (l *Listener) label(i int) string {
+	switch {
+	case l.Name != "":
+		return l.Name
+	case l.Addr != "":
+		return l.Addr
+	}
+	return fmt.Sprintf("listeners[%d]", i)
 }
 
 // RequestHook is told of every request the host receives (a connection
@@ -259,7 +316,7 @@ type Host struct {
 	cfg      Config
 	log      *slog.Logger
 	onReject func(string)
-	srv      *http.Server
+	ls       []*listener // one per listener, in Config order
 
 	// word packs the admission state (high 32 bits) and the number of
 	// admitted handlers and holds (low 32 bits), so that admitting and
@@ -281,16 +338,24 @@ type Host struct {
 	stopOnce sync.Once
 	stopErr  error
 
-	mu        sync.Mutex // guards the fields below
+	mu        sync.Mutex // guards the fields below and listeners' ln, tln, fast
 	started   bool
 	stopping  bool
 	activated bool
-	ln        net.Listener
-	serveDone chan struct{}
-	fast      *fastServer  // the fast engine, when it serves this listener
-	tln       net.Listener // the TLS listener the fast engine accepts from
 	hooks     []hook
 	hooksRan  bool
+}
+
+// listener is one listener of a host and what serves it.
+type listener struct {
+	h         *Host
+	cfg       Listener
+	name      string
+	srv       *http.Server
+	ln        net.Listener  // under h.mu
+	tln       net.Listener  // the TLS listener the fast engine accepts from; under h.mu
+	fast      *fastServer   // the fast engine, when it serves this listener; under h.mu
+	serveDone chan struct{} // set by Start
 }
 
 type handlerBox struct{ h http.Handler }
@@ -321,22 +386,24 @@ func New(cfg Config) (*Host, error) {
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
-	if cfg.Listener == nil && cfg.Addr == "" {
-		return nil, errors.New("host: config.addr is required when no listener is given")
-	}
-	if cfg.TLSConfig != nil && cfg.H2C {
-		return nil, errors.New("host: config.h2c cannot be combined with config.tls")
-	}
-	switch cfg.Engine {
-	case "", EngineNetHTTP, EngineFast, EngineLoop:
-	default:
-		return nil, fmt.Errorf("host: config.engine %q: want %q, %q or %q", cfg.Engine, EngineNetHTTP, EngineFast, EngineLoop)
-	}
 	if cfg.Loops < 0 || cfg.Loops > MaxLoops {
 		return nil, fmt.Errorf("host: config.loops %d: want 0 (one per GOMAXPROCS) to %d", cfg.Loops, MaxLoops)
 	}
-	if t := cfg.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
-		return nil, errors.New("host: config.tls has no certificate")
+	lcs := cfg.Listeners
+	if len(lcs) == 0 {
+		lcs = []Listener{cfg.single()}
+	} else if !reflect.ValueOf(cfg.single()).IsZero() {
+		return nil, errors.New("host: config.listeners: the single-listener fields (addr, tls, engine, hooks...) must be zero")
+	}
+	for i := range lcs {
+		if err := lcs[i].check(); err != nil {
+			if len(cfg.Listeners) > 0 {
+				err = fmt.Errorf("host: config.listeners[%d]: %w", i, err)
+			} else {
+				err = fmt.Errorf("host: config.%w", err)
+			}
+			return nil, err
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -353,7 +420,39 @@ func New(cfg Config) (*Host, error) {
 	for i := range h.shards {
 		h.shards[i].epoch = h.epoch
 	}
+	for i, lc := range lcs {
+		l := &listener{h: h, cfg: lc, name: lc.label(i)}
+		if err := l.newServer(); err != nil {
+			return nil, err
+		}
+		h.ls = append(h.ls, l)
+	}
+	return h, nil
+}
 
+// check validates one listener's settings; the error's text starts with
+// the key ("addr is required ...").
+func (lc *Listener) check() error {
+	if lc.Listener == nil && lc.Addr == "" {
+		return errors.New("addr is required when no listener is given")
+	}
+	if lc.TLSConfig != nil && lc.H2C {
+		return errors.New("h2c cannot be combined with tls")
+	}
+	switch lc.Engine {
+	case "", EngineNetHTTP, EngineFast, EngineLoop:
+	default:
+		return fmt.Errorf("engine %q: want %q, %q or %q", lc.Engine, EngineNetHTTP, EngineFast, EngineLoop)
+	}
+	if t := lc.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
+		return errors.New("tls has no certificate")
+	}
+	return nil
+}
+
+// newServer builds the net/http server of l.
+func (l *listener) newServer() error {
+	h, cfg, lim := l.h, &l.cfg, l.h.lim
 	protos := new(http.Protocols)
 	protos.SetHTTP1(true)
 	if cfg.TLSConfig != nil {
@@ -362,15 +461,15 @@ func New(cfg Config) (*Host, error) {
 	if cfg.H2C {
 		protos.SetUnencryptedHTTP2(true)
 	}
-	h.srv = &http.Server{
-		Handler:           http.HandlerFunc(h.serve),
+	l.srv = &http.Server{
+		Handler:           http.HandlerFunc(l.serve),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadHeaderTimeout + lim.RequestTimeout,
 		WriteTimeout:      lim.RequestTimeout + writeGrace,
 		IdleTimeout:       lim.IdleTimeout,
 		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		Protocols:         protos,
-		ErrorLog:          newErrorLog(log),
+		ErrorLog:          newErrorLog(h.log),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ci := &connInfo{shard: h.connSeq.Add(1) % numShards}
 			if hc, ok := c.(*handoffConn); ok {
@@ -389,18 +488,18 @@ func New(cfg Config) (*Host, error) {
 		HTTP2:     cfg.HTTP2,
 	}
 	if cfg.TLSConfig != nil {
-		h.srv.TLSConfig = cfg.TLSConfig.Clone()
+		l.srv.TLSConfig = cfg.TLSConfig.Clone()
 		// The host accepts TLS itself (tls.go) and net/http's Serve
 		// (not ServeTLS) sets up HTTP/2 only when the configuration
 		// offers it.
-		h.srv.TLSConfig.NextProtos = alpnProtos(h.srv.TLSConfig.NextProtos)
+		l.srv.TLSConfig.NextProtos = alpnProtos(l.srv.TLSConfig.NextProtos)
 	}
 	if cfg.WrapH2Conn != nil && (cfg.TLSConfig != nil || cfg.H2C) {
-		if err := serveHTTP2(h.srv, cfg.WrapH2Conn); err != nil {
-			return nil, err
+		if err := serveHTTP2(l.srv, cfg.WrapH2Conn); err != nil {
+			return err
 		}
 	}
-	return h, nil
+	return nil
 }
 
 // serveHTTP2 makes srv serve HTTP/2 with golang.org/x/net/http2 over the
@@ -415,10 +514,12 @@ func serveHTTP2(srv *http.Server, wrap func(net.Conn, bool) net.Conn) error {
 // Limits returns the effective limits (defaults applied).
 func (h *Host) Limits() Limits { return h.lim }
 
-// Start binds the listener (or takes Config.Listener) and starts serving.
-// Until Activate only the probes answer; everything else gets 503
-// not_ready. If Start fails, the host is stopped: OnStop hooks registered
-// so far run in reverse order and the error is returned.
+// Start binds the listeners (or takes Config.Listener, or each
+// Listener.Listener) and starts serving. Until Activate only the probes
+// answer; everything else gets 503 not_ready. If Start fails (one
+// listener cannot be bound), the host is stopped: the listeners bound so
+// far are closed, OnStop hooks registered so far run in reverse order
+// and the error is returned.
 func (h *Host) Start() error {
 	h.mu.Lock()
 	if h.started {
@@ -429,36 +530,63 @@ func (h *Host) Start() error {
 		h.mu.Unlock()
 		return ErrStopped
 	}
-	ln := h.cfg.Listener
-	if ln == nil {
-		var err error
-		ln, err = net.Listen("tcp", h.cfg.Addr)
-		if err != nil {
+	for i, l := range h.ls {
+		if err := l.bind(); err != nil {
+			for _, b := range h.ls[:i] {
+				_ = b.ln.Close()
+				if b.fast != nil && b.fast.loops != nil {
+					b.fast.loops.close()
+				}
+				b.ln, b.fast = nil, nil
+			}
 			h.mu.Unlock()
-			err = fmt.Errorf("host: listen: %w", err)
+			if len(h.ls) > 1 {
+				err = fmt.Errorf("host: listener %s: %w", l.name, err)
+			} else {
+				err = fmt.Errorf("host: %w", err)
+			}
 			return errors.Join(err, h.stop(context.Background(), ErrStopped))
 		}
 	}
-	loopEngine := h.cfg.Engine == EngineLoop && h.cfg.TLSConfig == nil
+	h.started = true
+	h.mu.Unlock()
+
+	for _, l := range h.ls {
+		go l.serveLoop(l.ln)
+		h.log.Info("host: listening", "listener", l.name, "addr", l.ln.Addr().String(), "tls", l.cfg.TLSConfig != nil, "h2c", l.cfg.H2C, "fast_engine", l.fast != nil, "loops", l.fast != nil && l.fast.loops != nil)
+	}
+	return nil
+}
+
+// bind binds l (or takes its given listener), wraps it and sets up its
+// fast engine. Called with h.mu held.
+func (l *listener) bind() error {
+	h := l.h
+	ln := l.cfg.Listener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", l.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	loopEngine := l.cfg.Engine == EngineLoop && l.cfg.TLSConfig == nil
 	if loopEngine {
 		ln = newSwapListener(ln) // under the wrappers: a loop takes the socket
 	}
-	if h.cfg.WrapListener != nil {
-		w := h.cfg.WrapListener(ln)
+	if l.cfg.WrapListener != nil {
+		w := l.cfg.WrapListener(ln)
 		if w == nil {
 			_ = ln.Close()
-			h.mu.Unlock()
-			err := errors.New("host: config.wrap_listener returned nil")
-			return errors.Join(err, h.stop(context.Background(), ErrStopped))
+			return errors.New("config.wrap_listener returned nil")
 		}
 		ln = w
 	}
-	h.ln = ln
-	h.started = true
-	h.serveDone = make(chan struct{})
-	if h.cfg.Engine == EngineFast || loopEngine || h.cfg.TLSConfig != nil {
+	l.ln = ln
+	l.serveDone = make(chan struct{})
+	if l.cfg.Engine == EngineFast || loopEngine || l.cfg.TLSConfig != nil {
 		// (Over TLS on every engine: it runs the handshakes, tls.go.)
-		h.fast = newFastServer(h, ln.Addr())
+		l.fast = newFastServer(l, ln.Addr())
 	}
 	if loopEngine {
 		n := h.cfg.Loops
@@ -470,51 +598,48 @@ func (h *Host) Start() error {
 			// No loops here (not Linux): the fast engine's goroutines.
 			h.log.Info("host: no event loops on this platform; the fast engine serves with a goroutine per connection")
 		}
-		h.fast.loops = lp
+		l.fast.loops = lp
 	}
-	h.mu.Unlock()
-
-	go h.serveLoop(ln)
-	h.log.Info("host: listening", "addr", ln.Addr().String(), "tls", h.cfg.TLSConfig != nil, "h2c", h.cfg.H2C, "fast_engine", h.fast != nil, "loops", h.fast != nil && h.fast.loops != nil)
 	return nil
 }
 
-func (h *Host) serveLoop(ln net.Listener) {
-	defer close(h.serveDone)
+func (l *listener) serveLoop(ln net.Listener) {
+	defer close(l.serveDone)
+	h := l.h
 	var err error
-	// (h.srv.TLSConfig is also set by the x/net HTTP/2 setup for h2c.)
+	// (l.srv.TLSConfig is also set by the x/net HTTP/2 setup for h2c.)
 	switch {
-	case h.cfg.TLSConfig != nil:
-		tln := h.tlsListener(ln)
+	case l.cfg.TLSConfig != nil:
+		tln := l.tlsListener(ln)
 		if tln == nil {
-			h.log.Error("host: config.wrap_tls_listener returned nil")
-			close(h.fast.done)
+			h.log.Error("host: config.wrap_tls_listener returned nil", "listener", l.name)
+			close(l.fast.done)
 			break
 		}
 		h.mu.Lock()
-		h.tln = tln
+		l.tln = tln
 		h.mu.Unlock()
 		ln = tln
-		go h.fast.acceptLoop(ln)
-		err = h.srv.Serve(h.fast.handoff)
-	case h.fast != nil:
-		go h.fast.acceptLoop(ln)
-		err = h.srv.Serve(h.fast.handoff)
+		go l.fast.acceptLoop(ln)
+		err = l.srv.Serve(l.fast.handoff)
+	case l.fast != nil:
+		go l.fast.acceptLoop(ln)
+		err = l.srv.Serve(l.fast.handoff)
 	default:
-		err = h.srv.Serve(watchListener{ln})
+		err = l.srv.Serve(watchListener{ln})
 	}
 	// Serve does not close a listener it never tracked (a stop racing
 	// with Start); closing twice is harmless.
 	_ = ln.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		h.log.Error("host: serve stopped", "err", err)
+		h.log.Error("host: serve stopped", "listener", l.name, "err", err)
 	}
 }
 
 // tlsListenerConfig is the TLS configuration handed to WrapTLSListener:
 // what ServeTLS would use, with HTTP/2 and HTTP/1.1 offered over ALPN.
-func (h *Host) tlsListenerConfig() *tls.Config {
-	cfg := h.srv.TLSConfig.Clone()
+func (l *listener) tlsListenerConfig() *tls.Config {
+	cfg := l.srv.TLSConfig.Clone()
 	cfg.NextProtos = alpnProtos(cfg.NextProtos)
 	return cfg
 }
@@ -531,14 +656,29 @@ func alpnProtos(list []string) []string {
 	return protos
 }
 
-// Addr returns the bound address, or nil before Start.
+// Addr returns the bound address of the first listener, or nil before
+// Start.
 func (h *Host) Addr() net.Addr {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ln == nil {
+	if h.ls[0].ln == nil {
 		return nil
 	}
-	return h.ln.Addr()
+	return h.ls[0].ln.Addr()
+}
+
+// Addrs returns the bound address of every listener, in Config order
+// (nil entries before Start).
+func (h *Host) Addrs() []net.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]net.Addr, len(h.ls))
+	for i, l := range h.ls {
+		if l.ln != nil {
+			out[i] = l.ln.Addr()
+		}
+	}
+	return out
 }
 
 // OnStop registers a cleanup hook for something the owner opened (its
@@ -792,22 +932,41 @@ func callHook(ctx context.Context, hk hook) (err error) {
 // preface waits 10 s) must not hold the stop.
 const closeGrace = 2 * time.Second
 
-// closeServer closes the listener and connections. After a clean drain it
-// lets connections finish writing their last response (bounded by
+// closeServer closes the listeners and connections. After a clean drain
+// it lets connections finish writing their last response (bounded by
 // closeGrace and DrainTimeout); otherwise it closes them at once.
 func (h *Host) closeServer(ctx context.Context, graceful bool) {
 	h.mu.Lock()
-	started, done, fast, ln, tln := h.started, h.serveDone, h.fast, h.ln, h.tln
+	started := h.started
 	h.mu.Unlock()
 	if !started {
-		if h.cfg.Listener != nil {
-			_ = h.cfg.Listener.Close()
+		for _, l := range h.ls {
+			if l.cfg.Listener != nil {
+				_ = l.cfg.Listener.Close()
+			}
 		}
 		return
 	}
-	var fastDone chan struct{}
 	sctx, cancel := context.WithTimeout(ctx, min(h.lim.DrainTimeout, closeGrace))
 	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range h.ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.close(sctx, graceful)
+		}()
+	}
+	wg.Wait()
+}
+
+// close closes l's listener and its connections (see closeServer).
+func (l *listener) close(sctx context.Context, graceful bool) {
+	h := l.h
+	h.mu.Lock()
+	done, fast, ln, tln := l.serveDone, l.fast, l.ln, l.tln
+	h.mu.Unlock()
+	var fastDone chan struct{}
 	if fast != nil {
 		// The fast engine's listener, then its connections, beside
 		// net/http's (which serves the connections handed over).
@@ -823,11 +982,11 @@ func (h *Host) closeServer(ctx context.Context, graceful bool) {
 		}()
 	}
 	if graceful {
-		if err := h.srv.Shutdown(sctx); err != nil {
-			_ = h.srv.Close()
+		if err := l.srv.Shutdown(sctx); err != nil {
+			_ = l.srv.Close()
 		}
 	} else {
-		_ = h.srv.Close()
+		_ = l.srv.Close()
 	}
 	if fastDone != nil {
 		<-fastDone

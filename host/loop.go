@@ -560,17 +560,23 @@ type EngineStats struct {
 }
 
 // EngineStats returns the fast engine's counts (zero without it).
+// (summed over the listeners).
 func (h *Host) EngineStats() EngineStats {
+	var st EngineStats
 	h.mu.Lock()
-	s := h.fast
-	h.mu.Unlock()
-	if s == nil {
-		return EngineStats{}
-	}
-	st := EngineStats{LeftLoop: s.leftLoop.Load(), Rejoined: s.rejoined.Load(), HandedOver: s.handedOver.Load()}
-	if s.loops != nil {
-		for _, l := range s.loops.ls {
-			st.LoopConns += l.Len()
+	defer h.mu.Unlock()
+	for _, l := range h.ls {
+		s := l.fast
+		if s == nil {
+			continue
+		}
+		st.LeftLoop += s.leftLoop.Load()
+		st.Rejoined += s.rejoined.Load()
+		st.HandedOver += s.handedOver.Load()
+		if s.loops != nil {
+			for _, lp := range s.loops.ls {
+				st.LoopConns += lp.Len()
+			}
 		}
 	}
 	return st

@@ -58,11 +58,12 @@ var (
 	lenReady  = strconv.Itoa(len(bodyReady))
 )
 
-// serve is the server's root handler: probes, pre-admission bounds,
-// admission, then the activated handler.
-func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
+// serve is the listener's server's root handler: probes, pre-admission
+// bounds, admission, then the activated handler (or the listener's own).
+func (l *listener) serve(w http.ResponseWriter, r *http.Request) {
+	h := l.h
 	shed := false
-	if rh := h.cfg.Requests; rh != nil {
+	if rh := l.cfg.Requests; rh != nil {
 		shed = rh.BeginRequest(w, r)
 		defer rh.EndRequest(r)
 	}
@@ -96,7 +97,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, reason, p)
 		return
 	}
-	h.run(w, r, &h.shards[shard], note)
+	h.run(w, r, &h.shards[shard], note, l.cfg.Handler)
 }
 
 // gate runs the checks every request passes before its handler, on
@@ -426,9 +427,10 @@ func (rq *request) unref() {
 	}
 }
 
-// run serves an admitted request, with note (NoteOf). The admission
+// run serves an admitted request, with note (NoteOf), by own when set
+// (the listener's Handler), else the activated handler. The admission
 // slot is held until the handler and every Hold it took have returned.
-func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard, note any) {
+func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard, note any, own http.Handler) {
 	rq := &request{h: h, note: note}
 	rq.refs.Store(1)
 	parent := r.Context()
@@ -447,7 +449,10 @@ func (h *Host) run(w http.ResponseWriter, r *http.Request, sh *shard, note any) 
 		rq.body.rc = http.MaxBytesReader(w, r.Body, h.lim.MaxBodyBytes)
 		r2.Body = &rq.body
 	}
-	handler := h.handler.Load().h
+	handler := own
+	if handler == nil {
+		handler = h.handler.Load().h
+	}
 
 	defer func() {
 		// Runs last, also while a panic unwinds.

@@ -32,7 +32,7 @@ func BenchmarkServeInMemory(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			w.Body.Reset()
-			h.serve(w, req)
+			h.ls[0].serve(w, req)
 		}
 	})
 }

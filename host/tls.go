@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -54,7 +55,7 @@ func (s *fastServer) serveTLS(cs *connServer, tc *tls.Conn) {
 	case st.NegotiatedProtocol == "h2":
 		s.handTLS(cs, tc) // net/http finds HTTP/2 on the *tls.Conn
 		return
-	case s.h.cfg.Engine != EngineFast && s.h.cfg.Engine != EngineLoop:
+	case s.l.cfg.Engine != EngineFast && s.l.cfg.Engine != EngineLoop:
 		s.handTLS(cs, &handoffConn{Conn: tc, tls: st})
 		return
 	}
@@ -73,7 +74,7 @@ func (s *fastServer) handTLS(cs *connServer, c net.Conn) {
 // and returns the connection's state. A client that speaks plain
 // HTTP to the TLS listener gets net/http's 400 answer.
 func (s *fastServer) handshake(tc *tls.Conn) (*tls.ConnectionState, bool) {
-	if d := handshakeTimeout(s.h); d > 0 {
+	if d := handshakeTimeout(s.l.srv); d > 0 {
 		_ = tc.SetDeadline(time.Now().Add(d))
 	}
 	if err := tc.Handshake(); err != nil {
@@ -91,9 +92,9 @@ func (s *fastServer) handshake(tc *tls.Conn) (*tls.ConnectionState, bool) {
 
 // handshakeTimeout is net/http's bound on a TLS handshake: the smallest
 // of the server's ReadHeaderTimeout, ReadTimeout and WriteTimeout.
-func handshakeTimeout(h *Host) time.Duration {
+func handshakeTimeout(srv *http.Server) time.Duration {
 	var d time.Duration
-	for _, v := range [...]time.Duration{h.srv.ReadHeaderTimeout, h.srv.ReadTimeout, h.srv.WriteTimeout} {
+	for _, v := range [...]time.Duration{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout} {
 		if v > 0 && (d == 0 || v < d) {
 			d = v
 		}
@@ -113,9 +114,9 @@ func looksLikeHTTP(hdr [5]byte) bool {
 
 // tlsListener returns ln serving TLS: through WrapTLSListener when set,
 // or tls.NewListener. nil when the wrapper returned nil.
-func (h *Host) tlsListener(ln net.Listener) net.Listener {
-	if h.cfg.WrapTLSListener != nil {
-		return h.cfg.WrapTLSListener(ln, h.tlsListenerConfig())
+func (l *listener) tlsListener(ln net.Listener) net.Listener {
+	if l.cfg.WrapTLSListener != nil {
+		return l.cfg.WrapTLSListener(ln, l.tlsListenerConfig())
 	}
-	return tls.NewListener(ln, h.tlsListenerConfig())
+	return tls.NewListener(ln, l.tlsListenerConfig())
 }
