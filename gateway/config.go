@@ -79,6 +79,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
+	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -115,8 +116,11 @@ const (
 // are the configuration keys; the annotated example under examples/
 // documents each one with its default and range.
 type Config struct {
-	Profile        Profile          `yaml:"profile"`
-	Listen         Listen           `yaml:"listen"`
+	Profile Profile `yaml:"profile"`
+	// Listen are the client-facing listeners: one mapping (one listener)
+	// or a list of them. Listen[0] is the primary: serve --listen
+	// replaces its address, and Gateway.Addr is its address.
+	Listen         Listeners        `yaml:"listen"`
 	Limits         host.Limits      `yaml:"limits"` // the host's bounds
 	Guards         Guards           `yaml:"guards"`
 	ClientIP       ClientIP         `yaml:"client_ip"`
@@ -148,7 +152,9 @@ type Config struct {
 	lines yamlconf.Lines
 	// provisioned is set by a successful Provision.
 	provisioned bool
-	tlsCert     *tls.Certificate
+	// tlsCerts holds each listener's certificate (nil for cleartext),
+	// indexed as Listen.
+	tlsCerts []*tls.Certificate
 	// rlsDomains is rls.config_file, parsed by Provision; rlsToken
 	// rls.token_file, and rlsTLS the RLS listener's TLS settings.
 	rlsDomains []rls.DomainConfig
@@ -170,8 +176,23 @@ func (c *Config) controlToken() string {
 	return c.token.v
 }
 
-// Listen is the client-facing listener.
+// Listeners are the client-facing listeners (the listen key). A file
+// writes one listener as a mapping, several as a list of mappings; every
+// listener serves the same routes through the same layers, with its own
+// address, TLS, engine, connection guards and, for a cleartext one, an
+// optional redirect to HTTPS. At most MaxListeners.
+type Listeners []Listen
+
+// MaxListeners bounds the listen list.
+const MaxListeners = 16
+
+// Listen is one client-facing listener. Per-listener settings of other
+// features belong here: they then apply per listener.
 type Listen struct {
+	// Name names the listener in metrics and logs, and for
+	// redirect_to_https; default "" (the listener is then named by its
+	// addr). A plain name (conf.Name), unique among the listeners.
+	Name string `yaml:"name"`
 	// Addr is host:port; default 127.0.0.1:8080 (loopback: exposing the
 	// gateway is a deliberate choice).
 	Addr string `yaml:"addr"`
@@ -187,7 +208,50 @@ type Listen struct {
 	// the fast engine on a goroutine per connection; "nethttp" with
 	// net/http alone. With TLS, net/http serves everything.
 	Engine string `yaml:"engine"`
+	// RedirectToHTTPS, on a cleartext listener, names a TLS listener
+	// (by its name, or its addr when it has none): every request but the
+	// probes is answered 308 with the https URL of the same host, path
+	// and query on that listener's port. Default "" (off).
+	RedirectToHTTPS string `yaml:"redirect_to_https"`
+	// Guards, when set, gives this listener its own connection guards:
+	// accept caps, slow-client deadlines, TLS handshake and HTTP/2
+	// limits counted for its connections alone; a key left out (or 0)
+	// takes the guards section's value. Nil (the default): the listener
+	// shares the guards section's. The overload manager stays the
+	// process's (guards.overload).
+	Guards *ListenGuards `yaml:"guards"`
 }
+
+// ListenGuards are a listener's own connection guards: the guards
+// section's conns, slowloris, tls and h2 keys, each 0 or left out taking
+// the guards section's value.
+type ListenGuards struct {
+	Conns guard.ConnConfig `yaml:"conns"`
+	Slow  guard.SlowConfig `yaml:"slowloris"`
+	TLS   guard.TLSConfig  `yaml:"tls"`
+	H2    guard.H2Config   `yaml:"h2"`
+}
+
+// Label names the listener in metrics, logs and redirect_to_https: its
+// name, or its addr.
+func (l Listen) Label() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	return l.Addr
+}
+
+// Primary returns the first listener (a zero Listen when there is none).
+func (ls Listeners) Primary() Listen {
+	if len(ls) == 0 {
+		return Listen{}
+	}
+	return ls[0]
+}
+
+// DefaultListen returns the defaults of a listener: 127.0.0.1:8080
+// (loopback: exposing the gateway is a deliberate choice), engine auto.
+func DefaultListen() Listen { return Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto} }
 
 // Engines of listen.engine.
 const (
@@ -357,7 +421,7 @@ func DefaultConfig() *Config {
 	return &Config{
 		Profile: Standalone,
 		// Loopback: exposing the gateway is a deliberate choice.
-		Listen: Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto},
+		Listen: Listeners{DefaultListen()},
 		Limits: host.Limits{
 			MaxURLBytes:        host.DefaultMaxURLBytes,
 			MaxHeaderBytes:     host.DefaultMaxHeaderBytes,
@@ -422,14 +486,18 @@ func (c *Config) Line(path string) int {
 	return c.lines.Of(path)
 }
 
-// Override replaces listen.addr and metrics.addr from the command line
-// ("" keeps the configured value; metrics "off" disables the listener).
+// Override replaces the first listener's address (listen.addr, or
+// listen[0].addr) and metrics.addr from the command line ("" keeps the
+// configured value; metrics "off" disables the listener).
 func (c *Config) Override(listen, metrics string) error {
 	if listen != "" {
 		if err := conf.HostPort(listen); err != nil {
 			return fmt.Errorf("gateway: --listen %q: %v", truncate(listen), err)
 		}
-		c.Listen.Addr = listen
+		if len(c.Listen) == 0 {
+			c.Listen = Listeners{DefaultListen()}
+		}
+		c.Listen[0].Addr = listen
 	}
 	switch metrics {
 	case "":

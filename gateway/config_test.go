@@ -147,7 +147,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := DefaultConfig()
-	if cfg.Profile != Standalone || cfg.Listen != def.Listen || cfg.Metrics != def.Metrics || cfg.Log != def.Log {
+	if cfg.Profile != Standalone || !reflect.DeepEqual(cfg.Listen, def.Listen) || cfg.Metrics != def.Metrics || cfg.Log != def.Log {
 		t.Errorf("top-level defaults: %+v", cfg)
 	}
 	if cfg.Limits != def.Limits || cfg.Limits.MaxInFlight != 4096 || cfg.Limits.RequestTimeout != time.Minute {
@@ -809,7 +809,7 @@ func TestProvision(t *testing.T) {
 	up.Name, up.Targets = "app", []string{"http://127.0.0.1:1"}
 	cfg.Upstreams = []proxy.Upstream{up}
 	cfg.Routes = []Route{{Name: "r", Upstream: "app", Match: Match{Pattern: routematch.Pattern{Path: "/"}}}}
-	cfg.Listen.TLS = &TLS{CertFile: "absent-cert.pem", KeyFile: "../tls/key.pem"}
+	cfg.Listen[0].TLS = &TLS{CertFile: "absent-cert.pem", KeyFile: "../tls/key.pem"}
 	cfg.Control.Enabled = false
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate must not read files: %v", err)
@@ -821,12 +821,12 @@ func TestProvision(t *testing.T) {
 	if got := problems(t, err); len(got) != 1 || !strings.HasPrefix(got[0], `listen.tls.cert_file: cannot read "absent-cert.pem": no such file`) {
 		t.Fatalf("Provision: %q", got)
 	}
-	cfg.Listen.TLS.CertFile = "../tls/cert.pem"
+	cfg.Listen[0].TLS.CertFile = "../tls/cert.pem"
 	if err := cfg.Provision("testdata/good", nil); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.tlsCert == nil || !filepath.IsAbs(cfg.Listen.TLS.CertFile) {
-		t.Fatalf("certificate not loaded, or path not resolved: %q", cfg.Listen.TLS.CertFile)
+	if cfg.tlsCerts[0] == nil || !filepath.IsAbs(cfg.Listen[0].TLS.CertFile) {
+		t.Fatalf("certificate not loaded, or path not resolved: %q", cfg.Listen[0].TLS.CertFile)
 	}
 	// Provisioning again resolves nothing twice.
 	if err := cfg.Provision("testdata/good", nil); err != nil {

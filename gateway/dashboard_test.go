@@ -686,9 +686,10 @@ xdp:
 	// gateway's own event hooks, so their series exist with the names and
 	// labels the gateway gives them.
 	m := standalone.g.metrics
-	m.guardEvent("slow", "header_timeout")
-	m.guardEvent("h2_abuse", "rst_rate")
-	m.guardEvent("shed", "")
+	m.guardEvent("slow", "header_timeout", "")
+	m.guardEvent("h2_abuse", "rst_rate", "")
+	m.guardEvent("shed", "", "")
+	m.redirect("redir", redirectOK)
 	m.xdpEvent("defense_on")
 	// A failed reload counts bulwark_config_reloads_total{result="error"}.
 	_ = standalone.g.ReloadFromSource(t.Context())

@@ -57,6 +57,9 @@ var decodeOptions = yamlconf.Options{
 	Describe: map[reflect.Type]string{
 		listEntryType: "an address, a prefix or a mapping {ip, reason}",
 	},
+	OneOrList: map[reflect.Type]bool{
+		reflect.TypeFor[Listeners](): true, // listen: one mapping, or a list
+	},
 }
 
 // decodeDocument decodes the configuration file data (named name in
@@ -92,6 +95,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = quota.DefaultConfig()
 	case listEntryType:
 		d = ipset.StaticEntry{Reason: defaultReason}
+	case reflect.TypeFor[Listen]():
+		d = DefaultListen()
 	default:
 		return reflect.Value{}
 	}

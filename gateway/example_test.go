@@ -29,7 +29,7 @@ routes:
 		return
 	}
 	rl := cfg.Routes[0].RateLimit
-	fmt.Println(cfg.Profile, cfg.Listen.Addr, cfg.Routes[0].Name, rl.QPS, rl.Burst, rl.Key, rl.Status)
+	fmt.Println(cfg.Profile, cfg.Listen[0].Addr, cfg.Routes[0].Name, rl.QPS, rl.Burst, rl.Key, rl.Status)
 
 	_, err = gateway.Parse("bulwark.yaml", []byte(`
 upstreams:

@@ -111,12 +111,16 @@ type Deps struct {
 	Clock clock.Clock
 	// Version is reported in bulwark_build_info and logs.
 	Version string
-	// Listener, when set, is the client listener instead of binding
-	// listen.addr (tests, socket activation).
+	// Listener, when set, is the first client listener instead of
+	// binding listen.addr (listen[0].addr) (tests, socket activation).
 	Listener net.Listener
+	// Listeners, when set, replace binding the client listeners by
+	// index of listen (a nil entry binds its addr); Listener, when set,
+	// takes precedence for the first.
+	Listeners []net.Listener
 	// MetricsListener, when set, replaces binding metrics.addr.
 	MetricsListener net.Listener
-	// WrapListener wraps the client listener before TLS (connection
+	// WrapListener wraps every client listener before TLS (connection
 	// guards). The gateway's own deny-list check runs first, so a denied
 	// peer never reaches it.
 	WrapListener func(net.Listener) net.Listener
@@ -167,13 +171,19 @@ type Gateway struct {
 	metricsSrv               *http.Server
 	metricsLn                net.Listener
 
-	lists   *lists
-	tally   *tally
-	ctl     *controlPlane // nil when control.enabled is false
-	xdp     *xdp.Manager  // nil when xdp.mode is off
-	guard   *guard.Guard  // nil when guards.enabled is false
-	started time.Time     // by the injected clock
-	sweeper chan struct{} // closed to stop the list sweeper
+	lists *lists
+	tally *tally
+	ctl   *controlPlane // nil when control.enabled is false
+	xdp   *xdp.Manager  // nil when xdp.mode is off
+	guard *guard.Guard  // nil when guards.enabled is false
+	// ownGuards are the guards of the listeners with their own
+	// (listen[i].guards), by index of listen; nil entries share guard.
+	ownGuards []*guard.Guard
+	// redirects are the redirect_to_https answerers, by index of
+	// listen; nil entries serve the pipeline.
+	redirects []*redirect
+	started   time.Time     // by the injected clock
+	sweeper   chan struct{} // closed to stop the list sweeper
 
 	fpKey   atomic.Pointer[fingerprintKey] // client fingerprints (fingerprint.go)
 	keyOnce sync.Once
@@ -223,41 +233,26 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		return nil, err
 	}
 
-	var tlsCfg *tls.Config
-	if cfg.Listen.TLS != nil {
-		if cfg.tlsCert == nil {
-			return nil, errors.New("gateway: listen.tls: certificate not loaded (use Load or Parse)")
-		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cfg.tlsCert}, MinVersion: tls.VersionTLS12}
-	}
 	if g.guard, err = g.newGuard(cfg); err != nil {
 		return nil, fmt.Errorf("gateway: guards: %w", err)
 	}
 	var onReject func(string)
 	hc := host.Config{
-		Addr:         cfg.Listen.Addr,
-		Listener:     deps.Listener,
-		WrapListener: g.wrapListener,
-		TLSConfig:    tlsCfg,
-		H2C:          cfg.Listen.H2C,
-		Limits:       cfg.Limits,
-		Logger:       log,
-		OnReject:     func(reason string) { onReject(reason) },
+		Limits:   cfg.Limits,
+		Logger:   log,
+		OnReject: func(reason string) { onReject(reason) },
 		// No ReadyDetail: the client listener's /readyz answers ready or
 		// not ready only. Which dependency is down (the moment the
 		// cluster login throttle fails open) is for operators: the
 		// metrics listener's /readyz and the control API's status.
 	}
-	switch cfg.Listen.Engine { // (over TLS: no loops, host/tls.go)
-	case EngineGoroutine:
-		hc.Engine = host.EngineFast
-	case EngineNetHTTP:
-	default:
-		hc.Engine = host.EngineLoop // goroutines where there are no loops
+	if hc.Listeners, err = g.hostListeners(cfg); err != nil {
+		g.closeGuards()
+		return nil, err
 	}
-	hostGuardHooks(&hc, g.guard)
 	h, err := host.New(hc)
 	if err != nil {
+		g.closeGuards()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.host = h
@@ -280,7 +275,16 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	if g.guard != nil {
-		if err := m.register(newGuardCollector(g.guard)); err != nil {
+		if err := m.register(newGuardCollector(g.guard, "")); err != nil {
+			m.unregister()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
+	for i, gd := range g.ownGuards {
+		if gd == nil {
+			continue
+		}
+		if err := m.register(newGuardCollector(gd, cfg.Listen[i].Label())); err != nil {
 			m.unregister()
 			return nil, fmt.Errorf("gateway: metrics: %w", err)
 		}
@@ -330,8 +334,60 @@ func (g *Gateway) wrapListener(ln net.Listener) net.Listener {
 	return ln
 }
 
-// Addr returns the client listener's address once started.
+// Addr returns the first client listener's address once started.
 func (g *Gateway) Addr() net.Addr { return g.host.Addr() }
+
+// Addrs returns every client listener's address once started, by index
+// of listen.
+func (g *Gateway) Addrs() []net.Addr { return g.host.Addrs() }
+
+// hostListeners describes cfg's client listeners to the host: address
+// (or the listener Deps gives), TLS, engine, the deny list and the
+// connection guards (the listener's own, or the guards section's), and
+// for a redirect_to_https listener its answerer. It builds the
+// listeners' own guards.
+func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
+	g.ownGuards = make([]*guard.Guard, len(cfg.Listen))
+	g.redirects = make([]*redirect, len(cfg.Listen))
+	out := make([]host.Listener, len(cfg.Listen))
+	for i, l := range cfg.Listen {
+		hl := host.Listener{Name: l.Label(), Addr: l.Addr, WrapListener: g.wrapListener, H2C: l.H2C}
+		if i < len(g.deps.Listeners) {
+			hl.Listener = g.deps.Listeners[i]
+		}
+		if i == 0 && g.deps.Listener != nil {
+			hl.Listener = g.deps.Listener
+		}
+		if l.TLS != nil {
+			if i >= len(cfg.tlsCerts) || cfg.tlsCerts[i] == nil {
+				return nil, fmt.Errorf("gateway: %s.tls: certificate not loaded (use Load or Parse)", cfg.listenPath(i))
+			}
+			hl.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cfg.tlsCerts[i]}, MinVersion: tls.VersionTLS12}
+		}
+		switch l.Engine { // (over TLS: no loops, host/tls.go)
+		case EngineGoroutine:
+			hl.Engine = host.EngineFast
+		case EngineNetHTTP:
+		default:
+			hl.Engine = host.EngineLoop // goroutines where there are no loops
+		}
+		gd := g.guard
+		if l.Guards != nil && g.guard != nil {
+			own, err := g.newListenerGuard(cfg, i)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: %s.guards: %w", cfg.listenPath(i), err)
+			}
+			g.ownGuards[i], gd = own, own
+		}
+		hostGuardHooks(&hl, gd, g.guard)
+		if l.RedirectToHTTPS != "" {
+			g.redirects[i] = g.newRedirect(cfg, i)
+			hl.Handler = g.redirects[i]
+		}
+		out[i] = hl
+	}
+	return out, nil
+}
 
 // MetricsAddr returns the metrics listener's address, or nil.
 func (g *Gateway) MetricsAddr() net.Addr {

@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulwarkhq/bulwark/conf"
+	"github.com/bulwarkhq/bulwark/conf/yamlconf"
 	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/keyed"
@@ -44,17 +47,92 @@ func defaultGuards() Guards {
 // gateway's derived settings: the networks budget of client_ip, and the
 // host's in-flight limit for the overload manager to measure against.
 func (c *Config) guardConfig() guard.Config {
-	gc := c.Guards.Config
+	gc, _ := c.guardConfigFor(nil)
+	return gc
+}
+
+// guardConfigFor is guardConfig with a listener's own guards (nil: none)
+// laid over the guards section: every key lg sets (not 0) replaces the
+// section's. set holds the key paths lg set ("conns.max_per_addr").
+func (c *Config) guardConfigFor(lg *ListenGuards) (gc guard.Config, set map[string]bool) {
+	gc = c.Guards.Config
+	set = map[string]bool{}
+	if lg != nil {
+		overlay(reflect.ValueOf(&gc).Elem(), reflect.ValueOf(lg).Elem(), "", set)
+	}
 	gc.Conns.Networks = c.ClientIP.Networks // of socket peers
 	if gc.Overload.MaxInFlight == 0 {
 		gc.Overload.MaxInFlight = c.Limits.MaxInFlight
 	}
-	return gc.WithDefaults()
+	return gc.WithDefaults(), set
+}
+
+// overlay copies every setting of src that is not zero onto the setting
+// of dst with the same key path (both structs with yaml keys), and
+// records the paths it copied in set.
+func overlay(dst, src reflect.Value, path string, set map[string]bool) {
+	byKey := map[string]yamlconf.Field{}
+	for _, f := range yamlconf.Fields(dst.Type()) {
+		byKey[f.Key] = f
+	}
+	for _, f := range yamlconf.Fields(src.Type()) {
+		df, ok := byKey[f.Key]
+		if !ok || df.Type != f.Type && !(f.Type.Kind() == reflect.Struct && df.Type.Kind() == reflect.Struct) {
+			continue
+		}
+		sv, dv := src.FieldByIndex(f.Index), dst.FieldByIndex(df.Index)
+		p := conf.Join(path, f.Key)
+		if sv.Kind() == reflect.Struct && !yamlconf.IsScalar(sv.Type()) {
+			overlay(dv, sv, p, set)
+			continue
+		}
+		if !sv.IsZero() {
+			dv.Set(sv)
+			set[p] = true
+		}
+	}
+}
+
+// validateListenerGuards checks the guards of every listener that has
+// its own, with the guard package's Validate, at listen[i].guards: every
+// problem of the merged settings that the guards section does not have
+// itself (that one is reported at guards), so a listener's max_per_addr
+// below the section's max_incomplete_per_addr is reported too.
+func (c *Config) validateListenerGuards(f *conf.Check) {
+	section := map[string]bool{}
+	gc := c.guardConfig()
+	gc.Conns.Networks = keyed.NetworkBudget{}
+	for _, e := range fieldErrorsOf(gc.Validate()) {
+		section[e.Path+": "+e.Msg] = true
+	}
+	for i, l := range c.Listen {
+		if l.Guards == nil || !c.Guards.Enabled {
+			continue
+		}
+		gc, set := c.guardConfigFor(l.Guards)
+		gc.Conns.Networks = keyed.NetworkBudget{}
+		p := c.listenPath(i) + ".guards"
+		for _, e := range fieldErrorsOf(gc.Validate()) {
+			if !section[e.Path+": "+e.Msg] {
+				f.Add(conf.Join(p, e.Path), "%s", e.Msg)
+			}
+		}
+		if set["h2.max_header_block_bytes"] && gc.H2.MaxHeaderBlockBytes < c.Limits.MaxHeaderBytes {
+			f.Add(p+".h2.max_header_block_bytes", "%d must be at least limits.max_header_bytes (%d)", gc.H2.MaxHeaderBlockBytes, c.Limits.MaxHeaderBytes)
+		}
+	}
+}
+
+// fieldErrorsOf returns the field errors of a Validate error.
+func fieldErrorsOf(err error) conf.Errors {
+	var es conf.Errors
+	errors.As(err, &es)
+	return es
 }
 
 // validateGuards checks the guards section with the guard package's own
 // Validate (one implementation of the ranges), reported at the key's
-// path, and the one rule that spans sections.
+// path, the one rule that spans sections, and the listeners' own guards.
 func (c *Config) validateGuards(f *conf.Check) {
 	if !c.Guards.Enabled {
 		return
@@ -69,32 +147,59 @@ func (c *Config) validateGuards(f *conf.Check) {
 	if gc.H2.MaxHeaderBlockBytes < c.Limits.MaxHeaderBytes {
 		f.Add("guards.h2.max_header_block_bytes", "%d must be at least limits.max_header_bytes (%d)", gc.H2.MaxHeaderBlockBytes, c.Limits.MaxHeaderBytes)
 	}
+	c.validateListenerGuards(f)
 }
 
-// newGuard builds the guard for cfg, its events counted in the metrics,
+// newGuard builds the guard for cfg (the guards section's, shared by
+// the listeners without their own), its events counted in the metrics,
 // or returns nil when guards are off.
 func (g *Gateway) newGuard(cfg *Config) (*guard.Guard, error) {
 	if !cfg.Guards.Enabled {
 		return nil, nil
 	}
+	return g.buildGuard(cfg.guardConfig(), "")
+}
+
+// newListenerGuard builds the own guard of listener i (listen[i].guards).
+func (g *Gateway) newListenerGuard(cfg *Config, i int) (*guard.Guard, error) {
+	gc, _ := cfg.guardConfigFor(cfg.Listen[i].Guards)
+	return g.buildGuard(gc, cfg.Listen[i].Label())
+}
+
+// buildGuard builds a guard whose events are counted with the listener
+// label listener ("" for the guards section's).
+func (g *Gateway) buildGuard(gc guard.Config, listener string) (*guard.Guard, error) {
 	// The hooks read g.metrics when they fire: the metrics are built
 	// after the host (they read its in-flight count), and nothing is
 	// accepted before Start.
-	return guard.New(cfg.guardConfig(), guard.Options{
+	return guard.New(gc, guard.Options{
 		Logger: g.log,
 		Clock:  g.deps.Clock,
 		Hooks: guard.Hooks{
-			Refused: func(reason string) { g.metrics.guardEvent("refused", reason) },
-			Slow:    func(reason string) { g.metrics.guardEvent("slow", reason) },
-			H2Abuse: func(reason string) { g.metrics.guardEvent("h2_abuse", reason) },
-			Shed:    func() { g.metrics.guardEvent("shed", "") },
+			Refused: func(reason string) { g.metrics.guardEvent("refused", reason, listener) },
+			Slow:    func(reason string) { g.metrics.guardEvent("slow", reason, listener) },
+			H2Abuse: func(reason string) { g.metrics.guardEvent("h2_abuse", reason, listener) },
+			Shed:    func() { g.metrics.guardEvent("shed", "", listener) },
 		},
 	})
 }
 
-// reloadGuards applies a reload's guard limits. Validated with the
-// configuration and the fixed sizes checked by Reload: nothing is left
-// to refuse.
+// closeGuards closes every guard: the section's and the listeners' own.
+func (g *Gateway) closeGuards() {
+	if g.guard != nil {
+		g.guard.Close()
+	}
+	for _, gd := range g.ownGuards {
+		if gd != nil {
+			gd.Close()
+		}
+	}
+}
+
+// reloadGuards applies a reload's guard limits, to the section's guard
+// and to the listeners' own (which take the section's values they do
+// not set). Validated with the configuration and the fixed sizes checked
+// by Reload: nothing is left to refuse.
 func (g *Gateway) reloadGuards(cfg *Config) {
 	if g.guard == nil {
 		return
@@ -102,54 +207,70 @@ func (g *Gateway) reloadGuards(cfg *Config) {
 	if err := g.guard.Reload(cfg.guardConfig()); err != nil {
 		g.log.Error("guards: new limits not applied", "error", err.Error())
 	}
+	for i, gd := range g.ownGuards {
+		if gd == nil || i >= len(cfg.Listen) {
+			continue
+		}
+		gc, _ := cfg.guardConfigFor(cfg.Listen[i].Guards)
+		if err := gd.Reload(gc); err != nil {
+			g.log.Error("guards: new limits not applied", "listener", cfg.Listen[i].Label(), "error", err.Error())
+		}
+	}
 }
 
-// hostGuardHooks sets the host's connection hooks to gd's: the accept
-// caps on the listener (inside TLS for HTTPS, after the deny list for
-// cleartext), per-connection state, the HTTP/2 frame guard and the
-// overload manager's request count.
-func hostGuardHooks(hc *host.Config, gd *guard.Guard) {
+// hostGuardHooks sets a listener's connection hooks to gd's (its own
+// guard, or the section's): the accept caps on the listener (inside TLS
+// for HTTPS, after the deny list for cleartext), per-connection state
+// and the HTTP/2 frame guard. The overload manager's request count is
+// main's (the section's guard), one for the process.
+func hostGuardHooks(hl *host.Listener, gd, main *guard.Guard) {
 	if gd == nil {
 		return
 	}
-	if hc.TLSConfig != nil {
-		hc.WrapTLSListener = gd.Listener
+	if hl.TLSConfig != nil {
+		hl.WrapTLSListener = gd.Listener
 	} else {
-		inner := hc.WrapListener
-		hc.WrapListener = func(ln net.Listener) net.Listener {
+		inner := hl.WrapListener
+		hl.WrapListener = func(ln net.Listener) net.Listener {
 			if inner != nil {
 				ln = inner(ln)
 			}
 			return gd.Listener(ln, nil)
 		}
 	}
-	hc.ConnContext = gd.ConnContext
-	hc.ConnState = gd.ConnState
-	hc.WrapH2Conn = gd.WrapH2
-	hc.HTTP2 = gd.HTTP2Config()
-	hc.Requests = gd
-	hc.FastRequests = guardRequests{gd}
+	hl.ConnContext = gd.ConnContext
+	hl.ConnState = gd.ConnState
+	hl.WrapH2Conn = gd.WrapH2
+	hl.HTTP2 = gd.HTTP2Config()
+	hl.Requests = main
+	hl.FastRequests = guardRequests{main}
 }
 
-// logAddrCaps says once, at start, that the guards' per-address caps
-// count the address that connects, on a listener other hosts reach
-// (any but loopback): behind a load balancer or a NAT that is one
+// logAddrCaps says once, at start, for each listener other hosts reach
+// (any but loopback), that the guards' per-address caps count the
+// address that connects: behind a load balancer or a NAT that is one
 // address for many clients, and without PROXY protocol (not supported
 // yet) the gateway cannot see past it (docs/layers/guard.md). A warning
 // when client_ip.trusted_proxies says a proxy connects, else
 // information.
-func (g *Gateway) logAddrCaps(addr net.Addr) {
-	if g.guard == nil || !publicAddr(addr) {
-		return
+func (g *Gateway) logAddrCaps(addrs []net.Addr) {
+	for i, addr := range addrs {
+		gd := g.guard
+		if i < len(g.ownGuards) && g.ownGuards[i] != nil {
+			gd = g.ownGuards[i]
+		}
+		if gd == nil || addr == nil || !publicAddr(addr) {
+			continue
+		}
+		c := gd.Config().Conns
+		level := slog.LevelInfo
+		if len(g.cfg.ClientIP.TrustedProxies.CIDRs) > 0 {
+			level = slog.LevelWarn
+		}
+		g.log.Log(context.Background(), level, addrCapsMessage, "listener", g.cfg.Listen[i].Label(),
+			"max_per_addr", c.MaxPerAddr, "max_incomplete_per_addr", c.MaxIncompletePerAddr,
+			"accept_rate_per_addr", c.AcceptRatePerAddr, "accept_burst_per_addr", c.AcceptBurstPerAddr)
 	}
-	c := g.guard.Config().Conns
-	level := slog.LevelInfo
-	if len(g.cfg.ClientIP.TrustedProxies.CIDRs) > 0 {
-		level = slog.LevelWarn
-	}
-	g.log.Log(context.Background(), level, addrCapsMessage,
-		"max_per_addr", c.MaxPerAddr, "max_incomplete_per_addr", c.MaxIncompletePerAddr,
-		"accept_rate_per_addr", c.AcceptRatePerAddr, "accept_burst_per_addr", c.AcceptBurstPerAddr)
 }
 
 // addrCapsMessage is logAddrCaps's message.
@@ -180,16 +301,19 @@ func (a guardRequests) RequestStart() (shed, closeConn bool) {
 
 func (a guardRequests) RequestEnd() { a.gd.RequestEnd() }
 
-// guardCollector exports the guard's gauges.
+// guardCollector exports a guard's gauges.
 type guardCollector struct {
 	gd                                           *guard.Guard
 	conns, incomplete, handshakes, h2, addrs, st *prometheus.Desc
 	heap, inFlight                               *prometheus.Desc
 }
 
-func newGuardCollector(gd *guard.Guard) *guardCollector {
+// newGuardCollector exports gd's gauges, labelled with listener: the
+// label of the listener whose own guard gd is, or "" for the guards
+// section's.
+func newGuardCollector(gd *guard.Guard, listener string) *guardCollector {
 	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("bulwark_guard_"+name, help, nil, nil)
+		return prometheus.NewDesc("bulwark_guard_"+name, help, nil, prometheus.Labels{"listener": listener})
 	}
 	return &guardCollector{
 		gd:         gd,
@@ -232,19 +356,23 @@ type guardMetrics struct {
 }
 
 func newGuardMetrics() guardMetrics {
+	// listener: the label of the listener with its own guards
+	// (listen[].guards), "" for the guards section's, which the others
+	// share.
+	labels := []string{"reason", "listener"}
 	return guardMetrics{
 		guardRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_guard_connections_refused_total",
-			Help: "Client connections refused at accept by the guards, by reason (conns, addr_conns, addr_incomplete, addr_rate, handshake_rate, handshakes, table_full, closed).",
-		}, []string{"reason"}),
+			Help: "Client connections refused at accept by the guards, by reason (conns, addr_conns, addr_incomplete, addr_rate, handshake_rate, handshakes, table_full, closed) and listener with its own guards (\"\": the guards section's).",
+		}, labels),
 		guardSlow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_guard_slow_closed_total",
-			Help: "Client connections cut for slowness (Slowloris), by reason (handshake_timeout, header_timeout, head_rate, body_rate).",
-		}, []string{"reason"}),
+			Help: "Client connections cut for slowness (Slowloris), by reason (handshake_timeout, header_timeout, head_rate, body_rate) and listener with its own guards (\"\": the guards section's).",
+		}, labels),
 		guardH2: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_guard_h2_abuse_total",
-			Help: "HTTP/2 connections closed with GOAWAY for abuse, by reason (rst_rate, premature_resets, continuation_frames, ping_flood, ...).",
-		}, []string{"reason"}),
+			Help: "HTTP/2 connections closed with GOAWAY for abuse, by reason (rst_rate, premature_resets, continuation_frames, ping_flood, ...) and listener with its own guards (\"\": the guards section's).",
+		}, labels),
 		guardShed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bulwark_guard_requests_shed_total",
 			Help: "Requests answered 503 overloaded because the overload manager was shedding.",
@@ -256,18 +384,19 @@ func (m *guardMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.guardRefused, m.guardSlow, m.guardH2, m.guardShed}
 }
 
-// guardEvent counts one event of the guards.
-func (m *metrics) guardEvent(kind, reason string) {
+// guardEvent counts one event of a guard: the guards section's
+// (listener "") or a listener's own.
+func (m *metrics) guardEvent(kind, reason, listener string) {
 	if !m.on() {
 		return
 	}
 	switch kind {
 	case "refused":
-		m.guardRefused.WithLabelValues(reason).Inc()
+		m.guardRefused.WithLabelValues(reason, listener).Inc()
 	case "slow":
-		m.guardSlow.WithLabelValues(reason).Inc()
+		m.guardSlow.WithLabelValues(reason, listener).Inc()
 	case "h2_abuse":
-		m.guardH2.WithLabelValues(reason).Inc()
+		m.guardH2.WithLabelValues(reason, listener).Inc()
 	case "shed":
 		m.guardShed.Inc()
 	}

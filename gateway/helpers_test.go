@@ -86,15 +86,22 @@ func engineOf(t testing.TB) string {
 	return ""
 }
 
+// setEngine sets listen.engine of every listener of cfg to e.
+func setEngine(cfg *Config, e string) {
+	for i := range cfg.Listen {
+		cfg.Listen[i].Engine = e
+	}
+}
+
 func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 	t.Helper()
 	if e := engineOf(t); e != "" {
-		cfg.Listen.Engine = e
+		setEngine(cfg, e)
 		if src := o.source; src != nil {
 			o.source = func() (*Config, error) {
 				c, err := src()
 				if c != nil {
-					c.Listen.Engine = e
+					setEngine(c, e)
 				}
 				return c, err
 			}

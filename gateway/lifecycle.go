@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/redisconn"
@@ -34,7 +35,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	g.logAddrCaps(h.Addr())
+	g.logAddrCaps(h.Addrs())
+	g.startRedirects(h.Addrs())
 	if err := g.startMetrics(); err != nil {
 		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
 	}
@@ -65,8 +67,17 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.startMonitors()
 	h.Activate(g)
-	attrs := []any{"addr", h.Addr().String(), "profile", string(g.cfg.Profile),
-		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version}
+	attrs := []any{"addr", h.Addr().String()}
+	if len(g.cfg.Listen) > 1 {
+		// Every listener, by its label (name or addr): its bound address.
+		ls := make([]any, 0, len(g.cfg.Listen))
+		for i, a := range h.Addrs() {
+			ls = append(ls, slog.String(g.cfg.Listen[i].Label(), a.String()))
+		}
+		attrs = append(attrs, slog.Group("listeners", ls...))
+	}
+	attrs = append(attrs, "profile", string(g.cfg.Profile),
+		"routes", len(g.cfg.Routes), "upstreams", len(g.cfg.Upstreams), "version", g.deps.Version)
 	if a := g.ControlAddr(); a != nil {
 		attrs = append(attrs, "control_addr", a.String())
 	}
@@ -74,16 +85,14 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown drains the gateway: readiness turns 503 at once, in-flight
-// requests finish (bounded by limits.drain_timeout), then the stores and
-// the listeners close. It returns a host.DrainTimeoutError (errors.Is
+// Shutdown drains the gateway: readiness turns 503 at once on every
+// listener, in-flight requests finish (bounded by limits.drain_timeout),
+// then the stores and the listeners close. It returns a host.DrainTimeoutError (errors.Is
 // host.ErrDrainTimeout) when requests outlived the drain budget.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.tally.draining.Store(true)
-	err := g.host.Shutdown(ctx)
-	if g.guard != nil {
-		g.guard.Close()
-	}
+	err := g.host.Shutdown(ctx) // every listener
+	g.closeGuards()
 	if err != nil {
 		g.log.Error("gateway stopped uncleanly", "error", err.Error())
 	} else {

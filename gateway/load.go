@@ -188,9 +188,11 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 		ps = append(ps, yamlconf.Problem{Path: name, Msg: fmt.Sprintf(format, args...)})
 	}
 
-	c.tlsCert = nil
-	if t := c.Listen.TLS; t != nil {
-		c.tlsCert = loadKeyPair(dir, "listen.tls", &t.CertFile, &t.KeyFile, at)
+	c.tlsCerts = make([]*tls.Certificate, len(c.Listen))
+	for i := range c.Listen {
+		if t := c.Listen[i].TLS; t != nil {
+			c.tlsCerts[i] = loadKeyPair(dir, c.listenPath(i)+".tls", &t.CertFile, &t.KeyFile, at)
+		}
 	}
 
 	c.token = nil

@@ -21,7 +21,7 @@ func TestLoopEngineServesOnLoops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen.Engine = EngineAuto
+	setEngine(cfg, EngineAuto)
 	tg := startConfig(t, cfg, gwOpts{})
 	c, err := net.Dial("tcp", strings.TrimPrefix(tg.url, "http://"))
 	if err != nil {

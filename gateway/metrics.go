@@ -48,6 +48,7 @@ type metrics struct {
 	shieldMetrics
 	globalMetrics
 	guardMetrics
+	redirectMetrics
 	xdpEvents *prometheus.CounterVec // xdp.go
 
 	requests   *prometheus.CounterVec
@@ -76,6 +77,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		shieldMetrics:   newShieldMetrics(),
 		globalMetrics:   newGlobalMetrics(),
 		guardMetrics:    newGuardMetrics(),
+		redirectMetrics: newRedirectMetrics(),
 		xdpEvents:       newXDPEvents(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
@@ -138,6 +140,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs = append(cs, m.shieldEvents)
 	cs = append(cs, m.globalMetrics.collectors()...)
 	cs = append(cs, m.guardMetrics.collectors()...)
+	cs = append(cs, m.redirects)
 	cs = append(cs, m.xdpEvents)
 	cs = append(cs, ls.collectors()...)
 	for _, c := range cs {

@@ -422,7 +422,7 @@ routes:
 			t.Fatal(err)
 		}
 		if e := engineOf(t); e != "" {
-			cfg.Listen.Engine = e // as startConfig does
+			setEngine(cfg, e) // as startConfig does
 		}
 		return cfg
 	}
@@ -485,7 +485,7 @@ func testDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Listen.Engine = engineOf(t)
+	setEngine(cfg, engineOf(t))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ routes:
 			t.Fatal(err)
 		}
 		if e := engineOf(t); e != "" {
-			cfg.Listen.Engine = e // as startConfig does
+			setEngine(cfg, e) // as startConfig does
 		}
 		return cfg
 	}

@@ -131,7 +131,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	next.Listen.Engine = engineOf(t)
+	setEngine(next, engineOf(t))
 	var (
 		targets  atomic.Int64
 		gw       atomic.Pointer[Gateway]

@@ -211,7 +211,7 @@ control: {enabled: false}
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Listen.Engine = e
+		setEngine(cfg, e)
 		tg := startConfig(t, cfg, gwOpts{})
 		addrs[e] = strings.TrimPrefix(tg.url, "http://")
 	}
@@ -265,7 +265,7 @@ control: {enabled: false}
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Listen.Engine = e
+		setEngine(cfg, e)
 		tg := startConfig(t, cfg, gwOpts{})
 		addrs[e] = tg.g.Addr().String()
 	}

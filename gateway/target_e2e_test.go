@@ -193,7 +193,7 @@ func FuzzRouteTarget(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		cfg.Listen.Engine = e
+		setEngine(cfg, e)
 		gws = append(gws, startConfig(f, cfg, gwOpts{}))
 	}
 	var dials atomic.Uint32
@@ -215,7 +215,7 @@ func FuzzRouteTarget(f *testing.F) {
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				c.Close()
-				t.Fatalf("%q (engine %s): %v", sent, tg.g.cfg.Listen.Engine, err)
+				t.Fatalf("%q (engine %s): %v", sent, tg.g.cfg.Listen[0].Engine, err)
 			}
 			body, _ := io.ReadAll(res.Body)
 			c.Close()

@@ -72,7 +72,7 @@ func (c *Config) fieldErrors() FieldErrors {
 	default:
 		f.Add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
 	}
-	f.Sub("listen", c.Listen.Validate())
+	c.validateListeners(&f)
 	f.Sub("limits", c.Limits.Validate())
 	c.validateGuards(&f)
 	f.Sub("client_ip", c.ClientIP.Validate())
@@ -90,7 +90,11 @@ func (c *Config) fieldErrors() FieldErrors {
 		if c.Profile != Cluster {
 			f.Add("rls.addr", "the RLS server decides on the global limiter and needs the cluster profile (Redis)")
 		}
-		for _, other := range []struct{ key, addr string }{{"listen.addr", c.Listen.Addr}, {"metrics.addr", c.Metrics.Addr}, {"control.addr", c.Control.Addr}} {
+		others := []struct{ key, addr string }{{"metrics.addr", c.Metrics.Addr}, {"control.addr", c.Control.Addr}}
+		if k := c.listenerAt(c.RLS.Addr); k != "" {
+			others = append(others, struct{ key, addr string }{k, c.RLS.Addr})
+		}
+		for _, other := range others {
 			if sameListener(c.RLS.Addr, other.addr) {
 				f.Add("rls.addr", "same address as %s", other.key)
 			}
@@ -98,15 +102,16 @@ func (c *Config) fieldErrors() FieldErrors {
 	}
 	f.Sub("metrics", c.Metrics.Validate())
 	f.Sub("access_log", c.AccessLog.Validate())
-	if sameListener(c.Metrics.Addr, c.Listen.Addr) {
-		f.Add("metrics.addr", "same address as listen.addr")
+	if k := c.listenerAt(c.Metrics.Addr); k != "" {
+		f.Add("metrics.addr", "same address as %s", k)
 	}
 	f.Sub("log", c.Log.Validate())
 	f.Sub("control", c.Control.Validate())
 	if ct := c.Control; ct.Enabled {
+		k := c.listenerAt(ct.Addr)
 		switch {
-		case sameListener(ct.Addr, c.Listen.Addr):
-			f.Add("control.addr", "same address as listen.addr")
+		case k != "":
+			f.Add("control.addr", "same address as %s", k)
 		case sameListener(ct.Addr, c.Metrics.Addr):
 			f.Add("control.addr", "same address as metrics.addr")
 		}
@@ -230,10 +235,96 @@ func (c *Config) validateRoutes(f *conf.Check, upstreams map[string]bool) {
 	}
 }
 
-// Validate checks the client listener: a host:port address, and with TLS
-// both file names and no h2c. (The files are read by Provision.)
+// listenPath is the key path of listener i: "listen" for a single
+// listener written as a mapping (or built in Go), "listen[i]" in a list.
+func (c *Config) listenPath(i int) string {
+	if len(c.Listen) == 1 {
+		if _, indexed := c.lines["listen[0]"]; !indexed {
+			return "listen"
+		}
+	}
+	return conf.Index("listen", i)
+}
+
+// listenerAt returns the key of the client listener bound to addr
+// ("listen.addr", "listen[1].addr"), or "".
+func (c *Config) listenerAt(addr string) string {
+	for i, l := range c.Listen {
+		if sameListener(addr, l.Addr) {
+			return c.listenPath(i) + ".addr"
+		}
+	}
+	return ""
+}
+
+// listenerByLabel returns the index of the listener labelled label
+// (Listen.Label), or -1.
+func (c *Config) listenerByLabel(label string) int {
+	for i, l := range c.Listen {
+		if l.Label() == label {
+			return i
+		}
+	}
+	return -1
+}
+
+// validateListeners checks every listener (Listen.Validate) and the
+// rules between them: at least one and at most MaxListeners, distinct
+// addresses and labels, redirect_to_https from a cleartext listener to a
+// TLS one, a listener's own guards only with the guards on.
+func (c *Config) validateListeners(f *conf.Check) {
+	ls := c.Listen
+	switch {
+	case len(ls) == 0:
+		f.Add("listen", "at least one listener is required")
+	case len(ls) > MaxListeners:
+		f.Add("listen", "%d listeners, at most %d", len(ls), MaxListeners)
+	}
+	hasTLS := slices.ContainsFunc(ls, func(l Listen) bool { return l.TLS != nil })
+	for i, l := range ls {
+		var lf conf.Check
+		lf.Sub("", l.Validate())
+		for j := range i {
+			switch {
+			case sameListener(l.Addr, ls[j].Addr):
+				lf.Add("addr", "same address as %s.addr", c.listenPath(j))
+			case l.Label() == ls[j].Label() && l.Name != "":
+				lf.Add("name", "duplicate listener name %q (also %s)", l.Name, c.listenPath(j))
+			case l.Label() == ls[j].Label():
+				lf.Add("name", "required: %s has the same addr %q (listeners are told apart by name, or by addr)", c.listenPath(j), l.Addr)
+			default:
+				continue
+			}
+			break
+		}
+		if r := l.RedirectToHTTPS; r != "" {
+			j := c.listenerByLabel(r)
+			switch {
+			case l.TLS != nil:
+				lf.Add("redirect_to_https", "a TLS listener is HTTPS already: redirect from a cleartext listener")
+			case !hasTLS:
+				lf.Add("redirect_to_https", "%q: there is no TLS listener to redirect to (add one to listen with tls)", truncate(r))
+			case j < 0:
+				lf.Add("redirect_to_https", "%q names no listener (want the name, or the addr, of a listener with tls)", truncate(r))
+			case ls[j].TLS == nil:
+				lf.Add("redirect_to_https", "%q is not a TLS listener", truncate(r))
+			}
+		}
+		if l.Guards != nil && !c.Guards.Enabled {
+			lf.Add("guards", "a listener's own guards need guards.enabled")
+		}
+		f.Sub(c.listenPath(i), lf.Err())
+	}
+}
+
+// Validate checks one client listener: a plain name if any, a host:port
+// address, and with TLS both file names and no h2c. (The files are read
+// by Provision; the rules between listeners are Config.Validate's.)
 func (l Listen) Validate() error {
 	var f conf.Check
+	if l.Name != "" {
+		f.Name("name", l.Name)
+	}
 	if err := conf.HostPort(l.Addr); err != nil {
 		f.Add("addr", "%q: %v", l.Addr, err)
 	}

@@ -237,7 +237,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	setUsage(fs, "bulwark serve [--config FILE] [flags]")
 	path := fs.String("config", "", "configuration file (default: the embedded quickstart)")
 	logFormat := fs.String("log-format", "", "json or text (default: the configuration's log.format)")
-	listen := fs.String("listen", "", "override listen.addr (host:port)")
+	listen := fs.String("listen", "", "override listen.addr, the first listener's (host:port)")
 	metricsAddr := fs.String("metrics-listen", "", "override metrics.addr (host:port, or \"off\")")
 	controlAddr := fs.String("control-listen", "", "override control.addr (host:port, or \"off\")")
 	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {

@@ -367,7 +367,7 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("ENTRYPOINT %q", e)
 	}
 	def := gateway.DefaultConfig()
-	_, listenPort, _ := net.SplitHostPort(def.Listen.Addr)
+	_, listenPort, _ := net.SplitHostPort(def.Listen[0].Addr)
 	_, metricsPort, _ := net.SplitHostPort(def.Metrics.Addr)
 	wantCmd := `["serve", "--listen", "0.0.0.0:` + listenPort + `", "--metrics-listen", "0.0.0.0:` + metricsPort + `"]`
 	if c := get("CMD"); len(c) != 1 || c[0] != wantCmd {
