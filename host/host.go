@@ -72,6 +72,13 @@
 // as it always does; see FastHandler and Verdict. EngineLoop runs the same engine on event loops
 // (Linux, cleartext connections): see "The loop engine" in loop.go and
 // EngineLoop.
+//
+// A host may listen on several addresses (Config.Listeners): each
+// listener has its own address, TLS, engine (and event loops), connection
+// hooks and, optionally, its own handler (a listener that only redirects);
+// all of them share the one admission, readiness, bounds, in-flight count,
+// request registry and drain, so Shutdown turns every listener's /readyz
+// at once and closes them all after the last handler returned.
 package host
 
 import (
