@@ -419,14 +419,25 @@ func DecisionFromContext(ctx context.Context) (Decision, bool) {
 // and the reset time are unknown, and the fields are omitted rather than
 // sent with made-up values.
 func SetHeaders(h http.Header, d Decision) {
-	h[canonicalLimit] = []string{strconv.Itoa(d.Limit)}
 	if d.Degraded {
+		h[canonicalLimit] = []string{strconv.Itoa(d.Limit)}
 		delete(h, canonicalRemaining)
 		delete(h, canonicalReset)
 		return
 	}
-	h[canonicalRemaining] = []string{strconv.Itoa(remaining(d))}
-	h[canonicalReset] = []string{FormatReset(d.ResetAt)}
+	// The three values in one string, their slices in one array: a
+	// refusal under a flood sets these on every answer.
+	var buf [64]byte
+	b := strconv.AppendInt(buf[:0], int64(d.Limit), 10)
+	i := len(b)
+	b = strconv.AppendInt(b, int64(remaining(d)), 10)
+	j := len(b)
+	b = appendReset(b, d.ResetAt)
+	s, vals := string(b), make([]string, 3)
+	vals[0], vals[1], vals[2] = s[:i], s[i:j], s[j:]
+	h[canonicalLimit] = vals[0:1:1]
+	h[canonicalRemaining] = vals[1:2:2]
+	h[canonicalReset] = vals[2:3:3]
 }
 
 // AppendHeaders appends the fields [SetHeaders] sets as HTTP/1.1 field

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/limit"
@@ -66,23 +67,57 @@ func (p Problem) complete() Problem {
 // [400, 599] is a caller bug; it is sent as 500 rather than passed to
 // WriteHeader, which would panic on an invalid code. Write never reads the
 // request body and never panics.
+//
+// The constant fields are set to shared one-element slices, and the body
+// is encoded into a pooled buffer, so a problem whose members are plain
+// ASCII (every registered code is) costs only its Content-Length value in
+// allocations: a rejection under a flood must be cheap. Handlers must
+// replace header values (Set, Del), never write into a value slice.
 func Write(w http.ResponseWriter, p Problem) {
 	p = p.complete()
-	body, ok := p.encode()
+	bp := bodyBufs.Get().(*[]byte)
+	body, ok := p.appendTo((*bp)[:0])
 	if !ok {
 		p.Status, p.RetryAfter = http.StatusInternalServerError, 0
 	}
 	h := w.Header()
-	h.Set("Content-Type", ContentType)
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = contentTypeValue
+	h["Cache-Control"] = noStoreValue
+	h["X-Content-Type-Options"] = nosniffValue
+	// Content-Length and Retry-After: one string and one slice for both.
+	var nb [40]byte
+	num := strconv.AppendInt(nb[:0], int64(len(body)), 10)
+	cl := len(num)
 	if p.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
+		num = strconv.AppendInt(num, p.RetryAfter, 10)
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	nums, vals := string(num), make([]string, 2)
+	vals[0] = nums[:cl]
+	h["Content-Length"] = vals[0:1:1]
+	if p.RetryAfter > 0 {
+		vals[1] = nums[cl:]
+		h["Retry-After"] = vals[1:2:2]
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+	if cap(body) <= bodyBufKeep {
+		*bp = body[:0]
+	}
+	bodyBufs.Put(bp)
 }
+
+// Shared values of the constant fields Write sets (see Write).
+var (
+	contentTypeValue = []string{ContentType}
+	noStoreValue     = []string{"no-store"}
+	nosniffValue     = []string{"nosniff"}
+)
+
+// bodyBufs holds problem bodies being written; a buffer is kept only up
+// to bodyBufKeep bytes.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const bodyBufKeep = 4 << 10
 
 // WriteClose is Write for a rejection that happens before the request body
 // was read, where the connection should not be reused: over HTTP/1.x it
@@ -134,15 +169,151 @@ type fixedProblem struct {
 
 // encode renders p; ok is false when an Extra value cannot be encoded, in
 // which case the fixed internal-error body is returned.
-func (p Problem) encode() (body []byte, ok bool) {
-	var b []byte
+func (p Problem) encode() (body []byte, ok bool) { return p.appendTo(nil) }
+
+// appendTo appends p's body to b, byte for byte what encoding/json
+// produces for it (members in sorted order, as json.Marshal writes a map;
+// a newline at the end). Plain members are written directly; a string
+// that encoding/json would escape, an Extra value other than a string, an
+// integer or a bool, more than maxDirect members or an Extra key that
+// names a standard member go through encoding/json instead.
+func (p Problem) appendTo(b []byte) (body []byte, ok bool) {
+	if out, ok := p.appendDirect(b); ok {
+		return out, true
+	}
+	return p.appendJSON(b)
+}
+
+// maxDirect bounds the members appendDirect sorts on the stack.
+const maxDirect = 12
+
+// member is one member of a problem body for appendDirect.
+type member struct {
+	key  string
+	str  string
+	num  int64
+	kind uint8 // memberString, memberNumber, memberBool (num 0/1)
+}
+
+const (
+	memberString uint8 = iota
+	memberNumber
+	memberBool
+)
+
+// members collects a body's members on the caller's stack.
+type members struct {
+	m  [maxDirect]member
+	n  int
+	ok bool
+}
+
+func (l *members) add(m member) {
+	if !l.ok || l.n == len(l.m) || !plainJSON(m.key) || (m.kind == memberString && !plainJSON(m.str)) {
+		l.ok = false
+		return
+	}
+	l.m[l.n] = m
+	l.n++
+}
+
+func (p Problem) appendDirect(b []byte) ([]byte, bool) {
+	l := members{ok: true}
+	l.add(member{key: "code", str: p.Code})
+	l.add(member{key: "status", num: int64(p.Status), kind: memberNumber})
+	l.add(member{key: "title", str: p.Title})
+	l.add(member{key: "type", str: p.Type})
+	if p.Detail != "" {
+		l.add(member{key: "detail", str: p.Detail})
+	}
+	if p.RetryAfter > 0 {
+		l.add(member{key: "retryAfter", num: p.RetryAfter, kind: memberNumber})
+	}
+	for k, v := range p.Extra {
+		if !l.ok {
+			break
+		}
+		switch k {
+		case "code", "status", "title", "type", "detail", "retryAfter":
+			return b, false
+		}
+		switch v := v.(type) {
+		case string:
+			l.add(member{key: k, str: v})
+		case int:
+			l.add(member{key: k, num: int64(v), kind: memberNumber})
+		case int64:
+			l.add(member{key: k, num: v, kind: memberNumber})
+		case int32:
+			l.add(member{key: k, num: int64(v), kind: memberNumber})
+		case bool:
+			m := member{key: k, kind: memberBool}
+			if v {
+				m.num = 1
+			}
+			l.add(m)
+		default:
+			l.ok = false
+		}
+	}
+	if !l.ok {
+		return b, false
+	}
+	ms, n := &l.m, l.n
+	// Insertion sort: a handful of members.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && ms[j].key < ms[j-1].key; j-- {
+			ms[j], ms[j-1] = ms[j-1], ms[j]
+		}
+	}
+	b = append(b, '{')
+	for i := range n {
+		m := &ms[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, m.key...)
+		b = append(b, '"', ':')
+		switch m.kind {
+		case memberString:
+			b = append(b, '"')
+			b = append(b, m.str...)
+			b = append(b, '"')
+		case memberNumber:
+			b = strconv.AppendInt(b, m.num, 10)
+		case memberBool:
+			b = strconv.AppendBool(b, m.num != 0)
+		}
+	}
+	return append(b, '}', '\n'), true
+}
+
+// plainJSON reports whether encoding/json writes s between quotes as it
+// is: printable ASCII without the characters it escapes (including the
+// HTML-sensitive ones it escapes by default).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e:
+			return false
+		case c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSON is appendTo through encoding/json.
+func (p Problem) appendJSON(b []byte) ([]byte, bool) {
+	var out []byte
 	var err error
 	if len(p.Extra) == 0 {
 		ra := p.RetryAfter
 		if ra < 0 {
 			ra = 0
 		}
-		b, err = json.Marshal(fixedProblem{
+		out, err = json.Marshal(fixedProblem{
 			Code: p.Code, Detail: p.Detail, RetryAfter: ra,
 			Status: p.Status, Title: p.Title, Type: p.Type,
 		})
@@ -161,13 +332,14 @@ func (p Problem) encode() (body []byte, ok bool) {
 		if p.RetryAfter > 0 {
 			m["retryAfter"] = p.RetryAfter
 		}
-		b, err = json.Marshal(m)
+		out, err = json.Marshal(m)
 	}
 	if err != nil {
 		// Only fixed, caller-controlled values reach here; a failure means
 		// an unsupported Extra value. Fall back to a minimal fixed body.
-		return []byte(internalBody), false
+		return append(b, internalBody...), false
 	}
+	b = append(b, out...)
 	return append(b, '\n'), true
 }
 
@@ -217,17 +389,35 @@ func SetRateLimit(h http.Header, rl RateLimit) {
 	if rl.Reset > 0 {
 		r = RetryAfterSeconds(rl.Reset)
 	}
-	name := quotePolicy(rl.Policy)
+	// Both values in one string, both slices in one array: a rejection
+	// under a flood sets these on every answer.
+	var buf [160]byte
+	b := buf[:0]
 	if rl.Limit > 0 {
-		h.Set("RateLimit-Policy", name+`;q=`+strconv.FormatInt(rl.Limit, 10)+`;w=`+strconv.FormatInt(w, 10))
+		b = appendPolicy(b, rl.Policy)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, rl.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, w, 10)
 	}
-	h.Set("RateLimit", name+`;r=`+strconv.FormatInt(remaining, 10)+`;t=`+strconv.FormatInt(r, 10))
+	split := len(b)
+	b = appendPolicy(b, rl.Policy)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, remaining, 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, r, 10)
+	s, vals := string(b), make([]string, 2)
+	if rl.Limit > 0 {
+		vals[0] = s[:split]
+		h["Ratelimit-Policy"] = vals[0:1:1]
+	}
+	vals[1] = s[split:]
+	h["Ratelimit"] = vals[1:2:2]
 }
 
-// quotePolicy renders a policy name as a structured-field string. Names
+// appendPolicy appends a policy name as a structured-field string. Names
 // are configuration words; a character a string cannot carry is replaced.
-func quotePolicy(s string) string {
-	b := make([]byte, 0, len(s)+2)
+func appendPolicy(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -240,5 +430,5 @@ func quotePolicy(s string) string {
 			b = append(b, c)
 		}
 	}
-	return string(append(b, '"'))
+	return append(b, '"')
 }

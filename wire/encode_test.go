@@ -1,0 +1,97 @@
+package wire
+
+import (
+	"net/http"
+	"testing"
+)
+
+// The direct encoder must write exactly what encoding/json writes, for
+// every problem it takes (the wire contract tests compare registered
+// answers byte for byte; this covers arbitrary members).
+func FuzzDirectEncodingMatchesJSON(f *testing.F) {
+	f.Add(429, "rate_limited", "Too Many Requests", "", "about:blank", int64(3), "errorCode", "rate-limit-exceeded", int64(0), false)
+	f.Add(403, "blocked", "Forbidden", "The client is blocked.", "about:blank", int64(0), "", "", int64(7), true)
+	f.Add(400, "a<b", "t\"", "d\\", "x&y", int64(-1), "aaa", "\u2028", int64(-5), false)
+	f.Add(503, "code", "status", "é", "type", int64(1), "retryAfter", "v", int64(1), true)
+	f.Fuzz(func(t *testing.T, status int, code, title, detail, typ string, retry int64, key, sval string, ival int64, withBool bool) {
+		p := Problem{Status: status, Code: code, Title: title, Detail: detail, Type: typ, RetryAfter: retry}
+		if key != "" {
+			p.Extra = map[string]any{key: sval, key + "_n": ival}
+			if withBool {
+				p.Extra[key+"_b"] = true
+			}
+		}
+		want, wantOK := p.appendJSON(nil)
+		got, ok := p.appendDirect(nil)
+		if ok && (!wantOK || string(got) != string(want)) {
+			t.Fatalf("direct %q (ok), encoding/json %q (ok=%v)", got, want, wantOK)
+		}
+		all, allOK := p.appendTo(nil)
+		if string(all) != string(want) || allOK != wantOK {
+			t.Fatalf("appendTo %q (%v), encoding/json %q (%v)", all, allOK, want, wantOK)
+		}
+	})
+}
+
+// Registered codes, with and without Retry-After and the login layer's
+// errorCode member, take the direct path (no encoding/json).
+func TestRegisteredProblemsEncodeDirectly(t *testing.T) {
+	for _, code := range Codes() {
+		for _, p := range []Problem{New(code), {Status: 429, Code: code, RetryAfter: 17, Extra: map[string]any{"errorCode": code}}} {
+			p = p.complete()
+			got, ok := p.appendDirect(nil)
+			want, _ := p.appendJSON(nil)
+			if !ok {
+				t.Errorf("%s: not encoded directly (detail %q)", code, p.Detail)
+				continue
+			}
+			if string(got) != string(want) {
+				t.Errorf("%s: direct %q, encoding/json %q", code, got, want)
+			}
+		}
+	}
+}
+
+// reusedWriter is a ResponseWriter whose header map is kept between
+// answers, as a server's connection keeps it.
+type reusedWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *reusedWriter) Header() http.Header { return w.h }
+func (w *reusedWriter) WriteHeader(s int)   { w.status = s }
+func (w *reusedWriter) Write(b []byte) (int, error) {
+	w.n += len(b)
+	return len(b), nil
+}
+
+// A rejection under a flood is cheap: Write allocates only the values of
+// Content-Length and Retry-After (one string, one array), whatever the
+// body: the body is encoded into a pooled buffer, the constant fields are
+// shared. (encoding/json and http.Header.Set made it 31.)
+// Named NoRace: scripts/test's allocation pass runs it without -race.
+func TestNoRaceWriteAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items; scripts/test runs this without -race")
+	}
+	w := &reusedWriter{h: make(http.Header)}
+	p := New(CodeLoginRateLimitExceeded)
+	p.RetryAfter = 120
+	p.Extra = map[string]any{"errorCode": CodeLoginRateLimitExceeded}
+	Write(w, p) // warm the pool
+	allocs := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		Write(w, p)
+	})
+	if w.status != 429 || w.n == 0 {
+		t.Fatalf("status %d, %d body bytes", w.status, w.n)
+	}
+	// One string holds the Content-Length and Retry-After values, one
+	// array their slices.
+	t.Logf("%.0f allocations per answer", allocs)
+	if allocs > 2 {
+		t.Fatalf("Write allocated %.0f times per answer, want at most 2", allocs)
+	}
+}
