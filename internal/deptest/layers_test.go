@@ -15,7 +15,7 @@ import (
 //
 //	core      clock limit keyed canon conf conf/yamlconf internal/fieldname
 //	          redisconn
-//	identity  peer ipset route
+//	identity  peer ipset route proxyproto
 //	wire      wire: the answers (problem details, Retry-After, RateLimit)
 //	engine    h1 internal/evloop internal/deadline internal/h2conn
 //	          internal/admission host
@@ -86,6 +86,9 @@ var places = map[string]place{
 	"peer":  identity(),
 	"ipset": identity(),
 	"route": identity(),
+	// The PROXY protocol: who the client behind an L4 balancer is, read
+	// from the connection's first bytes.
+	"proxyproto": identity(),
 
 	"wire": {tier: tierWire},
 

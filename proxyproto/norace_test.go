@@ -1,0 +1,5 @@
+//go:build !race
+
+package proxyproto
+
+const raceEnabled = false
