@@ -70,7 +70,7 @@ type Conn struct {
 	net.Conn // the accepted socket
 
 	g   *Guard
-	key keyed.Key128
+	key keyed.Key128 // the address's; under mu once accepted (Readmit)
 
 	phase  atomic.Uint32
 	flags  atomic.Uint32
@@ -365,8 +365,12 @@ func (c *Conn) CloseWrite() error {
 // every limit.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
+	// Under mu: a Readmit under way moves the key and its incomplete
+	// unit first, or sees the connection closed.
+	c.mu.Lock()
 	old := c.flags.Or(flagClosed)
 	if old&flagClosed != 0 {
+		c.mu.Unlock()
 		return err
 	}
 	c.phase.Store(phaseOff)
@@ -379,16 +383,9 @@ func (c *Conn) Close() error {
 		inc = true
 		g.incomplete.Add(-1)
 	}
-	_ = g.addrs.Do(c.key, g.clock.Now(), func(s *addrState, created bool) bool {
-		if created {
-			return false
-		}
-		s.conns--
-		if inc {
-			s.incomplete--
-		}
-		return true
-	})
+	key := c.key
+	c.mu.Unlock()
+	g.releaseAddr(key, g.clock.Now(), inc)
 	if old&flagH2 != 0 {
 		g.h2conns.Add(-1)
 	}
@@ -442,7 +439,10 @@ func (c *Conn) completeOnce() {
 	}
 	g := c.g
 	g.incomplete.Add(-1)
-	_ = g.addrs.Do(c.key, g.clock.Now(), func(s *addrState, created bool) bool {
+	c.mu.Lock() // (Readmit may have moved the key)
+	key := c.key
+	c.mu.Unlock()
+	_ = g.addrs.Do(key, g.clock.Now(), func(s *addrState, created bool) bool {
 		if created {
 			return false
 		}

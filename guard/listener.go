@@ -139,7 +139,12 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 	now := g.clock.Now()
 	ip, ok := remoteIP(c)
 	key := g.keyer.key(ip, ok)
-	if isTLS && !g.hs.allow(key, now, lim.maxHS) {
+	// A connection whose client is still to be read from a PROXY
+	// protocol header counts here on the balancer's address for what it
+	// holds (open and incomplete connections); the per-address rates are
+	// the client's, charged by Readmit once the header named it.
+	pending := clientPending(c)
+	if isTLS && !pending && !g.hs.allow(key, now, lim.maxHS) {
 		return nil, RefuseHandshakeRate
 	}
 	if !reserve(&g.conns, int64(lim.maxConns)) {
@@ -149,7 +154,7 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 		g.conns.Add(-1)
 		return nil, RefuseHandshakes
 	}
-	reason := g.admitAddr(key, ip, now, lim)
+	reason := g.admitAddr(key, ip, now, lim, !pending)
 	if reason != "" {
 		g.conns.Add(-1)
 		if isTLS {
@@ -164,9 +169,10 @@ func (g *Guard) admit(c net.Conn, isTLS bool) (*Conn, string) {
 }
 
 // admitAddr applies the per-address checks (for an address new to the
-// table, its network's budget first) and, if they pass, counts one
-// more open and incomplete connection for the address.
-func (g *Guard) admitAddr(key keyed.Key128, ip netip.Addr, now time.Time, lim *limits) string {
+// table, its network's budget first; the accept rate when rate is
+// true) and, if they pass, counts one more open and incomplete
+// connection for the address.
+func (g *Guard) admitAddr(key keyed.Key128, ip netip.Addr, now time.Time, lim *limits, rate bool) string {
 	reason := ""
 	err := g.addrs.Do(key, now, func(s *addrState, created bool) bool {
 		if created {
@@ -184,7 +190,7 @@ func (g *Guard) admitAddr(key keyed.Key128, ip netip.Addr, now time.Time, lim *l
 			reason = RefuseAddrConns
 		case s.incomplete >= lim.maxIncomplete:
 			reason = RefuseAddrIncomplete
-		case !lim.accept.AllowN(&s.rate, now, 1).Allowed:
+		case rate && !lim.accept.AllowN(&s.rate, now, 1).Allowed:
 			reason = RefuseAddrRate
 		default:
 			s.conns++
@@ -199,6 +205,84 @@ func (g *Guard) admitAddr(key keyed.Key128, ip netip.Addr, now time.Time, lim *l
 		return RefuseClosed
 	}
 	return reason
+}
+
+// clientPending reports whether c's client is still to be read from a
+// PROXY protocol header (a connection of package proxyproto from a
+// trusted balancer): its RemoteAddr is the balancer's until then.
+func clientPending(c net.Conn) bool {
+	cp, ok := c.(interface{ ClientPending() bool })
+	return ok && cp.ClientPending()
+}
+
+// Readmit moves the connection's per-address accounting to the address
+// its socket reports now: the client a PROXY protocol header named
+// (package proxyproto), where the accept checks counted the balancer
+// that connected. The client's per-address checks run as at accept
+// (open, incomplete and accept-rate caps, room in the address table and
+// its network's share, and over TLS its handshakes per second); if they
+// pass, its address holds the connection from now on (Close releases
+// it there) and the balancer's is released. Otherwise the connection
+// stays counted on the balancer's address and the reason is returned
+// (and reported to Hooks.Refused): the caller closes it. For a header
+// that named no client (a balancer's health check) the address is the
+// same and only the rates are charged.
+//
+// Call it once, before the connection is served.
+func (c *Conn) Readmit() string {
+	g := c.g
+	lim := g.lim.Load()
+	now := g.clock.Now()
+	ip, ok := remoteIP(c.Conn)
+	key := g.keyer.key(ip, ok)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reason := ""
+	switch {
+	case c.flags.Load()&flagClosed != 0:
+		return RefuseClosed
+	case c.flags.Load()&flagTLS != 0 && !g.hs.allow(key, now, lim.maxHS):
+		reason = RefuseHandshakeRate
+	case key == c.key:
+		err := g.addrs.Do(key, now, func(s *addrState, created bool) bool {
+			if created {
+				return false
+			}
+			if !lim.accept.AllowN(&s.rate, now, 1).Allowed {
+				reason = RefuseAddrRate
+			}
+			return true
+		})
+		if err != nil && reason == "" {
+			reason = RefuseClosed
+		}
+	default:
+		if reason = g.admitAddr(key, ip, now, lim, true); reason != "" {
+			break
+		}
+		inc := c.flags.Load()&flagIncomplete != 0
+		g.releaseAddr(c.key, now, inc)
+		c.key = key
+	}
+	if reason != "" {
+		g.refused(reason)
+	}
+	return reason
+}
+
+// releaseAddr releases one open connection (and, with inc, one
+// incomplete one) of the address of key.
+func (g *Guard) releaseAddr(key keyed.Key128, now time.Time, inc bool) {
+	_ = g.addrs.Do(key, now, func(s *addrState, created bool) bool {
+		if created {
+			return false
+		}
+		s.conns--
+		if inc {
+			s.incomplete--
+		}
+		return true
+	})
 }
 
 // serverTLSConfig returns a clone of base whose handshakes report their
