@@ -25,8 +25,9 @@ control: {enabled: false}
 
 // A listener other hosts reach, with the guards' per-address caps on
 // (the default), logs once at start that the caps count the address
-// that connects (PROXY protocol is not supported yet), naming the caps;
-// not again on a reload, and not at all on loopback or without guards.
+// that connects (pointing to the PROXY protocol), naming the caps; not
+// again on a reload, and not at all on loopback, without guards or with
+// listen.proxy_protocol (the caps then count the client it names).
 func TestAddrCapsLoggedOnceForPublicListener(t *testing.T) {
 	public := func(ln net.Listener) net.Listener { return publicListener{ln} }
 	tg := startGateway(t, addrCapsConfig, nil, gwOpts{wrap: public})
@@ -57,8 +58,9 @@ func TestAddrCapsLoggedOnceForPublicListener(t *testing.T) {
 
 	// Loopback, or no guards: nothing to say.
 	for name, tg := range map[string]*testGateway{
-		"loopback":  startGateway(t, addrCapsConfig, nil, gwOpts{}),
-		"no guards": startGateway(t, addrCapsConfig+"guards: {enabled: false}\n", nil, gwOpts{wrap: public}),
+		"loopback":       startGateway(t, addrCapsConfig, nil, gwOpts{}),
+		"no guards":      startGateway(t, addrCapsConfig+"guards: {enabled: false}\n", nil, gwOpts{wrap: public}),
+		"proxy protocol": startGateway(t, addrCapsConfig+"listen: {proxy_protocol: {trusted: [10.0.0.0/8]}}\n", nil, gwOpts{wrap: public}),
 	} {
 		if logs := tg.logs.String(); strings.Contains(logs, "per-address connection caps") {
 			t.Errorf("%s: logged the per-address caps:\n%s", name, logs)

@@ -86,6 +86,7 @@ import (
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/proxyproto"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/redisconn"
@@ -220,6 +221,13 @@ type Listen struct {
 	// shares the guards section's. The overload manager stays the
 	// process's (guards.overload).
 	Guards *ListenGuards `yaml:"guards"`
+	// ProxyProtocol, when set, reads a PROXY protocol header (v1 or v2)
+	// at the start of every connection from its trusted networks (the
+	// L4 balancers in front), under its timeout: the client it names is
+	// then the client for every layer (see proxyproto.go). A connection
+	// from a trusted network without a valid header, or with a header
+	// from anyone else, is refused. Default nil (off).
+	ProxyProtocol *proxyproto.Config `yaml:"proxy_protocol"`
 }
 
 // ListenGuards are a listener's own connection guards: the guards

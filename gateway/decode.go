@@ -9,6 +9,7 @@ import (
 	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/proxyproto"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
@@ -93,6 +94,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = login.DefaultPolicy()
 	case reflect.TypeFor[quota.Config]():
 		d = quota.DefaultConfig()
+	case reflect.TypeFor[proxyproto.Config]():
+		d = proxyproto.Config{}.WithDefaults()
 	case listEntryType:
 		d = ipset.StaticEntry{Reason: defaultReason}
 	case reflect.TypeFor[Listen]():

@@ -380,6 +380,11 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 			g.ownGuards[i], gd = own, own
 		}
 		hostGuardHooks(&hl, gd, g.guard)
+		px, err := g.newProxyProto(l)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s.proxy_protocol: %w", cfg.listenPath(i), err)
+		}
+		proxyProtoHooks(&hl.WrapListener, &hl.WrapTLSListener, hl.TLSConfig != nil, px)
 		if l.RedirectToHTTPS != "" {
 			g.redirects[i] = g.newRedirect(cfg, i)
 			hl.Handler = g.redirects[i]

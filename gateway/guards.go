@@ -249,17 +249,18 @@ func hostGuardHooks(hl *host.Listener, gd, main *guard.Guard) {
 // logAddrCaps says once, at start, for each listener other hosts reach
 // (any but loopback), that the guards' per-address caps count the
 // address that connects: behind a load balancer or a NAT that is one
-// address for many clients, and without PROXY protocol (not supported
-// yet) the gateway cannot see past it (docs/layers/guard.md). A warning
-// when client_ip.trusted_proxies says a proxy connects, else
-// information.
+// address for many clients, and without the PROXY protocol
+// (listen[].proxy_protocol, which makes the caps count the client the
+// balancer names: no message then) the gateway cannot see past it
+// (docs/layers/guard.md). A warning when client_ip.trusted_proxies says
+// a proxy connects, else information.
 func (g *Gateway) logAddrCaps(addrs []net.Addr) {
 	for i, addr := range addrs {
 		gd := g.guard
 		if i < len(g.ownGuards) && g.ownGuards[i] != nil {
 			gd = g.ownGuards[i]
 		}
-		if gd == nil || addr == nil || !publicAddr(addr) {
+		if gd == nil || addr == nil || !publicAddr(addr) || g.cfg.Listen[i].ProxyProtocol != nil {
 			continue
 		}
 		c := gd.Config().Conns
@@ -275,8 +276,8 @@ func (g *Gateway) logAddrCaps(addrs []net.Addr) {
 
 // addrCapsMessage is logAddrCaps's message.
 const addrCapsMessage = "guards: the per-address connection caps count the address that connects, " +
-	"which behind a load balancer or a NAT is shared by many clients (PROXY protocol is not supported yet): " +
-	"raise guards.conns to what one such address opens"
+	"which behind a load balancer or a NAT is shared by many clients: " +
+	"behind an L4 balancer turn on the PROXY protocol (listen.proxy_protocol), else raise guards.conns to what one such address opens"
 
 // publicAddr reports whether a listener bound to a is reachable from
 // other hosts: a TCP address that is not loopback (the unspecified

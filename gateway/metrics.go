@@ -50,6 +50,8 @@ type metrics struct {
 	guardMetrics
 	redirectMetrics
 	xdpEvents *prometheus.CounterVec // xdp.go
+	// proxyProto counts PROXY protocol refusals (proxyproto.go).
+	proxyProto *prometheus.CounterVec
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
@@ -79,6 +81,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 		guardMetrics:    newGuardMetrics(),
 		redirectMetrics: newRedirectMetrics(),
 		xdpEvents:       newXDPEvents(),
+		proxyProto:      newProxyProtoRefused(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bulwark_requests_total",
 			Help: "Requests that reached route matching, by route and outcome (status class, or rejected by a route policy).",
@@ -141,7 +144,7 @@ func newMetrics(reg prometheus.Registerer, version string, t *tally, inFlight fu
 	cs = append(cs, m.globalMetrics.collectors()...)
 	cs = append(cs, m.guardMetrics.collectors()...)
 	cs = append(cs, m.redirects)
-	cs = append(cs, m.xdpEvents)
+	cs = append(cs, m.xdpEvents, m.proxyProto)
 	cs = append(cs, ls.collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

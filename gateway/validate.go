@@ -339,6 +339,9 @@ func (l Listen) Validate() error {
 		}
 		f.Sub("tls", l.TLS.Validate())
 	}
+	if l.ProxyProtocol != nil {
+		f.Sub("proxy_protocol", l.ProxyProtocol.Validate())
+	}
 	return f.Err()
 }
 
@@ -531,6 +534,19 @@ func (c *Config) Warnings() []yamlconf.Problem {
 			Msg: fmt.Sprintf("%s trusts every client as a proxy: any client can then choose its own address in %s, and every "+
 				"list, limit and lockout keyed by client follows what it wrote. Name your load balancers' networks instead",
 				c.ClientIP.TrustedProxies.CIDRs[i], c.ClientIP.TrustedProxies.WithDefaults().Header)})
+	}
+	for li, l := range c.Listen {
+		pp := l.ProxyProtocol
+		if pp == nil {
+			continue
+		}
+		for _, i := range pp.Everyone() {
+			path := fmt.Sprintf("%s.proxy_protocol.trusted[%d]", c.listenPath(li), i)
+			ws = append(ws, yamlconf.Problem{File: c.File, Line: c.Line(path), Path: path,
+				Msg: fmt.Sprintf("%s trusts every client as a load balancer: any client can then send a PROXY protocol header "+
+					"naming any address, and every list, limit and connection cap follows what it wrote. Name your balancers' networks instead",
+					pp.Trusted[i])})
+		}
 	}
 	if w, ok := c.localPostgresWarning(); ok {
 		ws = append(ws, w)
