@@ -95,14 +95,21 @@ listen v1
 // getFrom is a GET from the source address src without keep-alive
 // (every request its own connection, so its own PROXY header); status
 // -1 when the connection ended without an answer.
-func getFrom(t *testing.T, src, u string, tlsCfg *tls.Config) (int, http.Header) {
+func getFrom(t *testing.T, src, u string, tlsCfg *tls.Config, hdr ...string) (int, http.Header) {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 	h2 := tlsCfg != nil && slices.Contains(tlsCfg.NextProtos, "h2")
 	tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: h2}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Timeout: 20 * time.Second, Transport: tr}
-	res, err := c.Get(u)
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
 	if err != nil {
 		return -1, nil
 	}
@@ -133,6 +140,8 @@ listen:
   proxy_protocol: {trusted: [127.0.0.1]}
 ipsets:
   deny: [127.0.41.3]
+client_ip:
+  trusted_proxies: {cidrs: [127.0.44.1], hops: 1}
 `
 
 // TestProxyProtocolBehindHAProxy: through HAProxy (v2 and v1 headers)
@@ -141,7 +150,9 @@ ipsets:
 // second request is 429, another client through the same balancer is
 // served); a deny-list entry for the client refuses it through the
 // balancer, at accept; the access log's fingerprint is the client's;
-// the upstream's X-Forwarded-For names it. A direct connection from an
+// the upstream's X-Forwarded-For names it; client_ip.trusted_proxies
+// applies on top (the named client is an HTTP proxy whose
+// X-Forwarded-For names the client). A direct connection from an
 // untrusted source is served as it is, and refused when it starts with
 // a header of its own; the trusted source without a header is refused.
 // Both refusals are counted by reason.
@@ -181,6 +192,22 @@ func testProxyProtocolBehindHAProxy(t *testing.T) {
 	}
 	if fps := accessFingerprints(t, tg.logs.String(), "rate_limit"); strings.Join(fps, " ") != strings.Join(limited, " ") {
 		t.Errorf("access fingerprints %q, want the clients' %q (HAProxy's is %s)", fps, limited, tg.g.fingerprint(netip.MustParseAddr("127.0.0.1")))
+	}
+
+	// client_ip.trusted_proxies applies on top: the client HAProxy names
+	// is an HTTP proxy of ours, whose X-Forwarded-For names the client.
+	u := "http://" + v2 + "/"
+	for i, c := range []struct {
+		xff  string
+		want int
+	}{{"198.51.100.7", 200}, {"198.51.100.7", 429}, {"198.51.100.8", 200}} {
+		if st, _ := getFrom(t, "127.0.44.1", u, nil, "X-Forwarded-For", c.xff); st != c.want {
+			t.Fatalf("through an HTTP proxy behind HAProxy, request %d (%s): %d, want %d", i, c.xff, st, c.want)
+		}
+	}
+	fps := accessFingerprints(t, tg.logs.String(), "rate_limit")
+	if want := tg.g.fingerprint(netip.MustParseAddr("198.51.100.7")); len(fps) != 3 || fps[2] != want {
+		t.Errorf("access fingerprints %q, want the forwarded client's %s last", fps, want)
 	}
 
 	// Untrusted and direct: served as it is; with a header, refused.
