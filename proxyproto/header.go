@@ -216,15 +216,17 @@ func checkTLVs(hdr []byte, off int) error {
 	return nil
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	zero4      [4]byte // (a local one would escape to the heap)
+)
 
 // crcOK checks the CRC32C at hdr[v:v+4]: the checksum of the whole
 // header with those four bytes zero.
 func crcOK(hdr []byte, v int) bool {
 	want := binary.BigEndian.Uint32(hdr[v : v+4])
-	var zero [4]byte
 	c := crc32.Update(0, castagnoli, hdr[:v])
-	c = crc32.Update(c, castagnoli, zero[:])
+	c = crc32.Update(c, castagnoli, zero4[:])
 	c = crc32.Update(c, castagnoli, hdr[v+4:])
 	return c == want
 }
