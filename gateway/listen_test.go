@@ -46,7 +46,7 @@ listen:
 	for _, c := range []struct{ yaml, want string }{
 		{"listen: {addr: nowhere}\n", `bulwark.yaml:1: listen.addr: "nowhere": want host:port`},
 		{"listen:\n  - {addr: nowhere}\n", `bulwark.yaml:2: listen[0].addr: "nowhere": want host:port`},
-		{"listen: {adr: x}\n", `bulwark.yaml:1: listen.adr: unknown key (known keys: name, addr, tls, h2c, engine, redirect_to_https, guards)`},
+		{"listen: {adr: x}\n", `bulwark.yaml:1: listen.adr: unknown key (known keys: name, addr, tls, h2c, engine, redirect_to_https, guards, proxy_protocol)`},
 		{"listen: 8080\n", `bulwark.yaml:1: listen: want a mapping or a list of mappings, got "8080"`},
 	} {
 		_, err := Parse("bulwark.yaml", []byte(c.yaml+minimal), env().get)
