@@ -139,3 +139,50 @@ func TestRawAccepterClose(t *testing.T) {
 		t.Fatal("the socket still listens after Close")
 	}
 }
+
+// TestRawAcceptInheritedSocket: a listening socket handed over by
+// another process (its descriptor inherited: net.FileListener, as
+// bulwark serve's upgrade takes it) is accepted raw like a bound one,
+// and while two processes share it, the old one closing its listener
+// (Host.StopAccepting: the raw accepter's duplicate first) leaves it
+// listening for the new one.
+func TestRawAcceptInheritedSocket(t *testing.T) {
+	old, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := old.(*net.TCPListener).File() // what the child inherits
+	if err != nil {
+		t.Fatal(err)
+	}
+	inherited, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSL, newSL := newSwapListener(old), newSwapListener(inherited)
+	t.Cleanup(func() { _ = newSL.Close() })
+	if newSL.raw == nil {
+		t.Fatalf("an inherited socket (%T) is not accepted raw", inherited)
+	}
+	if err := oldSL.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := net.Dial("tcp", inherited.Addr().String())
+	if err != nil {
+		t.Fatalf("the shared socket stopped listening with the old listener: %v", err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := newSL.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := c.(*swapConn)
+	fd, ok := sc.raw.take()
+	if !ok {
+		t.Fatal("the connection was not accepted raw")
+	}
+	sc.raw.giveBack(fd) // closed with c
+}

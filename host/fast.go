@@ -179,6 +179,9 @@ const (
 type fastConn struct {
 	c     net.Conn
 	state atomic.Int32
+	// served: a request began on it (Host.Retire closes only those idle
+	// connections: a new one's first request may be on its way).
+	served atomic.Bool
 }
 
 func newFastServer(l *listener, addr net.Addr) *fastServer {
@@ -252,6 +255,19 @@ func (s *fastServer) untrack(fc *fastConn) {
 	delete(s.conns, fc)
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// closeIdle closes the idle keep-alive connections (Host.Retire, which
+// has set the flag that closes connections turning idle later); a new
+// connection's first request may be on its way: it is served.
+func (s *fastServer) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fc := range s.conns {
+		if fc.served.Load() && fc.state.CompareAndSwap(connIdle, connClosed) {
+			_ = fc.c.Close()
+		}
+	}
 }
 
 // shutdown stops the fast engine: the listener is closed by the caller;
@@ -341,6 +357,7 @@ func (s *fastServer) begin(c net.Conn) *connServer {
 	cs := connServers.Get().(*connServer)
 	cs.fcv.c = c
 	cs.fcv.state.Store(connIdle)
+	cs.fcv.served.Store(false)
 	cs.s, cs.fc, cs.c, cs.first = s, &cs.fcv, c, true
 	cs.requests, cs.lc, cs.note = 0, nil, nil
 	cs.rdl, cs.wdl = deadline.Lazy{}, deadline.Lazy{Write: true}
@@ -436,6 +453,9 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 		if !fc.state.CompareAndSwap(connIdle, connActive) {
 			return // closed by the shutdown
 		}
+		if !fc.served.Load() {
+			fc.served.Store(true)
+		}
 		if cs.pc != nil {
 			cs.pc.HeadDone()
 		}
@@ -451,8 +471,8 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 		if cs.pc != nil {
 			cs.pc.RequestDone()
 		}
-		if !fc.state.CompareAndSwap(connActive, connIdle) || s.shutting.Load() {
-			return
+		if !fc.state.CompareAndSwap(connActive, connIdle) || s.shutting.Load() || s.h.retired.Load() {
+			return // (retired: a response begun before Retire kept it alive)
 		}
 		if cs.lc == nil && s.loops != nil && s.rejoinLoop(cs) {
 			moved = true
@@ -612,7 +632,7 @@ func (cs *connServer) serveRequest() (keepAlive bool, v Verdict) {
 			x.SetClose()
 		}
 	}
-	if cs.requests >= lim.MaxRequestsPerConn {
+	if cs.requests >= lim.MaxRequestsPerConn || h.retired.Load() {
 		x.SetClose()
 		x.Header().Set("Connection", "close")
 	}

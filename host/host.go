@@ -170,6 +170,12 @@ type Config struct {
 	// Listener, when set, is used instead of binding Addr. The host closes
 	// it at shutdown or on a start-up failure.
 	Listener net.Listener
+	// Listen, when set, binds Addr at Start instead of net.Listen (for
+	// a socket inherited from another process, or bound with special
+	// options). It must return a *net.TCPListener for the event loops
+	// to accept raw (see EngineLoop); another listener is served through
+	// its Accept.
+	Listen func(network, addr string) (net.Listener, error)
 	// WrapListener, when set, wraps the bound listener at Start (deny
 	// lists, connection guards). It runs before TLS.
 	WrapListener func(net.Listener) net.Listener
@@ -259,6 +265,7 @@ type Listener struct {
 	Name            string
 	Addr            string
 	Listener        net.Listener
+	Listen          func(network, addr string) (net.Listener, error)
 	WrapListener    func(net.Listener) net.Listener
 	TLSConfig       *tls.Config
 	H2C             bool
@@ -280,7 +287,7 @@ type Listener struct {
 // single is the only listener of a Config without Listeners.
 func (c *Config) single() Listener {
 	return Listener{
-		Addr: c.Addr, Listener: c.Listener, WrapListener: c.WrapListener, TLSConfig: c.TLSConfig,
+		Addr: c.Addr, Listener: c.Listener, Listen: c.Listen, WrapListener: c.WrapListener, TLSConfig: c.TLSConfig,
 		H2C: c.H2C, Engine: c.Engine, ConnContext: c.ConnContext, ConnState: c.ConnState,
 		WrapTLSListener: c.WrapTLSListener, WrapH2Conn: c.WrapH2Conn, HTTP2: c.HTTP2,
 		Requests: c.Requests, FastRequests: c.FastRequests,
@@ -342,6 +349,11 @@ type Host struct {
 	idle     chan struct{} // closed when stopping and nothing is in flight
 	idleOnce sync.Once
 
+	// retired: out of rotation (Retire): /readyz answers 503 draining
+	// and HTTP/1.1 connections close after their current response,
+	// while admission stays open.
+	retired atomic.Bool
+
 	stopOnce sync.Once
 	stopErr  error
 
@@ -349,6 +361,7 @@ type Host struct {
 	started   bool
 	stopping  bool
 	activated bool
+	unbound   bool // StopAccepting closed the listeners
 	hooks     []hook
 	hooksRan  bool
 }
@@ -571,8 +584,12 @@ func (l *listener) bind() error {
 	h := l.h
 	ln := l.cfg.Listener
 	if ln == nil {
+		listen := l.cfg.Listen
+		if listen == nil {
+			listen = net.Listen
+		}
 		var err error
-		ln, err = net.Listen("tcp", l.cfg.Addr)
+		ln, err = listen("tcp", l.cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
@@ -638,7 +655,10 @@ func (l *listener) serveLoop(ln net.Listener) {
 	// Serve does not close a listener it never tracked (a stop racing
 	// with Start); closing twice is harmless.
 	_ = ln.Close()
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	h.mu.Lock()
+	unbound := h.unbound
+	h.mu.Unlock()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && !unbound {
 		h.log.Error("host: serve stopped", "listener", l.name, "err", err)
 	}
 }
@@ -800,8 +820,66 @@ func (h *Host) setState(s uint64) uint64 {
 	}
 }
 
-// IsReady reports whether admission is open (what /readyz answers).
-func (h *Host) IsReady() bool { return stateOf(h.word.Load()) == stateActive }
+// IsReady reports whether /readyz answers 200: admission is open and the
+// host is not retired.
+func (h *Host) IsReady() bool {
+	return stateOf(h.word.Load()) == stateActive && !h.retired.Load()
+}
+
+// Retire takes the host out of rotation ahead of a stop, without
+// refusing anything yet: /readyz answers 503 draining from now on, as
+// during Shutdown, while requests are admitted and served as before;
+// every HTTP/1.1 response carries "Connection: close" and idle
+// keep-alive connections are closed, so that clients reconnect (to
+// whatever a load balancer or a shared socket now sends them to).
+// HTTP/2 connections get GOAWAY as net/http sends it to clients of a
+// server without keep-alive (once a stream ends), at the latest from
+// Shutdown.
+// Shutdown drains as usual afterwards. Retire is for after Activate; it
+// cannot be undone.
+func (h *Host) Retire() {
+	if h.retired.Swap(true) {
+		return
+	}
+	// The flag first: a connection that turns idle after the sweep
+	// below sees it and closes itself (fast.go).
+	for _, l := range h.ls {
+		l.srv.SetKeepAlivesEnabled(false)
+		h.mu.Lock()
+		fast := l.fast
+		h.mu.Unlock()
+		if fast != nil {
+			fast.closeIdle()
+		}
+	}
+	h.log.Info("host: retired: out of rotation, serving on without keep-alive")
+}
+
+// StopAccepting closes every listener: no new connection is accepted,
+// while the connections already accepted are served as before. A socket
+// the process shares with another one (handed over for an upgrade)
+// keeps listening there, and the connections queued on it go to the
+// other process. Shutdown later drains as usual. Before Start it does
+// nothing.
+func (h *Host) StopAccepting() {
+	h.mu.Lock()
+	if !h.started || h.unbound {
+		h.mu.Unlock()
+		return
+	}
+	h.unbound = true
+	var lns []net.Listener
+	for _, l := range h.ls {
+		lns = append(lns, l.tln, l.ln)
+	}
+	h.mu.Unlock()
+	for _, ln := range lns {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+	h.log.Info("host: stopped accepting")
+}
 
 // InFlight returns the number of admitted handlers (and Holds) running.
 func (h *Host) InFlight() int { return countOf(h.word.Load()) }

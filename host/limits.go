@@ -67,6 +67,13 @@ type Limits struct {
 	// IdleTimeout (idle_timeout) closes keep-alive connections idle this
 	// long. Default 60 s, range [1 ms, 1 h].
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownDelay (shutdown_delay) is how long a graceful stop keeps
+	// serving, out of rotation (Host.Retire), before it drains: a load
+	// balancer (a Kubernetes Service) sees /readyz fail and stops sending
+	// new connections while nothing is refused yet. The host only
+	// validates it; its owner waits. Default 0 (drain at once), range
+	// [0, 5 m].
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 }
 
 // Defaults and hard ranges of Limits.
@@ -94,6 +101,7 @@ const (
 	MaxDrainTimeout       = 10 * time.Minute
 	MaxReadHeaderTimeout  = 5 * time.Minute
 	MaxIdleTimeout        = time.Hour
+	MaxShutdownDelay      = 5 * time.Minute
 )
 
 // writeGrace is added to RequestTimeout for the server's write timeout so a
@@ -178,5 +186,6 @@ func (l Limits) Validate() error {
 	f.Duration("drain_timeout", l.DrainTimeout, time.Millisecond, MaxDrainTimeout)
 	f.Duration("read_header_timeout", l.ReadHeaderTimeout, time.Millisecond, MaxReadHeaderTimeout)
 	f.Duration("idle_timeout", l.IdleTimeout, time.Millisecond, MaxIdleTimeout)
+	f.Duration("shutdown_delay", l.ShutdownDelay, 0, MaxShutdownDelay)
 	return f.Err()
 }

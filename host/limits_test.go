@@ -43,6 +43,8 @@ func TestLimitsValidate(t *testing.T) {
 		{func(l *host.Limits) { l.DrainTimeout = time.Microsecond }, "host: invalid limits: drain_timeout: 1µs out of range [1ms, 10m]"},
 		{func(l *host.Limits) { l.ReadHeaderTimeout = -time.Second }, "host: invalid limits: read_header_timeout: -1s out of range [1ms, 5m]"},
 		{func(l *host.Limits) { l.IdleTimeout = 2 * time.Hour }, "host: invalid limits: idle_timeout: 2h out of range [1ms, 1h]"},
+		{func(l *host.Limits) { l.ShutdownDelay = 5*time.Minute + time.Second }, "host: invalid limits: shutdown_delay: 5m1s out of range [0s, 5m]"},
+		{func(l *host.Limits) { l.ShutdownDelay = -time.Second }, "host: invalid limits: shutdown_delay: -1s out of range [0s, 5m]"},
 	}
 	for _, c := range cases {
 		l := host.DefaultLimits()

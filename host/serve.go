@@ -162,7 +162,7 @@ func (h *Host) probe(w http.ResponseWriter, r *http.Request, live bool) {
 	switch {
 	case live:
 		body, n = bodyLive, lenLive
-	case st == stateActive:
+	case st == stateActive && !h.retired.Load():
 		body, n = bodyReady, lenReady
 		if f := h.cfg.ReadyDetail; f != nil {
 			if deps := f(); len(deps) > 0 {
