@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 	ch, err := host.New(host.Config{
 		Addr:     cfg.Control.Addr,
 		Listener: g.deps.ControlListener,
+		Listen:   g.listenAs("control"),
 		Limits: host.Limits{
 			MaxInFlight:        controlMaxInFlight,
 			MaxBodyBytes:       control.MaxBodyBytes,
@@ -261,10 +263,14 @@ func (g *Gateway) ReloadFromSource(ctx context.Context) error {
 // Status is the document GET /v1/status serves. It carries no address,
 // credential or secret.
 type Status struct {
-	Version       string    `json:"version"`
-	Profile       string    `json:"profile"`
-	State         string    `json:"state"` // starting, ready or draining
-	Ready         bool      `json:"ready"` // what /readyz answers
+	Version string `json:"version"`
+	Profile string `json:"profile"`
+	// State is starting, ready or draining (from the first moment of a
+	// stop: limits.shutdown_delay included).
+	State string `json:"state"`
+	Ready bool   `json:"ready"` // what /readyz answers
+	// PID is the process serving: it changes with an upgrade (SIGUSR2).
+	PID           int       `json:"pid"`
 	StartedAt     time.Time `json:"started_at"`
 	UptimeSeconds int64     `json:"uptime_seconds"`
 	InFlight      int       `json:"in_flight"`
@@ -347,6 +353,7 @@ func (g *Gateway) Status() Status {
 	s.Version = g.deps.Version
 	s.Profile = string(cfg.Profile)
 	s.Ready, s.State = g.readiness()
+	s.PID = os.Getpid()
 	s.Dependencies = g.readyDetail()
 	s.StartedAt = g.started.UTC()
 	s.UptimeSeconds = int64(now.Sub(g.started) / time.Second)

@@ -73,6 +73,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -128,6 +129,14 @@ type Deps struct {
 	ControlListener net.Listener
 	// RLSListener, when set, replaces binding rls.addr.
 	RLSListener net.Listener
+	// Listen, when set, binds each socket the gateway binds itself (the
+	// fields above unset) instead of net.Listen: name says which one
+	// ("listen" for every client listener, "metrics", "control",
+	// "rls"), addr is from the configuration. bulwark serve passes one that takes the socket over
+	// from the process it upgrades (see Gateway.Handover) or binds it. The
+	// client listener should be a *net.TCPListener, which the event
+	// loops accept from raw.
+	Listen func(name, network, addr string) (net.Listener, error)
 	// StateDir, when set, is where a control token is generated at start
 	// if the configuration has none (control.TokenPath names the file;
 	// bulwark ctl reads it). Empty: without a configured token the API
@@ -143,6 +152,10 @@ type Deps struct {
 	// onTarget, when set, is called each time a request's route is
 	// worked out (tests count them: once per request on every engine).
 	onTarget func()
+	// wait, when set, replaces the timer of limits.shutdown_delay
+	// (tests release it when they choose): it returns after d, or
+	// sooner once ctx is done.
+	wait func(ctx context.Context, d time.Duration)
 }
 
 // Gateway is a running (or ready to run) gateway. Its methods are safe for
@@ -334,6 +347,23 @@ func (g *Gateway) wrapListener(ln net.Listener) net.Listener {
 	return ln
 }
 
+// listenAs returns the host's bind function for the socket called name:
+// Deps.Listen, or nil (net.Listen).
+func (g *Gateway) listenAs(name string) func(network, addr string) (net.Listener, error) {
+	if g.deps.Listen == nil {
+		return nil
+	}
+	return func(network, addr string) (net.Listener, error) { return g.deps.Listen(name, network, addr) }
+}
+
+// listen binds the socket called name (see Deps.Listen).
+func (g *Gateway) listen(name, addr string) (net.Listener, error) {
+	if g.deps.Listen != nil {
+		return g.deps.Listen(name, "tcp", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
 // Addr returns the first client listener's address once started.
 func (g *Gateway) Addr() net.Addr { return g.host.Addr() }
 
@@ -351,7 +381,9 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 	g.redirects = make([]*redirect, len(cfg.Listen))
 	out := make([]host.Listener, len(cfg.Listen))
 	for i, l := range cfg.Listen {
-		hl := host.Listener{Name: l.Label(), Addr: l.Addr, WrapListener: g.wrapListener, H2C: l.H2C}
+		// Every client listener binds as "listen" (Deps.Listen): an
+		// upgrade finds each one again by its address.
+		hl := host.Listener{Name: l.Label(), Addr: l.Addr, Listen: g.listenAs("listen"), WrapListener: g.wrapListener, H2C: l.H2C}
 		if i < len(g.deps.Listeners) {
 			hl.Listener = g.deps.Listeners[i]
 		}

@@ -41,6 +41,8 @@ type gwOpts struct {
 	stateDir string
 	// onTarget is Deps.onTarget (counts the routes worked out).
 	onTarget func()
+	// wait is Deps.wait (the limits.shutdown_delay timer).
+	wait func(ctx context.Context, d time.Duration)
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -136,6 +138,7 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 		RLSListener:     o.rls,
 		StateDir:        o.stateDir,
 		onTarget:        o.onTarget,
+		wait:            o.wait,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

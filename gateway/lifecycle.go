@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/redisconn"
@@ -101,8 +102,85 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Stop is the graceful stop (SIGTERM). With limits.shutdown_delay set,
+// the gateway first leaves rotation without refusing anything
+// (host.Host.Retire: /readyz answers 503 draining, requests are served
+// as before, HTTP/1.1 connections close after their response) and
+// serves on for that long, so that a load balancer (a Kubernetes
+// Service) stops sending before anything is refused; then it drains
+// (Shutdown). A ctx done during the delay (a second signal) cuts it
+// short; the drain is bounded by limits.drain_timeout, not by ctx.
+func (g *Gateway) Stop(ctx context.Context) error {
+	return g.retire(ctx, false)
+}
+
+// Handover stops the gateway once another process holds its listening
+// sockets and is ready (bulwark serve's upgrade, SIGUSR2): it stops
+// accepting on every listener it has (the client listener, metrics,
+// control and RLS), so that every new connection goes to the other
+// process, leaves rotation as Stop does, serves the connections it has
+// (each closes after its current response) for limits.shutdown_delay,
+// and at least handoverGrace, then drains as Stop does.
+func (g *Gateway) Handover(ctx context.Context) error {
+	return g.retire(ctx, true)
+}
+
+// handoverGrace is the shortest time Handover serves on before the
+// drain: the connections it still has are asked to close after their
+// next response, and a request already on its way on one must be
+// served, not refused as draining. A client sending a request a second
+// apart on one connection is well served by either process.
+const handoverGrace = time.Second
+
+func (g *Gateway) retire(ctx context.Context, handover bool) error {
+	lim := g.Config().Limits
+	delay := lim.ShutdownDelay
+	if handover {
+		delay = max(delay, handoverGrace)
+		g.stopAccepting()
+	}
+	if delay > 0 {
+		g.tally.draining.Store(true)
+		g.host.Retire()
+		g.log.Info("out of rotation; serving on before the drain", "shutdown_delay", delay.String())
+		wait := g.deps.wait
+		if wait == nil {
+			wait = sleepCtx
+		}
+		wait(ctx, delay)
+	}
+	g.log.Info("draining", "drain_timeout", lim.DrainTimeout.String())
+	return g.Shutdown(context.WithoutCancel(ctx))
+}
+
+// stopAccepting closes every listener the gateway accepts on; the
+// connections already accepted are served on (see Handover).
+func (g *Gateway) stopAccepting() {
+	g.host.StopAccepting()
+	if g.ctl != nil {
+		g.ctl.host.StopAccepting()
+	}
+	if g.metricsLn != nil {
+		_ = g.metricsLn.Close() // its server serves on what it has
+	}
+	if g.rls != nil {
+		_ = g.rls.ln.Close() // likewise the gRPC server
+	}
+}
+
+// sleepCtx returns after d, or sooner once ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // Run builds, starts and serves the gateway until ctx is done, then
-// drains it. It returns nil after a clean stop.
+// stops it (Stop: limits.shutdown_delay, then the drain). It returns nil
+// after a clean stop.
 func Run(ctx context.Context, cfg *Config, deps Deps) error {
 	g, err := New(cfg, deps)
 	if err != nil {
@@ -112,8 +190,8 @@ func Run(ctx context.Context, cfg *Config, deps Deps) error {
 		return err
 	}
 	<-ctx.Done()
-	g.log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
-	return g.Shutdown(context.Background())
+	g.log.Info("stop requested", "shutdown_delay", cfg.Limits.ShutdownDelay.String(), "drain_timeout", cfg.Limits.DrainTimeout.String())
+	return g.Stop(context.Background())
 }
 
 // openStores creates the cluster profile's clients. Connections are made

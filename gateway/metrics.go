@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime"
 	"sync"
@@ -497,7 +496,7 @@ func (g *Gateway) startMetrics() error {
 	ln := g.deps.MetricsListener
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", g.cfg.Metrics.Addr); err != nil {
+		if ln, err = g.listen("metrics", g.cfg.Metrics.Addr); err != nil {
 			return err
 		}
 	}

@@ -54,7 +54,7 @@ func (g *Gateway) startRLS(cfg *Config) error {
 	}
 	ln := g.deps.RLSListener
 	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.RLS.Addr); err != nil {
+		if ln, err = g.listen("rls", cfg.RLS.Addr); err != nil {
 			return fmt.Errorf("gateway: rls listener: %w", err)
 		}
 	}
