@@ -3,6 +3,7 @@
 //
 //	bulwark serve [--config FILE] [--log-format json|text] [--listen ADDR]
 //	              [--metrics-listen ADDR|off] [--control-listen ADDR|off]
+//	              [--pid-file FILE]
 //	bulwark check --config FILE
 //	bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND ...
 //	bulwark migrate [flags]
@@ -15,7 +16,11 @@
 // /v1/reload or `bulwark ctl reload`): a valid file is swapped in keeping
 // the state of every unchanged rate limit and every runtime list entry;
 // an invalid one is logged problem by problem and the running
-// configuration stays. SIGTERM and SIGINT drain and stop.
+// configuration stays. SIGTERM and SIGINT stop: out of rotation for
+// limits.shutdown_delay (a second signal cuts it short), then drain.
+// SIGUSR2 upgrades without a dropped request: a new process (the binary
+// at the same path, the same arguments) takes the listening sockets
+// over, and this one drains once the new one is ready (upgrade.go).
 package main
 
 import (
@@ -240,6 +245,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "override listen.addr, the first listener's (host:port)")
 	metricsAddr := fs.String("metrics-listen", "", "override metrics.addr (host:port, or \"off\")")
 	controlAddr := fs.String("control-listen", "", "override control.addr (host:port, or \"off\")")
+	pidFile := fs.String("pid-file", "", "write the serving process's PID to FILE once ready, again after each upgrade (systemd's PIDFile=)")
 	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
@@ -333,6 +339,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err != nil && cfg.Control.Enabled {
 		log.Warn("control API: no state directory for a generated token; without control.token_file or BULWARK_CONTROL_TOKEN the API runs unauthenticated on loopback", "error", err.Error())
 	}
+	// SIGUSR2 upgrades (upgrade.go): caught from the start too.
+	usr2 := make(chan os.Signal, 1)
+	if len(upgradeSignals) > 0 {
+		signal.Notify(usr2, upgradeSignals...)
+		defer signal.Stop(usr2)
+	}
+	up := newUpgrader(*pidFile)
+	defer up.stop()
 	g, err := gateway.New(cfg, gateway.Deps{
 		StateDir:   stateDir,
 		Logger:     log,
@@ -340,6 +354,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Gatherer:   reg,
 		Version:    readBuildInfo().Version,
 		Source:     source,
+		Listen:     up.listen,
 	})
 	if err != nil {
 		return fail(err)
@@ -347,17 +362,49 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err := g.Start(ctx); err != nil {
 		return fail(err)
 	}
-	for ctx.Err() == nil {
+	if err := up.ready(log); err != nil {
+		// Serving, but the PID file (or the previous process) failed:
+		// systemd would lose track of an upgrade; say so and go on.
+		log.Error("upgrade: readiness not recorded", "error", err.Error())
+	}
+	upgraded := make(chan error, 1)
+	upgrading, handover := false, false
+	for ctx.Err() == nil && !handover {
 		select {
 		case <-hup:
 			log.Info("SIGHUP: reloading the configuration")
 			// The gateway logs the outcome, every problem included.
 			_ = g.ReloadFromSource(ctx)
+		case <-usr2:
+			if upgrading {
+				log.Warn("SIGUSR2: an upgrade is already under way")
+				continue
+			}
+			log.Info("SIGUSR2: upgrading: starting a new process on the same sockets")
+			upgrading = true
+			go func() { upgraded <- up.upgrade(ctx) }()
+		case err := <-upgraded:
+			upgrading = false
+			if err != nil {
+				log.Error("upgrade failed; this process serves on", "error", err.Error())
+				continue
+			}
+			log.Info("upgrade: the new process is ready; handing over")
+			handover = true
 		case <-ctx.Done():
 		}
 	}
-	log.Info("stop requested; draining", "drain_timeout", cfg.Limits.DrainTimeout.String())
-	if err := g.Shutdown(context.Background()); err != nil {
+	// A second SIGTERM or SIGINT cuts limits.shutdown_delay short.
+	stopCtx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer cancel()
+	if handover {
+		err = g.Handover(stopCtx)
+	} else {
+		up.stop() // cancels an upgrade under way
+		log.Info("stop requested", "shutdown_delay", cfg.Limits.ShutdownDelay.String(), "drain_timeout", cfg.Limits.DrainTimeout.String())
+		err = g.Stop(stopCtx)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	return 0

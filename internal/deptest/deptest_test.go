@@ -72,6 +72,10 @@ var rules = []rule{
 		allowIn: tree(module + "/rls"),
 		why:     "gRPC and the Envoy stubs live only in the RLS server package",
 	},
+	{
+		forbid: tree("github.com/cloudflare/tableflip"),
+		why:    "the listening-socket hand-off of an upgrade (tableflip) is bulwark serve's, in cmd/bulwark: never in host or another library package",
+	},
 }
 
 func TestLibraryDependencies(t *testing.T) {
