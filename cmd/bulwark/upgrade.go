@@ -79,9 +79,6 @@ func newUpgrader(pidFile string) *upgrader {
 	return u
 }
 
-// hasParent reports whether this process was started by an upgrade.
-func (u *upgrader) hasParent() bool { return u.upg != nil && u.upg.HasParent() }
-
 // listen is gateway.Deps.Listen: the socket called name at addr from
 // the previous process, else a new one. The key is the name and the
 // address as configured, so a socket on port 0 (tests) is found again
