@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,7 +59,8 @@ type upgrader struct {
 	upg       *tableflip.Upgrader // nil: no upgrades
 	why       string              // why upg is nil
 	mu        sync.Mutex
-	inherited []string // names of the sockets taken over
+	inherited []string       // names of the sockets taken over
+	seen      map[string]int // keys asked for so far
 }
 
 // upgraderOnce: tableflip allows one Upgrader per process.
@@ -81,14 +83,25 @@ func newUpgrader(pidFile string) *upgrader {
 
 // listen is gateway.Deps.Listen: the socket called name at addr from
 // the previous process, else a new one. The key is the name and the
-// address as configured, so a socket on port 0 (tests) is found again
-// and a listener moved to another address is bound afresh (the old
-// socket is closed once this process is ready).
+// address as configured (and, for the same name and address asked for
+// again, such as two listeners on port 0 in tests, the order it is
+// asked for in), so a socket on port 0 is found again and a listener
+// moved to another address is bound afresh (the old socket is closed
+// once this process is ready).
 func (u *upgrader) listen(name, network, addr string) (net.Listener, error) {
 	if u.upg == nil {
 		return net.Listen(network, addr)
 	}
 	key := name + "=" + addr
+	u.mu.Lock()
+	if u.seen == nil {
+		u.seen = map[string]int{}
+	}
+	if n := u.seen[key]; n > 0 {
+		key += "#" + strconv.Itoa(n)
+	}
+	u.seen[name+"="+addr]++
+	u.mu.Unlock()
 	ln, err := u.upg.Listener(network, key)
 	if err != nil {
 		return nil, fmt.Errorf("inherited socket %s: %w", name, err)

@@ -50,7 +50,11 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	const token = "upgrade-test-token-0123456789"
 	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
 	cfgPath, pidPath, logPath := filepath.Join(dir, "bulwark.yaml"), filepath.Join(dir, "bulwark.pid"), filepath.Join(dir, "serve.log")
-	os.WriteFile(cfgPath, []byte(`listen: {addr: "127.0.0.1:0"}
+	// Two client listeners (the event loops and net/http), metrics and
+	// control: every socket is handed over.
+	os.WriteFile(cfgPath, []byte(`listen:
+  - {name: loops, addr: "127.0.0.1:0"}
+  - {name: nethttp, addr: "127.0.0.1:0", engine: nethttp}
 metrics: {addr: "127.0.0.1:0"}
 control: {addr: "127.0.0.1:0", token_file: token}
 upstreams: [{name: app, targets: ["http://`+uln.Addr().String()+`"]}]
@@ -100,8 +104,10 @@ routes: [{name: all, match: {path: /}, upstream: app}]
 		}
 	})
 
-	ready := waitLine(t, logs, "gateway ready", 30*time.Second)
-	base, control := "http://"+ready["addr"], "http://"+ready["control_addr"]
+	ready := waitLine(t, logs, "gateway ready", 1, 30*time.Second)
+	control := "http://" + ready["control_addr"]
+	bases := []string{"http://" + ready["listeners.loops"], "http://" + ready["listeners.nethttp"]}
+	metricsURL := "http://" + waitLine(t, logs, "metrics listening", 1, 30*time.Second)["addr"] + "/metrics"
 	if pid := statusPID(t, control, token); pid != cmd.Process.Pid {
 		t.Fatalf("status pid %d, want %d", pid, cmd.Process.Pid)
 	}
@@ -123,7 +129,7 @@ routes: [{name: all, match: {path: /}, upstream: app}]
 			defer wg.Done()
 			for i := range jobs {
 				why := ""
-				res, err := client.Get(base + "/load/" + strconv.Itoa(i))
+				res, err := client.Get(bases[i%2] + "/load/" + strconv.Itoa(i))
 				if err != nil {
 					why = err.Error()
 				} else {
@@ -238,6 +244,12 @@ routes: [{name: all, match: {path: /}, upstream: app}]
 	if pid := statusPID(t, control, token); pid != last {
 		t.Errorf("status pid %d, want the last process %d", pid, last)
 	}
+	// The metrics listener answers on its address from the start.
+	if res, err := statusClient.Get(metricsURL); err != nil || res.StatusCode != 200 {
+		t.Errorf("metrics after the upgrades: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
 	syscall.Kill(last, syscall.SIGTERM)
 	if !waitGone(last, 60*time.Second) {
 		t.Fatal("the last process did not stop on SIGTERM")
@@ -250,31 +262,53 @@ routes: [{name: all, match: {path: /}, upstream: app}]
 	if n := strings.Count(l, `"msg":"upgrade: the new process is ready; handing over"`); n != upgrades {
 		t.Errorf("%d hand-overs logged, want %d", n, upgrades)
 	}
+	// Each new process took every socket over (none bound afresh: the
+	// same addresses, port 0 or not).
+	for i := 1; i <= upgrades+1; i++ {
+		r := waitLine(t, logs, "gateway ready", i, time.Second)
+		if r["listeners.loops"] != ready["listeners.loops"] || r["listeners.nethttp"] != ready["listeners.nethttp"] || r["control_addr"] != ready["control_addr"] {
+			t.Errorf("process %d serves on %v, want the first one's %v", i, r, ready)
+		}
+	}
+	if n := strings.Count(l, `"sockets_taken_over":["listen","listen","metrics","control"]`); n != upgrades {
+		t.Errorf("%d processes took the four sockets over, want %d", n, upgrades)
+	}
 	if strings.Contains(l, `"level":"ERROR"`) {
 		t.Error("an error was logged")
 	}
 }
 
-// waitLine waits for the first JSON log line with msg and returns its
-// string fields.
-func waitLine(t *testing.T, logs func() string, msg string, within time.Duration) map[string]string {
+// waitLine waits for the nth JSON log line with msg and returns its
+// string fields, those of a group as "group.key".
+func waitLine(t *testing.T, logs func() string, msg string, nth int, within time.Duration) map[string]string {
 	t.Helper()
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		n := 0
 		for _, line := range strings.Split(logs(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) != nil || m["msg"] != msg {
 				continue
 			}
+			if n++; n < nth {
+				continue
+			}
 			out := map[string]string{}
 			for k, v := range m {
-				if s, ok := v.(string); ok {
-					out[k] = s
+				switch v := v.(type) {
+				case string:
+					out[k] = v
+				case map[string]any:
+					for k2, v2 := range v {
+						if s, ok := v2.(string); ok {
+							out[k+"."+k2] = s
+						}
+					}
 				}
 			}
 			return out
 		}
 	}
-	t.Fatalf("no log line %q", msg)
+	t.Fatalf("no log line %q number %d", msg, nth)
 	return nil
 }
 
