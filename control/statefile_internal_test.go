@@ -17,7 +17,7 @@ func TestStateFileCreateOnlyAndReplace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeStateFile(key, "other", "key file", ".key-*", true); !errors.Is(err, errStateFileExists) {
+	if err := writeStateFile(key, []byte("other\n"), "key file", ".key-*", true); !errors.Is(err, errStateFileExists) {
 		t.Fatalf("second create: %v, want errStateFileExists", err)
 	}
 	if again, err := LoadOrCreateKeyFile(key); err != nil || again != first {

@@ -184,21 +184,31 @@ func WriteTokenFile(path, token string) error {
 	if err := validToken(token); err != nil {
 		return err
 	}
-	return writeStateFile(path, token, "token file", ".control-token-*", false)
+	return writeStateFile(path, []byte(token+"\n"), "token file", ".control-token-*", false)
 }
 
 // errStateFileExists is writeStateFile's answer when createOnly finds
 // path already there.
 var errStateFileExists = errors.New("control: state file exists")
 
-// writeStateFile writes content and a newline to path with mode 0600, in
+// WriteStateFile replaces the file at path with data as the token file is
+// written: mode 0600, in a state directory created with mode 0700 when
+// missing and refused when group or others may write it, through a
+// synced temporary file renamed over path (a reader sees the old or the
+// new content, never a part). what names the file in errors ("lists
+// state file").
+func WriteStateFile(path string, data []byte, what string) error {
+	return writeStateFile(path, data, what, "."+filepath.Base(path)+"-*", false)
+}
+
+// writeStateFile writes content to path with mode 0600, in
 // a state directory it creates with mode 0700 when missing and refuses
 // when group or others may write it (they could replace the file): to a
 // synced temporary file named by pattern in that directory, then renamed
 // over path, or with createOnly linked to path (errStateFileExists when
 // path is there already: another process made it first). what names the
 // file in errors.
-func writeStateFile(path, content, what, pattern string, createOnly bool) error {
+func writeStateFile(path string, content []byte, what, pattern string, createOnly bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("control: cannot create the state directory %s: %w", dir, unwrapPath(err))
@@ -218,7 +228,7 @@ func writeStateFile(path, content, what, pattern string, createOnly bool) error 
 	defer os.Remove(tmp) // gone once renamed; the second name of a link
 	err = f.Chmod(0o600)
 	if err == nil {
-		_, err = io.WriteString(f, content+"\n")
+		_, err = f.Write(content)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -381,7 +391,7 @@ func LoadOrCreateKeyFile(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	switch err := writeStateFile(path, key, "key file", ".key-*", true); {
+	switch err := writeStateFile(path, []byte(key+"\n"), "key file", ".key-*", true); {
 	case errors.Is(err, errStateFileExists):
 		// Another process made it first: use its key.
 		if key, err = readTokenFile(path); err != nil {

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -216,7 +215,7 @@ func (ls *listStore) save() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(ls.path, b)
+	return control.WriteStateFile(ls.path, b, "lists state file")
 }
 
 // load restores the state file's entries (standalone, at New). A missing
@@ -372,41 +371,4 @@ func (g *Gateway) syncLists(force bool) {
 	if err == nil && g.listSyncFailed.Swap(false) {
 		g.log.Info("runtime lists synchronised with Redis again")
 	}
-}
-
-// writeFileAtomic writes b to path with mode 0600: to a temporary file in
-// the same directory (created with mode 0700 when missing), synced, then
-// renamed over path.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".lists-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = f.Chmod(0o600)
-	if err == nil {
-		_, err = f.Write(b)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
 }
