@@ -277,4 +277,29 @@ routes:
 	if got := tg.counter(t, "bulwark_guard_connections_refused_total", "listener", ""); got != 0 {
 		t.Fatalf("refusals on the main listener: %v", got)
 	}
+	// The logs name each listener.
+	for _, name := range []string{"main", "strict"} {
+		if !strings.Contains(tg.logs.String(), `"listener":"`+name+`"`) {
+			t.Errorf("no log line names listener %s", name)
+		}
+	}
+
+	// A reload: the strict listener takes the section's new values for
+	// what it leaves out, and keeps its own; its listeners cannot change.
+	cfg := *tg.g.Config()
+	cfg.Guards.Slow.HeaderTimeout = 9 * time.Second
+	cfg.Guards.Conns.MaxPerAddr, cfg.Guards.Conns.MaxIncompletePerAddr = 20, 20
+	if err := tg.g.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if c := own.Config(); c.Conns.MaxPerAddr != 2 || c.Slow.HeaderTimeout != 9*time.Second {
+		t.Fatalf("after a reload the strict listener's guard has max_per_addr %d header_timeout %s, want 2 and 9s", c.Conns.MaxPerAddr, c.Slow.HeaderTimeout)
+	}
+	assertRefused(t, "127.0.0.1", strict)
+	cfg2 := *tg.g.Config()
+	cfg2.Listen = append(Listeners(nil), cfg2.Listen...)
+	cfg2.Listen[1].Guards = &ListenGuards{}
+	if err := tg.g.Reload(&cfg2); err == nil || !strings.Contains(err.Error(), "listen: the listeners cannot change on reload") {
+		t.Fatalf("a reload changing a listener: %v", err)
+	}
 }
