@@ -23,7 +23,7 @@ listen:
   - name: secure
     addr: "127.0.0.1:0"
     tls: {cert_file: testdata/tls/cert.pem, key_file: testdata/tls/key.pem}
-  - {name: redir, addr: "127.0.0.1:0", redirect_to_https: secure}
+  - {name: redir, addr: "127.0.0.1:0", redirect_to_https: secure, h2c: true}
 upstreams:
   - name: app
     targets: ["{{UP}}"]
@@ -35,7 +35,8 @@ routes:
 // routes at once, on every engine (HTTP/1.1 and HTTP/2 over TLS); a
 // redirect_to_https listener answers 308 to the https URL of the same
 // host, path and query on the TLS listener's port, its probes excepted,
-// and 400 for a Host that is not a host; Shutdown drains a request held
+// (over HTTP/1.1 and h2c) and 400 for a Host that is not a host;
+// Shutdown drains a request held
 // on the TLS listener while every listener's readiness says draining,
 // then closes them all.
 func TestListenersSideBySide(t *testing.T) { engines(t, testListenersSideBySide) }
@@ -122,6 +123,14 @@ func testListenersSideBySide(t *testing.T) {
 			t.Fatalf("%s %s Host %s: %d Location %q, want 308 %q", c.method, c.target, c.host, res.StatusCode, res.Header.Get("Location"), c.want)
 		}
 	}
+	// Over cleartext HTTP/2 (h2c) too.
+	h2ctr := &http.Transport{Protocols: new(http.Protocols)}
+	h2ctr.Protocols.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Timeout: 20 * time.Second, Transport: h2ctr, CheckRedirect: plain.CheckRedirect}
+	defer h2c.CloseIdleConnections()
+	if res, _ := do(h2c, "PUT", redirURL+"/h2?q", "h2.example"); res.ProtoMajor != 2 || res.StatusCode != http.StatusPermanentRedirect || res.Header.Get("Location") != "https://h2.example:"+securePort+"/h2?q" {
+		t.Fatalf("h2c redirect: HTTP/%d %d %q", res.ProtoMajor, res.StatusCode, res.Header.Get("Location"))
+	}
 	if res, body := do(plain, "GET", redirURL+"/readyz", ""); res.StatusCode != 200 || !strings.Contains(body, "ready") {
 		t.Fatalf("/readyz on the redirect listener: %d %q", res.StatusCode, body)
 	}
@@ -133,7 +142,7 @@ func testListenersSideBySide(t *testing.T) {
 		}
 	}
 	waitFor(t, "the redirects counted", func() bool {
-		return tg.counter(t, "bulwark_https_redirects_total", "listener", "redir", "outcome", "redirected") == 4
+		return tg.counter(t, "bulwark_https_redirects_total", "listener", "redir", "outcome", "redirected") == 5
 	})
 	if n := tg.counter(t, "bulwark_https_redirects_total", "listener", "redir", "outcome", "bad_request"); n < 1 {
 		t.Fatalf("bad hosts counted %v", n)
