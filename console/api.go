@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,4 +394,74 @@ func (c *console) reload(w http.ResponseWriter, r *http.Request, sess *session) 
 		c.audit.Error("console audit", "who", c.who, "session", sess.tag, "action", "reload", "result", "error", "error", err.Error())
 		wire.Write(w, wire.New(wire.CodeReloadFailed))
 	}
+}
+
+// unlock lifts a login lockout (Config.Unlock).
+func (c *console) unlock(w http.ResponseWriter, r *http.Request, sess *session) {
+	if c.cfg.Unlock == nil {
+		wire.Write(w, wire.New(wire.CodeNotFound))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := control.ParseUnlock(body)
+	if err != nil {
+		c.answerError(w, err)
+		return
+	}
+	res, err := c.cfg.Unlock(r.Context(), req)
+	control.AuditUnlock(c.audit, "console audit", c.who, res, err, "session", sess.tag)
+	if err != nil {
+		c.answerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// quotaShow and quotaReset read and reset a quota bucket
+// (Config.QuotaShow, QuotaReset).
+func (c *console) quotaShow(w http.ResponseWriter, r *http.Request, sess *session) {
+	c.quota(w, r, sess, c.cfg.QuotaShow, false)
+}
+
+func (c *console) quotaReset(w http.ResponseWriter, r *http.Request, sess *session) {
+	c.quota(w, r, sess, c.cfg.QuotaReset, true)
+}
+
+func (c *console) quota(w http.ResponseWriter, r *http.Request, sess *session, fn func(context.Context, control.QuotaBucket) (control.QuotaUsage, error), reset bool) {
+	if fn == nil {
+		wire.Write(w, wire.New(wire.CodeNotFound))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	b, err := control.ParseQuotaBucket(body)
+	if err != nil {
+		c.answerError(w, err)
+		return
+	}
+	u, err := fn(r.Context(), b)
+	if reset {
+		control.AuditQuotaReset(c.audit, "console audit", c.who, b, u, err, "session", sess.tag)
+	}
+	if err != nil {
+		c.answerError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, u)
+}
+
+// answerError answers an operator action's error: the problem of a
+// *control.Error, else 500 internal (its text goes nowhere).
+func (c *console) answerError(w http.ResponseWriter, err error) {
+	var ce *control.Error
+	if !errors.As(err, &ce) {
+		wire.Write(w, wire.New(wire.CodeInternal))
+		return
+	}
+	wire.Write(w, ce.Problem())
 }

@@ -17,6 +17,9 @@
 //	DELETE /ui/api/lists/{list}   {"ip": "203.0.113.0/24"}
 //	POST   /ui/api/reload         re-read the configuration; 422 lists every problem
 //	GET    /ui/api/clients        the top limited clients, by fingerprint (never by address)
+//	POST   /ui/api/unlock         {"username": "alice", "route": ""} lift a login lockout
+//	POST   /ui/api/quota/show     {"project", "subject_type", "subject_id", "operation"} a quota bucket's usage
+//	POST   /ui/api/quota/reset    the same body: forget the bucket's receipts
 //
 // A list change may name a client by its fingerprint instead of an
 // address ({"client": "3f9a…"}); such entries are shown by fingerprint.
@@ -61,7 +64,8 @@
 //     session_required, invalid_token, cross_origin, unknown_host,
 //     rate_limited, overloaded, invalid_request, unsupported_media_type,
 //     payload_too_large, not_found, method_not_allowed, list_full,
-//     invalid_config, reload_unsupported, reload_failed.
+//     invalid_config, reload_unsupported, reload_failed,
+//     account_not_locked, quota_bucket_not_found, store_unavailable.
 //
 // # Live counters
 //
@@ -186,6 +190,11 @@ type Config struct {
 	// Changed, when set, is called after every change the console made
 	// to a list ("deny" or "allow"), with the prefix changed.
 	Changed func(ctx context.Context, list string, p netip.Prefix)
+	// Unlock lifts a login lockout, QuotaShow and QuotaReset read and
+	// reset a quota bucket, as control.Config's fields of the same
+	// names; nil answers 404. Their errors are *control.Error values.
+	Unlock                func(ctx context.Context, req control.UnlockRequest) (control.UnlockResult, error)
+	QuotaShow, QuotaReset func(ctx context.Context, b control.QuotaBucket) (control.QuotaUsage, error)
 	// Reload re-reads the configuration; a *control.ReloadError has its
 	// problems shown to the operator. Nil: reload is not supported (501).
 	Reload func(ctx context.Context) error
@@ -437,6 +446,11 @@ var endpoints = map[string]map[string]endpoint{
 	"lists/allow": listEndpoints,
 	"reload":      {http.MethodPost: {serve: (*console).reload, change: true}},
 	"clients":     {http.MethodGet: {serve: (*console).clients}},
+	// POSTs with JSON bodies: usernames and subject ids stay out of
+	// URLs. A show changes nothing but is checked like a change.
+	"unlock":      {http.MethodPost: {serve: (*console).unlock, change: true}},
+	"quota/show":  {http.MethodPost: {serve: (*console).quotaShow, change: true}},
+	"quota/reset": {http.MethodPost: {serve: (*console).quotaReset, change: true}},
 }
 
 var listEndpoints = map[string]endpoint{

@@ -214,3 +214,28 @@ func (c *Client) SetXDP(ctx context.Context, cfg XDPConfig) (map[string]any, err
 	err := c.do(ctx, http.MethodPut, "/v1/xdp/config", cfg, &m)
 	return m, err
 }
+
+// Unlock lifts the login lockout of username on every login route with
+// a lockout, or on route only when it is not empty. An account with
+// nothing to lift is an *APIError with Code account_not_locked.
+func (c *Client) Unlock(ctx context.Context, username, route string) (UnlockResult, error) {
+	var res UnlockResult
+	err := c.do(ctx, http.MethodPost, "/v1/unlock", UnlockRequest{Username: username, Route: route}, &res)
+	return res, err
+}
+
+// QuotaShow returns the usage of a quota bucket. A bucket never charged
+// is an *APIError with Code quota_bucket_not_found.
+func (c *Client) QuotaShow(ctx context.Context, b QuotaBucket) (QuotaUsage, error) {
+	var u QuotaUsage
+	err := c.do(ctx, http.MethodPost, "/v1/quota/show", b, &u)
+	return u, err
+}
+
+// QuotaReset forgets the receipts of a quota bucket's current window
+// and returns its usage after the reset (UsedBefore: before).
+func (c *Client) QuotaReset(ctx context.Context, b QuotaBucket) (QuotaUsage, error) {
+	var u QuotaUsage
+	err := c.do(ctx, http.MethodPost, "/v1/quota/reset", b, &u)
+	return u, err
+}

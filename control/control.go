@@ -11,6 +11,9 @@
 //	DELETE /v1/blocklist?ip=203.0.113.0/24  (or a body {"ip": "203.0.113.0/24"})
 //	GET    /v1/allowlist, POST /v1/allowlist, DELETE /v1/allowlist?ip=…
 //	POST   /v1/reload                    re-read the configuration file
+//	POST   /v1/unlock                    {"username": "alice", "route": "login"} lift a login lockout
+//	POST   /v1/quota/show                {"project": …, "subject_type": …, "subject_id": …, "operation": …}
+//	POST   /v1/quota/reset               the same body: forget the bucket's receipts
 //
 // Further endpoints (the XDP layer's, say) are mounted with Config.Routes
 // and get the same protections; [ListEndpoints] serves a list under a
@@ -238,6 +241,17 @@ type Config struct {
 	// a list, with the list's name (ipset.Set.Name: "allow", "deny") and
 	// the prefix changed (look it up to tell an add from a removal).
 	Changed func(ctx context.Context, list string, p netip.Prefix)
+	// Unlock, when set, serves POST /v1/unlock: the body (an
+	// UnlockRequest with a username) is checked, Unlock lifts the lock
+	// and its answer is sent; an error answers as an Endpoint's does (an
+	// *Error chooses the problem). One audit line per call names the
+	// token, the action and the outcome, never the username.
+	Unlock func(ctx context.Context, req UnlockRequest) (UnlockResult, error)
+	// QuotaShow and QuotaReset, when set, serve POST /v1/quota/show and
+	// POST /v1/quota/reset with a QuotaBucket body, like Unlock; a reset
+	// writes an audit line naming the operation, never the project or
+	// the subject.
+	QuotaShow, QuotaReset func(ctx context.Context, b QuotaBucket) (QuotaUsage, error)
 	// Clock times the failed-token budgets; nil means the real clock.
 	Clock clock.Clock
 }
@@ -303,6 +317,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.TopClients != nil {
 		routes["GET /v1/clients"] = a.clients
+	}
+	for k, fn := range a.operatorRoutes() {
+		routes[k] = jsonapi.Handler(fn)
 	}
 	if len(cfg.Routes) > MaxRoutes {
 		return nil, fmt.Errorf("control: %d routes, out of range [0, %d]", len(cfg.Routes), MaxRoutes)

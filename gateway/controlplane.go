@@ -145,6 +145,9 @@ func (g *Gateway) controlHandler(cfg *Config, token string) (http.Handler, error
 		Client:      g.clientPrefix,
 		TopClients:  func(n int) any { return g.TopLimitedClients(n) },
 		Changed:     g.listChanged,
+		Unlock:      g.Unlock,
+		QuotaShow:   g.QuotaShow,
+		QuotaReset:  g.QuotaReset,
 		Clock:       g.clock,
 	})
 	if err != nil {

@@ -280,6 +280,40 @@ func (l *Lockout) RecordSuccess(ctx context.Context, username string) (LockStatu
 	return LockStatus{}, nil
 }
 
+// Unlock lifts username's lock and forgets its failure count, for an
+// operator who confirmed the account's owner: the account is keyed
+// exactly as Check and RecordFailure key it (the same folding and
+// secret), so whatever spelling locked it, any equivalent spelling
+// unlocks it. It reports what it found ([Unlocked.Found] is false when
+// the account was neither locked nor had a failure counted). It is an
+// [OpRemove].
+//
+// Unlike Check, a store failure is returned, not skipped: the operator
+// must learn that nothing was unlocked. The errors are the input errors
+// of Check ([ErrMissingCredentials], [ErrInvalidUsername]),
+// [ErrUnlockUnsupported] for a store without [LockoutUnlocker],
+// [ErrDisabled] (wrapped) for a disabled one, or the store's error.
+func (l *Lockout) Unlock(ctx context.Context, username string) (Unlocked, error) {
+	key, err := accountKey(l.secret, l.fold, username)
+	if err != nil {
+		return Unlocked{}, err
+	}
+	u, ok := l.store.(LockoutUnlocker)
+	if !ok {
+		return Unlocked{}, ErrUnlockUnsupported
+	}
+	start := l.mon.begin()
+	res, err := u.Unlock(ctx, key)
+	if err != nil {
+		if !errors.Is(err, ErrDisabled) && ctx.Err() == nil {
+			l.mon.failure(opsOf(err, OpRemove))
+		}
+		return Unlocked{}, err
+	}
+	l.mon.success(OpRemove, start)
+	return res, nil
+}
+
 // RecordStatus feeds the lockout with the status of the login handler's
 // answer to an admitted attempt: a status listed in
 // LockoutConfig.FailureStatus is a failed password ([Lockout.RecordFailure]),

@@ -352,6 +352,25 @@ func (s *MemoryLockoutStore) ClearFailures(_ context.Context, key Key) error {
 	return err
 }
 
+// Unlock implements [LockoutUnlocker]: it removes the key's entry.
+func (s *MemoryLockoutStore) Unlock(_ context.Context, key Key) (Unlocked, error) {
+	now := s.clock.Now()
+	var u Unlocked
+	err := s.table.Do(key, now, func(e *lockEntry, created bool) bool {
+		if !created {
+			u.Locked = now.Before(e.until)
+			if e.count > 0 && now.Before(e.start.Add(e.window)) {
+				u.Failures = e.count
+			}
+		}
+		return false
+	})
+	if errors.Is(err, keyed.ErrFull) {
+		return Unlocked{}, nil // absent: nothing to unlock
+	}
+	return u, err
+}
+
 // Len returns the number of keys held.
 func (s *MemoryLockoutStore) Len() int { return s.table.Len() }
 
@@ -362,6 +381,7 @@ func (s *MemoryLockoutStore) Capacity() int { return s.table.Capacity() }
 func (s *MemoryLockoutStore) Close() { s.table.Close() }
 
 var (
-	_ Store        = (*MemoryStore)(nil)
-	_ LockoutStore = (*MemoryLockoutStore)(nil)
+	_ Store           = (*MemoryStore)(nil)
+	_ LockoutStore    = (*MemoryLockoutStore)(nil)
+	_ LockoutUnlocker = (*MemoryLockoutStore)(nil)
 )

@@ -99,6 +99,32 @@ type LockoutStore interface {
 	ClearFailures(ctx context.Context, key Key) error
 }
 
+// LockoutUnlocker is a [LockoutStore] that can lift a lock, which
+// [Lockout.Unlock] needs. [MemoryLockoutStore], [Disabled] and the Redis
+// store implement it.
+type LockoutUnlocker interface {
+	// Unlock forgets the key's lock and failure count, and reports what
+	// it found. It is an [OpRemove]. A key the store does not hold is
+	// not an error: the zero Unlocked.
+	Unlock(ctx context.Context, key Key) (Unlocked, error)
+}
+
+// Unlocked is what an unlock found (and removed).
+type Unlocked struct {
+	// Locked reports that the account was locked.
+	Locked bool
+	// Failures is how many failed passwords were counted towards a lock
+	// in the current counting window.
+	Failures int
+}
+
+// Found reports whether there was a lock or a failure count to remove.
+func (u Unlocked) Found() bool { return u.Locked || u.Failures > 0 }
+
+// ErrUnlockUnsupported is returned by [Lockout.Unlock] when the lockout's
+// store does not implement [LockoutUnlocker].
+var ErrUnlockUnsupported = errors.New("login: the lockout store cannot unlock")
+
 // LockoutPolicy is what a [LockoutStore] needs to count failures.
 type LockoutPolicy struct {
 	// MaxFailures (max_failures) failures within Window lock the key.
@@ -197,7 +223,11 @@ func (Disabled) AddFailure(context.Context, Key, LockoutPolicy) (time.Duration, 
 // ClearFailures implements [LockoutStore].
 func (Disabled) ClearFailures(context.Context, Key) error { return ErrDisabled }
 
+// Unlock implements [LockoutUnlocker].
+func (Disabled) Unlock(context.Context, Key) (Unlocked, error) { return Unlocked{}, ErrDisabled }
+
 var (
-	_ Store        = Disabled{}
-	_ LockoutStore = Disabled{}
+	_ Store           = Disabled{}
+	_ LockoutStore    = Disabled{}
+	_ LockoutUnlocker = Disabled{}
 )

@@ -8,24 +8,33 @@ import "strconv"
 // [A-Za-z0-9._:-], and the fingerprint is not all zero. The error matches
 // [ErrInvalidRequest], names the field and never repeats its value.
 func Validate(r Request) error {
-	fields := [...]struct {
-		name  string
-		value string
-		max   int
-	}{
-		{"project", r.Project, MaxIDBytes},
-		{"subject type", r.SubjectType, MaxIDBytes},
-		{"subject id", r.SubjectID, MaxIDBytes},
-		{"operation", r.Operation, MaxIDBytes},
-		{"receipt id", r.ReceiptID, MaxReceiptIDBytes},
+	if err := r.Bucket().Validate(); err != nil {
+		return err
 	}
-	for _, f := range fields {
-		if reason := checkID(f.value, f.max); reason != "" {
-			return &InvalidRequestError{Field: f.name, Reason: reason}
-		}
+	if reason := checkID(r.ReceiptID, MaxReceiptIDBytes); reason != "" {
+		return &InvalidRequestError{Field: "receipt id", Reason: reason}
 	}
 	if r.Fingerprint == ([32]byte{}) {
 		return &InvalidRequestError{Field: "fingerprint", Reason: "missing (all zero)"}
+	}
+	return nil
+}
+
+// Validate checks that Project, SubjectType, SubjectID and Operation are
+// each 1..MaxIDBytes bytes of [A-Za-z0-9._:-], as [Validate] does for a
+// request. The error matches [ErrInvalidRequest], names the field and
+// never repeats its value.
+func (b Bucket) Validate() error {
+	fields := [...]struct{ name, value string }{
+		{"project", b.Project},
+		{"subject type", b.SubjectType},
+		{"subject id", b.SubjectID},
+		{"operation", b.Operation},
+	}
+	for _, f := range fields {
+		if reason := checkID(f.value, MaxIDBytes); reason != "" {
+			return &InvalidRequestError{Field: f.name, Reason: reason}
+		}
 	}
 	return nil
 }

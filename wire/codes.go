@@ -167,6 +167,16 @@ const (
 	// wrote (mistyped, from another gateway, or written under another
 	// IPv6 grouping) (422).
 	CodeUnknownClient = "unknown_client"
+	// CodeAccountNotLocked: an unlock found the account neither locked
+	// nor with failed passwords counted, on any login route (404).
+	CodeAccountNotLocked = "account_not_locked"
+	// CodeQuotaBucketNotFound: the quota bucket was never charged, or
+	// no route has a quota with that operation (404).
+	CodeQuotaBucketNotFound = "quota_bucket_not_found"
+	// CodeStoreUnavailable: the store holding the lockout or quota
+	// state (Redis, PostgreSQL) did not answer; nothing was changed that
+	// the answer does not report (503).
+	CodeStoreUnavailable = "store_unavailable"
 )
 
 // Operator console (package console).
@@ -241,6 +251,9 @@ var registry = map[string]codeInfo{
 	CodeReloadFailed:                    {500, "The reload failed; the previous configuration keeps serving."},
 	CodeXDPUnavailable:                  {503, "The XDP program could not be updated."},
 	CodeUnknownClient:                   {422, "The client fingerprint is not one this gateway wrote."},
+	CodeAccountNotLocked:                {404, "The account is not locked and has no failed logins counted."},
+	CodeQuotaBucketNotFound:             {404, "No such quota bucket."},
+	CodeStoreUnavailable:                {503, "The store holding this state is unavailable; retry later."},
 	CodeSessionRequired:                 {401, "Log in to the console first."},
 	CodeInvalidToken:                    {401, "The token is not valid."},
 	CodeCrossOrigin:                     {403, "The request did not come from the console's own pages."},

@@ -39,6 +39,13 @@ Commands:
   clients [--limit N]                              the clients the layers refused most,
                                                    by fingerprint
   list blocklist|allowlist [--limit N]             show a list
+  unlock USERNAME [--route NAME]                   lift the login lockout of an account
+                                                   (every login route, or NAME only)
+  quota show PROJECT SUBJECT_TYPE SUBJECT_ID OPERATION
+                                                   show a quota bucket's usage
+  quota reset PROJECT SUBJECT_TYPE SUBJECT_ID OPERATION
+                                                   forget the bucket's receipts: its whole
+                                                   limit is available again
   status                                           show the gateway's status
   reload                                           re-read the configuration file
   xdp status                                       show the XDP layer's status
@@ -89,6 +96,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	limit := set.Int("limit", 0, "maximum entries to list")
 	force := set.Bool("force", false, "block or allow a prefix wider than /8 (IPv4) or /16 (IPv6), 0.0.0.0/0 and ::/0 included")
 	clientFP := set.String("client", "", "a client fingerprint from the access log, instead of a PREFIX")
+	route := set.String("route", "", "unlock: the login route (default: every login route with a lockout)")
 	xflags := set.String("flags", "", "xdp: flag names (comma-separated) or a flag word")
 	xk := set.Float64("k", 0, "xdp: standard deviations above the mean SYN rate")
 	xdefense := set.String("defense", "", "xdp: defense mode auto, on or off")
@@ -233,6 +241,51 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			}
 			_ = tw.Flush()
 			fmt.Fprintf(w, "%d of %d entries (capacity %d)\n", l.Count, l.Total, l.Capacity)
+		})
+	case "unlock":
+		if len(rest) != 1 {
+			return usage("unlock takes exactly one USERNAME")
+		}
+		res, err := c.Unlock(ctx, rest[0], *route)
+		if err != nil {
+			return fail(err)
+		}
+		return print(res, func(w io.Writer) {
+			for _, r := range res.Routes {
+				switch {
+				case r.Locked:
+					fmt.Fprintf(w, "route %s: unlocked (%d failed passwords forgotten)\n", r.Route, r.Failures)
+				case r.Failures > 0:
+					fmt.Fprintf(w, "route %s: not locked; %d failed passwords forgotten\n", r.Route, r.Failures)
+				default:
+					fmt.Fprintf(w, "route %s: nothing to unlock\n", r.Route)
+				}
+			}
+		})
+	case "quota":
+		if len(rest) != 5 || (rest[0] != "show" && rest[0] != "reset") {
+			return usage("quota takes show or reset, then PROJECT SUBJECT_TYPE SUBJECT_ID OPERATION")
+		}
+		b := control.QuotaBucket{Project: rest[1], SubjectType: rest[2], SubjectID: rest[3], Operation: rest[4]}
+		var u control.QuotaUsage
+		var err error
+		if rest[0] == "show" {
+			u, err = c.QuotaShow(ctx, b)
+		} else {
+			u, err = c.QuotaReset(ctx, b)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return print(u, func(w io.Writer) {
+			if u.UsedBefore != nil {
+				fmt.Fprintf(w, "reset: %d receipts forgotten\n", *u.UsedBefore)
+			}
+			fmt.Fprintf(w, "%s: %d of %d used, %d remaining per %v", u.Operation, u.Used, u.Limit, u.Remaining, time.Duration(u.WindowMs)*time.Millisecond)
+			if u.ResetsAt != nil {
+				fmt.Fprintf(w, "; window resets %s", u.ResetsAt.Format(time.RFC3339))
+			}
+			fmt.Fprintln(w)
 		})
 	case "status":
 		if len(rest) != 0 {

@@ -344,6 +344,59 @@
     });
   }
 
+  // --- accounts and quotas ----------------------------------------------
+
+  function say(id, msg, ok) {
+    const m = $(id);
+    m.textContent = msg;
+    m.className = 'msg ' + (ok ? 'ok' : 'bad');
+  }
+
+  $('unlock-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const body = { username: $('unlock-user').value };
+    const route = $('unlock-route').value.trim();
+    if (route) body.route = route;
+    const r = await call('POST', 'unlock', body);
+    if (r.status !== 200) {
+      say('unlock-msg', problem(r), false);
+      return;
+    }
+    // The answer never repeats the username; neither does the page.
+    const parts = r.data.routes.map((x) => x.route + ': ' + (x.locked ? 'unlocked' : 'not locked') +
+      (x.failures ? ', ' + x.failures + ' failed password(s) forgotten' : ''));
+    say('unlock-msg', 'Done. ' + parts.join('; ') + '.', true);
+    $('unlock-user').value = '';
+  });
+
+  function quotaBody() {
+    return {
+      project: $('quota-project').value.trim(),
+      subject_type: $('quota-subject-type').value.trim(),
+      subject_id: $('quota-subject-id').value.trim(),
+      operation: $('quota-operation').value.trim(),
+    };
+  }
+
+  function quotaText(u) {
+    let s = u.operation + ': ' + fmtInt(u.used) + ' of ' + fmtInt(u.limit) + ' used, ' + fmtInt(u.remaining) +
+      ' remaining per ' + fmtDuration(u.window_ms / 1000);
+    if (u.resets_at) s += '; the window resets ' + fmtTime(u.resets_at);
+    return s + '.';
+  }
+
+  $('quota-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const r = await call('POST', 'quota/show', quotaBody());
+    say('quota-msg', r.status === 200 ? quotaText(r.data) : problem(r), r.status === 200);
+  });
+
+  $('quota-reset').addEventListener('click', async () => {
+    if (!$('quota-form').reportValidity()) return;
+    const r = await call('POST', 'quota/reset', quotaBody());
+    say('quota-msg', r.status === 200 ? 'Reset: ' + fmtInt(r.data.used_before) + ' receipt(s) forgotten. ' + quotaText(r.data) : problem(r), r.status === 200);
+  });
+
   // --- reload ------------------------------------------------------------
 
   $('reload').addEventListener('click', async () => {

@@ -45,7 +45,9 @@
 // The lockout uses one read (PTTL of the lock key), one write (a script
 // that counts a failure and sets the lock) and one remove (DEL of the
 // count), so that failures of each kind are observable separately; the
-// read and the write share pipelines like the rate-limit scripts.
+// read and the write share pipelines like the rate-limit scripts. An
+// operator's unlock ([Store.Unlock]) is one script that reads and deletes
+// both keys of the account.
 //
 // # Keys
 //
@@ -553,6 +555,29 @@ func (s *Store) ClearFailures(ctx context.Context, key login.Key) error {
 	return nil
 }
 
+// unlockScript: KEYS[1] the failure count, KEYS[2] the lock (one hash
+// slot). Returns {the lock's remaining ms (-2: none), the count}, having
+// deleted both.
+var unlockScript = newScript(`
+local left = redis.call('PTTL', KEYS[2])
+local n = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+redis.call('DEL', KEYS[1], KEYS[2])
+return {left, n}
+`)
+
+// Unlock implements [login.LockoutUnlocker] with one script that reads
+// and deletes the lock and the failure count.
+func (s *Store) Unlock(ctx context.Context, key login.Key) (login.Unlocked, error) {
+	res, err := unlockScript.Run(ctx, s.client, []string{s.key("lk:", key, ":n"), s.key("lk:", key, ":l")}).Int64Slice()
+	if err != nil {
+		return login.Unlocked{}, fmt.Errorf("redisstore: unlock: %w", err)
+	}
+	if len(res) != 2 || res[1] < 0 {
+		return login.Unlocked{}, fmt.Errorf("redisstore: unlock: %w", errMalformed)
+	}
+	return login.Unlocked{Locked: res[0] > 0 || res[0] == -1, Failures: int(res[1])}, nil
+}
+
 // key builds prefix + kind + "{" + hex(digest) + "}" + suffix.
 func (s *Store) key(kind string, d login.Key, suffix string) string {
 	b := make([]byte, 0, len(s.prefix)+len(kind)+2+2*len(d)+len(suffix))
@@ -566,6 +591,7 @@ func (s *Store) key(kind string, d login.Key, suffix string) string {
 }
 
 var (
-	_ login.PairStore    = (*Store)(nil)
-	_ login.LockoutStore = (*Store)(nil)
+	_ login.PairStore       = (*Store)(nil)
+	_ login.LockoutStore    = (*Store)(nil)
+	_ login.LockoutUnlocker = (*Store)(nil)
 )

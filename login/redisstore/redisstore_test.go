@@ -831,3 +831,55 @@ func TestMalformedLogWritesNothing(t *testing.T) {
 		t.Fatalf("%+v %+v %v", f, sec, err)
 	}
 }
+
+// TestUnlock: on Redis, a lock one replica's failures set is lifted by
+// another replica's Unlock under another spelling; both keys of the
+// account are gone; failures counted without a lock are reported and
+// forgotten; an account with nothing is not Found; a dead server is an
+// error, not a silent success.
+func TestUnlock(t *testing.T) {
+	rd := testsvc.StartRedis(t)
+	ctx := context.Background()
+	c, _ := newClient(t, rd.Addr())
+	var los [2]*login.Lockout
+	for i := range los {
+		var err error
+		if los[i], err = login.NewLockout(login.LockoutConfig{MaxFailures: 3, Duration: time.Minute, Store: newStore(t, c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if _, err := los[0].RecordFailure(ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := los[1].Check(ctx, "alice"); !st.Locked {
+		t.Fatalf("not locked: %+v", st)
+	}
+	u, err := los[1].Unlock(ctx, "ＡＬＩＣＥ")
+	if err != nil || u != (login.Unlocked{Locked: true}) {
+		t.Fatalf("unlock: %+v %v", u, err)
+	}
+	if st, _ := los[0].Check(ctx, "alice"); st.Locked || st.Degraded {
+		t.Fatalf("after the unlock: %+v", st)
+	}
+	if keys, err := c.Keys(ctx, redisstore.DefaultPrefix+"lk:*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("lockout keys left: %v %v", keys, err)
+	}
+	for range 2 {
+		los[0].RecordFailure(ctx, "bob")
+	}
+	if u, err := los[1].Unlock(ctx, "Bob"); err != nil || u != (login.Unlocked{Failures: 2}) {
+		t.Fatalf("unlock of two failures: %+v %v", u, err)
+	}
+	if st, _ := los[0].RecordFailure(ctx, "bob"); st.Locked {
+		t.Fatalf("a failure after forgetting locked: %+v", st)
+	}
+	if u, err := los[1].Unlock(ctx, "carol"); err != nil || u.Found() {
+		t.Fatalf("unlock of nothing: %+v %v", u, err)
+	}
+	rd.Kill()
+	if _, err := los[1].Unlock(ctx, "alice"); err == nil {
+		t.Fatal("unlock with Redis down: no error")
+	}
+}

@@ -180,3 +180,29 @@ var requiredConstraints = []string{
 	"quota_buckets_replays_match",
 	"quota_buckets_row_size",
 }
+
+// showSQL reads a bucket for an operator. Read-only.
+//
+//	$1..$4 bucket key.
+const showSQL = `
+SELECT clock_timestamp(), window_start, consumed_count
+FROM bulwark.quota_buckets
+WHERE project_id = $1 AND subject_type = $2 AND subject_id = $3 AND operation = $4`
+
+// resetSQL empties a bucket's receipts for an operator: count 0, no
+// receipt ids, fingerprints or replay counts (every invariant holds at
+// 0), the window kept. The runtime role has no DELETE; it needs none.
+// It returns the database time and the row as it was.
+//
+//	$1..$4 bucket key.
+const resetSQL = `
+WITH o AS (
+    SELECT window_start, consumed_count FROM bulwark.quota_buckets
+    WHERE project_id = $1 AND subject_type = $2 AND subject_id = $3 AND operation = $4
+    FOR UPDATE)
+UPDATE bulwark.quota_buckets AS b SET
+    consumed_count = 0, receipt_ids = '[]'::jsonb, receipt_fingerprints = ''::bytea,
+    receipt_replays = '{}'::smallint[], updated_at = clock_timestamp()
+FROM o
+WHERE b.project_id = $1 AND b.subject_type = $2 AND b.subject_id = $3 AND b.operation = $4
+RETURNING b.updated_at, o.window_start, o.consumed_count`
