@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/guard"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // A plain net/http server behind the guard: the listener applies the
@@ -126,4 +128,41 @@ func ExampleConfig_Validate() {
 	// Output:
 	// true
 	// guard: invalid config: h2.max_rst_per_sec: 0 out of range [1, 1000000]
+}
+
+// Shed requests answered the application's way: the hooks get the
+// request; the guard has already set Retry-After and made the connection
+// close.
+func ExampleGuard_MiddlewareWith() {
+	g, err := guard.New(guard.Config{Overload: guard.OverloadConfig{MaxInFlight: 1}}, guard.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	var h http.Handler
+	h = g.MiddlewareWith(guard.MiddlewareOptions{
+		OnRejectRequest: func(r *http.Request, rej wire.Rejection) {
+			fmt.Println("shed", r.URL.Path, "by", rej.Layer, "for", rej.Reason)
+		},
+		RejectHandler: func(w http.ResponseWriter, r *http.Request, rej wire.Rejection) {
+			w.WriteHeader(rej.Problem.Status)
+			fmt.Fprintln(w, "busy, retry in", w.Header().Get("Retry-After"), "s")
+		},
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/outer" {
+			// A second request while this one is in flight: 1 of 1 in
+			// flight, so the guard sheds it.
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/inner", nil))
+			fmt.Printf("inner: %d %q %s", rec.Code, rec.Header().Get("Connection"), rec.Body)
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/outer", nil))
+	fmt.Print("outer: ", rec.Code, " ", rec.Body)
+	// Output:
+	// shed /inner by guard for overloaded
+	// inner: 503 "close" busy, retry in 1 s
+	// outer: 200 ok
 }

@@ -117,15 +117,41 @@ func (g *Guard) RequestEnd() { g.ov.requestEnded() }
 // Middleware serves next behind BeginRequest/EndRequest, answering shed
 // requests with ProblemOverloaded (closing HTTP/1.1 connections).
 func (g *Guard) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		shed := g.BeginRequest(w, r)
-		defer g.EndRequest(r)
-		if shed {
-			wire.WriteClose(w, r, ProblemOverloaded) // closes HTTP/1.x only
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return g.MiddlewareWith(MiddlewareOptions{})(next)
+}
+
+// MiddlewareOptions are the hooks of [Guard.MiddlewareWith]; the zero
+// value is [Guard.Middleware].
+type MiddlewareOptions struct {
+	// RejectHandler, when set, answers every shed request in place of
+	// ProblemOverloaded (see wire.RejectHandler); the HTTP/1.x
+	// connection is made to close before it runs. The Rejection's Layer
+	// is "guard", its Reason "overloaded".
+	RejectHandler wire.RejectHandler
+	// OnRejectRequest, when set, is called for every shed request,
+	// before the answer, with the request and the Rejection. It must not
+	// block, write an answer or keep r. (Hooks.Shed is called too.)
+	OnRejectRequest func(r *http.Request, rej wire.Rejection)
+}
+
+// MiddlewareWith is [Guard.Middleware] as middleware for routers
+// (r.Use), with hooks for the shed requests.
+func (g *Guard) MiddlewareWith(o MiddlewareOptions) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			shed := g.BeginRequest(w, r)
+			defer g.EndRequest(r)
+			if shed {
+				rej := wire.Rejection{Layer: "guard", Reason: "overloaded", Problem: ProblemOverloaded, Close: true} // closes HTTP/1.x only
+				if o.OnRejectRequest != nil {
+					o.OnRejectRequest(r, rej)
+				}
+				rej.Answer(w, r, o.RejectHandler)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // OverloadState returns the overload manager's state.

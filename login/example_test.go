@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 func Example() {
@@ -122,8 +123,75 @@ func ExampleReadUsername() {
 	// 400 ambiguous_credentials
 }
 
+// Protect builds the whole throttle in one call, with the defaults (5
+// attempts per client and username per minute, 20 per client, a lockout
+// after 10 failed passwords) and the options given: here a lockout after
+// 2 failures, for a minute. The handler's 401s lock the account for
+// every client.
+func ExampleProtect() {
+	clk := clock.NewManual(time.Date(2026, 10, 11, 9, 0, 0, 0, time.UTC))
+	throttle, err := login.Protect(login.WithLockout(2, time.Minute, time.Minute), login.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	defer throttle.Close()
+	handler := throttle.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "wrong password", http.StatusUnauthorized) // every password is wrong today
+	}))
+	for _, client := range []string{"192.0.2.1:1000", "198.51.100.7:2000", "203.0.113.9:3000"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("username=alice&password=guess"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = client
+		handler.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("X-RateLimit-Remaining"))
+	}
+	// The owner called: an operator lifts the lock.
+	u, _ := throttle.Lockout().Unlock(context.Background(), "ALICE")
+	fmt.Println("unlocked:", u.Locked)
+	// Output:
+	// 401  4
+	// 401  4
+	// 429 60 0
+	// unlocked: true
+}
+
+// Refusals answered the application's way (a page for browsers), and
+// observed with the request. Every refusal gets the same page: a locked
+// account must look like a throttled one.
+func ExampleWithRejectHandler() {
+	clk := clock.NewManual(time.Date(2026, 10, 11, 9, 0, 0, 0, time.UTC))
+	throttle, err := login.Protect(login.WithLimit(1, time.Minute), login.WithClock(clk),
+		login.WithOnReject(func(r *http.Request, rej wire.Rejection) {
+			fmt.Println("refused", r.URL.Path, "by", rej.Layer, "for", rej.Reason)
+		}),
+		login.WithRejectHandler(func(w http.ResponseWriter, r *http.Request, rej wire.Rejection) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(rej.Problem.Status)
+			fmt.Fprintf(w, "<p>Too many attempts: try again in %s s.</p>\n", w.Header().Get("Retry-After"))
+		}))
+	if err != nil {
+		panic(err)
+	}
+	defer throttle.Close()
+	handler := throttle.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "welcome")
+	}))
+	for range 2 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("username=alice&password=right"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		handler.ServeHTTP(rec, req)
+		fmt.Print(rec.Code, " ", rec.Body)
+	}
+	// Output:
+	// 200 welcome
+	// refused /login by login for account
+	// 429 <p>Too many attempts: try again in 60 s.</p>
+}
+
 // The middleware wraps a login handler; with a lockout, the handler's 401s
-// lock the account for every client.
+// lock the account for every client. (Protect does the same in one call.)
 func ExampleNewMiddleware() {
 	clk := clock.NewManual(time.Date(2026, 10, 11, 9, 0, 0, 0, time.UTC))
 	rate, _ := login.NewMemoryStore(login.MemoryConfig{Clock: clk})

@@ -69,6 +69,21 @@ type MiddlewareConfig struct {
 	// would in enforcement. This is how a new limit is tried on real
 	// traffic. Malformed credentials are still refused.
 	Shadow bool
+	// RejectHandler, when set, answers every request the middleware
+	// refuses (throttled, locked, or malformed credentials) in place of
+	// the default problem+json (see wire.RejectHandler): the
+	// X-RateLimit-*, RateLimit and Retry-After fields of a throttled
+	// attempt are set, and an HTTP/1.x connection whose body was not read
+	// made to close, before it runs. The Rejection's Layer is "login",
+	// its Reason the Decision's Reason (account, client, locked,
+	// capacity) or, for a request refused before counting, its problem
+	// code. To keep a locked account looking like a throttled one, answer
+	// every Reason alike.
+	RejectHandler wire.RejectHandler
+	// OnRejectRequest, when set, is called for every refusal, before the
+	// answer, with the request and the Rejection. It must not block,
+	// write an answer or keep r. (Observe is called too, after it.)
+	OnRejectRequest func(r *http.Request, rej wire.Rejection)
 }
 
 // Outcome is what the middleware did with one request. The zero Outcome
@@ -143,6 +158,9 @@ type Throttle struct {
 	readCreds func(*http.Request) (Credentials, error)
 	clientIP  func(*http.Request) string
 	observe   func(http.ResponseWriter, *http.Request, Outcome)
+	onReject  func(*http.Request, wire.Rejection)
+	rejectH   wire.RejectHandler
+	owned     []interface{ Close() } // stores Protect made
 }
 
 // NewThrottle returns the throttle of cfg (see [NewMiddleware]).
@@ -150,7 +168,8 @@ func NewThrottle(cfg MiddlewareConfig) (*Throttle, error) {
 	if cfg.Limiter == nil {
 		return nil, errors.New("login: MiddlewareConfig.Limiter is required")
 	}
-	t := &Throttle{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), observe: cfg.Observe, shadow: cfg.Shadow}
+	t := &Throttle{lim: cfg.Limiter, lockout: cfg.Limiter.Lockout(), observe: cfg.Observe, shadow: cfg.Shadow,
+		onReject: cfg.OnRejectRequest, rejectH: cfg.RejectHandler}
 	if user := cfg.Username; user != nil {
 		if !credentialsZero(cfg.Credentials) {
 			return nil, errors.New("login: MiddlewareConfig.Credentials is set but Username replaces the reader it configures")
@@ -319,7 +338,11 @@ func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	var a Attempt
 	t.Decide(r.Context(), &a, r.Method, creds, err, clientIP)
 	if a.Action != ActionForward {
-		a.Answer(w, r, bodyConsumed(r))
+		rej := a.rejection(w.Header(), r, bodyConsumed(r))
+		if t.onReject != nil {
+			t.onReject(r, rej)
+		}
+		rej.Answer(w, r, t.rejectH)
 		t.report(w, r, t.Done(&a, 0))
 		return
 	}
@@ -348,11 +371,35 @@ func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 // body is not looked at): the HTTP/1.x connection then stays open;
 // otherwise it closes so that unread bytes cannot keep it busy.
 func (a *Attempt) Answer(w http.ResponseWriter, r *http.Request, bodyRead bool) {
-	switch a.Action {
-	case ActionRefuse:
-		writeProblemRead(w, r, ProblemFor(a.Err), bodyRead)
-	case ActionReject:
-		reject(w, r, a.Decision, bodyRead)
+	if a.Action == ActionForward {
+		return
+	}
+	a.rejection(w.Header(), r, bodyRead).Write(w, r)
+}
+
+// rejection sets the fields of a refused attempt's answer on h
+// (ActionReject: the rate-limit fields) and returns its Rejection.
+func (a *Attempt) rejection(h http.Header, r *http.Request, bodyRead bool) wire.Rejection {
+	rej := wire.Rejection{Layer: "login", Close: !bodyRead && wire.UnreadBody(r)}
+	if a.Action == ActionReject {
+		rej.Reason, rej.Problem = string(a.Decision.Reason), rejectProblem(h, a.Decision)
+		return rej
+	}
+	rej.Problem = ProblemFor(a.Err)
+	rej.Reason = rej.Problem.Code
+	return rej
+}
+
+// Lockout returns the limiter's lockout, or nil: for an operator's
+// [Lockout.Unlock].
+func (t *Throttle) Lockout() *Lockout { return t.lockout }
+
+// Close closes the memory stores [Protect] made for the throttle (later
+// attempts are refused as from a full table); it does nothing for
+// stores given to it, or for a throttle from [NewThrottle].
+func (t *Throttle) Close() {
+	for _, s := range t.owned {
+		s.Close()
 	}
 }
 
@@ -526,14 +573,19 @@ func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
 }
 
 func reject(w http.ResponseWriter, r *http.Request, d Decision, bodyRead bool) {
+	writeProblemRead(w, r, rejectProblem(w.Header(), d), bodyRead)
+}
+
+// rejectProblem sets the fields of a refused d's answer on h and returns
+// its problem.
+func rejectProblem(h http.Header, d Decision) wire.Problem {
 	retry := max(d.RetryAfterSeconds, 1)
-	h := w.Header()
 	SetHeaders(h, d)
 	wire.SetRateLimit(h, wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Reset: time.Duration(retry) * time.Second})
 	p := wire.New(wire.CodeLoginRateLimitExceeded)
 	p.RetryAfter = retry
 	p.Extra = rejectExtra
-	writeProblemRead(w, r, p, bodyRead)
+	return p
 }
 
 // WriteRejected answers a refused attempt like [Reject] with a nil

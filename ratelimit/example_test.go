@@ -9,6 +9,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/limit"
 	"github.com/bulwarkhq/bulwark/ratelimit"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // One line protects a handler per client address: 10 requests per second
@@ -71,4 +72,38 @@ func ExampleLimiter_Middleware() {
 	fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
 	// Output:
 	// 200 "api-key";q=5;w=1 "api-key";r=4;t=1
+}
+
+// Refusals answered the application's way, and observed with the
+// request: the RateLimit fields and Retry-After are already set when
+// the handler runs.
+func ExampleMiddlewareOptions_rejectHandler() {
+	l, err := ratelimit.New(ratelimit.PerSecond(1, 1), ratelimit.Options{Policy: "ip"})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	mw, err := l.Middleware(ratelimit.ClientIP(nil), ratelimit.MiddlewareOptions{
+		OnRejectRequest: func(r *http.Request, rej wire.Rejection) {
+			fmt.Println("refused", r.URL.Path, "by", rej.Layer, "for", rej.Reason)
+		},
+		RejectHandler: func(w http.ResponseWriter, r *http.Request, rej wire.Rejection) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(rej.Problem.Status)
+			fmt.Fprintln(w, "<p>Slow down.</p>")
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") }))
+	for range 2 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/search", nil))
+		fmt.Printf("%d Retry-After=%q RateLimit=%q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("RateLimit"), rec.Body)
+	}
+	// Output:
+	// 200 Retry-After="" RateLimit="" hello
+	// refused /search by ratelimit for over_limit
+	// 429 Retry-After="1" RateLimit="\"ip\";r=0;t=1" <p>Slow down.</p>
 }

@@ -108,9 +108,35 @@ type MiddlewareOptions struct {
 	Status int
 	// Headers says when the RateLimit fields are set.
 	Headers HeaderMode
-	// OnReject, when set, is called for every refusal with a fixed reason:
-	// "over_limit", "capacity" or "bad_key". It must not block.
+	// RejectHandler, when set, answers every refusal in place of the
+	// default problem+json (see wire.RejectHandler); the RateLimit
+	// fields (per Headers) and Retry-After are set before it runs. The
+	// Rejection's Layer is "ratelimit", its Reason as for
+	// OnRejectRequest.
+	RejectHandler wire.RejectHandler
+	// OnRejectRequest, when set, is called for every refusal, before
+	// the answer, with the request and the Rejection, whose Reason is a
+	// fixed word: "over_limit", "capacity" or "bad_key". It must not
+	// block, write an answer or keep r.
+	OnRejectRequest func(r *http.Request, rej wire.Rejection)
+	// OnReject, when set, is called for every refusal with the fixed
+	// reason alone.
+	//
+	// Deprecated: use OnRejectRequest, which also gets the request.
 	OnReject func(reason string)
+}
+
+// answer answers a refusal for reason with p (the RateLimit fields
+// already set), through o's hooks.
+func (o *MiddlewareOptions) answer(w http.ResponseWriter, r *http.Request, reason string, p wire.Problem) {
+	if o.OnReject != nil {
+		o.OnReject(reason)
+	}
+	rej := wire.Rejection{Layer: "ratelimit", Reason: reason, Problem: p, Close: wire.UnreadBody(r)}
+	if o.OnRejectRequest != nil {
+		o.OnRejectRequest(r, rej)
+	}
+	rej.Answer(w, r, o.RejectHandler)
 }
 
 // Middleware returns middleware that charges one unit to the bucket of
@@ -137,22 +163,16 @@ func (l *Limiter) Middleware(key KeyFunc, o MiddlewareOptions) (func(http.Handle
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k, err := key(r)
 			if err != nil {
-				if o.OnReject != nil {
-					o.OnReject("bad_key")
-				}
-				WriteKeyError(w, r, err)
+				o.answer(w, r, "bad_key", KeyErrorProblem(err))
 				return
 			}
 			d := l.AllowKey(k, 1)
 			if !d.Allowed {
-				if o.OnReject != nil {
-					if d.Full {
-						o.OnReject("capacity")
-					} else {
-						o.OnReject("over_limit")
-					}
+				reason := "over_limit"
+				if d.Full {
+					reason = "capacity"
 				}
-				l.WriteRejection(w, r, d, o.Status, o.Headers)
+				o.answer(w, r, reason, l.policy.rejection(w.Header(), d, o.Status, o.Headers))
 				return
 			}
 			if o.Headers == HeadersAlways {
@@ -204,15 +224,21 @@ func (p Policy) SetHeaders(h http.Header, d Decision) {
 // problem+json rate_limited with Retry-After, and the RateLimit fields
 // unless mode is HeadersOff. It never reads the body.
 func (p Policy) WriteRejection(w http.ResponseWriter, r *http.Request, d Decision, status int, mode HeaderMode) {
+	wire.Reject(w, r, p.rejection(w.Header(), d, status, mode))
+}
+
+// rejection sets the RateLimit fields of a refused d on h (unless mode
+// is HeadersOff) and returns the problem to answer with.
+func (p Policy) rejection(h http.Header, d Decision, status int, mode HeaderMode) wire.Problem {
 	if mode != HeadersOff {
-		p.SetHeaders(w.Header(), d)
+		p.SetHeaders(h, d)
 	}
 	pr := wire.New(wire.CodeRateLimited)
 	if status != 0 {
 		pr.Status = status
 	}
 	pr.RetryAfter = wire.RetryAfterSeconds(d.RetryAfter)
-	wire.Reject(w, r, pr)
+	return pr
 }
 
 // SetHeaders is l.Policy().SetHeaders.
@@ -227,11 +253,16 @@ func (l *Limiter) WriteRejection(w http.ResponseWriter, r *http.Request, d Decis
 // ambiguous_rate_limit_key for ErrAmbiguousKey, 400 invalid_request
 // otherwise.
 func WriteKeyError(w http.ResponseWriter, r *http.Request, err error) {
+	wire.Reject(w, r, KeyErrorProblem(err))
+}
+
+// KeyErrorProblem is the problem WriteKeyError answers err with.
+func KeyErrorProblem(err error) wire.Problem {
 	code := wire.CodeInvalidRequest
 	if errors.Is(err, ErrAmbiguousKey) {
 		code = wire.CodeAmbiguousRateLimitKey
 	}
-	wire.Reject(w, r, wire.New(code))
+	return wire.New(code)
 }
 
 // PerIP returns middleware limiting each client address (the socket peer;

@@ -10,6 +10,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/shield"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 func Example() {
@@ -133,4 +134,36 @@ func ExampleShield_ConnContext() {
 	// 200
 	// 200
 	// 429
+}
+
+// A rejection answered the application's way: the hook gets the request
+// and the Rejection; the shield has already set Retry-After and made the
+// connection close.
+func ExampleShield_MiddlewareWith() {
+	s, err := shield.New(shield.Config{PerPeer: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	h := s.MiddlewareWith(nil, shield.MiddlewareOptions{
+		OnRejectRequest: func(r *http.Request, rej wire.Rejection) {
+			fmt.Println("rejected", r.Method, r.URL.Path, "by", rej.Layer, "for", rej.Reason)
+		},
+		RejectHandler: func(w http.ResponseWriter, r *http.Request, rej wire.Rejection) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(rej.Problem.Status)
+			fmt.Fprintf(w, "slow down, retry in %d s\n", rej.Problem.RetryAfter)
+		},
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") }))
+
+	for range 2 {
+		req := httptest.NewRequest("POST", "/api/login", nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		fmt.Printf("%d Retry-After: %q, Connection: %q, %s", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("Connection"), rec.Body)
+	}
+	// Output:
+	// 200 Retry-After: "", Connection: "", hello
+	// rejected POST /api/login by shield for peer
+	// 429 Retry-After: "60", Connection: "close", slow down, retry in 60 s
 }

@@ -34,10 +34,32 @@ type admissionKey struct{}
 // RateLimit-Policy). An admitted request carries its Admission in the
 // context; see [FromContext].
 func (s *Shield) Middleware(res *peer.Resolver) func(http.Handler) http.Handler {
+	return s.MiddlewareWith(res, MiddlewareOptions{})
+}
+
+// MiddlewareOptions are the hooks of [Shield.MiddlewareWith]; the zero
+// value is [Shield.Middleware].
+type MiddlewareOptions struct {
+	// RejectHandler, when set, answers every rejection in place of the
+	// default problem+json (see wire.RejectHandler). The RateLimit field
+	// and Retry-After are set, and the HTTP/1.x connection made to
+	// close, before it runs: a rejection still never keeps the
+	// connection. The Rejection's Layer is "shield", its Reason the
+	// Admission's (peer, global, capacity, clock, closed).
+	RejectHandler wire.RejectHandler
+	// OnRejectRequest, when set, is called for every rejection, before
+	// the answer, with the request and the Rejection. It must not block,
+	// write an answer or keep r. (Config.Hook, which sees no request,
+	// is called too.)
+	OnRejectRequest func(r *http.Request, rej wire.Rejection)
+}
+
+// MiddlewareWith is [Shield.Middleware] with hooks for the rejections.
+func (s *Shield) MiddlewareWith(res *peer.Resolver, o MiddlewareOptions) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s == nil {
-				WriteRejection(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
+				o.answer(w, r, &Admission{Outcome: OutcomeUnavailable, Reason: ReasonClosed})
 				return
 			}
 			var a Admission
@@ -48,7 +70,7 @@ func (s *Shield) Middleware(res *peer.Resolver) func(http.Handler) http.Handler 
 				a = s.Admit(addr, known)
 			}
 			if !a.Allowed {
-				WriteRejection(w, r, &a)
+				o.answer(w, r, &a)
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, &a)))
@@ -74,14 +96,31 @@ func WriteRejection(w http.ResponseWriter, r *http.Request, a *Admission) {
 	if a.Allowed {
 		return
 	}
+	rejection(w.Header(), a).Write(w, r)
+}
+
+// answer answers a rejected Admission through o's hooks.
+func (o *MiddlewareOptions) answer(w http.ResponseWriter, r *http.Request, a *Admission) {
+	rej := rejection(w.Header(), a)
+	if o.OnRejectRequest != nil {
+		o.OnRejectRequest(r, rej)
+	}
+	rej.Answer(w, r, o.RejectHandler)
+}
+
+// rejection sets the fields of a rejected Admission on h and returns
+// its Rejection, which always closes.
+func rejection(h http.Header, a *Admission) wire.Rejection {
+	rej := wire.Rejection{Layer: "shield", Reason: string(a.Reason), Close: true}
 	if a.Outcome == OutcomeRateLimited {
 		p := wire.New(wire.CodeAuthenticationRateLimited)
 		p.RetryAfter = a.RetryAfterSeconds()
 		// The standing only: the policy's size is the deployment's
 		// capacity, which the shield never discloses.
-		wire.SetRateLimit(w.Header(), wire.RateLimit{Policy: "shield", Reset: time.Duration(p.RetryAfter) * time.Second})
-		wire.WriteClose(w, r, p)
-		return
+		wire.SetRateLimit(h, wire.RateLimit{Policy: "shield", Reset: time.Duration(p.RetryAfter) * time.Second})
+		rej.Problem = p
+		return rej
 	}
-	wire.WriteClose(w, r, wire.New(wire.CodeAuthenticationShieldUnavailable))
+	rej.Problem = wire.New(wire.CodeAuthenticationShieldUnavailable)
+	return rej
 }

@@ -133,11 +133,17 @@ const bodyBufKeep = 4 << 10
 // the whole connection, and one abuser behind a multiplexing load balancer
 // would otherwise churn the connection every client shares.
 func WriteClose(w http.ResponseWriter, r *http.Request, p Problem) {
+	endConnection(w, r)
+	Write(w, p)
+}
+
+// endConnection makes an HTTP/1.x connection (or one of unknown
+// protocol: r nil) close after the answer, as WriteClose says.
+func endConnection(w http.ResponseWriter, r *http.Request) {
 	if r == nil || r.ProtoMajor < 2 {
 		w.Header().Set("Connection", "close")
 		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
 	}
-	Write(w, p)
 }
 
 // Reject is Write for a rejection that happens before the request body
@@ -146,11 +152,18 @@ func WriteClose(w http.ResponseWriter, r *http.Request, p Problem) {
 // is still unread; a bodiless request keeps its keep-alive connection.
 // Over HTTP/2 only the stream ends.
 func Reject(w http.ResponseWriter, r *http.Request, p Problem) {
-	if r != nil && r.ProtoMajor < 2 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if UnreadBody(r) {
 		WriteClose(w, r, p)
 		return
 	}
 	Write(w, p)
+}
+
+// UnreadBody reports whether r is an HTTP/1.x request that announced a
+// body its handler has not been given a chance to read (the case where
+// Reject closes the connection). A nil r has none.
+func UnreadBody(r *http.Request) bool {
+	return r != nil && r.ProtoMajor < 2 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 }
 
 // internalBody is the fixed answer when a problem cannot be encoded.
