@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http"
 
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/login/redisstore"
@@ -41,4 +42,27 @@ func Example() {
 	}
 	// ... check the password; on failure lockout.RecordFailure, on
 	// success lockout.RecordSuccess.
+}
+
+// The whole throttle of every replica on one Redis store, in one call;
+// an operator's unlock reaches every replica at once. (Not run: it
+// needs a Redis server.)
+func Example_protect() {
+	store, err := redisstore.Open(redisstore.Options{Addr: "127.0.0.1:6379"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	throttle, err := login.Protect(login.WithStore(store), login.WithLockoutStore(store))
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", throttle.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ... check the password: 401 on failure feeds the lockout.
+	})))
+	// Later, for a user locked out by someone else's guesses:
+	if u, err := throttle.Lockout().Unlock(context.Background(), "alice"); err == nil && u.Locked {
+		fmt.Println("unlocked")
+	}
 }
