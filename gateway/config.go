@@ -153,9 +153,6 @@ type Config struct {
 	lines yamlconf.Lines
 	// provisioned is set by a successful Provision.
 	provisioned bool
-	// tlsCerts holds each listener's certificate (nil for cleartext),
-	// indexed as Listen.
-	tlsCerts []*tls.Certificate
 	// rlsDomains is rls.config_file, parsed by Provision; rlsToken
 	// rls.token_file, and rlsTLS the RLS listener's TLS settings.
 	rlsDomains []rls.DomainConfig
@@ -268,10 +265,27 @@ const (
 	EngineNetHTTP   = "nethttp"
 )
 
-// TLS names the certificate and key files (PEM).
+// TLS is a listener's HTTPS: its certificates, PEM files read at start
+// and again on every reload (SIGHUP, POST /v1/reload), one chosen per
+// handshake by the name the client asks for (SNI). See certs.go.
 type TLS struct {
+	// CertFile and KeyFile name one certificate and its key, relative
+	// to the configuration file. With Certificates as well, this pair
+	// comes first: it is the default.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+	// Certificates are further certificates (or all of them), in order;
+	// the first listed is the default, served to a client whose name
+	// (SNI) no certificate names.
+	Certificates []CertFiles `yaml:"certificates"`
+	// WatchInterval is how often the certificate files are read again
+	// to serve them when they changed (a renewal that sends no signal,
+	// a Kubernetes secret); 0 turns it off (a reload still reads them).
+	// Default 1m, range 1s to 24h.
+	WatchInterval time.Duration `yaml:"watch_interval"`
+
+	// loaded is what Provision read from the files, in order.
+	loaded []*certEntry
 }
 
 // ClientIP decides who the client of a request is, for every layer at

@@ -825,7 +825,7 @@ func TestProvision(t *testing.T) {
 	if err := cfg.Provision("testdata/good", nil); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.tlsCerts[0] == nil || !filepath.IsAbs(cfg.Listen[0].TLS.CertFile) {
+	if len(cfg.Listen[0].TLS.loaded) != 1 || !filepath.IsAbs(cfg.Listen[0].TLS.CertFile) {
 		t.Fatalf("certificate not loaded, or path not resolved: %q", cfg.Listen[0].TLS.CertFile)
 	}
 	// Provisioning again resolves nothing twice.

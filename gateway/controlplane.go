@@ -247,6 +247,7 @@ func (g *Gateway) ReloadFromSource(ctx context.Context) error {
 	cfg, err := g.deps.Source()
 	if err != nil {
 		g.metrics.reloaded(false)
+		g.countCertFailure(err)
 	} else {
 		err = g.Reload(cfg)
 	}

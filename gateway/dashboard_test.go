@@ -734,8 +734,14 @@ rls: {addr: "`+rlsLn.Addr().String()+`", config_file: "`+filepath.Join(dir, "rat
 	post(d, cluster.url+"/login", `{"username":"u"}`)
 	cluster.g.metrics.globalTransition("open", "test")
 
+	// A TLS listener: its certificates' series.
+	tlsDir := t.TempDir()
+	writeTestCert(t, tlsDir, "site", testCert{serial: 1, cn: "dash.test", dns: []string{"dash.test"}})
+	withTLS := startGateway(t, "listen: {tls: {cert_file: "+filepath.Join(tlsDir, "site.pem")+", key_file: "+filepath.Join(tlsDir, "site.key")+"}}\n"+oneRoute,
+		map[string]string{"APP": up.URL}, gwOpts{})
+
 	exported := map[string]metricFamily{}
-	for _, url := range []string{standalone.metrics, cluster.metrics} {
+	for _, url := range []string{standalone.metrics, cluster.metrics, withTLS.metrics} {
 		res, err := http.Get(url)
 		if err != nil {
 			t.Fatal(err)
@@ -761,7 +767,8 @@ rls: {addr: "`+rlsLn.Addr().String()+`", config_file: "`+filepath.Join(dir, "rat
 	}
 	// The scrape saw the layers it was meant to see.
 	for _, name := range []string{"bulwark_would_reject_total", "bulwark_shield_events_total", "bulwark_xdp_attached", "bulwark_global_redis_roundtrips_total",
-		"bulwark_rls_requests_total", "bulwark_dependency_up", "bulwark_config_reloads_total", "bulwark_guard_connections_refused_total"} {
+		"bulwark_rls_requests_total", "bulwark_dependency_up", "bulwark_config_reloads_total", "bulwark_guard_connections_refused_total",
+		"bulwark_tls_certificate_expiry_timestamp_seconds", "bulwark_tls_certificate_reload_failures_total"} {
 		if _, ok := exported[name]; !ok {
 			t.Errorf("the scrape has no %s: the test traffic no longer creates it", name)
 		}

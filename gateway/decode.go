@@ -100,6 +100,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = ipset.StaticEntry{Reason: defaultReason}
 	case reflect.TypeFor[Listen]():
 		d = DefaultListen()
+	case reflect.TypeFor[TLS]():
+		d = TLS{WatchInterval: defaultWatchInterval}
 	default:
 		return reflect.Value{}
 	}

@@ -74,12 +74,12 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,6 +189,11 @@ type Gateway struct {
 	ctl   *controlPlane // nil when control.enabled is false
 	xdp   *xdp.Manager  // nil when xdp.mode is off
 	guard *guard.Guard  // nil when guards.enabled is false
+	// certs serve the TLS listeners' certificates, by index of listen;
+	// nil entries are cleartext listeners.
+	certs []*certHolder
+	// certStop, closed, ends the certificate files' watch.
+	certStop chan struct{}
 	// ownGuards are the guards of the listeners with their own
 	// (listen[i].guards), by index of listen; nil entries share guard.
 	ownGuards []*guard.Guard
@@ -287,6 +292,15 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		m.unregister()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	for _, w := range cfg.CertificateWarnings(g.clock.Now()) {
+		log.Warn("configuration warning", "problem", w.String())
+	}
+	if slices.ContainsFunc(g.certs, func(h *certHolder) bool { return h != nil }) {
+		if err := m.register(newCertCollector(g.certs...)); err != nil {
+			m.unregister()
+			return nil, fmt.Errorf("gateway: metrics: %w", err)
+		}
+	}
 	if g.guard != nil {
 		if err := m.register(newGuardCollector(g.guard, "")); err != nil {
 			m.unregister()
@@ -378,6 +392,7 @@ func (g *Gateway) Addrs() []net.Addr { return g.host.Addrs() }
 // listeners' own guards.
 func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 	g.ownGuards = make([]*guard.Guard, len(cfg.Listen))
+	g.certs = make([]*certHolder, len(cfg.Listen))
 	g.redirects = make([]*redirect, len(cfg.Listen))
 	out := make([]host.Listener, len(cfg.Listen))
 	for i, l := range cfg.Listen {
@@ -391,10 +406,13 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 			hl.Listener = g.deps.Listener
 		}
 		if l.TLS != nil {
-			if i >= len(cfg.tlsCerts) || cfg.tlsCerts[i] == nil {
+			if len(l.TLS.loaded) == 0 {
 				return nil, fmt.Errorf("gateway: %s.tls: certificate not loaded (use Load or Parse)", cfg.listenPath(i))
 			}
-			hl.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cfg.tlsCerts[i]}, MinVersion: tls.VersionTLS12}
+			h := newCertHolder(l.Label(), l.TLS.loaded)
+			g.certs[i] = h
+			hl.TLSConfig = h.tlsConfig()
+			g.logCertificates("tls certificate", h.listener, l.TLS.loaded)
 		}
 		switch l.Engine { // (over TLS: no loops, host/tls.go)
 		case EngineGoroutine:

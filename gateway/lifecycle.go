@@ -21,6 +21,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// list sweeper, so metrics stay scrapable and the control API keeps
 	// answering (status shows the drain) until everything else stopped.
 	h.OnStop("control", g.stopControl)
+	h.OnStop("certificates", func(context.Context) error { g.stopCertWatch(); return nil })
 	h.OnStop("xdp", g.stopXDP)
 	h.OnStop("monitors", g.stopMonitors)
 	h.OnStop("rls", g.stopRLS)
@@ -67,6 +68,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return errors.Join(err, h.Shutdown(ctx))
 	}
 	g.startMonitors()
+	g.startCertWatch()
 	h.Activate(g)
 	attrs := []any{"addr", h.Addr().String()}
 	if len(g.cfg.Listen) > 1 {

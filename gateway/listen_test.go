@@ -35,8 +35,8 @@ listen:
 	if !reflect.DeepEqual(cfg.Listen, want) || cfg.Listen[1].TLS == nil || cfg.Listen[2].Guards.Conns.MaxPerAddr != 4 {
 		t.Fatalf("a list: %+v", cfg.Listen)
 	}
-	if cfg.tlsCerts[0] != nil || cfg.tlsCerts[1] == nil || cfg.tlsCerts[2] != nil {
-		t.Fatalf("certificates: %v", cfg.tlsCerts)
+	if len(cfg.Listen[1].TLS.loaded) != 1 {
+		t.Fatalf("certificates: %v", cfg.Listen[1].TLS.loaded)
 	}
 	if err := cfg.Override("127.0.0.1:7000", ""); err != nil || cfg.Listen[0].Addr != "127.0.0.1:7000" || cfg.Listen[1].Addr != "127.0.0.1:9443" {
 		t.Fatalf("--listen: %v %+v", err, cfg.Listen)

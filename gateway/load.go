@@ -188,10 +188,9 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 		ps = append(ps, yamlconf.Problem{Path: name, Msg: fmt.Sprintf(format, args...)})
 	}
 
-	c.tlsCerts = make([]*tls.Certificate, len(c.Listen))
 	for i := range c.Listen {
 		if t := c.Listen[i].TLS; t != nil {
-			c.tlsCerts[i] = loadKeyPair(dir, c.listenPath(i)+".tls", &t.CertFile, &t.KeyFile, at)
+			t.loaded = t.loadCertificates(dir, c.listenPath(i), at)
 		}
 	}
 
@@ -419,6 +418,7 @@ func truncate(s string) string {
 // reporting the problem through at.
 func loadKeyPair(dir, key string, certFile, keyFile *string, at func(path, format string, args ...any)) *tls.Certificate {
 	var pem [2][]byte
+	written := [2]string{*certFile, *keyFile} // (readNamed resolves them)
 	ok := true
 	for i, f := range []struct {
 		key  string
@@ -437,7 +437,7 @@ func loadKeyPair(dir, key string, certFile, keyFile *string, at func(path, forma
 	}
 	cert, err := tls.X509KeyPair(pem[0], pem[1])
 	if err != nil {
-		at(key, "bad certificate or key: %v", strings.TrimPrefix(err.Error(), "tls: "))
+		at(key, "bad certificate or key (cert_file %q, key_file %q): %v", written[0], written[1], strings.TrimPrefix(err.Error(), "tls: "))
 		return nil
 	}
 	return &cert

@@ -13,10 +13,14 @@ import (
 // as are unchanged upstreams' connections, an unchanged shield and the
 // login state of unchanged login routes.
 //
-// Settings that need a restart (profile, listen, limits, metrics, log,
-// the environment, the set of quota operations with their limits and
-// windows; max_replays may change) must be unchanged; a
-// *yamlconf.Error naming them is returned otherwise.
+// The certificates of every TLS listener are read again with the new
+// configuration and swapped in last (certs.go): a certificate not served
+// yet that is expired or not yet valid refuses the reload.
+//
+// Settings that need a restart (profile, listen but its certificates,
+// limits, metrics, log, the environment, the set of quota operations
+// with their limits and windows; max_replays may change) must be
+// unchanged; a *yamlconf.Error naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
 	if err := cfg.ready(); err != nil {
 		g.metrics.reloaded(false)
@@ -32,7 +36,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 		}
 	}
 	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
-	need("listen", reflect.DeepEqual(cfg.Listen, old.Listen), "the listeners")
+	need("listen", sameButCertificates(cfg.Listen, old.Listen), "the listeners (but their certificates)")
 	need("limits", cfg.Limits == old.Limits, "the limits")
 	need("guards.enabled", cfg.Guards.Enabled == old.Guards.Enabled, "turning the guards on or off")
 	need("guards.conns.addr_table_capacity", cfg.Guards.Conns.AddrTableCapacity == old.Guards.Conns.AddrTableCapacity, "the guards' address table capacity")
@@ -55,6 +59,18 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("redis", cfg.Redis == old.Redis, "the redis settings")
 	need("global", reflect.DeepEqual(cfg.Global, old.Global), "the global limiter's settings")
 	need("routes", needsGlobal(cfg) == needsGlobal(old), "using the global limiter or not")
+	// The listeners' new certificates, by index of listen.
+	certs := make([][]*certEntry, len(g.certs))
+	for i, h := range g.certs {
+		if h == nil || i >= len(cfg.Listen) || cfg.Listen[i].TLS == nil {
+			continue
+		}
+		certs[i] = cfg.Listen[i].TLS.loaded
+		if cps := h.refused(cfg, cfg.listenPath(i), certs[i], g.clock.Now()); len(cps) > 0 {
+			h.failures.Add(1)
+			ps = append(ps, cps...)
+		}
+	}
 	if g.closed {
 		ps = append(ps, yamlconf.Problem{File: cfg.File, Msg: "the gateway is shutting down"})
 	}
@@ -89,6 +105,13 @@ func (g *Gateway) Reload(cfg *Config) error {
 		g.log.Error("xdp: flags and k not applied", "error", err.Error())
 	}
 	g.reloadQuota(cfg)
+	for i, list := range certs {
+		if list != nil {
+			h := g.certs[i]
+			g.logCertificates("tls certificate loaded", h.listener, h.swap(list))
+			h.refusedFiles = ""
+		}
+	}
 	g.cur.Store(p)
 	g.cfg = cfg
 	prev.reuse.retire(p.reuse)
@@ -98,10 +121,30 @@ func (g *Gateway) Reload(cfg *Config) error {
 	g.tally.reloaded(g.clock.Now())
 	g.metrics.reloaded(true)
 	g.metrics.configLoaded(g.clock.Now())
-	for _, w := range cfg.Warnings() {
+	for _, w := range append(cfg.Warnings(), cfg.CertificateWarnings(g.clock.Now())...) {
 		g.log.Warn("configuration warning", "problem", w.String())
 	}
 	g.log.Info("configuration reloaded", "routes", len(cfg.Routes), "upstreams", len(cfg.Upstreams),
 		"static_allow", len(cfg.IPSets.Allow), "static_deny", len(cfg.IPSets.Deny))
 	return nil
+}
+
+// sameButCertificates reports whether two sets of listeners differ at
+// most in what a reload changes: the certificates of their TLS sections
+// (a listener's TLS on or off and its watch interval must stay).
+func sameButCertificates(as, bs Listeners) bool {
+	if len(as) != len(bs) {
+		return false
+	}
+	for i, a := range as {
+		b := bs[i]
+		if (a.TLS == nil) != (b.TLS == nil) || a.TLS != nil && a.TLS.WatchInterval != b.TLS.WatchInterval {
+			return false
+		}
+		a.TLS, b.TLS = nil, nil
+		if !reflect.DeepEqual(a, b) {
+			return false
+		}
+	}
+	return true
 }

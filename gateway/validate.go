@@ -345,14 +345,37 @@ func (l Listen) Validate() error {
 	return f.Err()
 }
 
-// Validate checks that both file names are set.
+// Validate checks that the section names at least one certificate, each
+// with both its files, and at most maxCertificates, and the watch
+// interval (0, off, or 1s to 24h).
 func (t TLS) Validate() error {
 	var f conf.Check
-	if t.CertFile == "" {
-		f.Add("cert_file", "required when listen.tls is set")
+	if t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) == 0 {
+		why := "required when listen.tls is set without certificates"
+		if t.CertFile != "" || t.KeyFile != "" {
+			why = "required with the other of cert_file and key_file"
+		}
+		if t.CertFile == "" {
+			f.Add("cert_file", "%s", why)
+		}
+		if t.KeyFile == "" {
+			f.Add("key_file", "%s", why)
+		}
 	}
-	if t.KeyFile == "" {
-		f.Add("key_file", "required when listen.tls is set")
+	if t.WatchInterval != 0 {
+		f.Duration("watch_interval", t.WatchInterval, minWatchInterval, maxWatchInterval)
+	}
+	if n := len(t.Certificates); n > maxCertificates {
+		f.Add("certificates", "%d certificates: at most %d", n, maxCertificates)
+	}
+	for i, c := range t.Certificates {
+		p := conf.Index("certificates", i)
+		if c.CertFile == "" {
+			f.Add(p+".cert_file", "required")
+		}
+		if c.KeyFile == "" {
+			f.Add(p+".key_file", "required")
+		}
 	}
 	return f.Err()
 }

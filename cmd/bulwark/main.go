@@ -218,7 +218,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range append(cfg.Warnings(), cfg.CertificateWarnings(time.Now())...) {
 		fmt.Fprintln(stderr, "warning: "+w.String())
 	}
 	fmt.Fprintf(stdout, "%s: ok (profile %s, %d upstreams, %d routes)\n", *path, cfg.Profile, len(cfg.Upstreams), len(cfg.Routes))
