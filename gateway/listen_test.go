@@ -18,6 +18,11 @@ func TestListenOneOrList(t *testing.T) {
 	if want := (Listeners{{Addr: "127.0.0.1:8080", Engine: EngineNetHTTP}}); !reflect.DeepEqual(cfg.Listen, want) {
 		t.Fatalf("one mapping: %+v, want %+v", cfg.Listen, want)
 	}
+	// listen: left null is the default listener, as before.
+	cfg, err = Parse("bulwark.yaml", []byte("listen: ~\n"+minimal), env().get)
+	if err != nil || !reflect.DeepEqual(cfg.Listen, Listeners{DefaultListen()}) {
+		t.Fatalf("listen: ~: %v %+v", err, cfg)
+	}
 	cfg, err = Parse("bulwark.yaml", []byte(`
 listen:
   - {addr: "127.0.0.1:9000"}

@@ -437,6 +437,11 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string, depth int) bool
 	}
 	switch t.Kind() {
 	case reflect.Struct, reflect.Slice:
+		if null && w.o.OneOrList[t] {
+			// One item with its defaults, as a section left null.
+			*n = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+			return w.one(n, t.Elem(), path, depth+1)
+		}
 		if null {
 			return true // keeps its defaults
 		}

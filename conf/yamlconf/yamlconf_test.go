@@ -430,6 +430,11 @@ func TestOneOrList(t *testing.T) {
 	if d.Lines["listen[1].port"] != 3 || len(d.Short) != 0 {
 		t.Fatalf("list form: lines %v, short %v", d.Lines, d.Short)
 	}
+	var null doc
+	wantProblems(t, Decode([]byte("listen: ~\n"), &null, o))
+	if want := (items{{Addr: "item", Port: 2}}); !reflect.DeepEqual(null.Listen, want) {
+		t.Fatalf("null: %+v, want %+v (one item with its defaults)", null.Listen, want)
+	}
 	var absent doc
 	wantProblems(t, Decode([]byte("other: []\n"), &absent, o))
 	if want := (items{{Addr: "default", Port: 1}}); !reflect.DeepEqual(absent.Listen, want) {
