@@ -15,12 +15,13 @@ import (
 // "Connection: close"; an idle keep-alive connection that served a
 // request is closed; a connection whose first request comes after
 // Retire is served; Shutdown drains as usual afterwards. On every
-// HTTP/1.1 engine, over TLS too.
+// HTTP/1.1 engine (the fast ones with a FastHandler), over TLS too.
 func TestRetire(t *testing.T) {
 	for _, m := range []mode{modeH1, modeFast, modeLoop, modeH1TLS, modeFastTLS} {
 		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
-			e.H.Activate(http.HandlerFunc(okHandler))
+			fh := &fastHandler{} // the fast engine's own on the fast modes
+			e.H.Activate(fh)
 			expect(t, "readyz before", e.Do("GET", "/readyz", nil), 200, "")
 
 			idle := dialRaw(t, e)
@@ -47,6 +48,9 @@ func TestRetire(t *testing.T) {
 			fresh.ExpectEOF()
 			idle.ExpectEOF()
 
+			if m.Fast && (fh.nethttp.Load() != 0 || fh.fast.Load() == 0) {
+				t.Errorf("served by net/http %d times, by the fast engine %d: the fast engine was not tested", fh.nethttp.Load(), fh.fast.Load())
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := e.H.Shutdown(ctx); err != nil {
