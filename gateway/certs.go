@@ -255,6 +255,10 @@ type certHolder struct {
 	listener string
 	set      atomic.Pointer[certSet]
 	source   atomic.Pointer[certSource]
+	// acme is the listener's ACME source (acme.go), whose certificates
+	// the expiry gauge shows too; nil without listen.tls.acme. Set
+	// before Start.
+	acme *acmeSource
 	// failures counts the reloads refused because of a certificate.
 	failures atomic.Uint64
 	// refusedFiles is what the last check of the files refused ("":
@@ -547,6 +551,11 @@ func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, e := range h.set.Load().list {
 			ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(e.cert.Leaf.NotAfter.Unix()), h.listener, e.label, e.subject)
+		}
+		if h.acme != nil {
+			h.acme.expiries(func(domain string, notAfter time.Time) {
+				ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(notAfter.Unix()), h.listener, "tls.acme", domain)
+			})
 		}
 		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(h.failures.Load()), h.listener)
 	}

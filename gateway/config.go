@@ -72,6 +72,7 @@ package gateway
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/conf/yamlconf"
@@ -153,6 +154,8 @@ type Config struct {
 	lines yamlconf.Lines
 	// provisioned is set by a successful Provision.
 	provisioned bool
+	// acmeRoots is listen.tls.acme.ca_root, read by Provision.
+	acmeRoots *x509.CertPool
 	// rlsDomains is rls.config_file, parsed by Provision; rlsToken
 	// rls.token_file, and rlsTLS the RLS listener's TLS settings.
 	rlsDomains []rls.DomainConfig
@@ -267,7 +270,8 @@ const (
 
 // TLS is a listener's HTTPS: its certificates, PEM files read at start
 // and again on every reload (SIGHUP, POST /v1/reload), one chosen per
-// handshake by the name the client asks for (SNI). See certs.go.
+// handshake by the name the client asks for (SNI). With acme, certificates
+// are also obtained from an ACME CA (acme.go). See certs.go.
 type TLS struct {
 	// CertFile and KeyFile name one certificate and its key, relative
 	// to the configuration file. With Certificates as well, this pair
@@ -283,6 +287,9 @@ type TLS struct {
 	// a Kubernetes secret); 0 turns it off (a reload still reads them).
 	// Default 1m, range 1s to 24h.
 	WatchInterval time.Duration `yaml:"watch_interval"`
+	// ACME, when set, obtains and renews the certificates of its domains
+	// from an ACME CA (acme.go); the files, if any, serve the other names.
+	ACME *ACME `yaml:"acme"`
 
 	// loaded is what Provision read from the files, in order.
 	loaded []*certEntry

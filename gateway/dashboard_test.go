@@ -737,7 +737,10 @@ rls: {addr: "`+rlsLn.Addr().String()+`", config_file: "`+filepath.Join(dir, "rat
 	// A TLS listener: its certificates' series.
 	tlsDir := t.TempDir()
 	writeTestCert(t, tlsDir, "site", testCert{serial: 1, cn: "dash.test", dns: []string{"dash.test"}})
-	withTLS := startGateway(t, "listen: {tls: {cert_file: "+filepath.Join(tlsDir, "site.pem")+", key_file: "+filepath.Join(tlsDir, "site.key")+"}}\n"+oneRoute,
+	// With ACME too (a CA that does not answer: its counters exist from
+	// the start).
+	withTLS := startGateway(t, "listen: {tls: {cert_file: "+filepath.Join(tlsDir, "site.pem")+", key_file: "+filepath.Join(tlsDir, "site.key")+
+		", acme: {domains: [acme.dash.test], ca: \"https://127.0.0.1:1/dir\", storage_dir: "+filepath.Join(tlsDir, "acme")+"}}}\n"+oneRoute,
 		map[string]string{"APP": up.URL}, gwOpts{})
 
 	exported := map[string]metricFamily{}
@@ -768,7 +771,8 @@ rls: {addr: "`+rlsLn.Addr().String()+`", config_file: "`+filepath.Join(dir, "rat
 	// The scrape saw the layers it was meant to see.
 	for _, name := range []string{"bulwark_would_reject_total", "bulwark_shield_events_total", "bulwark_xdp_attached", "bulwark_global_redis_roundtrips_total",
 		"bulwark_rls_requests_total", "bulwark_dependency_up", "bulwark_config_reloads_total", "bulwark_guard_connections_refused_total",
-		"bulwark_tls_certificate_expiry_timestamp_seconds", "bulwark_tls_certificate_reload_failures_total"} {
+		"bulwark_tls_certificate_expiry_timestamp_seconds", "bulwark_tls_certificate_reload_failures_total",
+		"bulwark_acme_failures_total", "bulwark_acme_certificates_obtained_total"} {
 		if _, ok := exported[name]; !ok {
 			t.Errorf("the scrape has no %s: the test traffic no longer creates it", name)
 		}

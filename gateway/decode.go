@@ -102,6 +102,8 @@ func elementDefault(t reflect.Type) reflect.Value {
 		d = DefaultListen()
 	case reflect.TypeFor[TLS]():
 		d = TLS{WatchInterval: defaultWatchInterval}
+	case reflect.TypeFor[ACME]():
+		d = DefaultACME()
 	default:
 		return reflect.Value{}
 	}

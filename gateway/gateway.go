@@ -74,6 +74,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -156,6 +157,8 @@ type Deps struct {
 	// (tests release it when they choose): it returns after d, or
 	// sooner once ctx is done.
 	wait func(ctx context.Context, d time.Duration)
+	// acme are test settings of listen.tls.acme (acme.go).
+	acme acmeKnobs
 }
 
 // Gateway is a running (or ready to run) gateway. Its methods are safe for
@@ -189,6 +192,9 @@ type Gateway struct {
 	ctl   *controlPlane // nil when control.enabled is false
 	xdp   *xdp.Manager  // nil when xdp.mode is off
 	guard *guard.Guard  // nil when guards.enabled is false
+	acme  *acmeSource   // nil without listen[].tls.acme
+	// acmeAt is the index of the listener with tls.acme.
+	acmeAt int
 	// certs serve the TLS listeners' certificates, by index of listen;
 	// nil entries are cleartext listeners.
 	certs []*certHolder
@@ -334,6 +340,13 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		m.unregister()
 		return nil, err
 	}
+	if cfg.acmeListener() >= 0 {
+		if err := g.newACME(cfg); err != nil {
+			g.closeStores()
+			m.unregister()
+			return nil, err
+		}
+	}
 	if g.listStore = g.newListStore(cfg); g.listStore != nil && g.listStore.rc == nil {
 		if err := g.listStore.load(); err != nil {
 			g.closeStores()
@@ -406,13 +419,24 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 			hl.Listener = g.deps.Listener
 		}
 		if l.TLS != nil {
-			if len(l.TLS.loaded) == 0 {
+			if len(l.TLS.loaded) == 0 && l.TLS.ACME == nil {
 				return nil, fmt.Errorf("gateway: %s.tls: certificate not loaded (use Load or Parse)", cfg.listenPath(i))
 			}
 			h := newCertHolder(l.Label(), l.TLS.loaded)
 			g.certs[i] = h
 			hl.TLSConfig = h.tlsConfig()
-			g.logCertificates("tls certificate", h.listener, l.TLS.loaded)
+			if len(l.TLS.loaded) > 0 {
+				g.logCertificates("tls certificate", h.listener, l.TLS.loaded)
+			}
+			if a := l.TLS.ACME; a != nil {
+				// ACME answers its domains (and the TLS-ALPN-01
+				// challenge) before the files; g.acme is set in New,
+				// before Start: no handshake comes earlier.
+				h.setSource(func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) { return g.acme.source(hello) })
+				if a.has(ChallengeTLSALPN01) {
+					hl.TLSConfig.NextProtos = []string{acmeTLS1}
+				}
+			}
 		}
 		switch l.Engine { // (over TLS: no loops, host/tls.go)
 		case EngineGoroutine:

@@ -43,6 +43,10 @@ type gwOpts struct {
 	onTarget func()
 	// wait is Deps.wait (the limits.shutdown_delay timer).
 	wait func(ctx context.Context, d time.Duration)
+	// listener, when set, is the client listener (bound by the test).
+	listener net.Listener
+	// acme is Deps.acme (listen.tls.acme's test settings).
+	acme acmeKnobs
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -109,9 +113,12 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 			}
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ln := o.listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -139,6 +146,7 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 		StateDir:        o.stateDir,
 		onTarget:        o.onTarget,
 		wait:            o.wait,
+		acme:            o.acme,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -34,11 +34,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.cur.Load().reuse.close()
 		return nil
 	})
+	h.OnStop("acme", g.stopACME) // first: before the stores close
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	g.logAddrCaps(h.Addrs())
 	g.startRedirects(h.Addrs())
+	if err := g.startACME(); err != nil {
+		return errors.Join(err, h.Shutdown(ctx))
+	}
 	if err := g.startMetrics(); err != nil {
 		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
 	}

@@ -193,6 +193,7 @@ func (c *Config) Provision(dir string, getenv func(string) string) error {
 			t.loaded = t.loadCertificates(dir, c.listenPath(i), at)
 		}
 	}
+	c.provisionACME(dir, at)
 
 	c.token = nil
 	if ct := &c.Control; ct.Enabled {

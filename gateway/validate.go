@@ -73,6 +73,7 @@ func (c *Config) fieldErrors() FieldErrors {
 		f.Add("profile", "%q is not a profile (want standalone or cluster)", c.Profile)
 	}
 	c.validateListeners(&f)
+	c.validateACME(&f)
 	f.Sub("limits", c.Limits.Validate())
 	c.validateGuards(&f)
 	f.Sub("client_ip", c.ClientIP.Validate())
@@ -345,12 +346,12 @@ func (l Listen) Validate() error {
 	return f.Err()
 }
 
-// Validate checks that the section names at least one certificate, each
-// with both its files, and at most maxCertificates, and the watch
-// interval (0, off, or 1s to 24h).
+// Validate checks that the section names at least one certificate (or
+// acme), each with both its files, and at most maxCertificates, the
+// watch interval (0, off, or 1s to 24h) and the acme section.
 func (t TLS) Validate() error {
 	var f conf.Check
-	if t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) == 0 {
+	if t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) == 0 && t.ACME == nil {
 		why := "required when listen.tls is set without certificates"
 		if t.CertFile != "" || t.KeyFile != "" {
 			why = "required with the other of cert_file and key_file"
@@ -376,6 +377,9 @@ func (t TLS) Validate() error {
 		if c.KeyFile == "" {
 			f.Add(p+".key_file", "required")
 		}
+	}
+	if t.ACME != nil {
+		f.Sub("acme", t.ACME.Validate())
 	}
 	return f.Err()
 }

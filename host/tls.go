@@ -18,6 +18,9 @@ import (
 // bounds it (the smallest of ReadHeaderTimeout, ReadTimeout and
 // WriteTimeout), and then goes by what ALPN chose:
 //
+//   - "acme-tls/1" (an ACME CA validating a TLS-ALPN-01 challenge,
+//     which the gateway offers with listen.tls.acme): closed after the
+//     handshake, which was the answer;
 //   - "h2": the *tls.Conn is handed to net/http, which serves HTTP/2 as
 //     before (over WrapH2Conn when set);
 //   - "http/1.1" or nothing: with EngineFast and EngineLoop the fast
@@ -52,6 +55,11 @@ func (s *fastServer) serveTLS(cs *connServer, tc *tls.Conn) {
 		return
 	}
 	switch {
+	case st.NegotiatedProtocol == acmeTLS1:
+		// An ACME CA's TLS-ALPN-01 validation: the handshake (and the
+		// certificate GetCertificate chose for it) was the answer.
+		s.end(cs, false)
+		return
 	case st.NegotiatedProtocol == "h2":
 		s.handTLS(cs, tc) // net/http finds HTTP/2 on the *tls.Conn
 		return
@@ -62,6 +70,10 @@ func (s *fastServer) serveTLS(cs *connServer, tc *tls.Conn) {
 	cs.x.TLS = st
 	s.serveConn(cs, true)
 }
+
+// acmeTLS1 is the ALPN protocol of the ACME TLS-ALPN-01 challenge (RFC
+// 8737): a connection that negotiated it carries no HTTP.
+const acmeTLS1 = "acme-tls/1"
 
 // handTLS gives a connection whose handshake is done to net/http.
 func (s *fastServer) handTLS(cs *connServer, c net.Conn) {

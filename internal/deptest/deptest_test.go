@@ -68,6 +68,10 @@ var rules = []rule{
 		why:     "the Redis driver lives only in Redis adapter packages (global/redisglobal, login/redisstore, redisconn)",
 	},
 	{
+		forbid: anyOf(tree("github.com/caddyserver/certmagic"), tree("github.com/mholt/acmez"), tree("go.uber.org/zap")),
+		why:    "ACME (certmagic, its ACME client and its logger) lives in the gateway and cmd; host sees only a tls.Config",
+	},
+	{
 		forbid:  anyOf(tree("google.golang.org/grpc"), tree("github.com/envoyproxy/go-control-plane")),
 		allowIn: tree(module + "/rls"),
 		why:     "gRPC and the Envoy stubs live only in the RLS server package",
@@ -103,7 +107,7 @@ func TestLibraryDependencies(t *testing.T) {
 // kind, and allowed uses that must pass.
 func TestCheckerFindsViolations(t *testing.T) {
 	const pgx, rds, prom, grpc = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus", "google.golang.org/grpc"
-	const bpf = "github.com/cilium/ebpf"
+	const bpf, cm = "github.com/cilium/ebpf", "github.com/caddyserver/certmagic"
 	pkgs := graph(map[string][]string{
 		module + "/shield":                   {module + "/gateway"},          // direct import of the gateway
 		module + "/login":                    {module + "/login/redisstore"}, // go-redis through an adapter
@@ -124,7 +128,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/console":                  {module + "/control"}, // allowed: the operator UI
 		module + "/ratelimit":                {module + "/control"}, // a layer on the control API
 		module + "/control/internal/jsonapi": {module + "/host"},    // the JSON mode on the host
-		module + "/gateway":                  {prom, pgx, rds},
+		module + "/proxy":                    {cm},                  // ACME outside the gateway
+		module + "/gateway":                  {prom, pgx, rds, cm},
 		module + "/cmd/bulwark":              {module + "/gateway"},
 		pgx:                                  {pgx + "/internal/x"},
 		pgx + "/internal/x":                  nil,
@@ -132,6 +137,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		grpc:                                 nil,
 		prom:                                 nil,
 		bpf:                                  nil,
+		cm:                                   nil,
 		"fmt":                                nil,
 	})
 	var libs []string
@@ -149,6 +155,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/shield -> " + prom, // through the gateway
 		module + "/shield -> " + pgx,
 		module + "/shield -> " + rds,
+		module + "/shield -> " + cm, // through the gateway
+		module + "/proxy -> " + cm,
 		module + "/login -> " + rds,
 		module + "/global -> " + rds,
 		module + "/ipset -> " + grpc,
@@ -161,6 +169,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/guard -> " + prom,
 		module + "/guard -> " + pgx,
 		module + "/guard -> " + rds,
+		module + "/guard -> " + cm,
 		module + "/ratelimit -> " + module + "/control",
 		module + "/ratelimit -> " + bpf, // through control
 		module + "/console -> " + bpf,   // through control (which is allowed)
