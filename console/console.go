@@ -139,6 +139,10 @@ const (
 	MaxLayers     = 64
 	MaxRejections = 4096
 	MaxTop        = 10
+	// MaxUpstreams bounds the upstreams shown with their health, and
+	// MaxTargetsOut the targets out of rotation listed for each.
+	MaxUpstreams  = 64
+	MaxTargetsOut = 16
 	// MaxTopClients bounds the top limited clients shown.
 	MaxTopClients = 20
 
@@ -244,6 +248,28 @@ type Status struct {
 	// read); the console shows their total and the top reasons and
 	// routes.
 	Rejections []Rejection `json:"-"`
+	// Upstreams is the health of each upstream with health checks (at
+	// most MaxUpstreams are shown).
+	Upstreams []UpstreamHealth `json:"upstreams"`
+}
+
+// UpstreamHealth is the health of one upstream with health checks: how
+// many of its targets are in rotation, and which are out and why.
+type UpstreamHealth struct {
+	Name    string `json:"name"`
+	Healthy int    `json:"healthy"`
+	Targets int    `json:"targets"`
+	// Out are the targets out of rotation (at most MaxTargetsOut are
+	// shown).
+	Out []TargetOut `json:"out"`
+}
+
+// TargetOut is a target out of rotation: its index in the upstream's
+// targets, and why ("down": its active checks failed; "ejected": its
+// requests failed).
+type TargetOut struct {
+	Target int    `json:"target"`
+	Reason string `json:"reason"`
 }
 
 // ConfigInfo describes the configuration that serves.

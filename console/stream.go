@@ -69,6 +69,20 @@ func (c *console) view(now time.Time) View {
 		rej, v.Truncated = rej[:MaxRejections], true
 	}
 	st.Rejections = nil
+	if len(st.Upstreams) > MaxUpstreams {
+		st.Upstreams, v.Truncated = st.Upstreams[:MaxUpstreams], true
+	}
+	ups := make([]UpstreamHealth, len(st.Upstreams)) // a copy: Out is trimmed
+	for i, u := range st.Upstreams {
+		if len(u.Out) > MaxTargetsOut {
+			u.Out, v.Truncated = u.Out[:MaxTargetsOut], true
+		}
+		if u.Out == nil {
+			u.Out = []TargetOut{}
+		}
+		ups[i] = u
+	}
+	st.Upstreams = ups
 	v.Status = st
 
 	reasons := map[[2]string]uint64{}

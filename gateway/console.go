@@ -107,6 +107,18 @@ func (g *Gateway) consoleStatus() console.Status {
 		Requests: st.Counters.Requests,
 		Layers:   layersOn(cfg, st),
 	}
+	for _, u := range st.Upstreams {
+		uh := console.UpstreamHealth{Name: u.Name, Healthy: u.Healthy, Targets: u.Targets}
+		for _, t := range u.State {
+			switch {
+			case t.Down:
+				uh.Out = append(uh.Out, console.TargetOut{Target: t.Target, Reason: "down"})
+			case t.Ejected:
+				uh.Out = append(uh.Out, console.TargetOut{Target: t.Target, Reason: "ejected"})
+			}
+		}
+		out.Upstreams = append(out.Upstreams, uh)
+	}
 	for _, r := range g.tally.rejections() {
 		route := r.route
 		if route == unmatchedRoute {

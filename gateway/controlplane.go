@@ -269,8 +269,9 @@ func (g *Gateway) ReloadFromSource(ctx context.Context) error {
 type Status struct {
 	Version string `json:"version"`
 	Profile string `json:"profile"`
-	// State is starting, ready or draining (from the first moment of a
-	// stop: limits.shutdown_delay included).
+	// State is starting, ready, upstream_unhealthy (an upstream with
+	// health.required_for_ready has no target in rotation) or draining
+	// (from the first moment of a stop: limits.shutdown_delay included).
 	State string `json:"state"`
 	Ready bool   `json:"ready"` // what /readyz answers
 	// PID is the process serving: it changes with an upgrade (SIGUSR2).
@@ -304,6 +305,8 @@ type Status struct {
 	// Global is the global limiter's status, when a route or the RLS
 	// server uses it.
 	Global *GlobalStatus `json:"global,omitempty"`
+	// Upstreams is the health of each upstream with health checks.
+	Upstreams []UpstreamStatus `json:"upstreams,omitempty"`
 }
 
 // GlobalStatus is the global limiter's part of the status document: its
@@ -340,6 +343,8 @@ func (g *Gateway) readiness() (ready bool, state string) {
 	switch {
 	case g.tally.draining.Load():
 		return ready, "draining"
+	case ready && g.upstreamsReady() != "":
+		return false, "upstream_unhealthy" // /readyz answers 503 (host.Config.ReadyCheck)
 	case ready:
 		return ready, "ready"
 	}
@@ -359,6 +364,7 @@ func (g *Gateway) Status() Status {
 	s.Ready, s.State = g.readiness()
 	s.PID = os.Getpid()
 	s.Dependencies = g.readyDetail()
+	s.Upstreams = g.upstreamStatus()
 	s.StartedAt = g.started.UTC()
 	s.UptimeSeconds = int64(now.Sub(g.started) / time.Second)
 	s.InFlight = g.host.InFlight()

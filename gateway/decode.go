@@ -88,6 +88,10 @@ func elementDefault(t reflect.Type) reflect.Value {
 	switch t {
 	case reflect.TypeFor[proxy.Upstream]():
 		d = DefaultUpstream()
+	case reflect.TypeFor[proxy.ActiveCheck]():
+		d = proxy.DefaultActiveCheck()
+	case reflect.TypeFor[proxy.PassiveCheck]():
+		d = proxy.DefaultPassiveCheck()
 	case reflect.TypeFor[ratelimit.Config]():
 		d = ratelimit.DefaultConfig()
 	case reflect.TypeFor[login.Policy]():
@@ -129,6 +133,11 @@ func deriveDefaults(cfg *Config, lines yamlconf.Lines) {
 		for key, f := range map[string]*time.Duration{"connect": &t.Connect, "response_header": &t.ResponseHeader, "per_try": &t.PerTry} {
 			if _, set := lines[p+key]; !set && t.Total > 0 {
 				*f = min(*f, t.Total)
+			}
+		}
+		if a := cfg.Upstreams[i].Health.Active; a != nil {
+			if _, set := lines[fmt.Sprintf("upstreams[%d].health.active.timeout", i)]; !set && a.Interval > 0 {
+				a.Timeout = min(a.Timeout, a.Interval)
 			}
 		}
 	}

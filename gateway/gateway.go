@@ -159,6 +159,9 @@ type Deps struct {
 	wait func(ctx context.Context, d time.Duration)
 	// acme are test settings of listen.tls.acme (acme.go).
 	acme acmeKnobs
+	// healthTicks, when set, drives the upstreams' active health checks
+	// instead of their tickers (proxy.Options.HealthTicks): tests.
+	healthTicks <-chan time.Time
 }
 
 // Gateway is a running (or ready to run) gateway. Its methods are safe for
@@ -265,6 +268,9 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		Limits:   cfg.Limits,
 		Logger:   log,
 		OnReject: func(reason string) { onReject(reason) },
+		// An upstream with health.required_for_ready and no target in
+		// rotation fails /readyz (503 upstream_unhealthy).
+		ReadyCheck: func() string { return g.upstreamsReady() },
 		// No ReadyDetail: the client listener's /readyz answers ready or
 		// not ready only. Which dependency is down (the moment the
 		// cluster login throttle fails open) is for operators: the

@@ -47,6 +47,8 @@ type gwOpts struct {
 	listener net.Listener
 	// acme is Deps.acme (listen.tls.acme's test settings).
 	acme acmeKnobs
+	// healthTicks is Deps.healthTicks (drives the active health checks).
+	healthTicks <-chan time.Time
 }
 
 // startGateway parses yaml (with {{NAME}} placeholders replaced from
@@ -147,6 +149,7 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 		onTarget:        o.onTarget,
 		wait:            o.wait,
 		acme:            o.acme,
+		healthTicks:     o.healthTicks,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

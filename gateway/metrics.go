@@ -35,6 +35,9 @@ const (
 	layerLogin  = "login"
 	layerQuota  = "quota"
 	layerIPSet  = "ipset"
+	// layerUpstream: the route's upstream had no healthy target (the
+	// client did nothing wrong: not a limited client).
+	layerUpstream = "upstream"
 )
 
 // metrics holds the gateway's collectors and feeds the status document's

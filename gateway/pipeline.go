@@ -208,7 +208,7 @@ func (p *pipeline) finish(rs *reqState) {
 		p.noRoute.Observe(d.Seconds())
 	}
 	p.access.log(rs, d)
-	if rs.layer != "" && rs.clientOK {
+	if rs.layer != "" && rs.layer != layerUpstream && rs.clientOK {
 		p.g.limited.record(rs.group, rs.layer, p.g.clock.Now())
 	}
 }
@@ -284,6 +284,15 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, rs *reqState
 	}
 	rt := t.route
 	rs.route = rt
+	if !rt.proxy.Healthy() {
+		// No target in rotation: answered before the route's policies
+		// (no rate limit token, login attempt or quota spent on it), as
+		// the proxy itself would, without dialing.
+		rs.refuse(g.metrics, layerUpstream, "unhealthy", http.StatusServiceUnavailable)
+		rt.rm.count(http.StatusServiceUnavailable, true)
+		wire.Reject(w, r, wire.New(wire.CodeUpstreamUnhealthy))
+		return nil
+	}
 	return rt
 }
 

@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bulwarkhq/bulwark/proxy"
+	"github.com/bulwarkhq/bulwark/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,7 +61,7 @@ func (m *metrics) observeUpstream(upstream, outcome string) {
 }
 
 // upstreamOutcomes are the proxy's outcomes, pre-resolved per upstream.
-var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body"}
+var upstreamOutcomes = [...]string{"ok", "error", "timeout", "canceled", "invalid_body", "unhealthy"}
 
 // upstreamCounters are an upstream's bulwark_upstream_requests_total
 // series, resolved once so that the request path does no label lookup.
@@ -94,13 +99,19 @@ func (b *builder) proxies(ups []proxy.Upstream) (map[string]*proxy.Proxy, error)
 	g := b.g
 	proxies := map[string]*proxy.Proxy{}
 	for _, u := range ups {
-		px, err := keep(b, fmt.Sprintf("proxy/%s/%#v", u.Name, u), func() (*proxy.Proxy, error) {
+		key, err := json.Marshal(u) // every setting, through the health sections' pointers
+		if err != nil {
+			return nil, fmt.Errorf("gateway: upstream %q: %w", u.Name, err)
+		}
+		px, err := keep(b, "proxy/"+u.Name+"/"+string(key), func() (*proxy.Proxy, error) {
 			counters := g.metrics.forUpstream(u.Name)
 			return proxy.New(u, proxy.Options{
 				Logger:         g.log,
 				Observe:        func(_, outcome string, _ time.Duration) { counters.observe(outcome) },
 				TrustForwarded: b.resolver.TrustsPeer,
 				Assert:         assertHeaders,
+				Clock:          g.clock,
+				HealthTicks:    g.deps.healthTicks,
 			})
 		})
 		if err != nil {
@@ -139,6 +150,7 @@ func (m *upstreamMetrics) collectors() []prometheus.Collector {
 // stateCollector, from the current pipeline).
 type poolDescs struct {
 	conns, dials, maxIdle, idle, maxConns, waits *prometheus.Desc
+	healthy, ejections                           *prometheus.Desc
 }
 
 func newPoolDescs() poolDescs {
@@ -149,11 +161,14 @@ func newPoolDescs() poolDescs {
 		idle:     prometheus.NewDesc("bulwark_upstream_idle_connections", "Idle connections kept open to an upstream's targets by the fast HTTP/1.1 engine.", []string{"upstream"}, nil),
 		maxConns: prometheus.NewDesc("bulwark_upstream_max_connections", "Connections open per target, at most (upstreams.max_conns_per_host; 0: no bound).", []string{"upstream"}, nil),
 		waits:    prometheus.NewDesc("bulwark_upstream_pool_waits_total", "Requests of the fast engine that waited for a free connection at max_conns_per_host.", []string{"upstream"}, nil),
+		healthy: prometheus.NewDesc("bulwark_upstream_healthy", "1 while a target of an upstream with health checks is in rotation, else 0; target is its index in upstreams[].targets.",
+			[]string{"upstream", "target"}, nil),
+		ejections: prometheus.NewDesc("bulwark_upstream_ejections_total", "Targets of an upstream ejected by its passive health checks.", []string{"upstream"}, nil),
 	}
 }
 
 func (c *poolDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits} {
+	for _, d := range []*prometheus.Desc{c.conns, c.dials, c.maxIdle, c.idle, c.maxConns, c.waits, c.healthy, c.ejections} {
 		ch <- d
 	}
 }
@@ -167,5 +182,71 @@ func (c *poolDescs) collect(ch chan<- prometheus.Metric, proxies map[string]*pro
 		ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(st.Idle), name)
 		ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(st.MaxConns), name)
 		ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(st.Waits), name)
+		hs := px.Health()
+		if !hs.Checked {
+			continue
+		}
+		for _, t := range hs.Targets {
+			v := 0.0
+			if t.Healthy {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, v, name, strconv.Itoa(t.Target))
+		}
+		ch <- prometheus.MustNewConstMetric(c.ejections, prometheus.CounterValue, float64(hs.Ejections), name)
 	}
+}
+
+// upstreamsReady is the client listener's readiness condition beyond
+// admission: "" when every upstream with health.required_for_ready has
+// a target in rotation, else the problem code /readyz answers with.
+func (g *Gateway) upstreamsReady() string {
+	p := g.cur.Load()
+	if p == nil {
+		return ""
+	}
+	for _, px := range p.proxies {
+		if px.RequiredForReady() && !px.Healthy() {
+			return wire.CodeUpstreamUnhealthy
+		}
+	}
+	return ""
+}
+
+// UpstreamStatus is the health of one upstream with health checks, in
+// the status document.
+type UpstreamStatus struct {
+	Name string `json:"name"`
+	// Healthy counts the targets in rotation, of Targets.
+	Healthy int `json:"healthy"`
+	Targets int `json:"targets"`
+	// RequiredForReady: /readyz fails while Healthy is 0.
+	RequiredForReady bool                 `json:"required_for_ready,omitempty"`
+	Ejections        uint64               `json:"ejections"`
+	State            []proxy.TargetHealth `json:"state"`
+}
+
+// upstreamStatus returns the health of the upstreams with health
+// checks, by name.
+func (g *Gateway) upstreamStatus() []UpstreamStatus {
+	p := g.cur.Load()
+	if p == nil {
+		return nil
+	}
+	var out []UpstreamStatus
+	for name, px := range p.proxies {
+		hs := px.Health()
+		if !hs.Checked {
+			continue
+		}
+		us := UpstreamStatus{Name: name, Targets: len(hs.Targets), RequiredForReady: px.RequiredForReady(), Ejections: hs.Ejections, State: hs.Targets}
+		for _, t := range hs.Targets {
+			if t.Healthy {
+				us.Healthy++
+			}
+		}
+		out = append(out, us)
+	}
+	slices.SortFunc(out, func(a, b UpstreamStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -13,6 +15,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/limit"
 	"github.com/bulwarkhq/bulwark/login"
+	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 	"github.com/bulwarkhq/bulwark/shield"
 	"github.com/bulwarkhq/bulwark/wire"
@@ -188,4 +191,47 @@ func testWireContractUpstreamInvalidResponse(t *testing.T) {
 	if gw.Status != http.StatusBadGateway || gw.Body["code"] != wire.CodeUpstreamInvalidResponse {
 		t.Errorf("answer %+v", gw)
 	}
+}
+
+// An upstream without a healthy target is the proxy library's 503
+// upstream_unhealthy, on every engine, although the gateway answers it
+// before the route's policies.
+func TestWireContractUpstreamUnhealthy(t *testing.T) { engines(t, testWireContractUpstreamUnhealthy) }
+
+func testWireContractUpstreamUnhealthy(t *testing.T) {
+	dead := "http://" + closedLoopbackAddr(t)
+	tg := startGateway(t, `
+upstreams:
+  - name: app
+    targets: ["{{APP}}"]
+    health: {active: {path: /healthz, unhealthy_threshold: 1}}
+routes:
+  - {name: all, match: {path: /}, upstream: app}
+`, map[string]string{"APP": dead}, healthOpts(nil))
+	tg.check(t, "app")
+	gw := gatewayAnswer(t, tg, http.MethodGet, "/x", "")
+
+	px, err := proxy.New(proxy.Upstream{Name: "app", Targets: []string{dead},
+		Health: proxy.Health{Active: &proxy.ActiveCheck{Path: "/healthz", UnhealthyThreshold: 1}}},
+		proxy.Options{HealthTicks: make(chan time.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	px.CheckNow(context.Background())
+	sameAnswer(t, "proxy", libAnswer(t, px, httptest.NewRequest(http.MethodGet, "/x", nil)), gw)
+	if gw.Status != http.StatusServiceUnavailable || gw.Body["code"] != wire.CodeUpstreamUnhealthy {
+		t.Errorf("answer %+v", gw)
+	}
+}
+
+// closedLoopbackAddr returns a loopback address nothing listens on.
+func closedLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

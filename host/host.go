@@ -215,6 +215,12 @@ type Config struct {
 	// leave it nil on a client-facing listener whose dependencies'
 	// state would help an attacker (the gateway does).
 	ReadyDetail func() map[string]string
+	// ReadyCheck, when set, is asked by every /readyz of an active host:
+	// "" keeps the 200, a problem code answers that code's problem
+	// instead (wire.CodeUpstreamUnhealthy: 503), with Retry-After: 1.
+	// Admission is unchanged: requests are still served. It must be fast
+	// (no I/O).
+	ReadyCheck func() string
 
 	// The fields below let a connection guard (package guard) see the
 	// connections and requests; all are optional.

@@ -159,9 +159,16 @@ func (h *Host) probe(w http.ResponseWriter, r *http.Request, live bool) {
 	var body []byte
 	var n string
 	st := stateOf(h.word.Load()) // one load: one consistent answer
+	unready := ""
+	if st == stateActive && !live && h.cfg.ReadyCheck != nil && !h.retired.Load() {
+		unready = h.cfg.ReadyCheck()
+	}
 	switch {
 	case live:
 		body, n = bodyLive, lenLive
+	case unready != "":
+		writeProblem(w, r, retryable(wire.New(unready)))
+		return
 	case st == stateActive && !h.retired.Load():
 		body, n = bodyReady, lenReady
 		if f := h.cfg.ReadyDetail; f != nil {

@@ -155,7 +155,14 @@ func (e *exchange1) serve() string {
 			}
 			p.logRetry(i, lastErr)
 		}
-		pl := e.fp.pools[nth(first, i, len(e.fp.pools))]
+		target, ok := p.pick(first, i)
+		if !ok {
+			if i == 0 {
+				lastErr = errNoHealthy
+			}
+			break
+		}
+		pl := e.fp.pools[target]
 		now := e.start
 		if i > 0 {
 			now = time.Now()
@@ -168,6 +175,7 @@ func (e *exchange1) serve() string {
 			uc, err = e.attempt(pl, time.Now(), true)
 		}
 		if err == nil {
+			p.health.answered(target, uc.resp.Status)
 			return e.relay(pl, uc)
 		}
 		lastErr = err

@@ -80,6 +80,7 @@ type fastPool struct {
 	ap               netip.AddrPort // addr when it is an IP literal (what a loop dials)
 	name             *nameCache     // else its host name resolved for the loops
 	tls              bool
+	target           int // its index in the proxy's targets
 	maxIdle          int
 	b                *poolBound
 
@@ -144,7 +145,7 @@ func newFastPools(p *Proxy, u Upstream, targets []*url.URL, dial func(ctx contex
 		}
 		ap, _ := netip.ParseAddrPort(host)
 		pl := &fastPool{
-			addr: host, ap: ap, serverName: t.Hostname(), tls: t.Scheme == "https",
+			addr: host, ap: ap, serverName: t.Hostname(), tls: t.Scheme == "https", target: len(fp.pools),
 			name:    newNameCache(host),
 			maxIdle: u.MaxIdleConnsPerHost,
 			b:       &poolBound{max: u.MaxConnsPerHost, wake: make(chan struct{})},
@@ -225,7 +226,7 @@ func (fp *fastPools) forLoop() *fastPools {
 	lp.closed.Store(fp.closed.Load())
 	for _, pl := range fp.pools {
 		m := &fastPool{
-			addr: pl.addr, ap: pl.ap, name: pl.name, serverName: pl.serverName, tls: pl.tls,
+			addr: pl.addr, ap: pl.ap, name: pl.name, serverName: pl.serverName, tls: pl.tls, target: pl.target,
 			maxIdle: pl.maxIdle, b: pl.b,
 		}
 		pl.b.mu.Lock()
@@ -270,6 +271,9 @@ func (fp *fastPools) get(pl *fastPool, lp h1.Loop, now, deadline, connectBy time
 			uc, err := fp.dialConn(pl, lp, connectBy)
 			if err != nil {
 				fp.release(pl)
+				if err != errNoLoopAddr {
+					fp.p.health.connectFailed(pl.target)
+				}
 			}
 			return uc, err
 		}

@@ -66,7 +66,8 @@
 //
 // Failure to reach the upstream answers 502 with code
 // "upstream_unavailable"; a timeout answers 504 with code
-// "upstream_timeout". A response head that cannot be framed without
+// "upstream_timeout". An upstream with no target in rotation (see
+// [Health]) answers 503 "upstream_unhealthy" at once, dialing nothing. A response head that cannot be framed without
 // guessing (two different Content-Lengths, Content-Length with
 // Transfer-Encoding, a malformed status line or field, an upgrade nobody
 // asked for) answers 502 with code "upstream_invalid_response", and its
@@ -93,6 +94,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/conf"
 	"github.com/bulwarkhq/bulwark/wire"
 )
@@ -210,6 +212,9 @@ type Upstream struct {
 	// no bound. At the bound a request waits for a connection to free up,
 	// within its attempt's timeouts.
 	MaxConnsPerHost int `yaml:"max_conns_per_host"`
+	// Health (health) takes targets out of the round robin: active
+	// checks, passive ejection (see [Health]); both off by default.
+	Health Health `yaml:"health"`
 }
 
 // Options are the optional hooks of a Proxy.
@@ -218,8 +223,9 @@ type Options struct {
 	// Lines never carry a client address.
 	Logger *slog.Logger
 	// Observe, when set, is called once per proxied request with the
-	// upstream name, an outcome (ok, error, timeout, canceled, or
-	// invalid_body when the client's own body was malformed) and the time
+	// upstream name, an outcome (ok, error, timeout, canceled,
+	// invalid_body when the client's own body was malformed, or
+	// unhealthy when no target was in rotation) and the time
 	// from the start of the first attempt until the proxy returned.
 	Observe func(upstream, outcome string, d time.Duration)
 	// DialContext replaces the dialer (for example for Unix sockets or
@@ -235,6 +241,13 @@ type Options struct {
 	// what it sets in out reaches the upstream whatever the client's
 	// Connection header named.
 	Assert func(in *http.Request, out http.Header)
+	// Clock times passive ejections (Upstream.Health.Passive); nil is
+	// the real clock.
+	Clock clock.Clock
+	// HealthTicks, when set, drives the active checks instead of their
+	// ticker: one round per value received, and none at start (tests;
+	// see also [Proxy.CheckNow]).
+	HealthTicks <-chan time.Time
 }
 
 // Proxy forwards requests to one upstream. It is safe for concurrent use.
@@ -259,6 +272,9 @@ type Proxy struct {
 	loopable  bool       // the targets can be dialed from an event loop (ServesOnLoop)
 	named     bool       // some are host names, looked up in the background for the loops
 	lookups   lookups    // those lookups
+
+	health           *health // nil without health checks
+	requiredForReady bool
 }
 
 // WithDefaults returns u with its zero timeouts (see
@@ -266,6 +282,7 @@ type Proxy struct {
 // defaults.
 func (u Upstream) WithDefaults() Upstream {
 	u.Timeouts = u.Timeouts.WithDefaults()
+	u.Health = u.Health.WithDefaults()
 	if u.MaxIdleConnsPerHost == 0 {
 		u.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
@@ -298,6 +315,7 @@ func (u Upstream) Validate() error {
 	f.Int("retries", int64(u.Retries), 0, MaxRetries)
 	f.Int("max_idle_conns_per_host", int64(u.MaxIdleConnsPerHost), 1, MaxIdleConnsPerHostLimit)
 	f.Int("max_conns_per_host", int64(u.MaxConnsPerHost), 0, MaxConnsPerHostLimit)
+	f.Sub("health", u.Health.Validate())
 	return f.Err()
 }
 
@@ -336,6 +354,8 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		assert:   opts.Assert,
 		maxIdle:  u.MaxIdleConnsPerHost,
 		maxConns: u.MaxConnsPerHost,
+
+		requiredForReady: u.Health.RequiredForReady,
 	}
 	dial := opts.DialContext
 	if dial == nil {
@@ -349,6 +369,7 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		BufferPool:   copyBuffers,
 	}
 	p.fast = newFastPools(p, u, targets, dial)
+	p.health = newHealth(p, u, dial, opts)
 	p.loopable = opts.DialContext == nil
 	p.lookups.lookup = net.DefaultResolver.LookupNetIP
 	for _, pl := range p.fast.pools {
@@ -370,6 +391,7 @@ func (p *Proxy) Close() {
 	p.fast.close()
 	p.loopSets((*fastPools).close)
 	p.lookups.close() // at most nameLookupTimeout
+	p.health.close()
 }
 
 // copyBuffers recycles the 32 KiB buffers ReverseProxy copies bodies
@@ -526,7 +548,14 @@ func (rt retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			p.logRetry(i, lastErr)
 		}
-		resp, err := rt.attempt(req, nth(first, i, len(p.targets)))
+		target, ok := p.pick(first, i)
+		if !ok {
+			if i == 0 {
+				lastErr = errNoHealthy
+			}
+			break
+		}
+		resp, err := rt.attempt(req, target)
 		if err == nil {
 			return resp, nil
 		}
@@ -577,6 +606,7 @@ func (rt retrier) attempt(req *http.Request, i int) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	p.health.answered(i, resp.StatusCode)
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	return resp, nil
 }

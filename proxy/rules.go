@@ -126,14 +126,20 @@ var (
 	failTimeout     = failure{"timeout", CodeUpstreamTimeout, false, slog.LevelWarn, "upstream timeout"}
 	failInvalid     = failure{"error", CodeUpstreamInvalidResponse, false, slog.LevelWarn, "upstream invalid response"}
 	failUnavailable = failure{"error", CodeUpstreamUnavailable, false, slog.LevelWarn, "upstream unavailable"}
+	// No target in rotation: the transitions were logged (health.go),
+	// not every request they turn away.
+	failUnhealthy = failure{"unhealthy", CodeUpstreamUnhealthy, false, slog.LevelDebug, "no healthy upstream target"}
 )
 
 // upstreamFailure is the failure of a request whose client still waits,
 // after its last attempt failed with err: a timeout (504
 // upstream_timeout), a response head that could not be framed (502
-// upstream_invalid_response), else 502 upstream_unavailable.
+// upstream_invalid_response), no target in rotation (503
+// upstream_unhealthy), else 502 upstream_unavailable.
 func upstreamFailure(err error) failure {
 	switch {
+	case errors.Is(err, errNoHealthy):
+		return failUnhealthy
 	case errorClass(err) == "timeout":
 		return failTimeout
 	case invalidResponse(err):

@@ -143,6 +143,10 @@ const (
 	// field); it is not relayed and the upstream connection is closed
 	// (502).
 	CodeUpstreamInvalidResponse = "upstream_invalid_response"
+	// CodeUpstreamUnhealthy: no target of the route's upstream is healthy
+	// (its health checks failed, or each target was ejected after
+	// consecutive failures); answered at once, nothing is dialed (503).
+	CodeUpstreamUnhealthy = "upstream_unhealthy"
 )
 
 // Control API.
@@ -243,6 +247,7 @@ var registry = map[string]codeInfo{
 	CodeUpstreamUnavailable:             {502, "The upstream service is unavailable."},
 	CodeUpstreamTimeout:                 {504, "The upstream service did not answer in time."},
 	CodeUpstreamInvalidResponse:         {502, "The upstream service sent a response that could not be read."},
+	CodeUpstreamUnhealthy:               {503, "No instance of the upstream service is healthy; retry later."},
 	CodeUnauthorized:                    {401, "A valid bearer token is required."},
 	CodeForbidden:                       {403, "This API does not answer browsers or foreign host names."},
 	CodeListFull:                        {507, "The list is full; remove entries or raise its capacity."},

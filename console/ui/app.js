@@ -200,6 +200,18 @@
     $('top-routes').replaceChildren(...rowsOrEmpty(v.top_routes.map((x) =>
       row([x.route, fmtInt(x.count)], ['mono', 'r'])), 2, 'No rejections on a route.'));
 
+    $('upstreams').replaceChildren(...rowsOrEmpty((s.upstreams || []).map((u) => {
+      const tr = row([u.name, u.healthy + ' of ' + u.targets], ['mono', 'r']);
+      const td = el('td');
+      const all = u.healthy === u.targets;
+      td.append(el('span', all ? 'healthy' : (u.healthy > 0 ? 'degraded' : 'unhealthy'), 'pill ' + (all ? 'ok' : 'warn')));
+      if (u.out.length) {
+        td.append(el('span', ' out: ' + u.out.map((o) => 'target ' + o.target + ' (' + o.reason + ')').join(', '), 'muted'));
+      }
+      tr.append(td);
+      return tr;
+    }), 3, 'No upstream has health checks.'));
+
     $('tables').replaceChildren(...rowsOrEmpty(v.tables.map((t) => {
       const tr = row([t.name, fmtInt(t.len), fmtInt(t.capacity)], ['mono', 'r', 'r']);
       const m = document.createElement('meter');
