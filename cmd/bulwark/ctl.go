@@ -91,7 +91,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	token := set.String("token", "", "bearer token (visible to other local users in the process list; prefer the others)")
 	tokenFile := set.String("token-file", "", "file holding the bearer token (mode 0600)")
 	asJSON := set.Bool("json", false, "print JSON")
-	ttl := set.Duration("ttl", 0, "entry lifetime (0 = no expiry)")
+	ttl := durationFlag(set, "ttl", 0, "entry lifetime (0 = no expiry)")
 	reason := set.String("reason", "", "reason recorded with the entry")
 	limit := set.Int("limit", 0, "maximum entries to list")
 	force := set.Bool("force", false, "block or allow a prefix wider than /8 (IPv4) or /16 (IPv6), 0.0.0.0/0 and ::/0 included")

@@ -34,7 +34,7 @@ func migrate(args []string, stdout, stderr io.Writer, getenv func(string) string
 	role := set.String("runtime-role", getenv(envRuntimeRole),
 		"role the gateway serves with; gets exactly SELECT, INSERT, UPDATE on the quota table (default $"+envRuntimeRole+")")
 	dsnEnv := set.String("dsn-env", envMigrationDSN, "environment variable holding the migration role's connection string")
-	timeout := set.Duration("timeout", pgquota.DefaultMigrateTimeout, fmt.Sprintf("bound on the whole migration, at most %s", pgquota.MaxMigrateTimeout))
+	timeout := durationFlag(set, "timeout", pgquota.DefaultMigrateTimeout, fmt.Sprintf("bound on the whole migration, at most %s", pgquota.MaxMigrateTimeout))
 	insecure := set.Bool("insecure-allow-no-tls", false, "allow a connection string that is not sslmode=verify-full")
 	set.Usage = func() {
 		fmt.Fprintf(set.Output(), "usage: bulwark migrate [flags]\n\n"+
