@@ -57,5 +57,8 @@ VOLUME ["/var/lib/bulwark"]
 USER 65532:65532
 # listen, metrics (the control API, 7922, stays on loopback)
 EXPOSE 8080 7921
+# `bulwark health` asks the client listener's /readyz (no shell needed).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["/usr/local/bin/bulwark", "health", "--addr", "127.0.0.1:8080"]
 ENTRYPOINT ["/usr/local/bin/bulwark"]
 CMD ["serve", "--listen", "0.0.0.0:8080", "--metrics-listen", "0.0.0.0:7921"]

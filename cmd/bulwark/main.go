@@ -7,6 +7,7 @@
 //	bulwark check --config FILE
 //	bulwark ctl [--addr URL] [--token TOKEN | --token-file FILE] [--json] COMMAND ...
 //	bulwark migrate [flags]
+//	bulwark health [--addr HOST:PORT | --url URL] [--timeout D]
 //	bulwark version
 //
 // Without --config, serve runs the embedded quickstart: standalone, on
@@ -21,6 +22,10 @@
 // SIGUSR2 upgrades without a dropped request: a new process (the binary
 // at the same path, the same arguments) takes the listening sockets
 // over, and this one drains once the new one is ready (upgrade.go).
+// Under a service manager's notify socket ($NOTIFY_SOCKET, systemd's
+// Type=notify) serve sends READY=1 once it serves (an upgraded process
+// with MAINPID, so that systemd follows it) and STOPPING=1 when a stop
+// (not a hand-over) begins.
 package main
 
 import (
@@ -70,6 +75,8 @@ commands:
   ctl       call a running gateway's control API (block, unblock, allow,
             disallow, list, status, reload; "bulwark ctl" for help)
   migrate   apply the PostgreSQL migrations (cluster profile)
+  health    ask a running gateway's /readyz: exit 0 when ready, 1 when not
+            (a container's health check)
   version   print the version
 `
 
@@ -89,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCtl(ctx, args[1:], stdout, stderr, os.Getenv)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr, os.Getenv)
+	case "health":
+		return health(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
@@ -367,6 +376,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// systemd would lose track of an upgrade; say so and go on.
 		log.Error("upgrade: readiness not recorded", "error", err.Error())
 	}
+	// Under systemd (Type=notify) the unit is started only now, with
+	// every listener bound and /readyz answering 200.
+	notify := func(state string) {
+		if err := sdNotify(os.Getenv, state); err != nil {
+			log.Warn("sd_notify failed", "state", state, "error", err.Error())
+		}
+	}
+	notify(readyState(up.upgraded(), os.Getpid()))
 	upgraded := make(chan error, 1)
 	upgrading, handover := false, false
 	for ctx.Err() == nil && !handover {
@@ -401,6 +418,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		err = g.Handover(stopCtx)
 	} else {
 		up.stop() // cancels an upgrade under way
+		notify("STOPPING=1\nSTATUS=stopping")
 		log.Info("stop requested", "shutdown_delay", cfg.Limits.ShutdownDelay.String(), "drain_timeout", cfg.Limits.DrainTimeout.String())
 		err = g.Stop(stopCtx)
 	}

@@ -543,7 +543,7 @@ routes:
 // usage to stdout and exits 0; an unknown flag prints the problem to
 // stderr and exits 2, on every subcommand.
 func TestHelpAndUnknownFlags(t *testing.T) {
-	for _, cmd := range []string{"serve", "check", "ctl", "migrate", "version"} {
+	for _, cmd := range []string{"serve", "check", "ctl", "migrate", "version", "health"} {
 		for _, help := range []string{"--help", "-h"} {
 			var out, errb bytes.Buffer
 			if code := run([]string{cmd, help}, &out, &errb); code != 0 || !strings.Contains(out.String(), "usage: bulwark "+cmd) {

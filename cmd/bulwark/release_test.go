@@ -287,7 +287,8 @@ func parseDockerfile(t *testing.T, text string) (prelude []dockerInstr, stages [
 // distroless/static or scratch, as a non-root numeric user, with
 // BULWARK_STATE_DIR on a volume owned by that user; the default command
 // listening on all interfaces on the default listen and metrics ports,
-// which it exposes; and a .dockerignore that keeps .git and build outputs
+// which it exposes, and a HEALTHCHECK running `bulwark health` on that
+// listener; and a .dockerignore that keeps .git and build outputs
 // out of the context but not what the build needs.
 func TestDockerfile(t *testing.T) {
 	data, err := os.ReadFile("../../Dockerfile")
@@ -372,6 +373,10 @@ func TestDockerfile(t *testing.T) {
 	wantCmd := `["serve", "--listen", "0.0.0.0:` + listenPort + `", "--metrics-listen", "0.0.0.0:` + metricsPort + `"]`
 	if c := get("CMD"); len(c) != 1 || c[0] != wantCmd {
 		t.Errorf("CMD %q, want %s (the quickstart on the default ports, on all interfaces)", c, wantCmd)
+	}
+	wantHealth := `CMD ["/usr/local/bin/bulwark", "health", "--addr", "127.0.0.1:` + listenPort + `"]`
+	if h := get("HEALTHCHECK"); len(h) != 1 || !strings.HasSuffix(h[0], wantHealth) {
+		t.Errorf("HEALTHCHECK %q, want one ending in %s (the default command's listener)", h, wantHealth)
 	}
 	if e := get("EXPOSE"); len(e) != 1 || e[0] != listenPort+" "+metricsPort {
 		t.Errorf("EXPOSE %q, want %s %s", e, listenPort, metricsPort)
@@ -535,7 +540,8 @@ func TestSystemdUnit(t *testing.T) {
 	u := parseUnit(t, dir+"bulwark.service")
 	svc := u["Service"]
 	for k, want := range map[string]string{
-		"Type":                    "exec",
+		"Type":                    "notify",
+		"NotifyAccess":            "all",
 		"ExecStart":               "/usr/local/bin/bulwark serve --config /etc/bulwark/bulwark.yaml",
 		"ExecStartPre":            "/usr/local/bin/bulwark check --config /etc/bulwark/bulwark.yaml",
 		"ExecReload":              "/bin/kill -HUP $MAINPID",
