@@ -348,6 +348,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if err != nil && cfg.Control.Enabled {
 		log.Warn("control API: no state directory for a generated token; without control.token_file or BULWARK_CONTROL_TOKEN the API runs unauthenticated on loopback", "error", err.Error())
 	}
+	if err == nil {
+		derived := stateDir
+		if stateDir, err = stateDirOrNone(stateDir, derivedStateDir(os.Getenv, os.Geteuid())); err != nil {
+			log.Warn("no writable state directory: running without one", "dir", derived, "error", err.Error(),
+				"effect", "fingerprints per process, runtime lists in memory only, a control API without a generated token (unauthenticated, loopback only, no console)",
+				"hint", "set BULWARK_STATE_DIR to a writable directory")
+		}
+	}
 	// SIGUSR2 upgrades (upgrade.go): caught from the start too.
 	usr2 := make(chan os.Signal, 1)
 	if len(upgradeSignals) > 0 {

@@ -268,6 +268,13 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *served 
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--log-format", "json"}, args...)...)
 	cmd.Env = env
+	return startCmd(t, cmd)
+}
+
+// startCmd is startServe for a command made by the caller (its user,
+// for one).
+func startCmd(t *testing.T, cmd *exec.Cmd) *served {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
