@@ -356,10 +356,17 @@ type Route struct {
 	Upstream string `yaml:"upstream"`
 	// WebSocket forwards WebSocket upgrades on this route (default
 	// false). Every other upgrade, h2c included, is always removed.
-	WebSocket bool              `yaml:"websocket"`
-	RateLimit *ratelimit.Config `yaml:"rate_limit"` // the route's rate limit
-	Login     *login.Policy     `yaml:"login"`      // the login throttle
-	Quota     *quota.Config     `yaml:"quota"`      // the forward-auth quota
+	WebSocket bool `yaml:"websocket"`
+	// AllowClients (allow_clients) restricts the route to these clients
+	// (addresses or CIDR prefixes, at most maxRouteAllow): any other
+	// client, or one whose address is unknown, is answered 403 blocked
+	// before the route's policies. The client is the one every layer
+	// sees (the socket peer, or the trusted proxies' answer). Empty:
+	// every client. For admin paths.
+	AllowClients []string          `yaml:"allow_clients"`
+	RateLimit    *ratelimit.Config `yaml:"rate_limit"` // the route's rate limit
+	Login        *login.Policy     `yaml:"login"`      // the login throttle
+	Quota        *quota.Config     `yaml:"quota"`      // the forward-auth quota
 }
 
 // Match selects requests. Path uses net/http.ServeMux pattern syntax

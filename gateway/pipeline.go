@@ -13,6 +13,7 @@ import (
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/host"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/keyed"
 	"github.com/bulwarkhq/bulwark/peer"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -161,10 +162,11 @@ type route struct {
 	name      string
 	upstream  string
 	websocket bool
-	unsafe    bool         // match.allow_unsafe_encoding: canon.Ambiguous paths are served
-	limit     *routeLimit  // nil without rate_limit
-	shadow    bool         // rate_limit.mode: shadow
-	policy    http.Handler // login → quota → proxy
+	unsafe    bool           // match.allow_unsafe_encoding: canon.Ambiguous paths are served
+	allow     []netip.Prefix // allow_clients; nil: every client
+	limit     *routeLimit    // nil without rate_limit
+	shadow    bool           // rate_limit.mode: shadow
+	policy    http.Handler   // login → quota → proxy
 	proxy     *proxy.Proxy
 	// quota: the route has a quota, whose handlers take a complete
 	// *http.Request (the fast engine builds one, off the event loops).
@@ -284,6 +286,14 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, rs *reqState
 	}
 	rt := t.route
 	rs.route = rt
+	if rt.allow != nil && !rt.allows(rs.client, rs.clientOK) {
+		// Not a client of this route (allow_clients): refused before its
+		// policies and before anything about its upstream is told.
+		rs.refuse(g.metrics, layerRouter, "client_not_allowed", http.StatusForbidden)
+		rt.rm.count(http.StatusForbidden, true)
+		wire.Reject(w, r, wire.New(wire.CodeBlocked))
+		return nil
+	}
 	if !rt.proxy.Healthy() {
 		// No target in rotation: answered before the route's policies
 		// (no rate limit token, login attempt or quota spent on it), as
@@ -294,6 +304,20 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, rs *reqState
 		return nil
 	}
 	return rt
+}
+
+// allows reports whether the route's allow_clients hold client (a
+// client whose address is unknown is never allowed).
+func (rt *route) allows(client netip.Addr, ok bool) bool {
+	if !ok {
+		return false
+	}
+	for _, pf := range rt.allow {
+		if pf.Contains(client) {
+			return true
+		}
+	}
+	return false
 }
 
 func (rt *route) serve(w http.ResponseWriter, r *http.Request, rs *reqState) {
@@ -375,6 +399,10 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			metrics: g.metrics, duration: g.metrics.durationOf(rc.Name),
 			proxy: proxies[rc.Upstream], quota: rc.Quota != nil}
 		rt.onHeader = rt.rm.observe
+		for _, s := range rc.AllowClients {
+			pf, _ := ipset.ParsePrefix(s) // Validate checked it
+			rt.allow = append(rt.allow, pf)
+		}
 		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
 		if q := rc.Quota; q != nil {
 			if g.quota == nil {

@@ -14,12 +14,14 @@ import (
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
+	"github.com/bulwarkhq/bulwark/ipset"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
 
 // Hard caps on list lengths.
 const (
 	maxUpstreams    = 256
+	maxRouteAllow   = 256 // routes[].allow_clients
 	maxRoutes       = 1024
 	maxTokenLen     = 64 // methods and header names
 	maxStripHeaders = 64
@@ -441,6 +443,14 @@ func (r Route) Validate() error {
 		f.Add("upstream", "required")
 	}
 	f.Sub("match", r.Match.Validate())
+	if len(r.AllowClients) > maxRouteAllow {
+		f.Add("allow_clients", "%d entries, at most %d", len(r.AllowClients), maxRouteAllow)
+	}
+	for i, s := range r.AllowClients {
+		if _, err := ipset.ParsePrefix(s); err != nil {
+			f.Add(conf.Index("allow_clients", i), "%s", strings.TrimPrefix(err.Error(), ipset.ErrInvalid.Error()+": "))
+		}
+	}
 	if r.RateLimit != nil {
 		f.Sub("rate_limit", r.RateLimit.Validate())
 	}
