@@ -473,10 +473,10 @@ func (p *Proxy) pick(first uint64, i int) (target int, ok bool) {
 // always true without health checks. A request to an upstream that is
 // not is answered 503 upstream_unhealthy without dialing.
 func (p *Proxy) Healthy() bool {
-	h := p.health
-	if h == nil {
+	if p == nil || p.health == nil {
 		return true
 	}
+	h := p.health
 	var now int64
 	for i := range h.targets {
 		if h.inRotation(i, &now) {
