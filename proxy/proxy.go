@@ -67,11 +67,11 @@
 // Failure to reach the upstream answers 502 with code
 // "upstream_unavailable"; a timeout answers 504 with code
 // "upstream_timeout". An upstream with no target in rotation (see
-// [Health]) answers 503 "upstream_unhealthy" at once, dialing nothing. A response head that cannot be framed without
-// guessing (two different Content-Lengths, Content-Length with
-// Transfer-Encoding, a malformed status line or field, an upgrade nobody
-// asked for) answers 502 with code "upstream_invalid_response", and its
-// connection is closed. No body carries the error text, a target address
+// [Health]) answers 503 "upstream_unhealthy" at once, dialing nothing.
+// A response head that cannot be framed without guessing (two different
+// Content-Lengths, Content-Length with Transfer-Encoding, a malformed
+// status line or field, an upgrade nobody asked for) answers 502 with
+// code "upstream_invalid_response", and its connection is closed. No body carries the error text, a target address
 // or a host name. A request body the client malformed (bad chunked
 // encoding, shorter than its Content-Length) is the client's fault: 400
 // "invalid_body", logged at debug, observed as outcome "invalid_body",
