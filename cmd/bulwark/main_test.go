@@ -183,7 +183,7 @@ routes:
 		code, out, errOut := runBin(t, bin, cleanEnv(), "check", "--config", bad)
 		want := []string{
 			bad + `:6: upstreams[0].timeouts.connect: bad duration "soon" (want e.g. 500ms, 30s, 5m, 1d)`,
-			bad + `:15: routes[1].colour: unknown key (known keys: name, match, upstream, websocket, rate_limit, login, quota)`,
+			bad + `:15: routes[1].colour: unknown key (known keys: name, match, upstream, websocket, allow_clients, rate_limit, login, quota)`,
 			bad + `:2: limits.max_headers: 0 out of range [1, 1000]`,
 			bad + `:10: routes[0].upstream: unknown upstream "nope"`,
 			bad + `:11: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]`,
