@@ -44,13 +44,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return errors.Join(err, h.Shutdown(ctx))
 	}
 	if err := g.startMetrics(); err != nil {
-		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Shutdown(ctx))
+		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Abort(ctx))
 	}
 	if err := g.startControl(ctx); err != nil {
-		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Shutdown(ctx))
+		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Abort(ctx))
 	}
 	if err := g.startXDP(ctx); err != nil {
-		return errors.Join(err, h.Shutdown(ctx))
+		return errors.Join(err, h.Abort(ctx))
 	}
 	if g.opsRedis != nil {
 		g.shareFingerprintKey(ctx, g.opsRedis)
@@ -69,7 +69,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.startRLS(g.cfg); err != nil {
-		return errors.Join(err, h.Shutdown(ctx))
+		return errors.Join(err, h.Abort(ctx))
 	}
 	g.startMonitors()
 	g.startCertWatch()

@@ -935,6 +935,15 @@ func (h *Host) Shutdown(ctx context.Context) error {
 	return h.stop(ctx, ErrDraining)
 }
 
+// Abort stops a host whose owner's start failed after Start (another
+// listener of the owner could not bind, say): as Shutdown, but quietly,
+// as a failed Start or Ready cleans up, without the "draining" and
+// "stopped cleanly" lines, which before the caller's error would read as
+// a normal stop.
+func (h *Host) Abort(ctx context.Context) error {
+	return h.stop(ctx, ErrStopped)
+}
+
 func (h *Host) stop(ctx context.Context, cause error) error {
 	h.stopOnce.Do(func() { h.stopErr = h.doStop(ctx, cause) })
 	return h.stopErr
