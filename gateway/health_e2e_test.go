@@ -315,14 +315,16 @@ routes:
 		chromedp.Click(chromedp.ID("login-submit")),
 		chromedp.WaitVisible(chromedp.ID("app")),
 	)
-	row := `document.querySelector('#upstreams tr').textContent`
-	waitJS(t, ctx, "the healthy upstream", row+` === 'app1 of 1healthy' && document.querySelectorAll('#upstreams tr').length === 1`)
+	row := func(want string) string {
+		return `(() => { const r = document.querySelector('#upstreams tr'); return !!r && r.textContent === '` + want + `' && document.querySelectorAll('#upstreams tr').length === 1; })()`
+	}
+	waitJS(t, ctx, "the healthy upstream", row("app1 of 1healthy"))
 	up.stop()
 	tg.check(t, "app")
-	waitJS(t, ctx, "the unhealthy upstream", row+` === 'app0 of 1unhealthy out: target 0 (down)'`)
+	waitJS(t, ctx, "the unhealthy upstream", row("app0 of 1unhealthy out: target 0 (down)"))
 	up.start()
 	tg.check(t, "app")
-	waitJS(t, ctx, "the upstream back", row+` === 'app1 of 1healthy'`)
+	waitJS(t, ctx, "the upstream back", row("app1 of 1healthy"))
 	for _, m := range messages() {
 		s := m.String()
 		if m.IsException() || strings.Contains(s, "Content Security Policy") || strings.Contains(s, "Trusted Type") || strings.Contains(s, "Refused to") || strings.Contains(s, "violates") {
