@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestListenerBindFailureLogsNoCleanStop: when the client listener is up
@@ -37,7 +39,7 @@ routes: [{name: all, match: {path: /}, upstream: app}]
 				t.Fatal(err)
 			}
 			logs := &syncBuffer{}
-			g, err := New(cfg, Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+			g, err := New(cfg, Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registerer: prometheus.NewRegistry()})
 			if err != nil {
 				t.Fatal(err)
 			}

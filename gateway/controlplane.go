@@ -223,6 +223,9 @@ func (g *Gateway) stopControl(ctx context.Context) error {
 	if g.ctl == nil {
 		return nil
 	}
+	if g.aborted.Load() {
+		return g.ctl.host.Abort(ctx)
+	}
 	return g.ctl.host.Shutdown(ctx)
 }
 

@@ -219,6 +219,8 @@ type Gateway struct {
 	listStore      *listStore  // saves runtime list entries; nil: none
 	listSyncFailed atomic.Bool // the last Redis sync of the lists failed
 
+	aborted atomic.Bool // Start failed after the client listener was up (abort)
+
 	mu     sync.Mutex // serializes Reload
 	cfg    *Config
 	closed bool // the pipeline was closed at shutdown: no more reloads

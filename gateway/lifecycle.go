@@ -44,13 +44,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return errors.Join(err, h.Shutdown(ctx))
 	}
 	if err := g.startMetrics(); err != nil {
-		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), h.Abort(ctx))
+		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), g.abort(ctx))
 	}
 	if err := g.startControl(ctx); err != nil {
-		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), h.Abort(ctx))
+		return errors.Join(fmt.Errorf("gateway: control listener: %w", err), g.abort(ctx))
 	}
 	if err := g.startXDP(ctx); err != nil {
-		return errors.Join(err, h.Abort(ctx))
+		return errors.Join(err, g.abort(ctx))
 	}
 	if g.opsRedis != nil {
 		g.shareFingerprintKey(ctx, g.opsRedis)
@@ -69,7 +69,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.startRLS(g.cfg); err != nil {
-		return errors.Join(err, h.Abort(ctx))
+		return errors.Join(err, g.abort(ctx))
 	}
 	g.startMonitors()
 	g.startCertWatch()
@@ -90,6 +90,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.log.Info("gateway ready", attrs...)
 	return nil
+}
+
+// abort stops a start that failed after the client listener was up,
+// quietly: the listeners' hosts clean up without "draining" or "stopped
+// cleanly" lines, which before the caller's error would read as a normal
+// stop (host.Host.Abort).
+func (g *Gateway) abort(ctx context.Context) error {
+	g.aborted.Store(true)
+	return g.host.Abort(ctx)
 }
 
 // Shutdown drains the gateway: readiness turns 503 at once on every
