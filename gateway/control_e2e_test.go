@@ -484,7 +484,7 @@ ipsets:
 		got = append(got, e.(string))
 	}
 	want := []string{
-		path + ":8: routes[0].colour: unknown key (known keys: name, match, upstream, websocket, rate_limit, login, quota)",
+		path + ":8: routes[0].colour: unknown key (known keys: name, match, upstream, websocket, allow_clients, rate_limit, login, quota)",
 		path + ":7: routes[0].rate_limit.qps: 0 out of range [0.001, 1000000]",
 		path + `:10: ipsets.deny[1]: "10.0.0.1/8" has host bits set; did you mean 10.0.0.0/8?`,
 	}

@@ -609,7 +609,7 @@ func scrapeGateways(t *testing.T) map[string]metricFamily {
 	standalone := startGateway(t, `
 shield: {enabled: true, per_peer: 5, global: 100000, max_peers: 64}
 upstreams:
-  - {name: app, targets: ["{{APP}}"]}
+  - {name: app, targets: ["{{APP}}"], health: {passive: {}}}
 routes:
   - name: api
     match: {path: /api/}
