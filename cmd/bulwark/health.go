@@ -30,7 +30,7 @@ const (
 func health(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bulwark health", flag.ContinueOnError)
 	setUsage(fs, "bulwark health [--addr HOST:PORT | --url URL] [--timeout D]")
-	def := gateway.DefaultConfig().Listen.Addr
+	def := gateway.DefaultConfig().Listen[0].Addr
 	addr := fs.String("addr", "", "the gateway's client listener (default "+def+"; an unspecified host such as 0.0.0.0 is asked on loopback)")
 	rawURL := fs.String("url", "", "the full /readyz URL instead (http or https)")
 	timeout := durationFlag(fs, "timeout", defaultHealthTimeout, fmt.Sprintf("bound on the whole check, at most %s", maxHealthTimeout))
