@@ -153,9 +153,9 @@ func (u *upgrader) upgrade(ctx context.Context) error {
 	}
 	if u.upg.HasParent() {
 		wctx, cancel := context.WithTimeout(ctx, upgradeTimeout)
-		_ = u.upg.WaitForParent(wctx) // (its own exit status is not ours)
+		err := u.upg.WaitForParent(wctx) // (its exit status is not ours)
 		cancel()
-		if wctx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return errors.New("the previous process has not exited yet")
 		}
 	}
