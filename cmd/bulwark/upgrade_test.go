@@ -29,13 +29,14 @@ import (
 // PID file follows), the old process exits cleanly, and the new one
 // answers every request after it. Bounded: BULWARK_UPGRADE_REQUESTS
 // requests (default 3,000) plus 500 after the last upgrade, at most four
-// times that, BULWARK_UPGRADES upgrades (default 1), within generous
-// deadlines; scripts/test-long runs a longer one.
+// times that, BULWARK_UPGRADES upgrades (default 2: a process started
+// by an upgrade is upgraded too), within generous deadlines;
+// scripts/test-long runs a longer one.
 func TestUpgradeUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	total, upgrades := envInt(t, "BULWARK_UPGRADE_REQUESTS", 3000), envInt(t, "BULWARK_UPGRADES", 1)
+	total, upgrades := envInt(t, "BULWARK_UPGRADE_REQUESTS", 3000), envInt(t, "BULWARK_UPGRADES", 2)
 	bin := bulwarkBin(t)
 
 	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ReadHeaderTimeout: 5 * time.Second}
