@@ -36,7 +36,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 		}
 	}
 	need("profile", cfg.Profile == old.Profile && cfg.Env == old.Env, "the profile and its environment")
-	need("listen", sameButCertificates(cfg.Listen, old.Listen), "the listeners (but their certificates)")
+	need("listen", sameButCertificates(cfg.Listen, old.Listen), "the listeners")
 	need("listen", reflect.DeepEqual(acmeSections(cfg), acmeSections(old)), "the ACME settings (listen[].tls.acme)")
 	need("limits", cfg.Limits == old.Limits, "the limits")
 	need("guards.enabled", cfg.Guards.Enabled == old.Guards.Enabled, "turning the guards on or off")
