@@ -439,10 +439,14 @@ func (s *fastServer) rejoinLoop(cs *connServer) bool {
 		return false
 	}
 	cs.first = false
+	// Counted before the hand-over: once on the loop, the connection's
+	// next request (pipelined, already read) may be answered before this
+	// goroutine runs again, and the count must not lag the answer.
+	s.rejoined.Add(1)
 	if s.loops.pick().ServeConn(sc.tcp, cs) != nil {
+		s.rejoined.Add(^uint64(0))
 		return false
 	}
-	s.rejoined.Add(1)
 	return true
 }
 
