@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
+
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // Exchange is one request served by a fast-engine server and the means
@@ -79,6 +82,12 @@ type Exchange struct {
 	stubbed  bool // stub describes this request
 	stubURL  url.URL
 	stubBody stubBody
+
+	// The request ID (SetRequestID): its bytes, and the header value
+	// that is a string over them.
+	id    [wire.MaxRequestIDLen]byte
+	idLen int
+	idVal [1]string
 }
 
 // Loop is what a handler served on an event loop may wait on besides
@@ -138,8 +147,37 @@ func (x *Exchange) Reset(rd *Reader, maxBody int64, start time.Time) {
 	x.clLeft, x.close, x.broken, x.unread, x.written = -1, x.Req.close, false, false, 0
 	x.Start, x.Deadline = start, time.Time{}
 	x.stubbed = false
+	x.idLen, x.idVal[0] = 0, ""
 	x.body.Reset(rd, x.Req.ContentLength, x.Req.Chunked, false, maxBody)
 }
+
+// SetRequestID makes id the request's ID (the host sets it before the
+// handler runs; see wire.RequestIDField): RequestID returns it, the
+// response header holds it in wire.RequestIDField (so that whatever
+// answers through the http.ResponseWriter methods sends it, and
+// wire.Write puts it in a problem document), and Request's header
+// holds it in place of the client's. It is copied into the exchange,
+// without allocating; an id longer than wire.MaxRequestIDLen is cut
+// there.
+//
+// The header value is a string over the exchange's own bytes, valid
+// during the request only: code that keeps it past the request must
+// copy it (strings.Clone).
+func (x *Exchange) SetRequestID(id []byte) {
+	x.idVal[0] = ""
+	n := copy(x.id[:], id)
+	x.idLen = n
+	if n == 0 {
+		delete(x.hdr, wire.RequestIDField)
+		return
+	}
+	x.idVal[0] = unsafe.String(&x.id[0], n)
+	x.hdr[wire.RequestIDField] = x.idVal[:]
+}
+
+// RequestID returns the request's ID (SetRequestID), or nil. The bytes
+// are the exchange's: valid during the request only.
+func (x *Exchange) RequestID() []byte { return x.id[:x.idLen] }
 
 // Body returns the request body: decoded, bounded (ErrBodyTooLarge past
 // the server's bound), failing with an error matching ErrMalformedBody
@@ -231,8 +269,9 @@ func (x *Exchange) Stub() *http.Request {
 
 // Request returns a complete *http.Request for x, built as net/http
 // builds one (header fields canonicalized, Host removed from Header,
-// the URL parsed): for code that needs every header field. It
-// allocates; the Body is x's body.
+// the URL parsed): for code that needs every header field. The request
+// ID (SetRequestID) replaces any the client sent. It allocates; the
+// Body is x's body.
 func (x *Exchange) Request() (*http.Request, error) {
 	u, err := url.ParseRequestURI(x.Target())
 	if err != nil {
@@ -245,6 +284,9 @@ func (x *Exchange) Request() (*http.Request, error) {
 			continue
 		}
 		h[k] = append(h[k], string(f.Value))
+	}
+	if x.idLen > 0 {
+		h[wire.RequestIDField] = []string{string(x.id[:x.idLen])}
 	}
 	if h.Get("Pragma") == "no-cache" {
 		if _, ok := h["Cache-Control"]; !ok {

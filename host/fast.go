@@ -620,6 +620,9 @@ func (cs *connServer) serveRequest() (keepAlive bool, v Verdict) {
 	cs.rd.Discard(x.Req.HeadLen)
 	cs.rd.Pin()
 	x.Reset(cs.rd, lim.MaxBodyBytes, now)
+	if ids := h.cfg.RequestIDs; ids != nil {
+		ids.assignFast(x)
+	}
 	cs.requests++
 	cs.wdl.Set(cs.c, now.Add(lim.RequestTimeout+writeGrace), slackOf(lim.RequestTimeout))
 

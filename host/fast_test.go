@@ -358,19 +358,25 @@ func testFastBodyErrors(t *testing.T, m mode) {
 }
 
 // The fast engine serves a keep-alive request without allocating (the
-// handler's own work aside).
-func TestNoRaceFastServeAllocs(t *testing.T) { fastModes(t, testFastServeAllocs) }
+// handler's own work aside), request IDs included: generated, and kept
+// from a trusted peer.
+func TestNoRaceFastServeAllocs(t *testing.T) {
+	fastModes(t, func(t *testing.T, m mode) { testFastServeAllocs(t, m, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n") })
+	t.Run("kept-id", func(t *testing.T) {
+		testFastServeAllocs(t, modeLoop, "GET /a HTTP/1.1\r\nHost: x\r\nX-Request-Id: edge-42\r\n\r\n")
+	})
+}
 
-func testFastServeAllocs(t *testing.T, m mode) {
+func testFastServeAllocs(t *testing.T, m mode, request string) {
 	if raceEnabled {
 		t.Skip("allocations are not meaningful under -race")
 	}
 	e := startFast(t, m, host.Limits{MaxRequestsPerConn: 1_000_000}, &fastHandler{serve: func(x *h1.Exchange) {
 		x.Header()["Content-Length"] = contentLength2
 		_, _ = x.Write(ok2)
-	}})
+	}}, withRequestIDs(loopbackOnly))
 	rc := dialRaw(t, e)
-	req := []byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	req := []byte(request)
 	buf := make([]byte, 4096)
 	round := func() {
 		if _, err := rc.C.Write(req); err != nil {

@@ -79,6 +79,11 @@
 // all of them share the one admission, readiness, bounds, in-flight count,
 // request registry and drain, so Shutdown turns every listener's /readyz
 // at once and closes them all after the last handler returned.
+//
+// With Config.RequestIDs every request has an ID from the start, on
+// every engine: a trusted peer's valid X-Request-Id or a new one, in the
+// request the handler sees and in every answer, the host's own problem
+// documents included (see RequestIDs).
 package host
 
 import (
@@ -90,6 +95,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -261,6 +267,10 @@ type Config struct {
 	// hooks) describe the only listener when Listeners is empty, and
 	// must be left zero otherwise.
 	Listeners []Listener
+
+	// RequestIDs, when set, gives every request an ID (see
+	// RequestIDs); nil gives none.
+	RequestIDs *RequestIDs
 }
 
 // Listener is one listener of a host (Config.Listeners). Each field
@@ -309,6 +319,30 @@ func (l *Listener) label(i int) string {
 		return l.Addr
 	}
 	return fmt.Sprintf("listeners[%d]", i)
+}
+
+// RequestIDs gives every request the host serves an ID, on every
+// engine and before anything else runs (probes, the request hooks, the
+// readiness and bound checks, the handler): the request's
+// wire.RequestIDField when its socket peer is trusted and the field is
+// there once and valid (wire.ValidRequestID), else a new one
+// (wire.AppendRequestID). The handler finds it in the request's
+// wire.RequestIDField (net/http; the client's own is replaced) or
+// h1.Exchange.RequestID (the fast engine), and the response carries it
+// in wire.RequestIDField from the start, so every problem document
+// carries it too (wire.Write). On the fast engine it costs no
+// allocation.
+type RequestIDs struct {
+	// Trusted reports whether a request's socket peer is a trusted
+	// proxy, whose request ID is kept. Nil trusts nobody. It is called
+	// once per request that carries the field, and must be fast and
+	// safe for concurrent use.
+	Trusted func(peer netip.Addr) bool
+}
+
+// keeps reports whether a request from peer may keep its own ID.
+func (ids *RequestIDs) keeps(peer netip.Addr) bool {
+	return ids.Trusted != nil && peer.IsValid() && ids.Trusted(peer.Unmap())
 }
 
 // RequestHook is told of every request the host receives (a connection

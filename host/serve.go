@@ -62,6 +62,9 @@ var (
 // bounds, admission, then the activated handler (or the listener's own).
 func (l *listener) serve(w http.ResponseWriter, r *http.Request) {
 	h := l.h
+	if ids := h.cfg.RequestIDs; ids != nil {
+		ids.assign(w, r)
+	}
 	shed := false
 	if rh := l.cfg.Requests; rh != nil {
 		shed = rh.BeginRequest(w, r)

@@ -299,6 +299,15 @@ func (r *Resolver) TrustsPeer(req *http.Request) bool {
 	return ok && r.trusts(a)
 }
 
+// TrustsAddr reports whether the socket peer a is one of the trusted
+// proxies (TrustsPeer for an address already parsed).
+func (r *Resolver) TrustsAddr(a netip.Addr) bool {
+	if r == nil || len(r.cidrs) == 0 || !a.IsValid() {
+		return false
+	}
+	return r.trusts(canonical(a))
+}
+
 // trusts reports whether a lies inside one of the trusted networks.
 func (r *Resolver) trusts(a netip.Addr) bool {
 	for _, p := range r.cidrs {

@@ -12,7 +12,11 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/wire"
 )
+
+// requestIDName is wire.RequestIDField as a field name.
+var requestIDName = []byte(wire.RequestIDField)
 
 // The fast path
 //
@@ -99,6 +103,11 @@ type exchange1 struct {
 	sending chan error // a body being sent concurrently, or nil
 	early   bool       // the response head came before the body was all sent
 	fp      *fastPools // the pools of the request's engine (a loop's own)
+	// The client's traceparent fields: how many, the last one's value,
+	// and whether its trace context is forwarded (keepsTraceContext).
+	ntp       int
+	tp        []byte
+	traceKept bool
 }
 
 // ServeHTTP1 forwards a request of the host's fast engine to the next
@@ -119,6 +128,10 @@ func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
 		e.end = x.Deadline
 	}
 	for _, fl := range x.Req.Fields {
+		if len(fl.Name) == len("traceparent") && h1.EqualFold(fl.Name, "traceparent") {
+			e.ntp++
+			e.tp = fl.Value
+		}
 		if h1.EqualFold(fl.Name, "connection") {
 			for tok, rest := h1.NextToken(fl.Value); len(tok) > 0; tok, rest = h1.NextToken(rest) {
 				if f.Protected == nil || !f.Protected(tok) {
@@ -132,6 +145,7 @@ func (p *Proxy) ServeHTTP1(x *h1.Exchange, f Forward) {
 			}
 		}
 	}
+	e.traceKept = keepsTraceContext(e.ntp, e.tp)
 	outcome := e.serve()
 	if p.observe != nil {
 		p.observe(p.name, outcome, time.Since(e.start))
@@ -496,11 +510,14 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	var fwd [][]byte
 	var buf [4][]byte
 	xff = buf[:0]
+	id := x.RequestID()
 	for _, fl := range x.Req.Fields {
 		name := fl.Name
 		switch {
 		case h1.EqualFold(name, "host"):
 			continue
+		case len(id) > 0 && h1.EqualFold(name, wire.RequestIDField):
+			continue // the request's own, written below
 		case hopByHop(name):
 			if h1.EqualFold(name, "te") && hasTokenBytes(fl.Value, "trailers") {
 				te = true
@@ -509,6 +526,8 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 		case f.Strip != nil && f.Strip(name):
 			continue
 		case e.asserted(name):
+			continue
+		case !e.traceKept && (h1.EqualFold(name, "traceparent") || h1.EqualFold(name, "tracestate")):
 			continue
 		case e.named(name):
 			continue
@@ -584,6 +603,11 @@ func (e *exchange1) writeHead(uc *upConn, pl *fastPool) {
 	}
 	_, _ = w.Write(appendForwardedNode(w.AvailableBuffer(), x.RemoteIP, x.Host(), proto))
 	_, _ = w.WriteString("\r\n")
+	if len(id) > 0 && (f.Strip == nil || !f.Strip(requestIDName)) {
+		// The request ID the host gave the request (a trusted proxy's or
+		// its own), as the net/http path forwards the request's field.
+		h1.WriteField(w, requestIDName, id)
+	}
 	for _, a := range f.Asserted {
 		h1.WriteFieldString(w, a.Name, a.Value)
 	}
@@ -764,7 +788,11 @@ func (e *exchange1) relay(pl *fastPool, uc *upConn) string {
 	_, _ = w.Write(e.f.Head)
 	hasBody := h1.BodyAllowed(x.Req.Method, resp.Status)
 	date := false
+	ownID := len(x.RequestID()) > 0
 	for _, fl := range resp.Fields {
+		if ownID && h1.EqualFold(fl.Name, wire.RequestIDField) {
+			continue // the request's ID is the exchange's (below)
+		}
 		if hopByHop(fl.Name) {
 			if resp.Chunked && hasBody && h1.EqualFold(fl.Name, "trailer") {
 				continue // trailers are not relayed

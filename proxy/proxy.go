@@ -62,6 +62,14 @@
 // are set by [Options.Assert] after hop-by-hop removal, so a client's
 // "Connection: X-Auth-Project" cannot strip them.
 //
+// The W3C trace context passes only when valid: a request's traceparent
+// and tracestate are forwarded when it has exactly one traceparent field
+// and that is well formed, and both are removed otherwise (an asserted
+// traceparent, the caller's own span, replaces the client's). A request
+// that has an ID (wire.RequestIDField, set by a host with request IDs)
+// is forwarded with that one ID, and the upstream's own ID in its answer
+// is not relayed: the client gets the ID the upstream was sent.
+//
 // # Errors
 //
 // Failure to reach the upstream answers 502 with code
@@ -362,11 +370,12 @@ func New(u Upstream, opts Options) (*Proxy, error) {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    retrier{p},
-		ErrorHandler: p.errorHandler,
-		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BufferPool:   copyBuffers,
+		Rewrite:        p.rewrite,
+		ModifyResponse: modifyResponse,
+		Transport:      retrier{p},
+		ErrorHandler:   p.errorHandler,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BufferPool:     copyBuffers,
 	}
 	p.fast = newFastPools(p, u, targets, dial)
 	p.health = newHealth(p, u, dial, opts)
@@ -416,6 +425,22 @@ type ctxKey struct{}
 type exchange struct {
 	outcome string
 	body    *bodyWatch // nil without a request body
+	// ownID: the response carries the request's ID already (the host
+	// set wire.RequestIDField): the upstream's is not relayed.
+	ownID bool
+}
+
+// modifyResponse removes the upstream's request ID from a response
+// whose request has its own (exchange.ownID), as the fast path's relay
+// does: the client gets one ID, the one the upstream was sent.
+func modifyResponse(resp *http.Response) error {
+	if resp.Request == nil {
+		return nil
+	}
+	if ex, _ := resp.Request.Context().Value(ctxKey{}).(*exchange); ex != nil && ex.ownID {
+		resp.Header.Del(wire.RequestIDField)
+	}
+	return nil
 }
 
 // bodyWatch remembers a read error of the client's request body, so a
@@ -447,7 +472,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeoutCause(ctx, p.timeouts.Total, errTotalTimeout)
 	}
 	defer cancel()
-	ex := &exchange{outcome: "ok"}
+	ex := &exchange{outcome: "ok", ownID: len(w.Header()[wire.RequestIDField]) > 0}
 	ctx = context.WithValue(ctx, ctxKey{}, ex)
 	completed := false
 	if p.observe != nil {
@@ -521,6 +546,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// Keep the client's Host header, as nginx's "proxy_set_header Host
 	// $host" and Envoy's default do; upstreams see the public name.
 	pr.Out.Host = in.Host
+	tp, first := in.Header["Traceparent"], ""
+	if len(tp) > 0 {
+		first = tp[0]
+	}
+	if !keepsTraceContext(len(tp), first) {
+		delete(out, "Traceparent")
+		delete(out, "Tracestate")
+	}
 	if p.assert != nil {
 		p.assert(in, out)
 	}

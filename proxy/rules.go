@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
+	"github.com/bulwarkhq/bulwark/internal/tracectx"
 	"github.com/bulwarkhq/bulwark/wire"
 )
 
@@ -102,6 +103,20 @@ func joinSlash[T string | []byte](prefix string, path T) (add bool, drop int) {
 		return true, 0
 	}
 	return false, 0
+}
+
+// # Trace context
+
+// keepsTraceContext is the rule of both engines for the W3C trace
+// context fields a client sent: its traceparent and tracestate are
+// forwarded only when it sent exactly one traceparent field and that is
+// valid (tracectx.Parse); otherwise both are removed. A traceparent the
+// caller asserts (Options.Assert, Forward.Asserted: the gateway's proxy
+// span when it traces) replaces the client's, whose tracestate then
+// goes along only if this rule kept it.
+// n is the number of traceparent fields, first the first one's value.
+func keepsTraceContext[T string | []byte](n int, first T) bool {
+	return n == 1 && tracectx.Valid(first)
 }
 
 // # Failures

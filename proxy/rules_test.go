@@ -342,3 +342,66 @@ func testResponseHeaderBoundsOnlyTheHead(t *testing.T) {
 	}
 	checkEngine(t, s, 1)
 }
+
+// The trace context rule (keepsTraceContext), on every engine: a
+// client's traceparent goes upstream, with its tracestate, only when it
+// sent one valid traceparent; an asserted traceparent (the gateway's
+// span) replaces the client's, and the client's tracestate goes along
+// only when its traceparent was valid.
+func TestTraceContextRule(t *testing.T) { engines(t, testTraceContextRule) }
+
+func testTraceContextRule(t *testing.T) {
+	const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const mine = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+	got := make(chan [2]string, 1)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- [2]string{strings.Join(r.Header.Values("Traceparent"), "|"), strings.Join(r.Header.Values("Tracestate"), "|")}
+	}))
+	for _, asserted := range []bool{false, true} {
+		opts := proxy.Options{}
+		if asserted {
+			opts.Assert = func(_ *http.Request, out http.Header) { out["Traceparent"] = []string{mine} }
+		}
+		s, _ := front(t, proxy.Upstream{Targets: urls(up)}, opts)
+		client := &http.Client{Transport: &http.Transport{}}
+		defer client.CloseIdleConnections()
+		var n int64
+		for _, c := range []struct {
+			name    string
+			tp      []string
+			kept    bool
+			wantRaw string // traceparent sent upstream without an assertion
+		}{
+			{"valid", []string{valid}, true, valid},
+			{"uppercase", []string{strings.ToUpper(valid)}, false, ""},
+			{"short", []string{valid[:50]}, false, ""},
+			{"two", []string{valid, valid}, false, ""},
+			{"none", nil, false, ""},
+		} {
+			req, _ := http.NewRequest("GET", s.URL+"/x", nil)
+			for _, v := range c.tp {
+				req.Header.Add("Traceparent", v)
+			}
+			req.Header.Set("Tracestate", "vendor=abc")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			n++
+			g := <-got
+			wantTP, wantTS := c.wantRaw, ""
+			if asserted {
+				wantTP = mine
+			}
+			if c.kept {
+				wantTS = "vendor=abc"
+			}
+			if g[0] != wantTP || g[1] != wantTS {
+				t.Errorf("asserted %v, %s: upstream got traceparent %q tracestate %q, want %q %q", asserted, c.name, g[0], g[1], wantTP, wantTS)
+			}
+		}
+		checkEngine(t, s, n)
+	}
+}

@@ -21,14 +21,16 @@ func FuzzDirectEncodingMatchesJSON(f *testing.F) {
 				p.Extra[key+"_b"] = true
 			}
 		}
-		want, wantOK := p.appendJSON(nil)
-		got, ok := p.appendDirect(nil)
-		if ok && (!wantOK || string(got) != string(want)) {
-			t.Fatalf("direct %q (ok), encoding/json %q (ok=%v)", got, want, wantOK)
-		}
-		all, allOK := p.appendTo(nil)
-		if string(all) != string(want) || allOK != wantOK {
-			t.Fatalf("appendTo %q (%v), encoding/json %q (%v)", all, allOK, want, wantOK)
+		for _, id := range []string{"", "4bf92f3577b34da6a3ce929d0e0e4736", "edge-1:a/b+c="} {
+			want, wantOK := p.appendJSON(nil, id)
+			got, ok := p.appendDirect(nil, id)
+			if ok && (!wantOK || string(got) != string(want)) {
+				t.Fatalf("direct %q (ok), encoding/json %q (ok=%v)", got, want, wantOK)
+			}
+			all, allOK := p.appendTo(nil, id)
+			if string(all) != string(want) || allOK != wantOK {
+				t.Fatalf("appendTo %q (%v), encoding/json %q (%v)", all, allOK, want, wantOK)
+			}
 		}
 	})
 }
@@ -39,8 +41,8 @@ func TestRegisteredProblemsEncodeDirectly(t *testing.T) {
 	for _, code := range Codes() {
 		for _, p := range []Problem{New(code), {Status: 429, Code: code, RetryAfter: 17, Extra: map[string]any{"errorCode": code}}} {
 			p = p.complete()
-			got, ok := p.appendDirect(nil)
-			want, _ := p.appendJSON(nil)
+			got, ok := p.appendDirect(nil, "4bf92f3577b34da6a3ce929d0e0e4736")
+			want, _ := p.appendJSON(nil, "4bf92f3577b34da6a3ce929d0e0e4736")
 			if !ok {
 				t.Errorf("%s: not encoded directly (detail %q)", code, p.Detail)
 				continue
@@ -81,8 +83,10 @@ func TestNoRaceWriteAllocs(t *testing.T) {
 	p.RetryAfter = 120
 	p.Extra = map[string]any{"errorCode": CodeLoginRateLimitExceeded}
 	Write(w, p) // warm the pool
+	id := []string{"4bf92f3577b34da6a3ce929d0e0e4736"} // the host's request ID: repeated in the body
 	allocs := testing.AllocsPerRun(200, func() {
 		clear(w.h)
+		w.h[RequestIDField] = id
 		Write(w, p)
 	})
 	if w.status != 429 || w.n == 0 {

@@ -38,7 +38,8 @@ type Problem struct {
 	// (seconds) and also set as the Retry-After header by Write.
 	RetryAfter int64 `json:"retryAfter,omitempty"`
 	// Extra holds additional members (for example the login layer's
-	// "errorCode"). Keys must not collide with the fields above.
+	// "errorCode"). Keys must not collide with the fields above, nor
+	// with "request_id" (see Write).
 	Extra map[string]any `json:"-"`
 }
 
@@ -63,7 +64,10 @@ func (p Problem) complete() Problem {
 }
 
 // Write sends p as application/problem+json with status p.Status. When
-// p.RetryAfter > 0 it also sets the Retry-After header. A Status outside
+// p.RetryAfter > 0 it also sets the Retry-After header. When the
+// response already carries a request ID (RequestIDField, set by the host
+// before any handler runs) the body repeats it as the "request_id"
+// member. A Status outside
 // [400, 599] is a caller bug; it is sent as 500 rather than passed to
 // WriteHeader, which would panic on an invalid code. Write never reads the
 // request body and never panics.
@@ -75,12 +79,12 @@ func (p Problem) complete() Problem {
 // replace header values (Set, Del), never write into a value slice.
 func Write(w http.ResponseWriter, p Problem) {
 	p = p.complete()
+	h := w.Header()
 	bp := bodyBufs.Get().(*[]byte)
-	body, ok := p.appendTo((*bp)[:0])
+	body, ok := p.appendTo((*bp)[:0], requestIDOf(h))
 	if !ok {
 		p.Status, p.RetryAfter = http.StatusInternalServerError, 0
 	}
-	h := w.Header()
 	h["Content-Type"] = contentTypeValue
 	h["Cache-Control"] = noStoreValue
 	h["X-Content-Type-Options"] = nosniffValue
@@ -104,6 +108,15 @@ func Write(w http.ResponseWriter, p Problem) {
 		*bp = body[:0]
 	}
 	bodyBufs.Put(bp)
+}
+
+// requestIDOf returns the request ID of a response header, or "" when it
+// has none or one that is not valid.
+func requestIDOf(h http.Header) string {
+	if v := h[RequestIDField]; len(v) == 1 && ValidRequestID(v[0]) {
+		return v[0]
+	}
+	return ""
 }
 
 // Shared values of the constant fields Write sets (see Write).
@@ -174,15 +187,17 @@ const internalBody = `{"code":"internal","status":500,"title":"Internal error","
 type fixedProblem struct {
 	Code       string `json:"code"`
 	Detail     string `json:"detail,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
 	RetryAfter int64  `json:"retryAfter,omitempty"`
 	Status     int    `json:"status"`
 	Title      string `json:"title"`
 	Type       string `json:"type"`
 }
 
-// encode renders p; ok is false when an Extra value cannot be encoded, in
-// which case the fixed internal-error body is returned.
-func (p Problem) encode() (body []byte, ok bool) { return p.appendTo(nil) }
+// encode renders p, with the request ID id unless it is empty; ok is
+// false when an Extra value cannot be encoded, in which case the fixed
+// internal-error body is returned.
+func (p Problem) encode(id string) (body []byte, ok bool) { return p.appendTo(nil, id) }
 
 // appendTo appends p's body to b, byte for byte what encoding/json
 // produces for it (members in sorted order, as json.Marshal writes a map;
@@ -190,11 +205,12 @@ func (p Problem) encode() (body []byte, ok bool) { return p.appendTo(nil) }
 // that encoding/json would escape, an Extra value other than a string, an
 // integer or a bool, more than maxDirect members or an Extra key that
 // names a standard member go through encoding/json instead.
-func (p Problem) appendTo(b []byte) (body []byte, ok bool) {
-	if out, ok := p.appendDirect(b); ok {
+// id is the request ID ("request_id"), or "" for none.
+func (p Problem) appendTo(b []byte, id string) (body []byte, ok bool) {
+	if out, ok := p.appendDirect(b, id); ok {
 		return out, true
 	}
-	return p.appendJSON(b)
+	return p.appendJSON(b, id)
 }
 
 // maxDirect bounds the members appendDirect sorts on the stack.
@@ -230,7 +246,7 @@ func (l *members) add(m member) {
 	l.n++
 }
 
-func (p Problem) appendDirect(b []byte) ([]byte, bool) {
+func (p Problem) appendDirect(b []byte, id string) ([]byte, bool) {
 	l := members{ok: true}
 	l.add(member{key: "code", str: p.Code})
 	l.add(member{key: "status", num: int64(p.Status), kind: memberNumber})
@@ -242,12 +258,15 @@ func (p Problem) appendDirect(b []byte) ([]byte, bool) {
 	if p.RetryAfter > 0 {
 		l.add(member{key: "retryAfter", num: p.RetryAfter, kind: memberNumber})
 	}
+	if id != "" {
+		l.add(member{key: "request_id", str: id})
+	}
 	for k, v := range p.Extra {
 		if !l.ok {
 			break
 		}
 		switch k {
-		case "code", "status", "title", "type", "detail", "retryAfter":
+		case "code", "status", "title", "type", "detail", "retryAfter", "request_id":
 			return b, false
 		}
 		switch v := v.(type) {
@@ -318,7 +337,7 @@ func plainJSON(s string) bool {
 }
 
 // appendJSON is appendTo through encoding/json.
-func (p Problem) appendJSON(b []byte) ([]byte, bool) {
+func (p Problem) appendJSON(b []byte, id string) ([]byte, bool) {
 	var out []byte
 	var err error
 	if len(p.Extra) == 0 {
@@ -327,7 +346,7 @@ func (p Problem) appendJSON(b []byte) ([]byte, bool) {
 			ra = 0
 		}
 		out, err = json.Marshal(fixedProblem{
-			Code: p.Code, Detail: p.Detail, RetryAfter: ra,
+			Code: p.Code, Detail: p.Detail, RequestID: id, RetryAfter: ra,
 			Status: p.Status, Title: p.Title, Type: p.Type,
 		})
 	} else {
@@ -344,6 +363,9 @@ func (p Problem) appendJSON(b []byte) ([]byte, bool) {
 		}
 		if p.RetryAfter > 0 {
 			m["retryAfter"] = p.RetryAfter
+		}
+		if id != "" {
+			m["request_id"] = id
 		}
 		out, err = json.Marshal(m)
 	}

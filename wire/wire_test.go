@@ -179,16 +179,18 @@ func TestEncodePathsAgree(t *testing.T) {
 		{Status: 429, Code: CodeRateLimited, Title: "<&>", Detail: "d", RetryAfter: 9, Type: "about:blank"},
 	}
 	for _, p := range ps {
-		fast, ok1 := p.encode()
-		p2 := p
-		p2.Extra = map[string]any{"zz": nil}
-		slow, ok2 := p2.encode()
-		var m map[string]any
-		_ = json.Unmarshal(slow, &m)
-		delete(m, "zz")
-		b, _ := json.Marshal(m)
-		if !ok1 || !ok2 || string(fast) != string(b)+"\n" {
-			t.Errorf("fast %q != map %q", fast, b)
+		for _, id := range []string{"", "0123456789abcdef0123456789abcdef"} {
+			fast, ok1 := p.encode(id)
+			p2 := p
+			p2.Extra = map[string]any{"zz": nil}
+			slow, ok2 := p2.encode(id)
+			var m map[string]any
+			_ = json.Unmarshal(slow, &m)
+			delete(m, "zz")
+			b, _ := json.Marshal(m)
+			if !ok1 || !ok2 || string(fast) != string(b)+"\n" {
+				t.Errorf("fast %q != map %q", fast, b)
+			}
 		}
 	}
 }

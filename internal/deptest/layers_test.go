@@ -14,7 +14,7 @@ import (
 // or of its own tier where that tier allows it:
 //
 //	core      clock limit keyed canon conf conf/yamlconf internal/fieldname
-//	          redisconn
+//	          internal/tracectx redisconn
 //	identity  peer ipset route proxyproto
 //	wire      wire: the answers (problem details, Retry-After, RateLimit)
 //	engine    h1 internal/evloop internal/deadline internal/h2conn
@@ -79,6 +79,7 @@ var places = map[string]place{
 	"conf":               core(),
 	"conf/yamlconf":      core(), // the YAML walker every configuration file goes through
 	"internal/fieldname": core(), // how lenient servers compare field names
+	"internal/tracectx":  core(), // the W3C traceparent field, read and written
 	"redisconn":          core(), // the Redis connection the Redis adapters share
 
 	// Identity: who the client is, the address lists, and which route a

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tracectx
+
+const raceEnabled = false
