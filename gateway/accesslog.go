@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,9 @@ import (
 
 // accessLog writes one structured line per request (all, sampled) or per
 // rejection: route, the layer that answered and why, status, duration,
-// upstream, and a keyed client fingerprint, at most maxPerSecond lines a
+// upstream, the request ID (X-Request-Id: the one the upstream was sent
+// and the client got back), and a keyed client fingerprint, at most
+// maxPerSecond lines a
 // second (the rest dropped and counted). It never writes the address, the
 // path, a username or a header value: an operator follows one client
 // across lines by its fingerprint without learning who it is, and block
@@ -93,7 +96,7 @@ func (a *accessLog) log(rs *reqState, d time.Duration) {
 	}
 	ms := float64(d.Microseconds()) / 1000
 	if a.sink == nil {
-		attrs := [10]slog.Attr{
+		attrs := [11]slog.Attr{
 			slog.String("route", rs.routeName()),
 			slog.String("layer", rs.layer),
 			slog.String("reason", rs.reason),
@@ -102,6 +105,10 @@ func (a *accessLog) log(rs *reqState, d time.Duration) {
 			slog.String("client", string(fp)),
 		}
 		n := 6
+		if rs.id != "" {
+			attrs[n] = slog.String("request_id", strings.Clone(rs.id)) // (a handler may keep it)
+			n++
+		}
 		if upstream != "" {
 			attrs[n] = slog.String("upstream", upstream)
 			n++
@@ -129,6 +136,9 @@ func (a *accessLog) log(rs *reqState, d time.Duration) {
 	}
 	l.b = strconv.AppendFloat(l.b, ms, fmtc, -1, 64)
 	l.str("client", unsafe.String(&fp[0], len(fp)))
+	if rs.id != "" {
+		l.str("request_id", rs.id)
+	}
 	if upstream != "" {
 		l.str("upstream", upstream)
 	}

@@ -142,6 +142,7 @@ type Config struct {
 	Global           global.Config     `yaml:"global"` // the global limiter
 	RLS              rls.Listener      `yaml:"rls"`    // Envoy's RLS server; cluster
 	Control          Control           `yaml:"control"`
+	Tracing          Tracing           `yaml:"tracing"`
 
 	// File is the name the configuration was loaded from.
 	File string `yaml:"-"`
@@ -491,6 +492,7 @@ func DefaultConfig() *Config {
 		Metrics:   Metrics{Addr: "127.0.0.1:7921"},
 		AccessLog: AccessLog{Mode: "rejections", Sample: 1, MaxPerSecond: 1000},
 		Log:       Log{Format: "json", Level: "info"},
+		Tracing:   defaultTracing(),
 		IPSets:    ipset.DefaultListsConfig(),
 		Redis:     redisconn.Options{}.WithDefaults(),
 		Global:    global.DefaultConfig(),

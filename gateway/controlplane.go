@@ -81,6 +81,8 @@ func (g *Gateway) newControlPlane(cfg *Config) (*controlPlane, error) {
 			MaxRequestsPerConn: controlMaxRequestsConn,
 		},
 		Logger: g.log.With("listener", "control"),
+		// Every answer has a request ID, never kept from the client.
+		RequestIDs: &host.RequestIDs{},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: control: %w", err)

@@ -79,9 +79,21 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	}
 	g.tally.requests.Add(1)
 	rs := reqStates.Get().(*reqState)
-	*rs = reqState{start: x.Start, loop: x.Loop}
+	*rs = reqState{start: x.Start, loop: x.Loop, id: requestIDOf(x.Header())}
 	defer reqStates.Put(rs)
 	defer p.finish(rs)
+	if tr := g.tracer; tr != nil {
+		n, first := 0, []byte(nil)
+		for _, f := range x.Req.Fields {
+			if h1.EqualFold(f.Name, "traceparent") {
+				if n == 0 {
+					first = f.Value
+				}
+				n++
+			}
+		}
+		rs.trace = beginTrace(tr, n, first, method, rs.start)
+	}
 	p.serveFast(x, rs, &t)
 	return host.Served
 }
@@ -139,7 +151,7 @@ func (p *pipeline) serveFast(x *h1.Exchange, rs *reqState, t *target) {
 		p.serveLogin(x, rs, rt, f)
 		return
 	}
-	rt.proxy.ServeHTTP1(x, f)
+	rs.forward1(rt.proxy, rt.upstream, x, f)
 	st := x.Status()
 	if st == 0 {
 		st = http.StatusGatewayTimeout // the host answers a request timeout

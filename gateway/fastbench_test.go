@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,3 +277,40 @@ func engineLabel(e string) string {
 }
 
 var _ = io.Discard
+
+// BenchmarkProxiedTracedRequest is BenchmarkProxiedRequest on the fast
+// engine with tracing on: every request sampled, its spans exported to
+// a loopback OTLP/HTTP endpoint that discards them (what tracing costs
+// per request; with tracing off the fast path allocates nothing, see
+// TestNoRaceFastEngineAllocs).
+//
+//	go test -run XXX -bench ProxiedTracedRequest -benchmem ./gateway
+func BenchmarkProxiedTracedRequest(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	for _, ratio := range []string{"0", "1"} {
+		b.Run("sample_ratio="+ratio, func(b *testing.B) {
+			conf := benchConfig + "tracing: {enabled: true, endpoint: \"" + sink.URL + "/v1/traces\", sample_ratio: " + ratio + ", max_queue: 65536}\n"
+			addr := startBenchGatewayWith(b, "auto", conf)
+			warm := dialRaw(b, addr, "/items/1")
+			if err := warm.do(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetParallelism(benchConns)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rc := dialRaw(b, addr, "/items/1")
+				for pb.Next() {
+					if err := rc.do(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/proxy"
@@ -45,6 +47,8 @@ const loginBufKeep = login.DefaultMaxBodyBytes + 1
 // serveLogin runs rt's login throttle and, unless it answered, the
 // proxy, for the fast engine (rt.login set).
 func (p *pipeline) serveLogin(x *h1.Exchange, rs *reqState, rt *route, f proxy.Forward) {
+	ls := rs.startLayer("bulwark.login", layerLogin, trace.SpanKindInternal)
+	defer ls.end()
 	lg := rt.login
 	t := lg.throttle
 	fl := &rs.login
@@ -82,7 +86,7 @@ func (p *pipeline) serveLogin(x *h1.Exchange, rs *reqState, rt *route, f proxy.F
 		f.Head = login.AppendHeaders(fl.head[:0], a.Decision)
 	}
 	f.Buffered, f.Body = true, body
-	rt.proxy.ServeHTTP1(x, f)
+	rs.forward1(rt.proxy, rt.upstream, x, f)
 	st := x.Status()
 	o := t.Done(a, st)
 	if st == 0 {

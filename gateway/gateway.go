@@ -80,6 +80,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -212,6 +213,7 @@ type Gateway struct {
 	started   time.Time     // by the injected clock
 	sweeper   chan struct{} // closed to stop the list sweeper
 
+	tracer  *tracer                        // tracing.enabled: set at Start (tracing.go)
 	fpKey   atomic.Pointer[fingerprintKey] // client fingerprints (fingerprint.go)
 	keyOnce sync.Once
 	limited *limitedClients // the top limited clients
@@ -273,6 +275,10 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 		// An upstream with health.required_for_ready and no target in
 		// rotation fails /readyz (503 upstream_unhealthy).
 		ReadyCheck: func() string { return g.upstreamsReady() },
+		// Every request has an ID (X-Request-Id): a trusted proxy's
+		// (client_ip.trusted_proxies of the configuration served) or
+		// a new one.
+		RequestIDs: &host.RequestIDs{Trusted: g.trustsPeer},
 		// No ReadyDetail: the client listener's /readyz answers ready or
 		// not ready only. Which dependency is down (the moment the
 		// cluster login throttle fails open) is for operators: the
@@ -370,6 +376,13 @@ func New(cfg *Config, deps Deps) (*Gateway, error) {
 	}
 	g.cur.Store(p)
 	return g, nil
+}
+
+// trustsPeer reports whether a is one of the trusted proxies of the
+// configuration served (client_ip.trusted_proxies).
+func (g *Gateway) trustsPeer(a netip.Addr) bool {
+	p := g.cur.Load()
+	return p != nil && p.resolver.TrustsAddr(a)
 }
 
 // wrapListener installs the accept-time deny check innermost, then the

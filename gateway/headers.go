@@ -6,6 +6,7 @@ import (
 
 	"github.com/bulwarkhq/bulwark/internal/fieldname"
 	"github.com/bulwarkhq/bulwark/quota"
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // Headers the client must not choose
@@ -20,8 +21,10 @@ import (
 // asserts are set by the proxy after hop-by-hop removal, and a
 // Connection token naming a protected header (an asserted, identity or
 // forwarding header, or Idempotency-Key) is ignored, so "Connection:
-// X-Auth-Project" cannot strip what the gateway set and "Connection:
-// Idempotency-Key" cannot hide the key from the upstream; Idempotency_Key
+// X-Auth-Project" cannot strip what the gateway set, "Connection:
+// Idempotency-Key" cannot hide the key from the upstream, and neither
+// can one hide the request ID (X-Request-Id) or the trace context
+// (traceparent, tracestate); Idempotency_Key
 // and the key's other '_' spellings are removed, so the upstream reads
 // the key the receipt is bound to.
 //
@@ -62,7 +65,8 @@ func newHeaderRules(strip, asserted []string) *headerRules {
 	add(&hr.strip, asserted...)
 	add(&hr.strip, quota.HeaderIdempotencyReplay)
 	add(&hr.protected, hr.strip...)
-	add(&hr.protected, quota.HeaderIdempotencyKey, "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded")
+	add(&hr.protected, quota.HeaderIdempotencyKey, "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded",
+		wire.RequestIDField, "Traceparent", "Tracestate")
 	return hr
 }
 

@@ -20,6 +20,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// the stores, then the metrics listener, then the control API and the
 	// list sweeper, so metrics stay scrapable and the control API keeps
 	// answering (status shows the drain) until everything else stopped.
+	h.OnStop("tracing", g.stopTracing) // last: the spans of the drained requests
 	h.OnStop("control", g.stopControl)
 	h.OnStop("certificates", func(context.Context) error { g.stopCertWatch(); return nil })
 	h.OnStop("xdp", g.stopXDP)
@@ -35,6 +36,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return nil
 	})
 	h.OnStop("acme", g.stopACME) // first: before the stores close
+	if err := g.startTracing(); err != nil {
+		return errors.Join(err, h.Shutdown(ctx))
+	}
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

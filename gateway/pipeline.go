@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/bulwarkhq/bulwark/canon"
 	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
@@ -72,6 +74,7 @@ type reqState struct {
 	// that answered instead of the upstream (and why), the status, and a
 	// refusal a shadow-mode layer let through.
 	start         time.Time
+	id            string // the request ID (the response's X-Request-Id): valid during the request only
 	layer, reason string
 	status        int
 	shadowLayer   string
@@ -85,6 +88,9 @@ type reqState struct {
 
 	// The fast engine's login attempt (fastlogin.go).
 	login fastLogin
+
+	// trace is the request's trace (tracing.go), nil when not traced.
+	trace *reqTrace
 }
 
 type assertedHeader struct{ name, value string }
@@ -195,10 +201,25 @@ type table struct {
 // ServeHTTP serves one request through the pipeline.
 func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs := reqStates.Get().(*reqState)
-	*rs = reqState{start: time.Now()}
+	*rs = reqState{start: time.Now(), id: requestIDOf(w.Header())}
 	defer reqStates.Put(rs)
 	defer p.finish(rs)
+	if t := p.g.tracer; t != nil {
+		tp, first := r.Header["Traceparent"], ""
+		if len(tp) > 0 {
+			first = tp[0]
+		}
+		rs.trace = beginTrace(t, len(tp), first, r.Method, rs.start)
+	}
 	p.serve(w, r, rs)
+}
+
+// requestIDOf returns the request ID the host set on a response, or "".
+func requestIDOf(h http.Header) string {
+	if v := h[wire.RequestIDField]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // finish records the request's duration and access log line.
@@ -210,6 +231,7 @@ func (p *pipeline) finish(rs *reqState) {
 		p.noRoute.Observe(d.Seconds())
 	}
 	p.access.log(rs, d)
+	rs.endTrace(rs.start.Add(d))
 	if rs.layer != "" && rs.layer != layerUpstream && rs.clientOK {
 		p.g.limited.record(rs.group, rs.layer, p.g.clock.Now())
 	}
@@ -255,13 +277,23 @@ func (p *pipeline) identify(w http.ResponseWriter, r *http.Request, rs *reqState
 	g := p.g
 
 	// 3. Allow and deny lists.
-	if g.lists.active() && !g.screen(w, r, rs, lbClient) {
-		return nil
+	if g.lists.active() {
+		ls := rs.startLayer("bulwark.lists", layerIPSet, trace.SpanKindInternal)
+		ok := g.screen(w, r, rs, lbClient)
+		ls.end()
+		if !ok {
+			return nil
+		}
 	}
 
 	// 4. The shield.
-	if p.shield != nil && !rs.free && !p.admit(w, r, rs) {
-		return nil
+	if p.shield != nil && !rs.free {
+		ls := rs.startLayer("bulwark.shield", layerShield, trace.SpanKindInternal)
+		ok := p.admit(w, r, rs)
+		ls.end()
+		if !ok {
+			return nil
+		}
 	}
 
 	// 5. The route.
@@ -403,7 +435,8 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			pf, _ := ipset.ParsePrefix(s) // Validate checked it
 			rt.allow = append(rt.allow, pf)
 		}
-		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm}
+		traced := cfg.Tracing.Enabled
+		var h http.Handler = &proxyHandler{next: proxies[rc.Upstream], rm: rt.rm, upstream: rc.Upstream, traced: traced}
 		if q := rc.Quota; q != nil {
 			if g.quota == nil {
 				return nil, fmt.Errorf("gateway: route %q: quota needs the cluster profile", rc.Name)
@@ -411,11 +444,13 @@ func (g *Gateway) buildWith(b *builder, cfg *Config) (*pipeline, error) {
 			if h, err = g.quotaMiddleware(rc.Name, *q, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: quota: %w", rc.Name, err)
 			}
+			h = tracedLayer(traced, "bulwark.quota", layerQuota, h)
 		}
 		if l := rc.Login; l != nil {
 			if h, err = b.login(rt, *l, cfg.Shield.Enabled && cfg.Shield.RefundOnLogin, h); err != nil {
 				return nil, fmt.Errorf("gateway: route %q: login: %w", rc.Name, err)
 			}
+			h = tracedLayer(traced, "bulwark.login", layerLogin, h)
 		}
 		rt.policy = h
 		if err := b.limitRoute(rt, rc.RateLimit); err != nil {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"unsafe"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/ratelimit"
 )
@@ -163,6 +165,15 @@ func (rt *route) limitRequest(w http.ResponseWriter, r *http.Request, rs *reqSta
 	if l == nil || rs.free {
 		return "", false
 	}
+	ls := rs.startLayer("bulwark.rate_limit", layerRoute, trace.SpanKindInternal)
+	reason, refused = rt.checkLimit(w, r, rs)
+	ls.endWith(refused, reason)
+	return reason, refused
+}
+
+// checkLimit is limitRequest's decision.
+func (rt *route) checkLimit(w http.ResponseWriter, r *http.Request, rs *reqState) (reason string, refused bool) {
+	l := rt.limit
 	ok, reason := l.check(w, r, rs, rt.shadow)
 	if ok {
 		return "", false

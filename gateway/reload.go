@@ -18,7 +18,7 @@ import (
 // yet that is expired or not yet valid refuses the reload.
 //
 // Settings that need a restart (profile, listen but its certificates,
-// limits, metrics, log, the environment, the set of quota operations
+// limits, metrics, log, tracing, the environment, the set of quota operations
 // with their limits and windows; max_replays may change) must be
 // unchanged; a *yamlconf.Error naming them is returned otherwise.
 func (g *Gateway) Reload(cfg *Config) error {
@@ -46,6 +46,7 @@ func (g *Gateway) Reload(cfg *Config) error {
 	need("client_ip.networks", cfg.ClientIP.Networks == old.ClientIP.Networks, "the per-network budget")
 	need("metrics", cfg.Metrics == old.Metrics, "the metrics listener")
 	need("log", cfg.Log == old.Log, "the log settings")
+	need("tracing", cfg.Tracing == old.Tracing, "the tracing settings")
 	need("routes", reflect.DeepEqual(quotaBudgets(cfg), quotaBudgets(old)), "the set of quota operations (with their limits and windows)")
 	need("routes", hasLogin(cfg) == hasLogin(old), "having login routes or none")
 	need("control", cfg.Control.Enabled == old.Control.Enabled && cfg.Control.Addr == old.Control.Addr, "control.enabled and control.addr")

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bulwarkhq/bulwark/h1"
 	"github.com/bulwarkhq/bulwark/proxy"
 	"github.com/bulwarkhq/bulwark/wire"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The upstreams
@@ -21,14 +24,23 @@ import (
 // outcome, and timed per route up to the response headers. Its pools are
 // read at scrape time.
 
-// proxyHandler times the proxy up to the response headers.
+// proxyHandler times the proxy up to the response headers, and traces
+// it when tracing is on (traced).
 type proxyHandler struct {
-	next http.Handler
-	rm   *routeMetrics
+	next     http.Handler
+	rm       *routeMetrics
+	upstream string
+	traced   bool
 }
 
 func (p *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec, _ := w.(*recorder)
+	var ls *layerSpan
+	if p.traced {
+		if rs := reqStateOf(r); rs != nil {
+			ls, _ = rs.startProxy(p.upstream) // sent by assertHeaders
+		}
+	}
 	start := time.Now()
 	if rec != nil {
 		rec.start = start
@@ -40,6 +52,43 @@ func (p *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.timed.observe(time.Since(start))
 		rec.timed = nil
 	}
+	if ls != nil {
+		st := 0
+		if rec != nil {
+			st = rec.status
+		}
+		ls.endProxy(st)
+	}
+}
+
+// tracedLayer wraps the handler of a layer that runs the rest of the
+// request (login, quota) in the layer's span when tracing is on.
+func tracedLayer(traced bool, name, layer string, next http.Handler) http.Handler {
+	if !traced {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs := reqStateOf(r)
+		if rs == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ls := rs.startLayer(name, layer, trace.SpanKindInternal)
+		defer ls.end()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// forward1 forwards a request of the fast engine (proxy.ServeHTTP1),
+// in the proxy's span when the request is traced: the upstream is sent
+// the span as the traceparent's parent, an asserted field.
+func (rs *reqState) forward1(px *proxy.Proxy, upstream string, x *h1.Exchange, f proxy.Forward) {
+	ls, tp := rs.startProxy(upstream)
+	if tp != "" {
+		f.Asserted = append(f.Asserted[:len(f.Asserted):len(f.Asserted)], proxy.AssertedField{Name: "Traceparent", Value: tp})
+	}
+	px.ServeHTTP1(x, f)
+	ls.endProxy(x.Status())
 }
 
 // assertHeaders is the proxy's Assert hook: the headers the policies
@@ -51,6 +100,9 @@ func assertHeaders(in *http.Request, out http.Header) {
 	}
 	for _, a := range rs.asserted[:rs.nAsserts] {
 		out[a.name] = []string{a.value}
+	}
+	if rs.trace != nil && rs.trace.parent != "" {
+		out["Traceparent"] = []string{rs.trace.parent}
 	}
 }
 

@@ -109,6 +109,7 @@ func (c *Config) fieldErrors() FieldErrors {
 		f.Add("metrics.addr", "same address as %s", k)
 	}
 	f.Sub("log", c.Log.Validate())
+	f.Sub("tracing", c.Tracing.Validate())
 	f.Sub("control", c.Control.Validate())
 	if ct := c.Control; ct.Enabled {
 		k := c.listenerAt(ct.Addr)

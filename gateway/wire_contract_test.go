@@ -23,8 +23,11 @@ import (
 
 // One wire contract: every layer's rejection, sent by the gateway, is the
 // library's own answer, field by field (status, the fields a client acts
-// on, the problem document). The gateway calls the library's writers; this
-// test fails the day it grows a copy that drifts.
+// on, the problem document), plus the request ID: the gateway's answers
+// carry one in X-Request-Id, repeated as the problem's "request_id"
+// member (the library's writers repeat the ID a response carries; the
+// library's answers here have none). The gateway calls the library's
+// writers; this test fails the day it grows a copy that drifts.
 
 // wireFields are the response fields the contract covers.
 var wireFields = []string{"Content-Type", "Cache-Control", "X-Content-Type-Options", "Retry-After",
@@ -34,6 +37,9 @@ type answer struct {
 	Status int
 	Header map[string]string
 	Body   map[string]any
+	// ID is the request ID: the X-Request-Id field, which the body's
+	// request_id member repeats (answerOf checks it), or "".
+	ID string
 }
 
 func answerOf(t *testing.T, status int, h http.Header, body []byte) answer {
@@ -45,6 +51,11 @@ func answerOf(t *testing.T, status int, h http.Header, body []byte) answer {
 	if err := json.Unmarshal(body, &a.Body); err != nil {
 		t.Fatalf("body %q is not JSON: %v", body, err)
 	}
+	a.ID = h.Get(wire.RequestIDField)
+	if got, _ := a.Body["request_id"].(string); got != a.ID || len(h.Values(wire.RequestIDField)) > 1 {
+		t.Fatalf("request_id member %v, %s fields %q: want the one field's value", a.Body["request_id"], wire.RequestIDField, h.Values(wire.RequestIDField))
+	}
+	delete(a.Body, "request_id")
 	return a
 }
 
@@ -57,6 +68,10 @@ func libAnswer(t *testing.T, h http.Handler, r *http.Request) answer {
 
 func sameAnswer(t *testing.T, layer string, lib, gw answer) {
 	t.Helper()
+	if !wire.ValidRequestID(gw.ID) {
+		t.Errorf("%s: the gateway's answer has no request ID: %q", layer, gw.ID)
+	}
+	gw.ID = ""
 	if !reflect.DeepEqual(lib, gw) {
 		lb, _ := json.MarshalIndent(lib, "", "  ")
 		gb, _ := json.MarshalIndent(gw, "", "  ")

@@ -82,7 +82,7 @@ func TestNoRaceWriteAllocs(t *testing.T) {
 	p := New(CodeLoginRateLimitExceeded)
 	p.RetryAfter = 120
 	p.Extra = map[string]any{"errorCode": CodeLoginRateLimitExceeded}
-	Write(w, p) // warm the pool
+	Write(w, p)                                        // warm the pool
 	id := []string{"4bf92f3577b34da6a3ce929d0e0e4736"} // the host's request ID: repeated in the body
 	allocs := testing.AllocsPerRun(200, func() {
 		clear(w.h)

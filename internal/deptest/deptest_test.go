@@ -53,6 +53,10 @@ var rules = []rule{
 		why:    "libraries expose hooks and events; Prometheus metrics live in the gateway",
 	},
 	{
+		forbid: tree("go.opentelemetry.io"),
+		why:    "libraries expose hooks and decisions; OpenTelemetry tracing lives in the gateway",
+	},
+	{
 		forbid:  tree("github.com/jackc/pgx"),
 		allowIn: tree(module + "/quota/pgquota"),
 		why:     "the PostgreSQL driver lives only in its adapter package",
@@ -108,6 +112,7 @@ func TestLibraryDependencies(t *testing.T) {
 func TestCheckerFindsViolations(t *testing.T) {
 	const pgx, rds, prom, grpc = "github.com/jackc/pgx/v5", "github.com/redis/go-redis/v9", "github.com/prometheus/client_golang/prometheus", "google.golang.org/grpc"
 	const bpf, cm = "github.com/cilium/ebpf", "github.com/caddyserver/certmagic"
+	const otel = "go.opentelemetry.io/otel/trace"
 	pkgs := graph(map[string][]string{
 		module + "/shield":                   {module + "/gateway"},          // direct import of the gateway
 		module + "/login":                    {module + "/login/redisstore"}, // go-redis through an adapter
@@ -128,8 +133,8 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/console":                  {module + "/control"}, // allowed: the operator UI
 		module + "/ratelimit":                {module + "/control"}, // a layer on the control API
 		module + "/control/internal/jsonapi": {module + "/host"},    // the JSON mode on the host
-		module + "/proxy":                    {cm},                  // ACME outside the gateway
-		module + "/gateway":                  {prom, pgx, rds, cm},
+		module + "/proxy":                    {cm, otel},            // ACME and tracing outside the gateway
+		module + "/gateway":                  {prom, pgx, rds, cm, otel},
 		module + "/cmd/bulwark":              {module + "/gateway"},
 		pgx:                                  {pgx + "/internal/x"},
 		pgx + "/internal/x":                  nil,
@@ -138,6 +143,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		prom:                                 nil,
 		bpf:                                  nil,
 		cm:                                   nil,
+		otel:                                 nil,
 		"fmt":                                nil,
 	})
 	var libs []string
@@ -157,6 +163,9 @@ func TestCheckerFindsViolations(t *testing.T) {
 		module + "/shield -> " + rds,
 		module + "/shield -> " + cm, // through the gateway
 		module + "/proxy -> " + cm,
+		module + "/shield -> " + otel, // through the gateway
+		module + "/proxy -> " + otel,
+		module + "/guard -> " + otel, // through cmd and the gateway
 		module + "/login -> " + rds,
 		module + "/global -> " + rds,
 		module + "/ipset -> " + grpc,
