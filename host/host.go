@@ -613,7 +613,7 @@ func (h *Host) Start() error {
 
 	for _, l := range h.ls {
 		go l.serveLoop(l.ln)
-		h.log.Info("host: listening", "listener", l.name, "addr", l.ln.Addr().String(), "tls", l.cfg.TLSConfig != nil, "h2c", l.cfg.H2C, "fast_engine", l.fast != nil, "loops", l.fast != nil && l.fast.loops != nil)
+		h.log.Info("host: listening", append(l.logName(), "addr", l.ln.Addr().String(), "tls", l.cfg.TLSConfig != nil, "h2c", l.cfg.H2C, "fast_engine", l.fast != nil, "loops", l.fast != nil && l.fast.loops != nil)...)
 	}
 	return nil
 }
@@ -676,7 +676,7 @@ func (l *listener) serveLoop(ln net.Listener) {
 	case l.cfg.TLSConfig != nil:
 		tln := l.tlsListener(ln)
 		if tln == nil {
-			h.log.Error("host: config.wrap_tls_listener returned nil", "listener", l.name)
+			h.log.Error("host: config.wrap_tls_listener returned nil", l.logName()...)
 			close(l.fast.done)
 			break
 		}
@@ -699,8 +699,18 @@ func (l *listener) serveLoop(ln net.Listener) {
 	unbound := h.unbound
 	h.mu.Unlock()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) && !unbound {
-		h.log.Error("host: serve stopped", "listener", l.name, "err", err)
+		h.log.Error("host: serve stopped", append(l.logName(), "err", err)...)
 	}
+}
+
+// logName is the "listener" attribute of l's log lines, with
+// Config.Listeners only (a single-listener host's owner names it in its
+// logger, if at all).
+func (l *listener) logName() []any {
+	if len(l.h.cfg.Listeners) == 0 {
+		return nil
+	}
+	return []any{"listener", l.name}
 }
 
 // tlsListenerConfig is the TLS configuration handed to WrapTLSListener:
