@@ -189,6 +189,18 @@ func TestConsoleInChromium(t *testing.T) {
 		do(t, "GET", tg.url+"/limited", nil)
 	}
 	waitJS(t, ctx, "the counters to move", `document.getElementById('requests').textContent === '25' && document.getElementById('rejected').textContent === '3'`)
+	// The chart reads at a glance: a round top of the axis at or above the
+	// minute's peak, its half in the middle, the current rates and the
+	// peak in numbers, the lines drawn.
+	waitJS(t, ctx, "the chart's axis and legend", `(() => {
+		const n = (id) => parseFloat(document.getElementById(id).textContent.replace(/,/g, ''));
+		const peak = n('spark-peak'), max = n('spark-max'), mid = n('spark-mid');
+		const top = max / Math.pow(10, Math.floor(Math.log10(max)));
+		return peak > 0 && max >= peak && mid * 2 === max && [1, 2, 5].includes(Math.round(top)) &&
+			document.getElementById('spark-max').textContent.endsWith('/s') &&
+			document.getElementById('spark-req-now').textContent.endsWith('/s') &&
+			document.getElementById('spark-req').getAttribute('points') !== '';
+	})()`)
 	waitJS(t, ctx, "the top reason", `document.getElementById('top-reasons').textContent.includes('rate_limit')`)
 	waitJS(t, ctx, "the route table's occupancy", `document.getElementById('tables').textContent.includes('rate_limit/limited')`)
 

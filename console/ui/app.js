@@ -262,14 +262,29 @@
     if (arr.length > 60) arr.shift();
   }
 
+  // niceCeil rounds x up to 1, 2 or 5 times a power of ten, so that the
+  // chart's axis reads in round numbers.
+  function niceCeil(x) {
+    if (!(x > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(x)));
+    for (const m of [1, 2, 5, 10]) if (x <= m * p * 1.0000001) return m * p;
+    return 10 * p;
+  }
+
   function spark() {
-    const max = Math.max(1, ...series.req, ...series.rej);
+    const peak = Math.max(0, ...series.req, ...series.rej);
+    const max = niceCeil(Math.max(peak, 1));
     const pts = (arr) => arr.map((y, i) => {
       const x = 120 - (arr.length - 1 - i) * 2;
       return x + ',' + (31 - (y / max) * 30).toFixed(1);
     }).join(' ');
     $('spark-req').setAttribute('points', pts(series.req));
     $('spark-rej').setAttribute('points', pts(series.rej));
+    text('spark-max', fmtRate(max));
+    text('spark-mid', fmtRate(max / 2));
+    text('spark-req-now', fmtRate(series.req[series.req.length - 1] || 0));
+    text('spark-rej-now', fmtRate(series.rej[series.rej.length - 1] || 0));
+    text('spark-peak', fmtRate(peak));
   }
 
   // --- top limited clients ---------------------------------------------
