@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/clock"
 )
 
 // rawUpstream is a minimal keep-alive HTTP/1.1 responder on a real
@@ -167,6 +169,13 @@ func startBenchGatewayTLS(tb testing.TB, engine string) string {
 // its address.
 func startBenchGatewayWith(tb testing.TB, engine, conf string) string {
 	tb.Helper()
+	return startBenchGatewayAt(tb, engine, conf, nil)
+}
+
+// startBenchGatewayAt is startBenchGatewayWith with the gateway's time
+// told by clk (nil: real time).
+func startBenchGatewayAt(tb testing.TB, engine, conf string, clk clock.Clock) string {
+	tb.Helper()
 	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(conf)
 	cfg, err := Parse("bench.yaml", []byte(y), nil)
 	if err != nil {
@@ -176,7 +185,7 @@ func startBenchGatewayWith(tb testing.TB, engine, conf string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := New(cfg, Deps{Listener: ln})
+	g, err := New(cfg, Deps{Listener: ln, Clock: clk})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,10 +3,8 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,28 +32,7 @@ access_log: {mode: off}
 // told by clk (nil: real time), with rawUpstream as the upstream.
 func startLoginBenchGateway(tb testing.TB, engine string, clk clock.Clock) string {
 	tb.Helper()
-	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(loginBenchConfig)
-	cfg, err := Parse("login-bench.yaml", []byte(y), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g, err := New(cfg, Deps{Listener: ln, Clock: clk})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := g.Start(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
-	return g.Addr().String()
+	return startBenchGatewayAt(tb, engine, loginBenchConfig, clk)
 }
 
 // loginClient is one keep-alive client connection sending a fixed
@@ -233,29 +210,8 @@ func TestNoRaceFastRejectAllocs(t *testing.T) {
 	}
 	for _, engine := range []string{EngineAuto, EngineGoroutine} {
 		t.Run("engine="+engine, func(t *testing.T) {
-			clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-			y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(t)).Replace(rejectAllocConfig)
-			cfg, err := Parse("reject-alloc.yaml", []byte(y), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := New(cfg, Deps{Listener: ln, Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := g.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = g.Shutdown(ctx)
-			})
-			lc := dialLogin(t, g.Addr().String())
+			addr := startBenchGatewayAt(t, engine, rejectAllocConfig, clock.NewManual(time.Unix(1_700_000_000, 0)))
+			lc := dialLogin(t, addr)
 			lc.req = []byte("GET /items HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\n\r\n")
 			if err := lc.do(200); err != nil { // the burst
 				t.Fatal(err)
