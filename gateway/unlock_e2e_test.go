@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,42 +143,8 @@ func testUnlockThroughAPI(t *testing.T) {
 // quota_bucket_not_found; with Redis or PostgreSQL down the answer is
 // 503 store_unavailable.
 func TestUnlockAndQuotaCluster(t *testing.T) {
-	pg := testsvc.StartPostgres(t)
-	rd := testsvc.StartRedis(t)
-	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
 	ctx := context.Background()
-	if _, err := pgquota.Migrate(ctx, pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	auth := &authServer{}
-	authSrv := httptest.NewServer(auth)
-	t.Cleanup(authSrv.Close)
-	up := newAccountUpstream(t)
-	getenv := env(
-		EnvProfile, "cluster",
-		EnvPostgresURL, runtimeDSN,
-		EnvPostgresTLSMode, "disable",
-		EnvPostgresAllowInsecure, "true",
-		EnvRedisURL, "redis://"+rd.Addr()+"/0",
-		EnvControlToken, testToken,
-	).get
-	tg := startGateway(t, `
-upstreams:
-  - {name: app, targets: ["{{APP}}"]}
-routes:
-  - name: exports
-    match: {path: /exports, methods: [POST]}
-    upstream: app
-    quota:
-      operation: exports
-      limit: 2
-      window: 300s
-      auth: {url: "{{AUTH}}/verify", timeout: 2s}
-  - name: login
-    match: {path: /login, methods: [POST]}
-    upstream: app
-    login: {limit: 100, per_client: {limit: 0}, lockout: {max_failures: 3}}
-`, map[string]string{"APP": up.srv.URL, "AUTH": authSrv.URL}, gwOpts{getenv: getenv})
+	tg, pg, rd := startUnlockCluster(t, 2)
 	c := &control.Client{BaseURL: tg.control, Token: testToken}
 
 	lockAccount(t, tg.url, "/login", "xavier")
@@ -284,41 +251,7 @@ func apiCode(err error) string {
 func TestConsoleUnlockAndQuotaInChromium(t *testing.T) {
 	ctx := browser(t)
 	messages := collectConsole(ctx)
-	pg := testsvc.StartPostgres(t)
-	rd := testsvc.StartRedis(t)
-	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
-	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	auth := &authServer{}
-	authSrv := httptest.NewServer(auth)
-	t.Cleanup(authSrv.Close)
-	up := newAccountUpstream(t)
-	getenv := env(
-		EnvProfile, "cluster",
-		EnvPostgresURL, runtimeDSN,
-		EnvPostgresTLSMode, "disable",
-		EnvPostgresAllowInsecure, "true",
-		EnvRedisURL, "redis://"+rd.Addr()+"/0",
-		EnvControlToken, testToken,
-	).get
-	tg := startGateway(t, `
-upstreams:
-  - {name: app, targets: ["{{APP}}"]}
-routes:
-  - name: exports
-    match: {path: /exports, methods: [POST]}
-    upstream: app
-    quota:
-      operation: exports
-      limit: 1
-      window: 300s
-      auth: {url: "{{AUTH}}/verify", timeout: 2s}
-  - name: login
-    match: {path: /login, methods: [POST]}
-    upstream: app
-    login: {limit: 100, per_client: {limit: 0}, lockout: {max_failures: 3}}
-`, map[string]string{"APP": up.srv.URL, "AUTH": authSrv.URL}, gwOpts{getenv: getenv})
+	tg, _, _ := startUnlockCluster(t, 1)
 	lockAccount(t, tg.url, "/login", "wilhelmina")
 	export := func(key string) int {
 		return do(t, "POST", tg.url+"/exports", strings.NewReader(`{}`), "Authorization", "Bearer alice",
@@ -384,4 +317,48 @@ routes:
 	if strings.Contains(strings.ToLower(logs), "wilhelmina") {
 		t.Errorf("a log line names the username:\n%s", logs)
 	}
+}
+
+// startUnlockCluster starts a cluster-profile gateway on real PostgreSQL
+// (migrated, a least-privilege runtime role) and Redis with a quota
+// route /exports of quotaLimit per 300 s (forward auth at an authServer)
+// and a login route /login with a lockout after 3 failures.
+func startUnlockCluster(t *testing.T, quotaLimit int) (*testGateway, *testsvc.Postgres, *testsvc.Redis) {
+	t.Helper()
+	pg := testsvc.StartPostgres(t)
+	rd := testsvc.StartRedis(t)
+	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
+	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	auth := &authServer{}
+	authSrv := httptest.NewServer(auth)
+	t.Cleanup(authSrv.Close)
+	up := newAccountUpstream(t)
+	getenv := env(
+		EnvProfile, "cluster",
+		EnvPostgresURL, runtimeDSN,
+		EnvPostgresTLSMode, "disable",
+		EnvPostgresAllowInsecure, "true",
+		EnvRedisURL, "redis://"+rd.Addr()+"/0",
+		EnvControlToken, testToken,
+	).get
+	tg := startGateway(t, `
+upstreams:
+  - {name: app, targets: ["{{APP}}"]}
+routes:
+  - name: exports
+    match: {path: /exports, methods: [POST]}
+    upstream: app
+    quota:
+      operation: exports
+      limit: {{LIMIT}}
+      window: 300s
+      auth: {url: "{{AUTH}}/verify", timeout: 2s}
+  - name: login
+    match: {path: /login, methods: [POST]}
+    upstream: app
+    login: {limit: 100, per_client: {limit: 0}, lockout: {max_failures: 3}}
+`, map[string]string{"APP": up.srv.URL, "AUTH": authSrv.URL, "LIMIT": strconv.Itoa(quotaLimit)}, gwOpts{getenv: getenv})
+	return tg, pg, rd
 }
