@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bulwarkhq/bulwark/wire"
 )
 
 // deadlineRec is a connection that records its read deadlines.
@@ -121,6 +123,12 @@ var responseCases = []responseCase{
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
 		_, _ = io.WriteString(w, "dated")
+	}},
+	{"refusal, its values in the exchange's storage", "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", func(w http.ResponseWriter) {
+		wire.SetRateLimitOn(w, wire.RateLimit{Policy: "api", Limit: 10, Window: time.Minute, Reset: 3 * time.Second})
+		p := wire.New(wire.CodeRateLimited)
+		p.RetryAfter = 3
+		wire.Write(w, p)
 	}},
 	{"big body", "GET /a HTTP/1.1\r\nHost: x\r\n\r\n", func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -391,6 +399,64 @@ func TestExchangeResetForNextRequest(t *testing.T) {
 	x.Reset(NewReader(strings.NewReader(next[n:]), 64, 64), 0, time.Now())
 	if len(x.Header()) != 0 || x.Status() != 0 || x.Written() || x.Stub().RequestURI != "/two" || x.Host() != "y" {
 		t.Fatalf("after Reset: %v %d %v %q", x.Header(), x.Status(), x.Written(), x.Stub().RequestURI)
+	}
+}
+
+// The exchange lends storage for header values (wire.FieldStore):
+// copies, bounded, reused from the next request on.
+func TestExchangeFieldValues(t *testing.T) {
+	var out bytes.Buffer
+	x, _, _ := exchangeFor(t, "GET /one HTTP/1.1\r\nHost: x\r\n\r\n", &out)
+	for req := range 2 {
+		var lent [][]byte
+		buf, vals, ok := x.FieldValues(3, 2)
+		if !ok || len(buf) != 3 || cap(buf) != 3 || len(vals) != 2 || cap(vals) != 2 || vals[0] != "" || vals[1] != "" {
+			t.Fatalf("request %d: FieldValues(3, 2) = %d/%d bytes, %q (cap %d), %v", req, len(buf), cap(buf), vals, cap(vals), ok)
+		}
+		copy(buf, "abc")
+		vals[0], vals[1] = "x", "y"
+		lent = append(lent, buf)
+		bytesUsed, slotsUsed := 3, 2
+		for i := 0; ; i++ {
+			buf, vals, ok := x.FieldValues(10, 1)
+			if !ok {
+				break
+			}
+			if len(buf) != 10 || cap(buf) != 10 || len(vals) != 1 || cap(vals) != 1 || vals[0] != "" {
+				t.Fatalf("request %d: FieldValues(10, 1) = %d/%d bytes, %q", req, len(buf), cap(buf), vals)
+			}
+			copy(buf, strings.Repeat(string(rune('0'+i)), 10))
+			vals[0] = "v"
+			lent = append(lent, buf)
+			bytesUsed, slotsUsed = bytesUsed+10, slotsUsed+1
+		}
+		if bytesUsed > fieldBytes || slotsUsed > fieldSlots || (fieldBytes-bytesUsed >= 10 && slotsUsed != fieldSlots) {
+			t.Fatalf("request %d: %d bytes and %d slots lent, of %d and %d", req, bytesUsed, slotsUsed, fieldBytes, fieldSlots)
+		}
+		// What was lent does not overlap.
+		if string(lent[0]) != "abc" {
+			t.Fatalf("request %d: first loan %q", req, lent[0])
+		}
+		for i, b := range lent[1:] {
+			if want := strings.Repeat(string(rune('0'+i)), 10); string(b) != want {
+				t.Fatalf("request %d: loan %d holds %q, want %q", req, i+1, b, want)
+			}
+		}
+		if _, _, ok := x.FieldValues(0, -1); ok {
+			t.Fatal("FieldValues(0, -1) lent storage")
+		}
+		if _, _, ok := x.FieldValues(-1, 0); ok {
+			t.Fatal("FieldValues(-1, 0) lent storage")
+		}
+		if _, _, ok := x.FieldValues(fieldBytes+1, 0); ok {
+			t.Fatal("FieldValues lent more bytes than it has")
+		}
+		next := "GET /two HTTP/1.1\r\nHost: y\r\n\r\n"
+		n, err := ParseRequest([]byte(next), &x.Req, 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Reset(NewReader(strings.NewReader(next[n:]), 64, 64), 0, time.Now())
 	}
 }
 

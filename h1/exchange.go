@@ -88,7 +88,24 @@ type Exchange struct {
 	id    [wire.MaxRequestIDLen]byte
 	idLen int
 	idVal [1]string
+
+	// Storage for the response's header values (FieldValues): the
+	// first vlen bytes of vbuf and nvals slots of vals are in use.
+	vbuf  [fieldBytes]byte
+	vlen  int
+	vals  [fieldSlots]string
+	nvals int
 }
+
+// The storage an Exchange lends for header values (FieldValues): room
+// for the fields of a refusal (Content-Length, Retry-After, RateLimit,
+// RateLimit-Policy and the login layer's three X-RateLimit-* fields,
+// about 60 bytes with a short policy name), with margin for longer
+// names.
+const (
+	fieldBytes = 192
+	fieldSlots = 8
+)
 
 // Loop is what a handler served on an event loop may wait on besides
 // its exchange's connection. Its connections belong to the calling
@@ -148,6 +165,7 @@ func (x *Exchange) Reset(rd *Reader, maxBody int64, start time.Time) {
 	x.Start, x.Deadline = start, time.Time{}
 	x.stubbed = false
 	x.idLen, x.idVal[0] = 0, ""
+	x.vlen, x.nvals = 0, 0
 	x.body.Reset(rd, x.Req.ContentLength, x.Req.Chunked, false, maxBody)
 }
 
@@ -174,6 +192,26 @@ func (x *Exchange) SetRequestID(id []byte) {
 	x.idVal[0] = unsafe.String(&x.id[0], n)
 	x.hdr[wire.RequestIDField] = x.idVal[:]
 }
+
+// FieldValues implements wire.FieldStore: it lends size bytes and n
+// empty value slots of the exchange's own storage for header values of
+// this response (the writers of refusals set theirs so, without
+// allocating); ok is false when the storage has no room left. Like the
+// request ID's, the values are valid during the request only: the
+// connection's next request reuses the storage.
+func (x *Exchange) FieldValues(size, n int) (buf []byte, vals []string, ok bool) {
+	if size < 0 || n < 0 || size > len(x.vbuf)-x.vlen || n > len(x.vals)-x.nvals {
+		return nil, nil, false
+	}
+	buf = x.vbuf[x.vlen : x.vlen+size : x.vlen+size]
+	x.vlen += size
+	vals = x.vals[x.nvals : x.nvals+n : x.nvals+n]
+	clear(vals)
+	x.nvals += n
+	return buf, vals, true
+}
+
+var _ wire.FieldStore = (*Exchange)(nil)
 
 // RequestID returns the request's ID (SetRequestID), or nil. The bytes
 // are the exchange's: valid during the request only.

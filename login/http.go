@@ -338,7 +338,7 @@ func (t *Throttle) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	var a Attempt
 	t.Decide(r.Context(), &a, r.Method, creds, err, clientIP)
 	if a.Action != ActionForward {
-		rej := a.rejection(w.Header(), r, bodyConsumed(r))
+		rej := a.rejection(w, r, bodyConsumed(r))
 		if t.onReject != nil {
 			t.onReject(r, rej)
 		}
@@ -374,15 +374,15 @@ func (a *Attempt) Answer(w http.ResponseWriter, r *http.Request, bodyRead bool) 
 	if a.Action == ActionForward {
 		return
 	}
-	a.rejection(w.Header(), r, bodyRead).Write(w, r)
+	a.rejection(w, r, bodyRead).Write(w, r)
 }
 
-// rejection sets the fields of a refused attempt's answer on h
+// rejection sets the fields of a refused attempt's answer on w's header
 // (ActionReject: the rate-limit fields) and returns its Rejection.
-func (a *Attempt) rejection(h http.Header, r *http.Request, bodyRead bool) wire.Rejection {
+func (a *Attempt) rejection(w http.ResponseWriter, r *http.Request, bodyRead bool) wire.Rejection {
 	rej := wire.Rejection{Layer: "login", Close: !bodyRead && wire.UnreadBody(r)}
 	if a.Action == ActionReject {
-		rej.Reason, rej.Problem = string(a.Decision.Reason), rejectProblem(h, a.Decision)
+		rej.Reason, rej.Problem = string(a.Decision.Reason), rejectProblem(w, a.Decision)
 		return rej
 	}
 	rej.Problem = ProblemFor(a.Err)
@@ -465,7 +465,11 @@ func DecisionFromContext(ctx context.Context) (Decision, bool) {
 // A degraded decision carries only X-RateLimit-Limit: the remaining quota
 // and the reset time are unknown, and the fields are omitted rather than
 // sent with made-up values.
-func SetHeaders(h http.Header, d Decision) {
+func SetHeaders(h http.Header, d Decision) { setHeaders(h, nil, d) }
+
+// setHeaders is SetHeaders, the values made by wire.HeaderValues(w,
+// ...): in w's own storage when it lends some (a refusal's answer).
+func setHeaders(h http.Header, w http.ResponseWriter, d Decision) {
 	if d.Degraded {
 		h[canonicalLimit] = []string{strconv.Itoa(d.Limit)}
 		delete(h, canonicalRemaining)
@@ -480,7 +484,7 @@ func SetHeaders(h http.Header, d Decision) {
 	b = strconv.AppendInt(b, int64(remaining(d)), 10)
 	j := len(b)
 	b = appendReset(b, d.ResetAt)
-	s, vals := string(b), make([]string, 3)
+	s, vals := wire.HeaderValues(w, b, 3)
 	vals[0], vals[1], vals[2] = s[:i], s[i:j], s[j:]
 	h[canonicalLimit] = vals[0:1:1]
 	h[canonicalRemaining] = vals[1:2:2]
@@ -573,15 +577,16 @@ func Reject(w http.ResponseWriter, r *http.Request, d Decision) {
 }
 
 func reject(w http.ResponseWriter, r *http.Request, d Decision, bodyRead bool) {
-	writeProblemRead(w, r, rejectProblem(w.Header(), d), bodyRead)
+	writeProblemRead(w, r, rejectProblem(w, d), bodyRead)
 }
 
-// rejectProblem sets the fields of a refused d's answer on h and returns
-// its problem.
-func rejectProblem(h http.Header, d Decision) wire.Problem {
+// rejectProblem sets the fields of a refused d's answer on w's header
+// (their values in w's storage when it lends some: wire.FieldStore) and
+// returns its problem.
+func rejectProblem(w http.ResponseWriter, d Decision) wire.Problem {
 	retry := max(d.RetryAfterSeconds, 1)
-	SetHeaders(h, d)
-	wire.SetRateLimit(h, wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Reset: time.Duration(retry) * time.Second})
+	setHeaders(w.Header(), w, d)
+	wire.SetRateLimitOn(w, wire.RateLimit{Policy: RateLimitPolicy, Limit: int64(d.Limit), Window: d.Window, Reset: time.Duration(retry) * time.Second})
 	p := wire.New(wire.CodeLoginRateLimitExceeded)
 	p.RetryAfter = retry
 	p.Extra = rejectExtra

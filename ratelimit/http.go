@@ -172,7 +172,7 @@ func (l *Limiter) Middleware(key KeyFunc, o MiddlewareOptions) (func(http.Handle
 				if d.Full {
 					reason = "capacity"
 				}
-				o.answer(w, r, reason, l.policy.rejection(w.Header(), d, o.Status, o.Headers))
+				o.answer(w, r, reason, l.policy.rejection(w, d, o.Status, o.Headers))
 				return
 			}
 			if o.Headers == HeadersAlways {
@@ -206,32 +206,36 @@ func PolicyOf(name string, g limit.GCRA) Policy {
 // remaining is d.Remaining; the reset is d.RetryAfter for a refusal (when
 // the next unit is available) and d.ResetAfter otherwise (when the bucket
 // is full again).
-func (p Policy) SetHeaders(h http.Header, d Decision) {
+func (p Policy) SetHeaders(h http.Header, d Decision) { wire.SetRateLimit(h, p.rateLimit(d)) }
+
+// rateLimit is what the RateLimit fields say of d (see SetHeaders).
+func (p Policy) rateLimit(d Decision) wire.RateLimit {
 	reset := d.ResetAfter
 	if !d.Allowed {
 		reset = d.RetryAfter
 	}
-	wire.SetRateLimit(h, wire.RateLimit{
+	return wire.RateLimit{
 		Policy:    p.Name,
 		Limit:     p.Burst,
 		Window:    p.Window,
 		Remaining: d.Remaining,
 		Reset:     reset,
-	})
+	}
 }
 
 // WriteRejection answers a refused decision: status (0 means 429),
 // problem+json rate_limited with Retry-After, and the RateLimit fields
 // unless mode is HeadersOff. It never reads the body.
 func (p Policy) WriteRejection(w http.ResponseWriter, r *http.Request, d Decision, status int, mode HeaderMode) {
-	wire.Reject(w, r, p.rejection(w.Header(), d, status, mode))
+	wire.Reject(w, r, p.rejection(w, d, status, mode))
 }
 
-// rejection sets the RateLimit fields of a refused d on h (unless mode
-// is HeadersOff) and returns the problem to answer with.
-func (p Policy) rejection(h http.Header, d Decision, status int, mode HeaderMode) wire.Problem {
+// rejection sets the RateLimit fields of a refused d on w's header
+// (unless mode is HeadersOff; their values in w's storage when it lends
+// some: wire.FieldStore) and returns the problem to answer with.
+func (p Policy) rejection(w http.ResponseWriter, d Decision, status int, mode HeaderMode) wire.Problem {
 	if mode != HeadersOff {
-		p.SetHeaders(h, d)
+		wire.SetRateLimitOn(w, p.rateLimit(d))
 	}
 	pr := wire.New(wire.CodeRateLimited)
 	if status != 0 {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/bulwarkhq/bulwark/limit"
 )
@@ -75,8 +76,9 @@ func (p Problem) complete() Problem {
 // The constant fields are set to shared one-element slices, and the body
 // is encoded into a pooled buffer, so a problem whose members are plain
 // ASCII (every registered code is) costs only its Content-Length value in
-// allocations: a rejection under a flood must be cheap. Handlers must
-// replace header values (Set, Del), never write into a value slice.
+// allocations, and none when w lends storage for it ([FieldStore]): a
+// rejection under a flood must be cheap. Handlers must replace header
+// values (Set, Del), never write into a value slice.
 func Write(w http.ResponseWriter, p Problem) {
 	p = p.complete()
 	h := w.Header()
@@ -95,7 +97,7 @@ func Write(w http.ResponseWriter, p Problem) {
 	if p.RetryAfter > 0 {
 		num = strconv.AppendInt(num, p.RetryAfter, 10)
 	}
-	nums, vals := string(num), make([]string, 2)
+	nums, vals := HeaderValues(w, num, 2)
 	vals[0] = nums[:cl]
 	h["Content-Length"] = vals[0:1:1]
 	if p.RetryAfter > 0 {
@@ -108,6 +110,40 @@ func Write(w http.ResponseWriter, p Problem) {
 		*bp = body[:0]
 	}
 	bodyBufs.Put(bp)
+}
+
+// A FieldStore lends storage of its own for the header values of the
+// answer being written: an http.ResponseWriter that implements it (the
+// fast engine's h1.Exchange) lets [Write], [SetRateLimitOn] and the
+// protection layers' writers set their values without allocating. The
+// storage is reused for the next request: a value made from it is valid
+// until the answer is written, and must not be kept past the request.
+type FieldStore interface {
+	// FieldValues lends size bytes (buf, length and capacity size) and
+	// n empty strings (vals, length and capacity n) of the writer's
+	// storage for header values of the current answer, left unchanged
+	// by the writer until the request ends; ok is false when it has no
+	// room left for them.
+	FieldValues(size, n int) (buf []byte, vals []string, ok bool)
+}
+
+// HeaderValues returns b as a string and a slice of n strings (length
+// and capacity n) for the header values of w's answer: in w's own
+// storage when w is a [FieldStore] with room (valid during the request
+// only), otherwise newly allocated, one string and one array. w may be
+// nil. Give each field a full slice expression of vals
+// (vals[i:i+1:i+1]) so that appending to one field cannot write into
+// another.
+func HeaderValues(w http.ResponseWriter, b []byte, n int) (string, []string) {
+	// (b is not passed to the interface's method: it would escape, and
+	// the callers' stack buffers with it.)
+	if fs, ok := w.(FieldStore); ok {
+		if buf, vals, ok := fs.FieldValues(len(b), n); ok && len(buf) == len(b) && len(vals) == n {
+			copy(buf, b)
+			return unsafe.String(unsafe.SliceData(buf), len(buf)), vals
+		}
+	}
+	return string(b), make([]string, n)
 }
 
 // requestIDOf returns the request ID of a response header, or "" when it
@@ -124,6 +160,7 @@ var (
 	contentTypeValue = []string{ContentType}
 	noStoreValue     = []string{"no-store"}
 	nosniffValue     = []string{"nosniff"}
+	closeValue       = []string{"close"}
 )
 
 // bodyBufs holds problem bodies being written; a buffer is kept only up
@@ -154,7 +191,7 @@ func WriteClose(w http.ResponseWriter, r *http.Request, p Problem) {
 // protocol: r nil) close after the answer, as WriteClose says.
 func endConnection(w http.ResponseWriter, r *http.Request) {
 	if r == nil || r.ProtoMajor < 2 {
-		w.Header().Set("Connection", "close")
+		w.Header()["Connection"] = closeValue
 		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0)) // any past instant
 	}
 }
@@ -409,6 +446,10 @@ type RateLimit struct {
 	Reset time.Duration
 }
 
+// SetRateLimitOn is [SetRateLimit] on w's header, the values in w's own
+// storage when w lends some ([FieldStore]): for the writers of refusals.
+func SetRateLimitOn(w http.ResponseWriter, rl RateLimit) { setRateLimit(w.Header(), w, rl) }
+
 // SetRateLimit sets the RateLimit-Policy and RateLimit fields for rl:
 //
 //	RateLimit-Policy: "route";q=100;w=60
@@ -417,7 +458,10 @@ type RateLimit struct {
 // A Limit of 0 leaves RateLimit-Policy out: a policy whose size must not
 // be disclosed (the shield's: it is the deployment's capacity) sends only
 // the client's standing.
-func SetRateLimit(h http.Header, rl RateLimit) {
+func SetRateLimit(h http.Header, rl RateLimit) { setRateLimit(h, nil, rl) }
+
+// setRateLimit is SetRateLimit, its values made by HeaderValues(rw, ...).
+func setRateLimit(h http.Header, rw http.ResponseWriter, rl RateLimit) {
 	remaining := max(rl.Remaining, 0)
 	w := max(int64(rl.Window/time.Second), 1)
 	r := int64(0)
@@ -441,7 +485,7 @@ func SetRateLimit(h http.Header, rl RateLimit) {
 	b = strconv.AppendInt(b, remaining, 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, r, 10)
-	s, vals := string(b), make([]string, 2)
+	s, vals := HeaderValues(rw, b, 2)
 	if rl.Limit > 0 {
 		vals[0] = s[:split]
 		h["Ratelimit-Policy"] = vals[0:1:1]
