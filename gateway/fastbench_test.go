@@ -176,6 +176,13 @@ func startBenchGatewayWith(tb testing.TB, engine, conf string) string {
 // told by clk (nil: real time).
 func startBenchGatewayAt(tb testing.TB, engine, conf string, clk clock.Clock) string {
 	tb.Helper()
+	return startBenchGatewayDeps(tb, engine, conf, Deps{Clock: clk})
+}
+
+// startBenchGatewayDeps is startBenchGatewayWith with deps (its
+// Listener set here).
+func startBenchGatewayDeps(tb testing.TB, engine, conf string, deps Deps) string {
+	tb.Helper()
 	y := strings.NewReplacer("{{ENGINE}}", engine, "{{APP}}", rawUpstream(tb)).Replace(conf)
 	cfg, err := Parse("bench.yaml", []byte(y), nil)
 	if err != nil {
@@ -185,7 +192,8 @@ func startBenchGatewayAt(tb testing.TB, engine, conf string, clk clock.Clock) st
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := New(cfg, Deps{Listener: ln, Clock: clk})
+	deps.Listener = ln
+	g, err := New(cfg, deps)
 	if err != nil {
 		tb.Fatal(err)
 	}
