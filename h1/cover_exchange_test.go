@@ -460,6 +460,61 @@ func TestExchangeFieldValues(t *testing.T) {
 	}
 }
 
+// The fields of each response are written in sorted order, whether the
+// connection's previous response had the same fields (their order is
+// reused), others of the same number, fewer or more.
+func TestExchangeFieldOrderAcrossRequests(t *testing.T) {
+	var out bytes.Buffer
+	x, _, w := exchangeFor(t, "GET /0 HTTP/1.1\r\nHost: x\r\n\r\n", &out)
+	for i, fields := range [][]string{
+		{"X-C", "X-A", "X-B"},
+		{"X-B", "X-C", "X-A"}, // the same fields
+		{"X-B", "X-D", "X-A"}, // as many, one other
+		{"X-D", "X-A"},
+		{"X-D", "X-A", "Transfer-Encoding"}, // framed by the server: not one of them
+		{"X-E", "X-D", "X-A", "Trailer"},
+		{},
+		{"X-A"},
+	} {
+		if i > 0 {
+			next := "GET /" + itoa(i) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+			n, err := ParseRequest([]byte(next), &x.Req, 8192)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.Reset(NewReader(strings.NewReader(next[n:]), 64, 64), 0, time.Now())
+		}
+		out.Reset()
+		var want []string
+		for _, f := range fields {
+			x.Header().Set(f, "v")
+			if f != "Transfer-Encoding" && f != "Trailer" {
+				want = append(want, f)
+			}
+		}
+		sort.Strings(want)
+		x.Header().Set("Content-Length", "0")
+		want = append([]string{"Content-Length"}, want...)
+		sort.Strings(want)
+		x.WriteHeader(http.StatusTeapot)
+		x.Finish()
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, line := range strings.Split(out.String(), "\r\n")[1:] {
+			name, _, ok := strings.Cut(line, ":")
+			if !ok || name == "Date" {
+				continue
+			}
+			got = append(got, name)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("response %d (fields %q): written %q, want %q", i, fields, got, want)
+		}
+	}
+}
+
 // The writer helpers produce what net/http writes.
 func TestWriterHelpers(t *testing.T) {
 	var out bytes.Buffer

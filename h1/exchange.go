@@ -463,22 +463,48 @@ func (x *Exchange) WriteHeader(code int) {
 }
 
 // writeFields writes the header map in sorted order, as net/http does,
-// leaving out the fields the server frames itself.
+// leaving out the fields the server frames itself. The sorted names
+// are kept for the connection's next response: one with the same
+// fields (a flood's refusals) is written in that order without
+// sorting again.
 func (x *Exchange) writeFields() {
-	x.keys = x.keys[:0]
-	for k := range x.hdr {
-		switch k {
-		case "Transfer-Encoding", "Trailer":
-			continue
+	if !x.sameKeys() {
+		x.keys = x.keys[:0]
+		for k := range x.hdr {
+			switch k {
+			case "Transfer-Encoding", "Trailer":
+				continue
+			}
+			x.keys = append(x.keys, k)
 		}
-		x.keys = append(x.keys, k)
+		slices.Sort(x.keys)
 	}
-	slices.Sort(x.keys)
 	for _, k := range x.keys {
 		for _, v := range x.hdr[k] {
 			WriteFieldString(x.w, k, sanitize(v))
 		}
 	}
+}
+
+// sameKeys reports whether x.keys, the sorted names of the previous
+// response's fields, are the names of x.hdr's fields to write.
+func (x *Exchange) sameKeys() bool {
+	n := len(x.hdr)
+	if _, ok := x.hdr["Transfer-Encoding"]; ok {
+		n--
+	}
+	if _, ok := x.hdr["Trailer"]; ok {
+		n--
+	}
+	if n != len(x.keys) {
+		return false
+	}
+	for _, k := range x.keys {
+		if _, ok := x.hdr[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // sanitize replaces CR and LF in a field value by spaces, as net/http's
