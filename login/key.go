@@ -129,26 +129,39 @@ func checkUsername(username string) (string, error) {
 	return u, nil
 }
 
-// rateKey is SHA-256 over the domain tag and the length-prefixed client
-// address and username normalized under f. It does not allocate for
-// ASCII input.
-func rateKey(f Folding, clientIP, username string) (Key, error) {
+// rateInput is the input of an attempt's rate key: the domain tag and
+// the length-prefixed client address and username normalized under a
+// Folding, checked; the key is its SHA-256 (key). A limiter hashes it
+// only when a step needs the key (an attempt refused by the lockout or
+// the per-client window never does). Neither allocates for ASCII input.
+type rateInput struct {
+	buf [keyBufLen]byte
+	n   int
+}
+
+// set makes in the input of clientIP and username normalized under f,
+// or returns their input error (ErrInvalidClientIP,
+// ErrMissingCredentials, ErrInvalidUsername).
+func (in *rateInput) set(f Folding, clientIP, username string) error {
 	if len(clientIP) > MaxClientIPBytes {
-		return Key{}, ErrInvalidClientIP
+		return ErrInvalidClientIP
 	}
 	u, err := checkUsername(username)
 	if err != nil {
-		return Key{}, err
+		return err
 	}
-	var buf [keyBufLen]byte
-	b := append(buf[:0], rateDomain...)
+	b := append(in.buf[:0], rateDomain...)
 	b = appendPrefixed(b, clientIP)
 	b, ok := appendFoldedPrefixed(b, f, u)
 	if !ok {
-		return Key{}, ErrInvalidUsername
+		return ErrInvalidUsername
 	}
-	return sha256.Sum256(b), nil
+	in.n = copy(in.buf[:], b) // b is in.buf unless the username was not ASCII
+	return nil
 }
+
+// key returns the rate key of in.
+func (in *rateInput) key() Key { return sha256.Sum256(in.buf[:in.n]) }
 
 // clientKey keys the per-client dimension: SHA-256 over its domain tag
 // and the length-prefixed client address. The tag keeps it apart from

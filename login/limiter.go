@@ -293,8 +293,8 @@ func (l *Limiter) Lockout() *Lockout { return l.lockout }
 // If ctx is done when the store fails, the failure is not attributed to
 // the cache (no event) and the decision is degraded.
 func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Decision, error) {
-	key, err := rateKey(l.fold, clientIP, username)
-	if err != nil {
+	var in rateInput // hashed when a step needs the key
+	if err := in.set(l.fold, clientIP, username); err != nil {
 		return Decision{}, err
 	}
 	ctx = withClient(ctx, clientIP) // for the stores' network budgets
@@ -317,7 +317,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 		// Both windows in one store operation.
 		start := l.mon.begin()
 		var err error
-		client, h, err = ps.HitPair(ctx, clientKey(clientIP), pc.Limit, pc.Window, key, l.limit, l.window)
+		client, h, err = ps.HitPair(ctx, clientKey(clientIP), pc.Limit, pc.Window, in.key(), l.limit, l.window)
 		first := err
 		if err != nil && client.Allowed {
 			first = nil // the client window admitted; the account one failed
@@ -334,7 +334,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 				return l.decide(st, &client, pc.Limit, pc.Window, ReasonClient), nil
 			}
 		}
-		if st := l.step(ctx, &h, key, l.limit, l.window); st != stepAdmitted {
+		if st := l.step(ctx, &h, in.key(), l.limit, l.window); st != stepAdmitted {
 			return l.decide(st, &h, l.limit, l.window, ReasonAccount), nil
 		}
 	}
