@@ -40,13 +40,16 @@
 // Config.OpenFor (500 ms by default), and so do budget misses in more
 // than half of the latest eight round trips. A budget miss is a round
 // trip that a decision gave up waiting for (it waited Config.Budget and
-// was decided from the local share). A round trip that is merely slow is
-// not one: while keys hold prefetched tokens nobody waits for it, and in
-// a process whose CPUs are saturated the worker's round trips look slow by
-// its own scheduling delay while Redis answers at once, so opening the
-// breaker would give up exact global accounting and gain nothing (a Redis
-// that really is slow makes the decisions whose tokens run out wait, and
-// those misses open it).
+// was decided from the local share) and that itself took longer than
+// Config.Budget, from the worker sending it to its answer. A round trip
+// that is merely slow is not one: while keys hold prefetched tokens
+// nobody waits for it. Nor is one that a decision gave up on while Redis
+// answered it within the budget: the decision waited for the worker (busy
+// with the round trip before, or, in a process whose CPUs are saturated,
+// for a CPU), not for Redis, and opening the breaker would give up exact
+// global accounting and gain nothing. A Redis that really is slow makes
+// the decisions whose tokens run out wait through slow round trips, and
+// those misses open it.
 //
 // While the breaker is open (and half-open), every decision comes from a
 // local GCRA at the fallback share of the limit (Config.FallbackShare, by

@@ -478,11 +478,17 @@ func TestSlowRoundTripsNobodyWaitsForKeepTheBreakerClosed(t *testing.T) {
 // so a decision that waited for the round trip would never return (a
 // watchdog releases it after 30 s and the test fails); one that waited
 // for the round trip's timeout (10 s) instead of the budget fails too.
+//
+// The decisions wait on real time; the node's clock is manual, and the
+// store moves it on by 3× the budget per round trip, so that every round
+// trip is over the budget on the node's clock however the machine
+// schedules the worker (a round trip given up on but answered within the
+// budget is not a miss: see the next test).
 func TestSlowStoreBoundedByBudget(t *testing.T) {
 	const budget = 2 * time.Millisecond
-	st := newHoldStore(t, nil, 0)
+	st := newHoldStore(t, clock.NewManual(t0), 3*budget)
 	batches := make(chan global.Batch, 64)
-	n := newNode(t, global.Config{Store: st, Budget: budget, OpTimeout: global.MaxOpTimeout,
+	n := newNode(t, global.Config{Store: st, Clock: st.clk, Budget: budget, OpTimeout: global.MaxOpTimeout,
 		Hooks: global.Hooks{Batch: func(b global.Batch) { batches <- b }}})
 	l := newLimiter(t, n, "api", limit.GCRA{Rate: 1000, Burst: 1000})
 	var slowest time.Duration
@@ -517,8 +523,8 @@ func TestSlowStoreBoundedByBudget(t *testing.T) {
 			t.Fatalf("decision %d on a fresh key refused: %+v", i, d)
 		}
 		st.release <- struct{}{}
-		if b := within(t, "the round trip's end", batches); !b.Missed {
-			t.Fatalf("round trip %d given up by its decision is not a miss: %+v", i, b)
+		if b := within(t, "the round trip's end", batches); !b.Missed || !b.OverBudget {
+			t.Fatalf("round trip %d given up by its decision and over the budget is not a miss: %+v", i, b)
 		}
 		// The breaker opens after the miss that makes five of eight, on
 		// the worker, just after its Batch hook: wait for it there.
@@ -534,6 +540,56 @@ func TestSlowStoreBoundedByBudget(t *testing.T) {
 	// one is only held to not waiting for the round trip (above).
 	if strictTiming() && slowest >= 30*time.Millisecond {
 		t.Errorf("slowest decision %v with a %v budget", slowest, budget)
+	}
+}
+
+// A round trip that a decision gave up waiting for but that Redis
+// answered within the budget once the worker sent it is not a budget
+// miss: the decision waited for the worker (busy with the round trip
+// before it, or waiting for a CPU in a saturated process), not for
+// Redis. Eight such round trips in a row leave the breaker closed (five
+// of eight misses would open it), while every decision still took the
+// local share after its budget. The store holds each round trip until
+// its decision has given up; the node's clock is manual and the store
+// does not move it, so each round trip takes 0 on the node's clock.
+func TestGivenUpRoundTripsAnsweredInTimeKeepTheBreakerClosed(t *testing.T) {
+	const budget = 2 * time.Millisecond
+	st := newHoldStore(t, clock.NewManual(t0), 0)
+	batches := make(chan global.Batch, 64)
+	n := newNode(t, global.Config{Store: st, Clock: st.clk, Budget: budget, OpTimeout: global.MaxOpTimeout,
+		Hooks: global.Hooks{Batch: func(b global.Batch) { batches <- b }}})
+	l := newLimiter(t, n, "api", limit.GCRA{Rate: 1000, Burst: 1000})
+	const rounds = 8
+	for i := range rounds {
+		returned := make(chan struct{})
+		go func() { // a decision that waited for the held round trip
+			select {
+			case <-returned:
+			case <-time.After(30 * time.Second):
+				st.release <- struct{}{}
+			}
+		}()
+		d := l.Allow("k" + string(rune('a'+i)))
+		close(returned)
+		if !d.Allowed {
+			t.Fatalf("decision %d on a fresh key refused: %+v", i, d)
+		}
+		select {
+		case st.release <- struct{}{}:
+		case <-time.After(10 * time.Second): // an open breaker leaves the store alone
+			t.Fatalf("decision %d made no round trip: %+v", i, n.Stats())
+		}
+		b := within(t, "the round trip's end", batches)
+		if !b.Missed || b.OverBudget || b.Failed {
+			t.Fatalf("round trip %d: %+v, want one given up on but answered within the budget", i, b)
+		}
+	}
+	s := n.Stats()
+	if s.Opened != 0 || s.State != global.Closed {
+		t.Fatalf("round trips answered within the budget opened the breaker: %+v", s)
+	}
+	if s.WaitTimeouts != rounds || s.Fallback != rounds || s.Allowed != rounds {
+		t.Fatalf("stats %+v: want %d decisions from the share after %d waits that ran out", s, rounds, rounds)
 	}
 }
 

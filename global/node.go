@@ -117,8 +117,8 @@ type Batch struct {
 	Latency time.Duration
 	// Failed reports that the round trip failed as a whole (nothing taken);
 	// OverBudget that it took longer than Config.Budget; Missed that a
-	// decision gave up waiting for it (a budget miss: these, not
-	// OverBudget alone, count toward the breaker).
+	// decision gave up waiting for it. Only a round trip both Missed and
+	// OverBudget is a budget miss that counts toward the breaker.
 	Failed, OverBudget, Missed bool
 }
 
@@ -800,20 +800,25 @@ func (n *Node) lease(rd *round) {
 	}
 	n.c.leased.Add(uint64(granted))
 	n.c.pending.Add(-int64(len(n.reqs)))
-	// A budget miss is a round trip a decision gave up waiting for, not
-	// merely a slow one: in a process whose CPUs are saturated the
-	// worker's round trips look slow by its own scheduling delay while
-	// Redis answers at once, and prefetched tokens mean that nobody waits.
+	// A budget miss is a round trip a decision gave up waiting for that
+	// also took longer than the budget itself. Merely slow is not enough:
+	// prefetched tokens mean that nobody waits. Given up on is not enough
+	// either: a decision that waited for a round trip not yet sent (the
+	// worker busy with the one before, or waiting for a CPU in a process
+	// whose CPUs are saturated) gives up while Redis answers well within
+	// the budget once asked; opening the breaker then would give up exact
+	// global accounting and gain nothing.
 	missed := rd.missed.Load()
 	n.hookBatch(Batch{Leases: len(n.batch), Granted: granted, Latency: lat, Failed: err != nil, OverBudget: over, Missed: missed})
+	miss := missed && over
 	n.slow <<= 1
-	if missed {
+	if miss {
 		n.slow |= 1
 	}
 	switch {
 	case err != nil || partial:
 		n.fail(now, CauseError)
-	case missed:
+	case miss:
 		n.c.failures.Add(1)
 		n.failures = 0
 		if bits.OnesCount8(n.slow) > slowWindow/2 && n.State() == Closed {
