@@ -38,6 +38,13 @@ func BenchmarkProgram(b *testing.B) {
 		for i := range 100 {
 			h.allow.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 80, byte(i), 0}), 24), 0, "bench")
 		}
+		for i := range 1000 { // exact IPv6 entries, without and with a TTL
+			h.deny.Add(netip.PrefixFrom(addr6(0x64, i), 128), 0, "bench")
+			h.deny.Add(netip.PrefixFrom(addr6(0x92, i), 128), time.Hour, "bench")
+		}
+	}
+	tcp6 := func(src netip.Addr, s tcpSeg) []byte {
+		return frame{src: src, dst: srv6, proto: 6, l4: s.bytes()}.bytes()
 	}
 	ack := tcp4(cli4, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)})
 	cases := []struct {
@@ -61,6 +68,9 @@ func BenchmarkProgram(b *testing.B) {
 		{name: "drop/deny-cidr-/24", pkt: tcp4(netip.AddrFrom4([4]byte{100, 66, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/22-trie", pkt: tcp4(netip.AddrFrom4([4]byte{100, 91, 9, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 90, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "pass/ipv6-deny-miss", pkt: tcp6(cli6, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, want: xdpPass},
+		{name: "drop/deny-exact-ipv6", pkt: tcp6(addr6(0x64, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "drop/deny-exact-ipv6-ttl", pkt: tcp6(addr6(0x92, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "pass/syn-scored", pkt: syn(cli4, 1), lists: true, want: xdpPass},
 		{name: "synproxy/syn-ack/one-run-each", pkt: syn(cli4, 1), lists: true, want: xdpTX, live: true, alwaysPX: true},
 	}
@@ -145,6 +155,11 @@ func BenchmarkProgram(b *testing.B) {
 			b.ReportMetric(float64(per.Nanoseconds()), "ns/pkt")
 		})
 	}
+}
+
+// addr6 returns 2001:db8:SUB::i.
+func addr6(sub uint16, i int) netip.Addr {
+	return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(sub >> 8), byte(sub), 14: byte(i >> 8), byte(i)})
 }
 
 // oneLookupProgram returns an XDP program that looks up one 16-byte key
