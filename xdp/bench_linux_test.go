@@ -35,6 +35,9 @@ func BenchmarkProgram(b *testing.B) {
 		for i := range 100 { // prefixes only the trie holds
 			h.deny.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 91, byte(4 * i), 0}), 22), 0, "bench")
 		}
+		for i := range 64 { // prefixes with a TTL: the trie, even with summaries
+			h.deny.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 93, byte(4 * i), 0}), 22), time.Hour, "bench")
+		}
 		for i := range 100 {
 			h.allow.Add(netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 80, byte(i), 0}), 24), 0, "bench")
 		}
@@ -68,6 +71,8 @@ func BenchmarkProgram(b *testing.B) {
 		{name: "drop/deny-cidr-/24", pkt: tcp4(netip.AddrFrom4([4]byte{100, 66, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/22-trie", pkt: tcp4(netip.AddrFrom4([4]byte{100, 91, 9, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-cidr-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 90, 1, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "drop/deny-cidr-/22-ttl-trie", pkt: tcp4(netip.AddrFrom4([4]byte{100, 93, 9, 2}), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "pass/cidr-miss-in-listed-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 68, 240, 1}), tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, want: xdpPass},
 		{name: "pass/ipv6-deny-miss", pkt: tcp6(cli6, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, want: xdpPass},
 		{name: "drop/deny-exact-ipv6", pkt: tcp6(addr6(0x64, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "drop/deny-exact-ipv6-ttl", pkt: tcp6(addr6(0x92, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
