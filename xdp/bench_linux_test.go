@@ -49,6 +49,11 @@ func BenchmarkProgram(b *testing.B) {
 	tcp6 := func(src netip.Addr, s tcpSeg) []byte {
 		return frame{src: src, dst: srv6, proto: 6, l4: s.bytes()}.bytes()
 	}
+	prefixes6 := func(h *harness) { // IPv6 prefixes, each in its own /32
+		for i := range 100 {
+			h.deny.Add(netip.PrefixFrom(netip.AddrFrom16([16]byte{0x2a, 0x00, 0, byte(i), 0, 5}), 48), 0, "bench")
+		}
+	}
 	ack := tcp4(cli4, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)})
 	cases := []struct {
 		name     string
@@ -75,6 +80,8 @@ func BenchmarkProgram(b *testing.B) {
 		{name: "pass/cidr-miss-in-listed-/16", pkt: tcp4(netip.AddrFrom4([4]byte{100, 68, 240, 1}), tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, want: xdpPass},
 		{name: "pass/ipv6-deny-miss", pkt: tcp6(cli6, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, want: xdpPass},
 		{name: "drop/deny-exact-ipv6", pkt: tcp6(addr6(0x64, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
+		{name: "pass/ipv6-miss-100-prefixes", pkt: tcp6(cli6, tcpSeg{sport: 40000, dport: 443, seq: 1, ack: 1, flags: thACK, payload: make([]byte, 64)}), lists: true, setup: prefixes6, want: xdpPass},
+		{name: "drop/deny-cidr6-/48", pkt: tcp6(netip.MustParseAddr("2a00:7:5::9"), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, setup: prefixes6, want: xdpDrop},
 		{name: "drop/deny-exact-ipv6-ttl", pkt: tcp6(addr6(0x92, 258), tcpSeg{sport: 1, dport: 443, flags: thSYN}), lists: true, want: xdpDrop},
 		{name: "pass/syn-scored", pkt: syn(cli4, 1), lists: true, want: xdpPass},
 		{name: "synproxy/syn-ack/one-run-each", pkt: syn(cli4, 1), lists: true, want: xdpTX, live: true, alwaysPX: true},
@@ -110,6 +117,9 @@ func BenchmarkProgram(b *testing.B) {
 				})
 				if c.lists {
 					populate(h)
+				}
+				if c.setup != nil {
+					c.setup(h)
 				}
 				h.primeKernelSYN(443)
 				if v, _ := h.run(c.pkt); v != c.want {
