@@ -32,6 +32,8 @@ type bulwarkConfig struct {
 	SynackWindow    uint32
 	IndexMult       uint32
 	IndexMask       uint32
+	Index6Mult      uint32
+	Index6Mask      uint32
 }
 
 type bulwarkCounter uint32
@@ -105,6 +107,14 @@ type bulwarkFlowKey struct {
 	Daddr [4]uint32
 	Sport uint16
 	Dport uint16
+}
+
+type bulwarkIndex6Bucket struct {
+	_       structs.HostLayout
+	Addr    [4][4]uint32
+	Expires [4]uint64
+	Used    uint32
+	Over    uint32
 }
 
 type bulwarkIndexBucket struct {
@@ -212,6 +222,7 @@ const (
 	bulwarkMapDenyCidr4          = "deny_cidr4"
 	bulwarkMapDenyCidr6          = "deny_cidr6"
 	bulwarkMapDenyIndex          = "deny_index"
+	bulwarkMapDenyIndex6         = "deny_index6"
 	bulwarkMapEvBudget           = "ev_budget"
 	bulwarkMapEvents             = "events"
 	bulwarkMapPortStats          = "port_stats"
@@ -289,6 +300,7 @@ type bulwarkMapSpecs struct {
 	DenyCidr4  *ebpf.MapSpec `ebpf:"deny_cidr4"`
 	DenyCidr6  *ebpf.MapSpec `ebpf:"deny_cidr6"`
 	DenyIndex  *ebpf.MapSpec `ebpf:"deny_index"`
+	DenyIndex6 *ebpf.MapSpec `ebpf:"deny_index6"`
 	EvBudget   *ebpf.MapSpec `ebpf:"ev_budget"`
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	PortStats  *ebpf.MapSpec `ebpf:"port_stats"`
@@ -342,6 +354,7 @@ type bulwarkMaps struct {
 	DenyCidr4  *ebpf.Map `ebpf:"deny_cidr4"`
 	DenyCidr6  *ebpf.Map `ebpf:"deny_cidr6"`
 	DenyIndex  *ebpf.Map `ebpf:"deny_index"`
+	DenyIndex6 *ebpf.Map `ebpf:"deny_index6"`
 	EvBudget   *ebpf.Map `ebpf:"ev_budget"`
 	Events     *ebpf.Map `ebpf:"events"`
 	PortStats  *ebpf.Map `ebpf:"port_stats"`
@@ -365,6 +378,7 @@ func (m *bulwarkMaps) Close() error {
 		m.DenyCidr4,
 		m.DenyCidr6,
 		m.DenyIndex,
+		m.DenyIndex6,
 		m.EvBudget,
 		m.Events,
 		m.PortStats,

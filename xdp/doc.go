@@ -10,8 +10,11 @@
 // routing, destination options, fragment, AH: a flood hidden behind them
 // is still scored), then TCP or UDP, and decides:
 //
-//  1. deny list: exact address (LRU with expiry, 1,000,000) then CIDR (LPM
-//     tries, IPv4 and IPv6, sized like the list): a hit drops, unless the
+//  1. deny list: exact address (LRU with expiry, 1,000,000, in front of
+//     which an array index per family holds the exact addresses in hashed
+//     4-slot buckets, matched without a helper call; the LRU is asked only
+//     for a bucket that overflowed) then CIDR (LPM tries, IPv4 and IPv6,
+//     sized like the list): a hit drops, unless the
 //     allow list (exact hash, 65,536, then CIDR tries) has the source. An
 //     allowed source is never dropped nor answered by the proxy, whatever
 //     the prefix lengths (allow beats deny); the allow list is consulted

@@ -3,24 +3,51 @@
 package xdp
 
 import (
+	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
 )
 
-// indexBucketOf returns p's bucket of the deny index as the kernel holds
-// it, and whether p is in one of its slots (with its expiry).
-func (h *harness) indexBucketOf(a netip.Addr) (b bulwarkIndexBucket, in bool, exp uint64) {
+// family is one address family of the exact deny indexes, for the tests
+// that run on both.
+type family struct {
+	idx   int                       // k.idx[idx]
+	bits  int                       // an exact entry's prefix length
+	addr  func(n uint32) netip.Addr // 10.(n>>16).(n>>8).n, or 2001:db8::(n>>16):(n&0xffff)
+	probe func(netip.Addr) []byte   // a frame from the address
+}
+
+var (
+	ipv4 = family{idx: 0, bits: 32, probe: icmp4, addr: func(n uint32) netip.Addr {
+		return netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+	}}
+	ipv6 = family{idx: 1, bits: 128, probe: udp6, addr: func(n uint32) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 12: byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+	}}
+)
+
+func udp6(src netip.Addr) []byte {
+	return frame{src: src, dst: srv6, proto: 17, l4: udpDgram(5000, 53, nil)}.bytes()
+}
+
+func (f family) pfx(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, f.bits) }
+
+// indexBucketOf returns a's bucket of its index as the kernel holds it,
+// its number, and whether a is in one of its slots (with its expiry).
+func (h *harness) indexBucketOf(f family, a netip.Addr) (b bucket, i uint32, in bool, exp uint64) {
 	h.t.Helper()
-	k := h.m.kern
-	x := indexAddr(a)
-	if err := k.objs.DenyIndex.Lookup(k.idx.bucket(x), &b); err != nil {
+	x := &h.m.kern.idx[f.idx]
+	key := keyOf(a)
+	i = x.bucket(key)
+	if err := x.m.Lookup(i, &b); err != nil {
 		h.t.Fatal(err)
 	}
-	if s := b.slot(x); s >= 0 {
-		return b, true, b.Expires[s]
+	if s := b.slot(key); s >= 0 {
+		return b, i, true, b.expires[s]
 	}
-	return b, false, 0
+	return b, i, false, 0
 }
 
 // deleteBehind deletes a's exact deny entry from the map behind the
@@ -32,14 +59,15 @@ func (h *harness) deleteBehind(a netip.Addr) {
 	}
 }
 
-// sameBucket returns n addresses of 10.200.0.0/16 that share one index
-// bucket.
-func (h *harness) sameBucket(n int) []netip.Addr {
+// sameBucket returns n addresses f.addr(200<<16 | i) that share one
+// bucket of f's index.
+func (h *harness) sameBucket(f family, n int) []netip.Addr {
 	h.t.Helper()
+	x := &h.m.kern.idx[f.idx]
 	by := map[uint32][]netip.Addr{}
-	for i := range 1 << 16 {
-		a := netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)})
-		b := h.m.kern.idx.bucket(indexAddr(a))
+	for i := range uint32(1 << 16) {
+		a := f.addr(200<<16 | i)
+		b := x.bucket(keyOf(a))
 		by[b] = append(by[b], a)
 		if len(by[b]) == n {
 			return by[b]
@@ -56,139 +84,213 @@ func (h *harness) sameBucket(n int) []netip.Addr {
 // behind the manager's back lets it pass); a removal frees its slot for a
 // map-only entry and the mark goes with the last of them; a removal of an
 // entry already gone from the map clears it from the index too.
-func TestIPv4ExactIndex(t *testing.T) {
+func TestIPv4ExactIndex(t *testing.T) { testExactIndex(t, ipv4) }
+
+// TestIPv6ExactIndex is TestIPv4ExactIndex for exact IPv6 entries, in
+// their own index.
+func TestIPv6ExactIndex(t *testing.T) { testExactIndex(t, ipv6) }
+
+func testExactIndex(t *testing.T, f family) {
 	h := newHarness(t, nil)
-	pfx := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
-	a := netip.MustParseAddr("10.9.0.1")
-	h.deny.Add(pfx(a), 0, "")
-	if _, in, exp := h.indexBucketOf(a); !in || exp != 0 {
+	a := f.addr(9<<16 | 1)
+	h.deny.Add(f.pfx(a), 0, "")
+	if _, _, in, exp := h.indexBucketOf(f, a); !in || exp != 0 {
 		t.Fatalf("entry in the index %v expiry %d, want in, 0", in, exp)
 	}
 	h.deleteBehind(a)
-	h.expect("exact entry on the index alone", icmp4(a), xdpDrop)
+	h.expect("exact entry on the index alone", f.probe(a), xdpDrop)
 
 	// The expiry: the slot carries the map's, and the program checks it.
-	b := netip.MustParseAddr("10.9.0.2")
-	h.deny.Add(pfx(b), time.Hour, "")
+	b := f.addr(9<<16 | 2)
+	h.deny.Add(f.pfx(b), time.Hour, "")
 	var v bulwarkListVal
 	if err := h.m.kern.lists[mDeny].Lookup(addrKey(b), &v); err != nil {
 		t.Fatal(err)
 	}
-	bk, in, exp := h.indexBucketOf(b)
+	bk, bi, in, exp := h.indexBucketOf(f, b)
 	if !in || exp != v.Expires || exp == 0 {
 		t.Fatalf("entry with a TTL: in %v expiry %d, want the map's %d", in, exp, v.Expires)
 	}
-	h.expect("exact entry with a TTL", icmp4(b), xdpDrop)
+	h.expect("exact entry with a TTL", f.probe(b), xdpDrop)
 	// Expire the slot behind the manager's back: a live map entry does
 	// not help (the bucket is not over), the expired slot passes.
-	for s := range indexSlots {
-		if bk.Addr[s] == indexAddr(b) {
-			bk.Expires[s] = monoNow() - uint64(time.Second) // past the coarse clock's lag
-		}
-	}
-	k := h.m.kern
-	if err := k.objs.DenyIndex.Put(k.idx.bucket(indexAddr(b)), &bk); err != nil {
+	bk.expires[bk.slot(keyOf(b))] = monoNow() - uint64(time.Second) // past the coarse clock's lag
+	if err := h.m.kern.idx[f.idx].m.Put(bi, &bk); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("expired slot", icmp4(b), xdpPass)
-	h.deny.Add(pfx(b), 2*time.Hour, "") // a new TTL rewrites the slot
-	if _, _, exp2 := h.indexBucketOf(b); exp2 <= exp {
+	h.expect("expired slot", f.probe(b), xdpPass)
+	h.deny.Add(f.pfx(b), 2*time.Hour, "") // a new TTL rewrites the slot
+	if _, _, _, exp2 := h.indexBucketOf(f, b); exp2 <= exp {
 		t.Fatalf("new TTL: slot expiry %d, want beyond %d", exp2, exp)
 	}
-	h.expect("entry with a renewed TTL", icmp4(b), xdpDrop)
-	h.deny.Remove(pfx(b))
-	if _, in, _ := h.indexBucketOf(b); in {
+	h.expect("entry with a renewed TTL", f.probe(b), xdpDrop)
+	h.deny.Remove(f.pfx(b))
+	if _, _, in, _ := h.indexBucketOf(f, b); in {
 		t.Fatal("removed entry still in the index")
 	}
-	h.expect("removed entry", icmp4(b), xdpPass)
+	h.expect("removed entry", f.probe(b), xdpPass)
 
 	// Removed after it vanished from the map (deleted behind the
 	// manager's back above): the index lets it go too.
-	h.deny.Remove(pfx(a))
-	if _, in, _ := h.indexBucketOf(a); in {
+	h.deny.Remove(f.pfx(a))
+	if _, _, in, _ := h.indexBucketOf(f, a); in {
 		t.Fatal("entry removed from the list but gone from the map stays in the index")
 	}
-	h.expect("removed entry gone from the map", icmp4(a), xdpPass)
+	h.expect("removed entry gone from the map", f.probe(a), xdpPass)
 
 	// Overflow: six entries in one bucket of four slots.
-	c := h.sameBucket(indexSlots + 2)
+	c := h.sameBucket(f, indexSlots+2)
 	for _, x := range c {
-		h.deny.Add(pfx(x), 0, "")
+		h.deny.Add(f.pfx(x), 0, "")
 	}
-	bk, _, _ = h.indexBucketOf(c[0])
-	if bk.Used != 1<<indexSlots-1 || bk.Over == 0 {
-		t.Fatalf("full bucket: used %b over %d", bk.Used, bk.Over)
+	bk, _, _, _ = h.indexBucketOf(f, c[0])
+	if bk.used != 1<<indexSlots-1 || bk.over == 0 {
+		t.Fatalf("full bucket: used %b over %d", bk.used, bk.over)
 	}
 	for i, x := range c {
-		h.expect("entry of a full bucket "+x.String(), icmp4(x), xdpDrop)
-		if _, in, _ := h.indexBucketOf(x); in != (i < indexSlots) {
+		h.expect("entry of a full bucket "+x.String(), f.probe(x), xdpDrop)
+		if _, _, in, _ := h.indexBucketOf(f, x); in != (i < indexSlots) {
 			t.Fatalf("entry %d in a slot: %v", i, in)
 		}
 	}
-	h.expect("other address of an over bucket", icmp4(netip.MustParseAddr("10.201.0.1")), xdpPass)
+	h.expect("other address", f.probe(f.addr(201<<16|1)), xdpPass)
 	// The over entries are matched in the map: one deleted behind the
 	// manager's back passes.
 	h.deleteBehind(c[5])
-	h.expect("over entry deleted from the map", icmp4(c[5]), xdpPass)
+	h.expect("over entry deleted from the map", f.probe(c[5]), xdpPass)
 	// Freeing a slot promotes the map-only entry still in the map
 	// (c[4]; c[5] is gone) and, with none left, clears the mark.
-	h.deny.Remove(pfx(c[0]))
-	bk, in, _ = h.indexBucketOf(c[4])
-	if !in || bk.Over != 0 || bk.Used != 1<<indexSlots-1 {
-		t.Fatalf("after freeing a slot: c[4] in %v, used %b over %d", in, bk.Used, bk.Over)
+	h.deny.Remove(f.pfx(c[0]))
+	bk, _, in, _ = h.indexBucketOf(f, c[4])
+	if !in || bk.over != 0 || bk.used != 1<<indexSlots-1 {
+		t.Fatalf("after freeing a slot: c[4] in %v, used %b over %d", in, bk.used, bk.over)
 	}
-	h.expect("freed slot's entry", icmp4(c[0]), xdpPass)
+	h.expect("freed slot's entry", f.probe(c[0]), xdpPass)
 	h.deleteBehind(c[4])
-	h.expect("promoted entry on the index alone", icmp4(c[4]), xdpDrop)
-	h.deny.Remove(pfx(c[4]))
-	h.deny.Remove(pfx(c[5]))
+	h.expect("promoted entry on the index alone", f.probe(c[4]), xdpDrop)
+	h.deny.Remove(f.pfx(c[4]))
+	h.deny.Remove(f.pfx(c[5]))
 	// An over entry removed: the mark goes with it.
-	h.deny.Add(pfx(c[0]), 0, "") // the fourth
-	h.deny.Add(pfx(c[5]), 0, "")
-	if bk, _, _ = h.indexBucketOf(c[5]); bk.Over == 0 {
+	h.deny.Add(f.pfx(c[0]), 0, "") // the fourth
+	h.deny.Add(f.pfx(c[5]), 0, "")
+	if bk, _, _, _ = h.indexBucketOf(f, c[5]); bk.over == 0 {
 		t.Fatal("a fifth entry must mark the bucket over")
 	}
-	h.deny.Remove(pfx(c[5]))
-	if bk, _, _ = h.indexBucketOf(c[5]); bk.Over != 0 {
+	h.deny.Remove(f.pfx(c[5]))
+	if bk, _, _, _ = h.indexBucketOf(f, c[5]); bk.over != 0 {
 		t.Fatal("the mark stays after the only map-only entry went")
 	}
-	h.expect("removed over entry", icmp4(c[5]), xdpPass)
+	h.expect("removed over entry", f.probe(c[5]), xdpPass)
 	for _, x := range c[:4] {
-		h.expect("remaining entry "+x.String(), icmp4(x), xdpDrop)
+		h.expect("remaining entry "+x.String(), f.probe(x), xdpDrop)
 	}
 }
 
 // TestIPv4ExactIndexAfterRestart: the index is rebuilt from the pinned
 // deny map at start (with a new hash key), so the restored exact entries
 // are matched on it alone, and a restored entry's removal clears it.
-func TestIPv4ExactIndexAfterRestart(t *testing.T) {
+func TestIPv4ExactIndexAfterRestart(t *testing.T) { testExactIndexAfterRestart(t, ipv4) }
+
+// TestIPv6ExactIndexAfterRestart is TestIPv4ExactIndexAfterRestart for
+// exact IPv6 entries.
+func TestIPv6ExactIndexAfterRestart(t *testing.T) { testExactIndexAfterRestart(t, ipv6) }
+
+func testExactIndexAfterRestart(t *testing.T, f family) {
 	pin := mountBPFFS(t) + "/lo"
 	h := newHarness(t, func(c *Config) { c.NoPin, c.PinPath = false, pin })
 	if h.m.Status().Pinned == "" && h.m.pinned == "" {
 		t.Fatal("maps not pinned")
 	}
-	a := netip.MustParseAddr("10.9.1.1")
-	b := netip.MustParseAddr("10.9.1.2")
-	h.deny.Add(netip.PrefixFrom(a, 32), 10*time.Minute, "runtime")
-	h.deny.Add(netip.PrefixFrom(b, 32), 0, "runtime")
+	a := f.addr(9<<16 | 0x0101)
+	b := f.addr(9<<16 | 0x0102)
+	h.deny.Add(f.pfx(a), 10*time.Minute, "runtime")
+	h.deny.Add(f.pfx(b), 0, "runtime")
 	if err := h.m.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// A new process with empty lists.
 	h2 := newHarness(t, func(c *Config) { c.NoPin, c.PinPath = false, pin })
 	for _, x := range []netip.Addr{a, b} {
-		if _, ok := h2.deny.Get(netip.PrefixFrom(x, 32)); !ok {
+		if _, ok := h2.deny.Get(f.pfx(x)); !ok {
 			t.Fatalf("%v not restored", x)
 		}
-		if _, in, _ := h2.indexBucketOf(x); !in {
+		if _, _, in, _ := h2.indexBucketOf(f, x); !in {
 			t.Fatalf("restored %v not in the rebuilt index", x)
 		}
 		h2.deleteBehind(x)
-		h2.expect("restored entry on the index alone "+x.String(), icmp4(x), xdpDrop)
+		h2.expect("restored entry on the index alone "+x.String(), f.probe(x), xdpDrop)
 	}
-	if _, _, exp := h2.indexBucketOf(a); exp == 0 {
+	if _, _, _, exp := h2.indexBucketOf(f, a); exp == 0 {
 		t.Error("the restored entry's TTL is not in its slot")
 	}
-	h2.deny.Remove(netip.PrefixFrom(a, 32))
-	h2.expect("restored entry removed", icmp4(a), xdpPass)
+	h2.deny.Remove(f.pfx(a))
+	h2.expect("restored entry removed", f.probe(a), xdpPass)
+}
+
+// TestIndexBucketLayout: the Go view of a bucket (one code path for both
+// indexes) reads and writes the program's structs byte for byte, as the
+// generated types lay them out, and the sizes stay bounded.
+func TestIndexBucketLayout(t *testing.T) {
+	var b4 bucket
+	b4.size = 4
+	b4.addr[1] = keyOf(netip.MustParseAddr("192.0.2.9"))
+	b4.expires[1], b4.used, b4.over = 77, 0b10, 1
+	raw, err := b4.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g4 bulwarkIndexBucket
+	if n, err := binary.Decode(raw, binary.NativeEndian, &g4); err != nil || n != len(raw) {
+		t.Fatalf("IPv4 bucket of %d bytes: decoded %d, %v", len(raw), n, err)
+	}
+	a4 := netip.MustParseAddr("192.0.2.9").As4()
+	if g4.Addr[1] != binary.NativeEndian.Uint32(a4[:]) || g4.Expires[1] != 77 || g4.Used != 0b10 || g4.Over != 1 {
+		t.Fatalf("IPv4 bucket as the program reads it: %+v", g4)
+	}
+
+	var b6 bucket
+	b6.size = 16
+	a := netip.MustParseAddr("2001:db8::9")
+	b6.addr[3] = keyOf(a)
+	b6.expires[3], b6.used = 99, 0b1000
+	raw, err = b6.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g6 bulwarkIndex6Bucket
+	if n, err := binary.Decode(raw, binary.NativeEndian, &g6); err != nil || n != len(raw) {
+		t.Fatalf("IPv6 bucket of %d bytes: decoded %d, %v", len(raw), n, err)
+	}
+	want := addrKey(a)
+	if g6.Addr[3] != want.A || g6.Expires[3] != 99 || g6.Used != 0b1000 || g6.Over != 0 {
+		t.Fatalf("IPv6 bucket as the program reads it: %+v", g6)
+	}
+	var back bucket
+	if err := back.UnmarshalBinary(raw); err != nil || back != b6 {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	if err := back.UnmarshalBinary(raw[:50]); err == nil {
+		t.Error("a bucket of 50 bytes must be refused")
+	}
+	enc, _ := back.MarshalBinary()
+	if !bytes.Equal(enc, raw) {
+		t.Error("re-encoded bucket differs")
+	}
+
+	for _, c := range []struct {
+		n      int
+		b4, b6 uint32
+	}{
+		{MinMapEntries, minIndexBuckets, minIndex6Buckets},
+		{DefaultDenyEntries, 1 << 19, 1 << 17},
+		{MaxListEntries, maxIndexBuckets, maxIndex6Buckets},
+	} {
+		if g4, g6 := indexBuckets(c.n), index6Buckets(c.n); g4 != c.b4 || g6 != c.b6 {
+			t.Errorf("deny entries %d: buckets %d and %d, want %d and %d", c.n, g4, g6, c.b4, c.b6)
+		}
+	}
+	// Bounded: at most 56 MiB + 26 MiB of buckets, whatever deny_entries.
+	if top := int64(maxIndexBuckets)*int64(bucketSize(4)) + int64(maxIndex6Buckets)*int64(bucketSize(16)); top != 56<<20+26<<20 {
+		t.Errorf("largest indexes: %d bytes", top)
+	}
 }

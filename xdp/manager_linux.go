@@ -66,7 +66,7 @@ type kernel struct {
 	rd    *ringbuf.Reader
 	n     [nLists]atomic.Int64 // entries per list map
 	sum   [2]summary           // IPv4 /16 summaries: [0] allow, [1] deny
-	idx   index                // the exact IPv4 deny index (index_linux.go)
+	idx   [2]index             // the exact deny indexes, IPv4 and IPv6 (index_linux.go)
 }
 
 // summary keeps, for one list, how many entries of its exact and CIDR
@@ -237,6 +237,7 @@ func (c *Config) loadSpec() (*ebpf.CollectionSpec, error) {
 		spec.Maps[name].MaxEntries = uint32(n)
 	}
 	spec.Maps["deny_index"].MaxEntries = indexBuckets(c.DenyEntries)
+	spec.Maps["deny_index6"].MaxEntries = index6Buckets(c.DenyEntries)
 	return spec, nil
 }
 
@@ -274,7 +275,7 @@ func (m *Manager) startKernel() error {
 		m.cfg.Logger.Warn("xdp: " + w)
 	}
 	m.cfg.Logger.Info("xdp: attached", "interface", m.cfg.Interface, "mode", mode, "pinned", pin, "restored", restored,
-		"allow_entries", m.allowN.Load(), "deny_entries", m.denyN.Load())
+		"allow_entries", m.allowN.Load(), "deny_entries", m.denyN.Load(), "index_bytes", k.indexBytes())
 	return nil
 }
 
@@ -312,11 +313,14 @@ func (m *Manager) loadKernel() (*kernel, error) {
 		}
 		return nil, fmt.Errorf("xdp: loading the program: %w", err)
 	}
-	k := &kernel{objs: objs, idx: newIndex(spec.Maps["deny_index"].MaxEntries)}
+	k := &kernel{objs: objs}
 	k.lists = [nLists]*ebpf.Map{objs.Allow, objs.AllowCidr4, objs.AllowCidr6, objs.Deny, objs.DenyCidr4, objs.DenyCidr6}
 	fail := func(err error) error {
 		objs.Close()
 		return err
+	}
+	if err := errors.Join(k.idx[0].init(objs.DenyIndex, 4), k.idx[1].init(objs.DenyIndex6, 16)); err != nil {
+		return nil, fail(err)
 	}
 	restored, err := m.restore(k)
 	if err != nil {
@@ -540,10 +544,8 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 		if err := k.lists[i].Update(key, v, ebpf.UpdateExist); err != nil {
 			return false, err
 		}
-		if indexed(i, e.Prefix) {
-			if err := k.indexPut(e.Prefix, v.Expires); err != nil {
-				return false, err
-			}
+		if err := k.indexPut(i, e.Prefix, v.Expires); err != nil {
+			return false, err
 		}
 		// Only an expiry added or dropped changes the summaries.
 		if was, is := old.Expires == 0, v.Expires == 0; was != is {
@@ -557,10 +559,8 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if indexed(i, e.Prefix) {
-		if err := k.indexPut(e.Prefix, v.Expires); err != nil {
-			return false, err
-		}
+	if err := k.indexPut(i, e.Prefix, v.Expires); err != nil {
+		return false, err
 	}
 	if err := k.adjustSummary(i, e.Prefix, +1, v); err != nil {
 		return false, err
@@ -583,12 +583,9 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	i, key := target(allow, p)
 	var old bulwarkListVal
 	if err := k.lists[i].Lookup(key, &old); errors.Is(err, ebpf.ErrKeyNotExist) {
-		if indexed(i, p) {
-			// Gone from the map behind the manager's back (or evicted):
-			// the index must not keep dropping it.
-			return false, k.indexDel(p)
-		}
-		return false, nil
+		// Gone from the map behind the manager's back (or evicted): the
+		// index must not keep dropping it.
+		return false, k.indexDel(i, p)
 	}
 	err := k.lists[i].Delete(key)
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -597,10 +594,8 @@ func (m *Manager) delLocked(k *kernel, allow bool, p netip.Prefix) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	if indexed(i, p) {
-		if err := k.indexDel(p); err != nil {
-			return false, err
-		}
+	if err := k.indexDel(i, p); err != nil {
+		return false, err
 	}
 	if err := k.adjustSummary(i, p, -1, old); err != nil {
 		return false, err
@@ -651,8 +646,10 @@ func (m *Manager) writeConfigLocked() error {
 		KernelSynMs:     uint32(m.cfg.KernelSYNInterval / time.Millisecond),
 		EventBudget:     uint32(m.cfg.EventBudget),
 		SynackWindow:    uint32(m.cfg.SYNACKWindow),
-		IndexMult:       k.idx.mult,
-		IndexMask:       k.idx.mask,
+		IndexMult:       k.idx[0].mult,
+		IndexMask:       k.idx[0].mask,
+		Index6Mult:      k.idx[1].mult,
+		Index6Mask:      k.idx[1].mask,
 	}
 	return k.objs.Config.Update(uint32(0), c, ebpf.UpdateAny)
 }
@@ -765,12 +762,10 @@ func (m *Manager) restore(k *kernel) (int, error) {
 }
 
 // restored accounts for an entry found in list map i at start: the
-// summaries and, for an exact IPv4 deny entry, the index.
+// summaries and, for an exact deny entry, its index.
 func (k *kernel) restored(i int, p netip.Prefix, expires uint64) error {
-	if indexed(i, p) {
-		if err := k.indexPut(p, expires); err != nil {
-			return err
-		}
+	if err := k.indexPut(i, p, expires); err != nil {
+		return err
 	}
 	return k.adjustSummary(i, p, +1, bulwarkListVal{Expires: expires})
 }

@@ -313,14 +313,14 @@ func TestCIDRLongestPrefixAndExpiry(t *testing.T) {
 	cliP := netip.MustParsePrefix("198.51.100.7/32")
 	_, key := target(false, cliP)
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: past, Prefixlen: 32}, ebpf.UpdateAny)
-	k.indexPut(cliP, past)
+	k.indexPut(mDeny, cliP, past)
 	h.m.count(k, mDeny, 1)
 	k.adjustSummary(mDeny, cliP, 1, bulwarkListVal{Expires: past})
 	h.m.refreshConfig()
 	h.expect("expired exact", icmp4(cli4), xdpPass)
 	live := monoNow() + uint64(time.Hour)
 	k.lists[mDeny].Update(key, bulwarkListVal{Expires: live, Prefixlen: 32}, ebpf.UpdateAny)
-	k.indexPut(cliP, live)
+	k.indexPut(mDeny, cliP, live)
 	h.expect("live exact", icmp4(cli4), xdpDrop)
 
 	// The CIDR flag off: prefixes are ignored, exact entries still apply.

@@ -12,10 +12,10 @@
  *      allow list is consulted only when it would be;
  *   2. (a one-bit-per-/16 summary of each IPv4 list lets most sources
  *      skip the lookups altogether, a one-bit-per-/24 row marks the
- *      never-expiring /24 entries, matched without a trie walk, and an
- *      array index of hashed buckets holds the exact IPv4 deny entries,
- *      matched without a helper call: the LRU map is consulted only for
- *      a bucket that overflowed);
+ *      never-expiring /24 entries, matched without a trie walk, and
+ *      array indexes of hashed buckets hold the exact IPv4 and IPv6 deny
+ *      entries, matched without a helper call: the LRU map is consulted
+ *      only for a bucket that overflowed);
  *   3. fragments -> XDP_DROP when F_DROP_FRAGMENTS is set;
  *   4. TCP: SYN scoring per source with exponential decay, the SYN proxy
  *      (a syncookie SYN-ACK built here and sent back with XDP_TX, the
@@ -116,6 +116,8 @@ struct config {
 	__u32 synack_window;	 /* window in the cookie SYN-ACK */
 	__u32 index_mult;	 /* deny_index: odd multiplier of the bucket hash */
 	__u32 index_mask;	 /* deny_index: buckets - 1; 0 = no index, use the map */
+	__u32 index6_mult;	 /* deny_index6: the same for IPv6 */
+	__u32 index6_mask;
 };
 
 /* Value of every allow/deny map. */
@@ -354,12 +356,13 @@ struct {
 } summary24 SEC(".maps");
 
 /*
- * The exact IPv4 deny entries, indexed: bucket (addr * index_mult) >> 16
- * folded into index_mask holds up to INDEX_SLOTS of them with their
- * expiry, so a hit or a miss costs one array access and no helper call.
- * The manager keeps it in step with the deny map (every exact IPv4 entry
- * is in its bucket, or the bucket is marked over and the entry is in the
- * map only); a miss in a bucket that is not over is a miss of the map.
+ * The exact IPv4 deny entries, indexed: bucket index_bucket_of(addr) holds up
+ * to INDEX_SLOTS of them with their expiry, so a hit or a miss costs one
+ * array access and no helper call. The manager keeps it in step with the
+ * deny map (every exact IPv4 entry is in its bucket, or the bucket is
+ * marked over and the entry is in the map only); a miss in a bucket that
+ * is not over is a miss of the map. deny_index6 does the same for the
+ * exact IPv6 entries (not IPv4-mapped), with its own hash key and size.
  */
 #define INDEX_SLOTS 4
 
@@ -376,6 +379,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct index_bucket);
 } deny_index SEC(".maps");
+
+struct index6_bucket {
+	__u32 addr[INDEX_SLOTS][4]; /* network order */
+	__u64 expires[INDEX_SLOTS];
+	__u32 used;
+	__u32 over;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct index6_bucket);
+} deny_index6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -595,6 +612,21 @@ static __always_inline int in_summary24(__u32 list, __be32 addr)
 }
 
 /*
+ * index_bucket_of is the indexes' hash of an address of n words (network
+ * order read as host integers): h = (h ^ word) * mult for each word,
+ * folded, masked.
+ */
+static __always_inline __u32 index_bucket_of(const __u32 *a, int n, __u32 mult, __u32 mask)
+{
+	__u32 h = 0;
+#pragma unroll
+	for (int w = 0; w < 4; w++)
+		if (w < n)
+			h = (h ^ a[w]) * mult;
+	return (h ^ (h >> 16)) & mask;
+}
+
+/*
  * index_hit looks an IPv4 source up in deny_index: 1 a live entry, 0 no
  * live entry (an expired one, or a miss in a bucket that is not over),
  * -1 ask the map.
@@ -603,14 +635,31 @@ static __always_inline int index_hit(struct config *cfg, __be32 addr)
 {
 	if (!cfg->index_mask)
 		return -1;
-	__u32 h = addr * cfg->index_mult;
-	__u32 i = (h ^ (h >> 16)) & cfg->index_mask;
+	__u32 i = index_bucket_of(&addr, 1, cfg->index_mult, cfg->index_mask);
 	struct index_bucket *b = bpf_map_lookup_elem(&deny_index, &i);
 	if (!b)
 		return -1;
 #pragma unroll
 	for (int s = 0; s < INDEX_SLOTS; s++)
 		if (((b->used >> s) & 1) && b->addr[s] == addr)
+			return b->expires[s] == 0 || b->expires[s] > list_now();
+	return b->over ? -1 : 0;
+}
+
+/* index6_hit is index_hit for an IPv6 source, in deny_index6. */
+static __always_inline int index6_hit(struct config *cfg, const __u32 *a)
+{
+	if (!cfg->index6_mask)
+		return -1;
+	__u32 i = index_bucket_of(a, 4, cfg->index6_mult, cfg->index6_mask);
+	struct index6_bucket *b = bpf_map_lookup_elem(&deny_index6, &i);
+	if (!b)
+		return -1;
+	__u32 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+#pragma unroll
+	for (int s = 0; s < INDEX_SLOTS; s++)
+		if (((b->used >> s) & 1) && b->addr[s][0] == a0 && b->addr[s][1] == a1 &&
+		    b->addr[s][2] == a2 && b->addr[s][3] == a3)
 			return b->expires[s] == 0 || b->expires[s] > list_now();
 	return b->over ? -1 : 0;
 }
@@ -623,7 +672,9 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 	    in_summary(sidx == S_ALLOW_EXACT ? S_ALLOW_FULL : S_DENY_FULL, p->src[3]))
 		return 1;
 	if ((cfg->lists & bexact) && (!v4 || in_summary(sidx, p->src[3]))) {
-		int r = v4 && sidx == S_DENY_EXACT ? index_hit(cfg, p->src[3]) : -1;
+		int r = -1;
+		if (sidx == S_DENY_EXACT)
+			r = v4 ? index_hit(cfg, p->src[3]) : index6_hit(cfg, p->src);
 		if (r > 0)
 			return 1;
 		if (r < 0) {
