@@ -162,6 +162,16 @@ type bulwarkPortStats struct {
 	Drops uint64
 }
 
+type bulwarkS24Row uint32
+
+const (
+	bulwarkS24RowS24ALLOW_FULL bulwarkS24Row = 0
+	bulwarkS24RowS24DENY_FULL  bulwarkS24Row = 1
+	bulwarkS24RowS24ALLOW_TRIE bulwarkS24Row = 2
+	bulwarkS24RowS24DENY_TRIE  bulwarkS24Row = 3
+	bulwarkS24RowS24ROWS       bulwarkS24Row = 4
+)
+
 type bulwarkScore struct {
 	_     structs.HostLayout
 	SynTs uint64
@@ -192,7 +202,9 @@ const (
 	bulwarkSummaryIndexS_DENY_CIDR   bulwarkSummaryIndex = 3
 	bulwarkSummaryIndexS_ALLOW_FULL  bulwarkSummaryIndex = 4
 	bulwarkSummaryIndexS_DENY_FULL   bulwarkSummaryIndex = 5
-	bulwarkSummaryIndexS_MAX         bulwarkSummaryIndex = 6
+	bulwarkSummaryIndexS_ALLOW_TRIE  bulwarkSummaryIndex = 6
+	bulwarkSummaryIndexS_DENY_TRIE   bulwarkSummaryIndex = 7
+	bulwarkSummaryIndexS_MAX         bulwarkSummaryIndex = 8
 )
 
 type bulwarkUdpLimit struct {
@@ -239,6 +251,7 @@ const (
 	bulwarkVarUnusedEventKind    = "unused_event_kind"
 	bulwarkVarUnusedFlag         = "unused_flag"
 	bulwarkVarUnusedListBit      = "unused_list_bit"
+	bulwarkVarUnusedS24Row       = "unused_s24_row"
 	bulwarkVarUnusedSummaryIndex = "unused_summary_index"
 )
 
@@ -322,6 +335,7 @@ type bulwarkVariableSpecs struct {
 	UnusedEventKind    *ebpf.VariableSpec `ebpf:"unused_event_kind"`
 	UnusedFlag         *ebpf.VariableSpec `ebpf:"unused_flag"`
 	UnusedListBit      *ebpf.VariableSpec `ebpf:"unused_list_bit"`
+	UnusedS24Row       *ebpf.VariableSpec `ebpf:"unused_s24_row"`
 	UnusedSummaryIndex *ebpf.VariableSpec `ebpf:"unused_summary_index"`
 }
 
@@ -401,6 +415,7 @@ type bulwarkVariables struct {
 	UnusedEventKind    *ebpf.Variable `ebpf:"unused_event_kind"`
 	UnusedFlag         *ebpf.Variable `ebpf:"unused_flag"`
 	UnusedListBit      *ebpf.Variable `ebpf:"unused_list_bit"`
+	UnusedS24Row       *ebpf.Variable `ebpf:"unused_s24_row"`
 	UnusedSummaryIndex *ebpf.Variable `ebpf:"unused_summary_index"`
 }
 

@@ -70,121 +70,209 @@ type kernel struct {
 }
 
 // summary keeps, for one list, how many entries of its exact and CIDR
-// maps fall in or cover each IPv4 /16, and the bitmaps the program reads
-// (summary4 map, indexes S_*_EXACT and S_*_CIDR).
+// maps fall in or cover each IPv4 /16 (and which of them need the trie),
+// how many CIDR entries of /24 to /31 fall in each /24, and the bitmaps
+// the program reads (summary4 map, indexes S_*; summary24 map, rows
+// S24_*).
 type summary struct {
 	mu     sync.Mutex
-	counts [3][]uint32 // [0] exact, [1] cidr, [2] full; 65536 each
-	bits   [3][1024]uint64
+	counts [4][]uint32 // per /16, by row; 65536 each, made on first use
+	bits   [4][1024]uint64
+	trie24 map[uint32]uint32 // per /24 with CIDR entries of /24 to /31 in it
 }
 
-// Summary rows.
+// Summary rows (of summary4).
 const (
-	rowExact = iota
-	rowCIDR
-	rowFull
+	rowExact = iota // exact entries in the /16
+	rowCIDR         // CIDR entries in or covering the /16
+	rowFull         // never-expiring prefixes of /16 or shorter covering it
+	rowTrie         // prefixes of /23 or shorter with an expiry in or covering it
 )
 
 // summaryIndex maps [allow, deny][row] to the program's summary4 index.
-var summaryIndex = [2][3]bulwarkSummaryIndex{
-	{bulwarkSummaryIndexS_ALLOW_EXACT, bulwarkSummaryIndexS_ALLOW_CIDR, bulwarkSummaryIndexS_ALLOW_FULL},
-	{bulwarkSummaryIndexS_DENY_EXACT, bulwarkSummaryIndexS_DENY_CIDR, bulwarkSummaryIndexS_DENY_FULL},
+var summaryIndex = [2][4]bulwarkSummaryIndex{
+	{bulwarkSummaryIndexS_ALLOW_EXACT, bulwarkSummaryIndexS_ALLOW_CIDR, bulwarkSummaryIndexS_ALLOW_FULL, bulwarkSummaryIndexS_ALLOW_TRIE},
+	{bulwarkSummaryIndexS_DENY_EXACT, bulwarkSummaryIndexS_DENY_CIDR, bulwarkSummaryIndexS_DENY_FULL, bulwarkSummaryIndexS_DENY_TRIE},
 }
 
-// full reports whether a list value of prefix p covers its /16s wholly
-// and for good (the FULL summary rows).
-func full(p netip.Prefix, v bulwarkListVal) bool {
-	return p.Addr().Is4() && p.Bits() <= 16 && v.Expires == 0
-}
-
-// full24 reports whether a list value is a never-expiring IPv4 /24 (a bit
-// of the summary24 map).
-func full24(p netip.Prefix, v bulwarkListVal) bool {
-	return p.Addr().Is4() && p.Bits() == 24 && v.Expires == 0
-}
-
-// s24Words is the program's S24_WORDS: summary24 words per list.
+// s24Words is the program's S24_WORDS: summary24 words per row.
 const s24Words = 1 << 18
 
-// summaryOf returns the list's summary, the row and the /16 range of
-// list map i's IPv4 prefix p, or ok false for IPv6.
-func (k *kernel) summaryOf(i int, p netip.Prefix) (s *summary, row int, lo, hi uint32, ok bool) {
-	if !p.Addr().Is4() {
-		return nil, 0, 0, 0, false
-	}
-	b := p.Addr().As4()
-	top := uint32(b[0])<<8 | uint32(b[1])
-	lo, hi = top, top
-	if p.Bits() < 16 {
-		span := uint32(1)<<(16-p.Bits()) - 1
-		lo, hi = top&^span, top|span
-	}
-	row = 0
-	if i == mAllow4 || i == mDeny4 {
-		row = 1
-	}
-	list := 0
-	if i >= mDeny {
-		list = 1
-	}
-	return &k.sum[list], row, lo, hi, true
+// s24Row maps [allow, deny][full, trie] to the program's summary24 row.
+var s24Row = [2][2]bulwarkS24Row{
+	{bulwarkS24RowS24ALLOW_FULL, bulwarkS24RowS24ALLOW_TRIE},
+	{bulwarkS24RowS24DENY_FULL, bulwarkS24RowS24DENY_TRIE},
 }
 
-// adjustSummary adds d to the counts of p's /16s in list map i, and to
-// the FULL row or the /24 bits when v makes p a never-expiring whole /16
-// (or shorter) or /24, and writes the bitmaps when a bit changed.
+// listOf returns 0 for list map i of the allow list, 1 for the deny list.
+func listOf(i int) int {
+	if i >= mDeny {
+		return 1
+	}
+	return 0
+}
+
+// adjustSummary adds d to the counts of p's /16s in list map i (and, for
+// a CIDR entry of /24 or longer, of its /24), and to the rows that depend
+// on v's expiry (adjustExpiry), and writes the bitmaps when a bit changed.
 func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, v bulwarkListVal) error {
-	if err := k.adjustRow(i, p, d, false); err != nil {
+	if !p.Addr().Is4() {
+		return nil
+	}
+	row := rowExact
+	if i == mAllow4 || i == mDeny4 {
+		row = rowCIDR
+	}
+	if err := k.adjustRow(i, p, d, row); err != nil {
 		return err
 	}
-	return k.adjustFull(i, p, d, v)
+	if row == rowCIDR && p.Bits() >= 24 {
+		if err := k.adjustTrie24(i, p, d); err != nil {
+			return err
+		}
+	}
+	return k.adjustExpiry(i, p, d, v)
 }
 
-// adjustFull adjusts only what a never-expiring entry adds: the FULL row
-// or the /24 bit.
-func (k *kernel) adjustFull(i int, p netip.Prefix, d int, v bulwarkListVal) error {
+// adjustExpiry adjusts the rows that depend on whether an IPv4 prefix p
+// of list map i expires (v): without an expiry, one of /16 or shorter is
+// in the FULL row of the /16s it covers and one of /17 to /24 sets the
+// FULL bits of its /24s (matched on the bit alone); with one, a prefix of
+// /23 or shorter is in the TRIE row of its /16s (the program asks the
+// trie there). Exact entries are in none.
+func (k *kernel) adjustExpiry(i int, p netip.Prefix, d int, v bulwarkListVal) error {
+	if !p.Addr().Is4() || (i != mAllow4 && i != mDeny4) {
+		return nil
+	}
+	n := p.Bits()
 	switch {
-	case full(p, v):
-		return k.adjustRow(i, p, d, true)
-	case full24(p, v):
-		return k.setBit24(i, p, d > 0)
+	case v.Expires == 0 && n <= 16:
+		return k.adjustRow(i, p, d, rowFull)
+	case v.Expires == 0 && n <= 24:
+		return k.setFull24(i, p, d > 0)
+	case v.Expires != 0 && n <= 23:
+		return k.adjustRow(i, p, d, rowTrie)
 	}
 	return nil
 }
 
-// setBit24 sets or clears the summary24 bit of list map i's /24 p. A list
-// holds a prefix once, so the bit needs no count.
-func (k *kernel) setBit24(i int, p netip.Prefix, on bool) error {
-	list := 0
-	if i >= mDeny {
-		list = 1
-	}
+// setFull24 sets, or clears, the summary24 FULL bits of the /24s of list
+// map i's never-expiring prefix p of /17 to /24. Prefixes of the list
+// may overlap (a /22 and a /24 inside it), so a bit is cleared only when
+// no never-expiring prefix of /17 to /24 in the CIDR map (p itself was
+// deleted or given an expiry before) still covers its /24.
+func (k *kernel) setFull24(i int, p netip.Prefix, on bool) error {
+	list := listOf(i)
 	b := p.Addr().As4()
-	h := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
-	idx := uint32(list*s24Words) + h>>6
+	first := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+	n := uint32(1) << (24 - p.Bits()) // at most 128 /24s
+	base := uint32(s24Row[list][0]) * s24Words
 	s := &k.sum[list]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for w := first >> 6; w <= (first+n-1)>>6; w++ {
+		var word uint64
+		if err := k.objs.Summary24.Lookup(base+w, &word); err != nil {
+			return err
+		}
+		old := word
+		for h := max(first, w<<6); h < first+n && h < (w+1)<<6; h++ {
+			switch {
+			case on:
+				word |= 1 << (h & 63)
+			case word&(1<<(h&63)) != 0:
+				kept, err := k.fullyCovered(i, h)
+				if err != nil {
+					return err
+				}
+				if !kept {
+					word &^= 1 << (h & 63)
+				}
+			}
+		}
+		if word != old {
+			if err := k.objs.Summary24.Update(base+w, word, ebpf.UpdateAny); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fullyCovered reports whether CIDR map i holds a never-expiring prefix
+// of /17 to /24 covering /24 h (its top 24 bits). An LPM lookup returns
+// the longest prefix up to the key's length, so one of length l exists
+// when the lookup at l returns l.
+func (k *kernel) fullyCovered(i int, h uint32) (bool, error) {
+	for l := 17; l <= 24; l++ {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], h<<8&^(uint32(1)<<(32-l)-1))
+		key := bulwarkLpm4Key{Prefixlen: uint32(l), Addr: binary.NativeEndian.Uint32(a[:])}
+		var v bulwarkListVal
+		err := k.lists[i].Lookup(key, &v)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if v.Prefixlen == uint32(l) && v.Expires == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// adjustTrie24 adds d to the count of CIDR entries of /24 to /31 in the
+// /24 of list map i's prefix p, and flips its summary24 TRIE bit when the
+// count leaves or reaches zero.
+func (k *kernel) adjustTrie24(i int, p netip.Prefix, d int) error {
+	list := listOf(i)
+	b := p.Addr().As4()
+	h := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+	s := &k.sum[list]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trie24 == nil {
+		s.trie24 = map[uint32]uint32{}
+	}
+	c := s.trie24[h]
+	switch {
+	case d > 0:
+		s.trie24[h] = c + 1
+		if c > 0 {
+			return nil
+		}
+	case c == 0:
+		return nil
+	case c > 1:
+		s.trie24[h] = c - 1
+		return nil
+	default:
+		delete(s.trie24, h)
+	}
+	idx := uint32(s24Row[list][1])*s24Words + h>>6
 	var w uint64
 	if err := k.objs.Summary24.Lookup(idx, &w); err != nil {
 		return err
 	}
-	if on {
-		w |= 1 << (h & 63)
-	} else {
-		w &^= 1 << (h & 63)
-	}
+	w ^= 1 << (h & 63)
 	return k.objs.Summary24.Update(idx, w, ebpf.UpdateAny)
 }
 
-func (k *kernel) adjustRow(i int, p netip.Prefix, d int, fullRow bool) error {
-	s, row, lo, hi, ok := k.summaryOf(i, p)
-	if !ok {
-		return nil
+// adjustRow adds d to the counts of row of the /16s that list map i's
+// IPv4 prefix p falls in or covers, and writes the row's bitmap when a bit
+// changed.
+func (k *kernel) adjustRow(i int, p netip.Prefix, d int, row int) error {
+	b := p.Addr().As4()
+	top := uint32(b[0])<<8 | uint32(b[1])
+	lo, hi := top, top
+	if p.Bits() < 16 {
+		span := uint32(1)<<(16-p.Bits()) - 1
+		lo, hi = top&^span, top|span
 	}
-	if fullRow {
-		row = rowFull
-	}
+	list := listOf(i)
+	s := &k.sum[list]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.counts[row] == nil {
@@ -204,10 +292,6 @@ func (k *kernel) adjustRow(i int, p netip.Prefix, d int, fullRow bool) error {
 	}
 	if !changed {
 		return nil
-	}
-	list := 0
-	if i >= mDeny {
-		list = 1
 	}
 	idx := uint32(summaryIndex[list][row])
 	return k.objs.Summary4.Update(idx, &s.bits[row], ebpf.UpdateAny)
@@ -549,10 +633,10 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 		}
 		// Only an expiry added or dropped changes the summaries.
 		if was, is := old.Expires == 0, v.Expires == 0; was != is {
-			if was {
-				return false, k.adjustFull(i, e.Prefix, -1, old)
+			if err := k.adjustExpiry(i, e.Prefix, -1, old); err != nil {
+				return false, err
 			}
-			return false, k.adjustFull(i, e.Prefix, +1, v)
+			return false, k.adjustExpiry(i, e.Prefix, +1, v)
 		}
 		return false, nil
 	}

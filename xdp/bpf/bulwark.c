@@ -11,8 +11,10 @@
  *      allowed source is never dropped nor answered by the proxy, and the
  *      allow list is consulted only when it would be;
  *   2. (a one-bit-per-/16 summary of each IPv4 list lets most sources
- *      skip the lookups altogether, a one-bit-per-/24 row marks the
- *      never-expiring /24 entries, matched without a trie walk, and
+ *      skip the lookups altogether, one-bit-per-/24 rows mark the /24s
+ *      inside never-expiring prefixes of /17 to /24, matched without a
+ *      trie walk, and the few /16s and /24s where only the trie can
+ *      tell, so that a miss elsewhere skips it too; and
  *      array indexes of hashed buckets hold the exact IPv4 and IPv6 deny
  *      entries, matched without a helper call: the LRU map is consulted
  *      only for a bucket that overflowed);
@@ -184,7 +186,10 @@ struct port_stats {
  * One bit per IPv4 /16, set while a list holds an entry inside or covering
  * that /16: a source whose bit is clear skips the lookups. A /16 wholly
  * inside a never-expiring prefix of /16 or shorter matches on its bit
- * alone (the FULL rows), so blocking big ranges costs no trie walk.
+ * alone (the FULL rows), so blocking big ranges costs no trie walk. The
+ * TRIE rows mark the /16s that a prefix of /23 or shorter with an expiry
+ * covers or falls in: only there (or in a /24 of summary24's TRIE rows)
+ * does a source of a listed /16 need the trie.
  * Indexes: see enum summary_index.
  */
 struct summary {
@@ -198,6 +203,8 @@ enum summary_index {
 	S_DENY_CIDR,
 	S_ALLOW_FULL, /* /16s wholly inside a never-expiring allowed prefix */
 	S_DENY_FULL,  /* /16s wholly inside a never-expiring denied prefix */
+	S_ALLOW_TRIE, /* /16s with an allowed prefix of /23 or shorter with an expiry */
+	S_DENY_TRIE,  /* /16s with a denied prefix of /23 or shorter with an expiry */
 	S_MAX,
 };
 
@@ -342,15 +349,30 @@ struct {
 } summary4 SEC(".maps");
 
 /*
- * One bit per IPv4 /24 and list (allow words first, then deny), set while
- * the list's CIDR map holds that /24 itself without an expiry: blocklists
- * are mostly /24s, and a bit test costs a fraction of an LPM trie walk.
+ * Rows of one bit per IPv4 /24 (enum s24_row, S24_WORDS words each). FULL:
+ * the /24 is wholly inside a never-expiring prefix of /17 to /24 of the
+ * list, and matches on its bit alone (blocklists are mostly /24s, and a
+ * bit test costs a fraction of an LPM trie walk). TRIE: the list's CIDR
+ * map holds a prefix of /24 to /31 inside the /24 (with an expiry or
+ * not), which only the trie can match. A source of a listed /16 whose /24
+ * has neither bit, in a /16 without a TRIE bit, is not in the list: it
+ * skips the trie.
  */
 #define S24_WORDS (1 << 18)
 
+enum s24_row {
+	S24_ALLOW_FULL,
+	S24_DENY_FULL,
+	S24_ALLOW_TRIE,
+	S24_DENY_TRIE,
+	S24_ROWS,
+};
+
+const enum s24_row *unused_s24_row __attribute__((unused));
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * S24_WORDS);
+	__uint(max_entries, S24_ROWS * S24_WORDS);
 	__type(key, __u32);
 	__type(value, __u64);
 } summary24 SEC(".maps");
@@ -602,11 +624,11 @@ static __always_inline int in_summary(__u32 idx, __be32 addr)
 	return (s->w[(hi >> 6) & 1023] >> (hi & 63)) & 1;
 }
 
-/* list: 0 allow, 1 deny. */
-static __always_inline int in_summary24(__u32 list, __be32 addr)
+/* row: enum s24_row. */
+static __always_inline int in_summary24(__u32 row, __be32 addr)
 {
 	__u32 h = bpf_ntohl(addr) >> 8;
-	__u32 idx = list * S24_WORDS + (h >> 6);
+	__u32 idx = row * S24_WORDS + (h >> 6);
 	__u64 *w = bpf_map_lookup_elem(&summary24, &idx);
 	return w && ((*w >> (h & 63)) & 1);
 }
@@ -685,10 +707,18 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 	}
 	if (!(cfg->flags & F_CIDR_LOOKUP))
 		return 0;
-	if (v4)
-		return (cfg->lists & b4) && in_summary(sidx + 1, p->src[3]) &&
-		       (in_summary24(sidx == S_ALLOW_EXACT ? 0 : 1, p->src[3]) ||
-			lpm4_hit(cidr4, p->src[3]));
+	if (v4) {
+		int allow = sidx == S_ALLOW_EXACT;
+		__be32 a = p->src[3];
+		if (!(cfg->lists & b4) || !in_summary(sidx + 1, a))
+			return 0;
+		if (in_summary24(allow ? S24_ALLOW_FULL : S24_DENY_FULL, a))
+			return 1;
+		/* Only a prefix with an expiry or longer than /24 needs the trie. */
+		return (in_summary(allow ? S_ALLOW_TRIE : S_DENY_TRIE, a) ||
+			in_summary24(allow ? S24_ALLOW_TRIE : S24_DENY_TRIE, a)) &&
+		       lpm4_hit(cidr4, a);
+	}
 	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src);
 }
 
