@@ -172,6 +172,16 @@ const (
 	bulwarkS24RowS24ROWS       bulwarkS24Row = 4
 )
 
+type bulwarkS6Row uint32
+
+const (
+	bulwarkS6RowS6ALLOW_SHORT bulwarkS6Row = 0
+	bulwarkS6RowS6DENY_SHORT  bulwarkS6Row = 1
+	bulwarkS6RowS6ALLOW_LONG  bulwarkS6Row = 2
+	bulwarkS6RowS6DENY_LONG   bulwarkS6Row = 3
+	bulwarkS6RowS6ROWS        bulwarkS6Row = 4
+)
+
 type bulwarkScore struct {
 	_     structs.HostLayout
 	SynTs uint64
@@ -242,6 +252,7 @@ const (
 	bulwarkMapStats              = "stats"
 	bulwarkMapSummary24          = "summary24"
 	bulwarkMapSummary4           = "summary4"
+	bulwarkMapSummary6           = "summary6"
 	bulwarkMapSynSample          = "syn_sample"
 	bulwarkMapUdpLimits          = "udp_limits"
 	bulwarkMapUdpState           = "udp_state"
@@ -252,6 +263,7 @@ const (
 	bulwarkVarUnusedFlag         = "unused_flag"
 	bulwarkVarUnusedListBit      = "unused_list_bit"
 	bulwarkVarUnusedS24Row       = "unused_s24_row"
+	bulwarkVarUnusedS6Row        = "unused_s6_row"
 	bulwarkVarUnusedSummaryIndex = "unused_summary_index"
 )
 
@@ -321,6 +333,7 @@ type bulwarkMapSpecs struct {
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 	Summary24  *ebpf.MapSpec `ebpf:"summary24"`
 	Summary4   *ebpf.MapSpec `ebpf:"summary4"`
+	Summary6   *ebpf.MapSpec `ebpf:"summary6"`
 	SynSample  *ebpf.MapSpec `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.MapSpec `ebpf:"udp_limits"`
 	UdpState   *ebpf.MapSpec `ebpf:"udp_state"`
@@ -336,6 +349,7 @@ type bulwarkVariableSpecs struct {
 	UnusedFlag         *ebpf.VariableSpec `ebpf:"unused_flag"`
 	UnusedListBit      *ebpf.VariableSpec `ebpf:"unused_list_bit"`
 	UnusedS24Row       *ebpf.VariableSpec `ebpf:"unused_s24_row"`
+	UnusedS6Row        *ebpf.VariableSpec `ebpf:"unused_s6_row"`
 	UnusedSummaryIndex *ebpf.VariableSpec `ebpf:"unused_summary_index"`
 }
 
@@ -376,6 +390,7 @@ type bulwarkMaps struct {
 	Stats      *ebpf.Map `ebpf:"stats"`
 	Summary24  *ebpf.Map `ebpf:"summary24"`
 	Summary4   *ebpf.Map `ebpf:"summary4"`
+	Summary6   *ebpf.Map `ebpf:"summary6"`
 	SynSample  *ebpf.Map `ebpf:"syn_sample"`
 	UdpLimits  *ebpf.Map `ebpf:"udp_limits"`
 	UdpState   *ebpf.Map `ebpf:"udp_state"`
@@ -400,6 +415,7 @@ func (m *bulwarkMaps) Close() error {
 		m.Stats,
 		m.Summary24,
 		m.Summary4,
+		m.Summary6,
 		m.SynSample,
 		m.UdpLimits,
 		m.UdpState,
@@ -416,6 +432,7 @@ type bulwarkVariables struct {
 	UnusedFlag         *ebpf.Variable `ebpf:"unused_flag"`
 	UnusedListBit      *ebpf.Variable `ebpf:"unused_list_bit"`
 	UnusedS24Row       *ebpf.Variable `ebpf:"unused_s24_row"`
+	UnusedS6Row        *ebpf.Variable `ebpf:"unused_s6_row"`
 	UnusedSummaryIndex *ebpf.Variable `ebpf:"unused_summary_index"`
 }
 

@@ -24,9 +24,13 @@
 //  2. one bit per IPv4 /16 summarizes each list: a source whose /16 holds
 //     no entry skips the lookups, and a /16 wholly inside a never-expiring
 //     prefix of /16 or shorter matches on its bit alone; one bit per IPv4
-//     /24 (a 4 MiB array for both lists) marks the never-expiring /24
-//     entries, the bulk of most blocklists, matched without walking the
-//     trie. Other prefixes, and those with an expiry, take the trie;
+//     /24 (FULL rows) marks the /24s inside never-expiring prefixes of /17
+//     to /24, the bulk of most blocklists, matched without walking the
+//     trie. Only prefixes with an expiry and those longer than /24 take
+//     the trie, and only for sources of the /16s (or /24s) the TRIE rows
+//     mark; an IPv6 source takes it only when a bit of its top 16 bits or
+//     of a hash of its /32 says a prefix may hold it (8.5 MiB of rows for
+//     both lists);
 //  3. fragments are dropped ([FlagDropFragments]): their later parts carry
 //     no L4 header to check;
 //  4. TCP: SYNs are scored per source (IPv6 per /64, per CPU) with

@@ -122,10 +122,10 @@ func (x *index) addr(k indexKey) netip.Addr {
 	return netip.AddrFrom16(k)
 }
 
-// bucket is the program's hash (index_bucket_of): h = (h ^ word) * mult
+// bucketOf is the program's hash (index_bucket_of): h = (h ^ word) * mult
 // over the address's words, network order read as host integers, folded
 // and masked.
-func (x *index) bucket(k indexKey) uint32 {
+func (x *index) bucketOf(k indexKey) uint32 {
 	var h uint32
 	for w := 0; w < x.size; w += 4 {
 		h = (h ^ binary.NativeEndian.Uint32(k[w:])) * x.mult
@@ -214,7 +214,7 @@ func (k *kernel) indexOf(i int, p netip.Prefix) *index {
 // changed.
 func (x *index) inBucket(a netip.Addr, fn func(k indexKey, i uint32, b *bucket) (bool, error)) error {
 	key := keyOf(a)
-	i := x.bucket(key)
+	i := x.bucketOf(key)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var b bucket

@@ -40,7 +40,7 @@ func (h *harness) indexBucketOf(f family, a netip.Addr) (b bucket, i uint32, in 
 	h.t.Helper()
 	x := &h.m.kern.idx[f.idx]
 	key := keyOf(a)
-	i = x.bucket(key)
+	i = x.bucketOf(key)
 	if err := x.m.Lookup(i, &b); err != nil {
 		h.t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func (h *harness) sameBucket(f family, n int) []netip.Addr {
 	by := map[uint32][]netip.Addr{}
 	for i := range uint32(1 << 16) {
 		a := f.addr(200<<16 | i)
-		b := x.bucket(keyOf(a))
+		b := x.bucketOf(keyOf(a))
 		by[b] = append(by[b], a)
 		if len(by[b]) == n {
 			return by[b]

@@ -74,11 +74,17 @@ type kernel struct {
 // how many CIDR entries of /24 to /31 fall in each /24, and the bitmaps
 // the program reads (summary4 map, indexes S_*; summary24 map, rows
 // S24_*).
+//
+// For IPv6 it counts the CIDR entries shorter than /32 in or covering each
+// value of the top 16 bits (short6) and those of /32 or longer per hash of
+// their /32 (long6), the program's summary6 rows.
 type summary struct {
 	mu     sync.Mutex
 	counts [4][]uint32 // per /16, by row; 65536 each, made on first use
 	bits   [4][1024]uint64
 	trie24 map[uint32]uint32 // per /24 with CIDR entries of /24 to /31 in it
+	short6 []uint32          // 65536, made on first use
+	long6  map[uint32]uint32 // per summary6 LONG bit with entries
 }
 
 // Summary rows (of summary4).
@@ -117,6 +123,9 @@ func listOf(i int) int {
 // on v's expiry (adjustExpiry), and writes the bitmaps when a bit changed.
 func (k *kernel) adjustSummary(i int, p netip.Prefix, d int, v bulwarkListVal) error {
 	if !p.Addr().Is4() {
+		if i == mAllow6 || i == mDeny6 {
+			return k.adjustSummary6(i, p, d)
+		}
 		return nil
 	}
 	row := rowExact
@@ -258,6 +267,81 @@ func (k *kernel) adjustTrie24(i int, p netip.Prefix, d int) error {
 	}
 	w ^= 1 << (h & 63)
 	return k.objs.Summary24.Update(idx, w, ebpf.UpdateAny)
+}
+
+// The program's summary6 layout (S6_BITS, S6_WORDS, S6_MULT).
+const (
+	s6Bits  = 20
+	s6Words = 1 << (s6Bits - 6)
+	s6Mult  = 2654435761
+)
+
+// s6Row maps [allow, deny][short, long] to the program's summary6 row.
+var s6Row = [2][2]bulwarkS6Row{
+	{bulwarkS6RowS6ALLOW_SHORT, bulwarkS6RowS6ALLOW_LONG},
+	{bulwarkS6RowS6DENY_SHORT, bulwarkS6RowS6DENY_LONG},
+}
+
+// adjustSummary6 adds d to the summary6 counts of list map i's IPv6
+// prefix p: a prefix shorter than /32 counts for every value of the top
+// 16 bits it falls in or covers, a longer one for the hash of its /32;
+// the bits flip when a count leaves or reaches zero.
+func (k *kernel) adjustSummary6(i int, p netip.Prefix, d int) error {
+	list := listOf(i)
+	b := p.Addr().As16()
+	s := &k.sum[list]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	flip := map[uint32]uint64{} // summary6 word -> bits to flip
+	if p.Bits() < 32 {
+		top := uint32(b[0])<<8 | uint32(b[1])
+		lo, hi := top, top
+		if p.Bits() < 16 {
+			span := uint32(1)<<(16-p.Bits()) - 1
+			lo, hi = top&^span, top|span
+		}
+		if s.short6 == nil {
+			s.short6 = make([]uint32, 1<<16)
+		}
+		base := uint32(s6Row[list][0]) * s6Words
+		for x := lo; x <= hi; x++ {
+			c := &s.short6[x]
+			if d < 0 && *c == 0 {
+				continue
+			}
+			*c = uint32(int(*c) + d)
+			if (d > 0 && *c == 1) || (d < 0 && *c == 0) {
+				flip[base+x>>6] ^= 1 << (x & 63)
+			}
+		}
+	} else {
+		bit := binary.NativeEndian.Uint32(b[:4]) * s6Mult >> (32 - s6Bits)
+		if s.long6 == nil {
+			s.long6 = map[uint32]uint32{}
+		}
+		c := s.long6[bit]
+		switch {
+		case d > 0:
+			s.long6[bit] = c + 1
+		case c > 1:
+			s.long6[bit] = c - 1
+		case c == 1:
+			delete(s.long6, bit)
+		}
+		if (d > 0 && c == 0) || (d < 0 && c == 1) {
+			flip[uint32(s6Row[list][1])*s6Words+bit>>6] ^= 1 << (bit & 63)
+		}
+	}
+	for idx, f := range flip {
+		var w uint64
+		if err := k.objs.Summary6.Lookup(idx, &w); err != nil {
+			return err
+		}
+		if err := k.objs.Summary6.Update(idx, w^f, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // adjustRow adds d to the counts of row of the /16s that list map i's
@@ -631,12 +715,14 @@ func (m *Manager) put(allow bool, e ipset.Entry) (bool, error) {
 		if err := k.indexPut(i, e.Prefix, v.Expires); err != nil {
 			return false, err
 		}
-		// Only an expiry added or dropped changes the summaries.
+		// Only an expiry added or dropped changes the summaries: the new
+		// rows first, so that no packet finds neither (a FULL bit cleared
+		// rechecks the map, which already holds v).
 		if was, is := old.Expires == 0, v.Expires == 0; was != is {
-			if err := k.adjustExpiry(i, e.Prefix, -1, old); err != nil {
+			if err := k.adjustExpiry(i, e.Prefix, +1, v); err != nil {
 				return false, err
 			}
-			return false, k.adjustExpiry(i, e.Prefix, +1, v)
+			return false, k.adjustExpiry(i, e.Prefix, -1, old)
 		}
 		return false, nil
 	}

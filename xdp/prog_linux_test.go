@@ -944,15 +944,7 @@ func TestStartFallsBackToNone(t *testing.T) {
 // that /16 remains, and a short prefix sets every /16 it covers.
 func TestIPv4Summary(t *testing.T) {
 	h := newHarness(t, nil)
-	bit := func(idx uint32, a string) bool {
-		var s [1024]uint64
-		if err := h.m.kern.objs.Summary4.Lookup(idx, &s); err != nil {
-			t.Fatal(err)
-		}
-		b := netip.MustParseAddr(a).As4()
-		hi := uint32(b[0])<<8 | uint32(b[1])
-		return s[hi>>6]>>(hi&63)&1 == 1
-	}
+	bit := func(idx uint32, a string) bool { return h.summaryBit(bulwarkSummaryIndex(idx), a) }
 	pfx := netip.MustParsePrefix
 	h.deny.Add(pfx("10.1.2.0/24"), 0, "")
 	h.deny.Add(pfx("10.1.3.0/24"), 0, "")
@@ -1000,15 +992,7 @@ func TestIPv4Summary(t *testing.T) {
 	// A never-expiring /24 is also one bit of summary24 (0 allow, 1 deny),
 	// which alone matches, as are the /24s of a never-expiring /17 to /23;
 	// a TTL or the removal take it out.
-	bit24 := func(list int, a string) bool {
-		b := netip.MustParseAddr(a).As4()
-		x := uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
-		var w uint64
-		if err := h.m.kern.objs.Summary24.Lookup(uint32(list*s24Words)+x>>6, &w); err != nil {
-			t.Fatal(err)
-		}
-		return w>>(x&63)&1 == 1
-	}
+	bit24 := func(list int, a string) bool { return h.summary24Bit(bulwarkS24Row(list), a) } // the FULL rows
 	h.deny.Add(pfx("192.0.2.0/24"), 0, "")
 	h.deny.Add(pfx("192.0.4.0/23"), 0, "")
 	h.deny.Add(pfx("192.0.6.0/24"), time.Hour, "")

@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -167,4 +168,94 @@ func TestIPv4PrefixRows(t *testing.T) {
 	h.expect("allowed /23 on its bits alone", ip("10.7.9.1"), xdpPass)
 	back()
 	h.expect("denied /16 with a TTL, outside the allowed /23", ip("10.7.10.1"), xdpDrop)
+}
+
+// summary6Bit reads the summary6 bit of address a in row: its top 16
+// bits in a SHORT row, the hash of its /32 in a LONG row.
+func (h *harness) summary6Bit(row bulwarkS6Row, a string) bool {
+	h.t.Helper()
+	b := netip.MustParseAddr(a).As16()
+	bit := uint32(b[0])<<8 | uint32(b[1])
+	if row == bulwarkS6RowS6ALLOW_LONG || row == bulwarkS6RowS6DENY_LONG {
+		bit = binary.NativeEndian.Uint32(b[:4]) * s6Mult >> (32 - s6Bits)
+	}
+	var w uint64
+	if err := h.m.kern.objs.Summary6.Lookup(uint32(row)*s6Words+bit>>6, &w); err != nil {
+		h.t.Fatal(err)
+	}
+	return w>>(bit&63)&1 == 1
+}
+
+// TestIPv6PrefixSummary: an IPv6 source skips the trie unless a prefix
+// of the list may hold it: one shorter than /32 in or covering the value
+// of its top 16 bits (SHORT row), or one of /32 or longer in its /32
+// (LONG row, by hash); the trie then matches; removals clear the bits
+// once no entry shares them; the allow list has the same rows.
+func TestIPv6PrefixSummary(t *testing.T) {
+	h := newHarness(t, nil)
+	pfx := netip.MustParsePrefix
+	src := func(a string) []byte { return udp6(netip.MustParseAddr(a)) }
+	const denyLong, denyShort = bulwarkS6RowS6DENY_LONG, bulwarkS6RowS6DENY_SHORT
+
+	h.deny.Add(pfx("2001:db8:5::/48"), 0, "")
+	if !h.summary6Bit(denyLong, "2001:db8::") || h.summary6Bit(denyShort, "2001::") || h.summary6Bit(bulwarkS6RowS6ALLOW_LONG, "2001:db8::") {
+		t.Fatal("a /48 sets the deny list's LONG bit of its /32 only")
+	}
+	h.expect("/48", src("2001:db8:5::1"), xdpDrop)
+	h.expect("beside the /48", src("2001:db8:6::1"), xdpPass)
+
+	// A source whose bits are clear skips the trie: a live /48 put in the
+	// trie behind the manager's back is not seen.
+	if h.summary6Bit(denyLong, "2a00:1::") || h.summary6Bit(denyShort, "2a00::") {
+		t.Fatal("2a00:1::/32 shares a bit with 2001:db8::/32; pick another")
+	}
+	_, sneak := target(false, pfx("2a00:1:2::/48"))
+	if err := h.m.kern.lists[mDeny6].Update(sneak, bulwarkListVal{Prefixlen: 48}, ebpf.UpdateNoExist); err != nil {
+		t.Fatal(err)
+	}
+	h.expect("a source without a bit skips the trie", src("2a00:1:2::1"), xdpPass)
+	if err := h.m.kern.lists[mDeny6].Delete(sneak); err != nil {
+		t.Fatal(err)
+	}
+
+	// Shorter than /32: the SHORT bits of the top 16 bits.
+	h.deny.Add(pfx("2a00:1000::/20"), 0, "")
+	if !h.summary6Bit(denyShort, "2a00::") || h.summary6Bit(denyShort, "2a01::") {
+		t.Fatal("a /20 sets the SHORT bit of its top 16 bits only")
+	}
+	h.expect("/20", src("2a00:1234::1"), xdpDrop)
+	h.expect("same top 16 bits, beside the /20", src("2a00:2234::1"), xdpPass)
+	h.deny.Add(pfx("3f00::/8"), 0, "")
+	if !h.summary6Bit(denyShort, "3f00::") || !h.summary6Bit(denyShort, "3fab::") || h.summary6Bit(denyShort, "4000::") {
+		t.Fatal("a /8 sets the SHORT bits of the 256 values it covers")
+	}
+	h.expect("/8", src("3fab::1"), xdpDrop)
+	h.deny.Remove(pfx("3f00::/8"))
+	h.deny.Remove(pfx("2a00:1000::/20"))
+	if h.summary6Bit(denyShort, "3fab::") || h.summary6Bit(denyShort, "2a00::") {
+		t.Fatal("SHORT bits remain after the removals")
+	}
+	h.expect("removed /20", src("2a00:1234::1"), xdpPass)
+
+	// Two /48s share their /32's bit: it stays while one remains.
+	h.deny.Add(pfx("2001:db8:7::/48"), 0, "")
+	h.deny.Remove(pfx("2001:db8:5::/48"))
+	if !h.summary6Bit(denyLong, "2001:db8::") {
+		t.Fatal("the LONG bit went with one of two /48s")
+	}
+	h.expect("remaining /48", src("2001:db8:7::1"), xdpDrop)
+	h.expect("removed /48", src("2001:db8:5::1"), xdpPass)
+	h.deny.Remove(pfx("2001:db8:7::/48"))
+	if h.summary6Bit(denyLong, "2001:db8::") {
+		t.Fatal("the LONG bit remains with no prefix left")
+	}
+
+	// The allow list's rows: an allowed /64 inside a denied /48.
+	h.deny.Add(pfx("2001:db8:9::/48"), 0, "")
+	h.allow.Add(pfx("2001:db8:9:1::/64"), 0, "")
+	if !h.summary6Bit(bulwarkS6RowS6ALLOW_LONG, "2001:db8::") {
+		t.Fatal("the allowed /64's LONG bit")
+	}
+	h.expect("allowed /64 inside a denied /48", src("2001:db8:9:1::5"), xdpPass)
+	h.expect("denied /48 beside the allowed /64", src("2001:db8:9:2::5"), xdpDrop)
 }

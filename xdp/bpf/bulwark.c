@@ -14,7 +14,9 @@
  *      skip the lookups altogether, one-bit-per-/24 rows mark the /24s
  *      inside never-expiring prefixes of /17 to /24, matched without a
  *      trie walk, and the few /16s and /24s where only the trie can
- *      tell, so that a miss elsewhere skips it too; and
+ *      tell, so that a miss elsewhere skips it too; IPv6 sources skip
+ *      the trie likewise unless a bit of their top 16 bits or of a hash
+ *      of their /32 says a prefix may hold them; and
  *      array indexes of hashed buckets hold the exact IPv4 and IPv6 deny
  *      entries, matched without a helper call: the LRU map is consulted
  *      only for a bucket that overflowed);
@@ -378,9 +380,39 @@ struct {
 } summary24 SEC(".maps");
 
 /*
- * The exact IPv4 deny entries, indexed: bucket index_bucket_of(addr) holds up
- * to INDEX_SLOTS of them with their expiry, so a hit or a miss costs one
- * array access and no helper call. The manager keeps it in step with the
+ * The IPv6 prefixes' summary, rows of S6_WORDS words per list (enum
+ * s6_row). SHORT: one bit per value of an address's top 16 bits, set
+ * while the list's CIDR map holds a prefix shorter than /32 in or
+ * covering it. LONG: one bit per hash of the top 32 bits (S6_BITS bits),
+ * set while it holds a prefix of /32 or longer whose /32 hashes there. A
+ * source with neither bit is in no prefix of the list and skips the trie;
+ * a bit shared by a hash collision only costs that trie walk.
+ */
+#define S6_BITS 20
+#define S6_WORDS (1 << (S6_BITS - 6))
+#define S6_MULT 2654435761u /* Knuth's multiplicative hash */
+
+enum s6_row {
+	S6_ALLOW_SHORT,
+	S6_DENY_SHORT,
+	S6_ALLOW_LONG,
+	S6_DENY_LONG,
+	S6_ROWS,
+};
+
+const enum s6_row *unused_s6_row __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, S6_ROWS * S6_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} summary6 SEC(".maps");
+
+/*
+ * The exact IPv4 deny entries, indexed: bucket index_bucket_of(addr)
+ * holds up to INDEX_SLOTS of them with their expiry, so a hit or a miss
+ * costs one array access and no helper call. The manager keeps it in step with the
  * deny map (every exact IPv4 entry is in its bucket, or the bucket is
  * marked over and the entry is in the map only); a miss in a bucket that
  * is not over is a miss of the map. deny_index6 does the same for the
@@ -633,6 +665,21 @@ static __always_inline int in_summary24(__u32 row, __be32 addr)
 	return w && ((*w >> (h & 63)) & 1);
 }
 
+static __always_inline int s6_bit(__u32 row, __u32 bit)
+{
+	__u32 idx = row * S6_WORDS + ((bit >> 6) & (S6_WORDS - 1));
+	__u64 *w = bpf_map_lookup_elem(&summary6, &idx);
+	return w && ((*w >> (bit & 63)) & 1);
+}
+
+/* in_summary6 reports whether an IPv6 source may be in a prefix of the list. */
+static __always_inline int in_summary6(int in_allow, const __u32 *a)
+{
+	__u32 top = bpf_ntohl(a[0]);
+	return s6_bit(in_allow ? S6_ALLOW_SHORT : S6_DENY_SHORT, top >> 16) ||
+	       s6_bit(in_allow ? S6_ALLOW_LONG : S6_DENY_LONG, (a[0] * S6_MULT) >> (32 - S6_BITS));
+}
+
 /*
  * index_bucket_of is the indexes' hash of an address of n words (network
  * order read as host integers): h = (h ^ word) * mult for each word,
@@ -707,19 +754,19 @@ static __always_inline int listed(struct config *cfg, struct pkt *p, void *exact
 	}
 	if (!(cfg->flags & F_CIDR_LOOKUP))
 		return 0;
+	int in_allow = sidx == S_ALLOW_EXACT;
 	if (v4) {
-		int allow = sidx == S_ALLOW_EXACT;
 		__be32 a = p->src[3];
 		if (!(cfg->lists & b4) || !in_summary(sidx + 1, a))
 			return 0;
-		if (in_summary24(allow ? S24_ALLOW_FULL : S24_DENY_FULL, a))
+		if (in_summary24(in_allow ? S24_ALLOW_FULL : S24_DENY_FULL, a))
 			return 1;
 		/* Only a prefix with an expiry or longer than /24 needs the trie. */
-		return (in_summary(allow ? S_ALLOW_TRIE : S_DENY_TRIE, a) ||
-			in_summary24(allow ? S24_ALLOW_TRIE : S24_DENY_TRIE, a)) &&
+		return (in_summary(in_allow ? S_ALLOW_TRIE : S_DENY_TRIE, a) ||
+			in_summary24(in_allow ? S24_ALLOW_TRIE : S24_DENY_TRIE, a)) &&
 		       lpm4_hit(cidr4, a);
 	}
-	return (cfg->lists & b6) && lpm6_hit(cidr6, p->src);
+	return (cfg->lists & b6) && in_summary6(in_allow, p->src) && lpm6_hit(cidr6, p->src);
 }
 
 /*
