@@ -242,23 +242,8 @@ func (k *kernel) adjustTrie24(i int, p netip.Prefix, d int) error {
 	s := &k.sum[list]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.trie24 == nil {
-		s.trie24 = map[uint32]uint32{}
-	}
-	c := s.trie24[h]
-	switch {
-	case d > 0:
-		s.trie24[h] = c + 1
-		if c > 0 {
-			return nil
-		}
-	case c == 0:
+	if !addCount(&s.trie24, h, d) {
 		return nil
-	case c > 1:
-		s.trie24[h] = c - 1
-		return nil
-	default:
-		delete(s.trie24, h)
 	}
 	idx := uint32(s24Row[list][1])*s24Words + h>>6
 	var w uint64
@@ -267,6 +252,28 @@ func (k *kernel) adjustTrie24(i int, p netip.Prefix, d int) error {
 	}
 	w ^= 1 << (h & 63)
 	return k.objs.Summary24.Update(idx, w, ebpf.UpdateAny)
+}
+
+// addCount adds d (+1 or -1) to m[key], making m on first use and
+// deleting a count that reaches zero, and reports whether the count left
+// or reached zero (the key's bit must flip).
+func addCount(m *map[uint32]uint32, key uint32, d int) bool {
+	if *m == nil {
+		*m = map[uint32]uint32{}
+	}
+	c := (*m)[key]
+	switch {
+	case d > 0:
+		(*m)[key] = c + 1
+		return c == 0
+	case c == 0:
+		return false
+	case c > 1:
+		(*m)[key] = c - 1
+		return false
+	}
+	delete(*m, key)
+	return true
 }
 
 // The program's summary6 layout (S6_BITS, S6_WORDS, S6_MULT).
@@ -316,19 +323,7 @@ func (k *kernel) adjustSummary6(i int, p netip.Prefix, d int) error {
 		}
 	} else {
 		bit := binary.NativeEndian.Uint32(b[:4]) * s6Mult >> (32 - s6Bits)
-		if s.long6 == nil {
-			s.long6 = map[uint32]uint32{}
-		}
-		c := s.long6[bit]
-		switch {
-		case d > 0:
-			s.long6[bit] = c + 1
-		case c > 1:
-			s.long6[bit] = c - 1
-		case c == 1:
-			delete(s.long6, bit)
-		}
-		if (d > 0 && c == 0) || (d < 0 && c == 1) {
+		if addCount(&s.long6, bit, d) {
 			flip[uint32(s6Row[list][1])*s6Words+bit>>6] ^= 1 << (bit & 63)
 		}
 	}
