@@ -597,3 +597,43 @@ func TestErrorsMatchSentinels(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExchangeRefusal is one connection answering the same
+// refusal again and again through the http.ResponseWriter methods (a
+// flood's 429s: eleven fields, a problem body), the exchange reset
+// for each request as the server resets it.
+func BenchmarkExchangeRefusal(b *testing.B) {
+	const req = "POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+	x := &Exchange{}
+	if _, err := ParseRequest([]byte(req), &x.Req, 8192); err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(io.Discard, 4096)
+	x.Init(&deadlineRec{}, w, &Strings{}, nil)
+	rd := NewReader(strings.NewReader(""), 64, 64)
+	fields := [][2]string{
+		{"Cache-Control", "no-store"}, {"Content-Type", "application/problem+json"},
+		{"X-Content-Type-Options", "nosniff"}, {"Retry-After", "42"},
+		{"Ratelimit", `"login";r=0;t=42`}, {"Ratelimit-Policy", `"login";q=5;w=60`},
+		{"X-Ratelimit-Limit", "5"}, {"X-Ratelimit-Remaining", "0"},
+		{"X-Ratelimit-Reset", "2026-12-07T23:00:00Z"}, {"X-Request-Id", "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"Content-Length", "180"},
+	}
+	vals := make([][]string, len(fields))
+	for i, f := range fields {
+		vals[i] = []string{f[1]}
+	}
+	body := []byte(strings.Repeat("x", 180))
+	b.ReportAllocs()
+	for b.Loop() {
+		x.Reset(rd, 1<<20, time.Time{})
+		h := x.Header()
+		for i, f := range fields {
+			h[f[0]] = vals[i]
+		}
+		x.WriteHeader(http.StatusTooManyRequests)
+		_, _ = x.Write(body)
+		x.Finish()
+		w.Reset(io.Discard)
+	}
+}
