@@ -13,6 +13,23 @@
 // bucket (Lease.Return): the bucket is then as if they had never been
 // leased, so a slow limit loses none of its budget to expired leases.
 //
+// Units spent without a lease are debited on the bucket (Lease.Debit),
+// in the same script call as the key's next lease, query or return:
+// units charged past the limit ([Limiter.ChargeN], costs reported after
+// the fact) and admissions made from the local share while L2 was out of
+// reach. A debit may overdraw the bucket, by at most Burst−1 units (it
+// then recovers within one window of its latest debit), and every
+// replica's next lease is refused until the bucket has refilled it; a
+// replica whose round trip finds the bucket overdrawn gives back the
+// tokens it still holds for the key. What a debit does not reach at once
+// is tokens another replica already held when it landed (at most one
+// lease: Config.MaxLease, and Burst divided by the replicas): that
+// replica may admit from them until its next round trip for the key (at
+// half a lease) or their lapse. A debit whose round trip fails stays
+// with the key (at most Burst + Rate·OpenFor units per key and replica,
+// in the bounded table) and goes with its next round trip, at its next
+// decision: possibly counted twice, never lost.
+//
 // L1 is a bounded [keyed.Table] per [Node] holding each key's leased
 // tokens. A decision takes tokens there and never waits on L2 while any
 // are held: when they fall to a low-water mark (half a lease) a refill is

@@ -92,17 +92,17 @@ func (l *Limiter) Allow(key string) limit.Decision { return l.AllowN(key, 1) }
 // Burst is rejected with RetryAfter == limit.InfDuration.
 //
 // A decision made from the local share (breaker not closed, refill late
-// or queue full) becomes debt of the key: its next leases pay L2 for it
-// before yielding tokens. Until L2 has answered for the debt, the key's
-// decisions wait for that answer within the budget and then come from the
-// local share again (a slow store never refuses what the share allows);
-// once L2 was asked to cover it and could not, the key is rejected
-// locally with the time the debt takes to refill (a debt L2 was not yet
-// asked about, such as one made while the breaker was open, is asked
-// about first). Leased tokens the key holds are spent before the share,
-// whatever the breaker's state: they are L2's already. Global accounting therefore
-// catches up with what replicas admitted without L2, up to Burst +
-// Rate·OpenFor per key and replica.
+// or queue full) becomes debt of the key: the key's next round trip
+// debits it on L2 ([Lease.Debit]), ahead of its lease, so L2's bucket
+// counts it for every replica. Until L2 has answered for the debt, the
+// key's decisions wait for that answer within the budget and then come
+// from the local share again (a slow store never refuses what the share
+// allows); once L2 has counted it, the key is refused where L2's bucket
+// (overdrawn if need be) refuses it. Leased tokens the key holds are
+// spent before the share, whatever the breaker's state: they are L2's
+// already. Global accounting therefore catches up with what replicas
+// admitted without L2, up to Burst + Rate·OpenFor per key and replica
+// kept locally, and up to Burst−1 units of overdraft on L2.
 func (l *Limiter) AllowN(key string, n int64) limit.Decision {
 	return l.AllowNFrom(key, netip.Addr{}, n)
 }
@@ -150,14 +150,22 @@ func (l *Limiter) Peek(key string) limit.Decision {
 
 // ChargeN counts n units (n >= 1) for key whether or not they fit: a
 // cost already incurred (an LLM response's tokens, a finished stream),
-// reported after the fact. It decides as AllowN does, and Allowed
-// reports whether the units fitted within the limit; where AllowN would
-// refuse (and change nothing), ChargeN still counts them: the tokens this
-// replica holds first, the rest as debt its next leases pay L2 before
-// yielding tokens, up to Burst−1 units per key and replica (units
-// beyond that are not counted, so a key recovers within one window of
-// its last charge). Until the debt is paid the key's limit is spent:
-// AllowN refuses and [Limiter.Peek] reports it.
+// reported after the fact. It decides as AllowN does (but takes from L2
+// only the units it counts, and prefetches none), and Allowed reports
+// whether the units fitted within the limit; where AllowN would refuse
+// (and change nothing), ChargeN still counts them: the tokens this
+// replica holds first, the rest as a debit on L2's bucket
+// ([Lease.Debit]), sent at once in the background, which overdraws the
+// bucket by up to Burst−1 units (units beyond that are not counted, so
+// a key recovers within one window of its last charge). Until the
+// bucket has refilled the overdraft the key's limit is spent on every
+// replica: AllowN refuses and [Limiter.Peek] reports it, and a replica
+// whose round trip finds the bucket overdrawn gives back the tokens it
+// holds for the key. Until then, another replica may still admit from
+// tokens it already held (at most one lease, Config.MaxLease and
+// Burst/replicas), and answers a Peek from them; a key that only checks
+// and reports holds none. A debit whose round trip fails stays owed
+// here and goes with the key's next round trip.
 //
 // A key new to a full table cannot be counted (the decision is a
 // refusal like a full table's).
@@ -227,7 +235,7 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 			wait     *round
 			kind     leaseKind
 		)
-		var spent bool
+		var spent, debit bool
 		err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 			if created {
 				if n > 0 && !l.admit(addr, t) {
@@ -259,7 +267,10 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 					l.owe(e, units-n)
 					d = limit.Decision{Limit: l.g.Burst, RetryAfter: limit.InfDuration, ResetAfter: d.ResetAfter}
 				}
-				prefetch = e.pending == nil && t >= e.denied && e.tokens <= e.k/2
+				// A charge does not prefetch: a key that only reports
+				// costs holds no tokens another replica's debit could
+				// not reach.
+				prefetch = m != charge && e.pending == nil && t >= e.denied && e.tokens <= e.k/2
 			case t < e.denied:
 				if m == charge {
 					l.owe(e, units)
@@ -276,27 +287,30 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 				// make.
 				wait = e.pending
 			case e.debt > 0 && (!e.short || m != take && (e.answerAt == 0 || t-e.answerAt >= (e.debt+n-e.tokens-max(e.remaining, 0))*int64(l.interval))):
-				// L2 was not asked to cover the debt yet (admissions
-				// from the share: while the breaker was open, or after
-				// the refill in flight was sent), or, for a charge or a
+				// L2 has not counted the debt yet (admissions from the
+				// share: while the breaker was open, or after the
+				// refill in flight was sent), or, for a charge or a
 				// peek, may have refilled what is owed since its latest
 				// answer: ask, as for a key without debt (the refill
-				// pays the debt first; a peek's too).
-				if m == charge {
+				// debits the debt first, a peek's query too).
+				switch m {
+				case charge:
 					kind = partial
+				case peek:
+					kind = query
 				}
 			case e.debt > 0:
-				// The key owes L2 for admissions made without it (or
-				// charged past the limit), and L2 was asked to cover the
-				// debt and could not: it is over its limit until leases
-				// have covered it. Reject without waiting; the refill
-				// pays in the background.
+				// The key owes units L2 has not counted yet (charged
+				// past the limit, or admitted without it after L2 could
+				// not cover the key): it is over its limit. Reject
+				// without waiting; the debit goes to L2 in the
+				// background (below), with a refill for a plain key.
 				if m == charge {
 					l.owe(e, units)
 				}
 				owed := time.Duration(e.debt+n-e.tokens) * l.interval
 				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
-				prefetch = true
+				prefetch = m == take
 			case m == peek && asked:
 				// L2 answered this peek's query: not one unit left
 				// would have set denied.
@@ -314,6 +328,10 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 					kind = query
 				}
 			}
+			// A decided key that owes units L2 has not counted sends
+			// them now (a debit only, or with the prefetch), so that
+			// every replica's next grant sees the limit spent.
+			debit = decided && e.debt > 0 && e.pending == nil
 			return true
 		})
 		if err != nil || spent {
@@ -321,11 +339,16 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 			return l.count(limit.Decision{Limit: l.g.Burst, RetryAfter: time.Second})
 		}
 		if decided {
-			if prefetch {
+			if prefetch || debit {
 				if !hasK2 {
 					k2, hasK2 = KeyOf(l.name, key), true
 				}
-				_, _, _ = l.request(k1, k2, now, t, 1, whole)
+				// A debit alone takes nothing (a query's shape).
+				rk := whole
+				if !prefetch {
+					rk = query
+				}
+				_, _, _ = l.request(k1, k2, now, t, 1, rk)
 			}
 			return l.count(d)
 		}
@@ -418,8 +441,11 @@ const (
 
 // request queues a refill for a decision of n units on the key unless
 // one is pending, and returns the round to wait on (the pending one, or
-// the new one, then queued). full reports a full queue; a nil round
-// without full means the key got the n tokens or a denial meanwhile.
+// the new one, then queued). Every refill carries the key's debt as
+// its debit; a key that needs no tokens (it holds n, or L2 denied it)
+// but owes units gets a debit alone. full reports a full queue; a nil
+// round without full means the key got the n tokens or a denial
+// meanwhile, and owes nothing.
 func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, kind leaseKind) (rd *round, full, queued bool) {
 	nd := l.node
 	_ = l.tab.Do(k1, now, func(e *entry, created bool) bool {
@@ -430,11 +456,13 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, ki
 			rd = e.pending
 			return true
 		}
-		if n > 1 && e.tokens >= n || t < e.denied {
+		// held or denied: no tokens to ask for, only a debit to send.
+		held := n > 1 && e.tokens >= n || t < e.denied
+		if held && e.debt == 0 {
 			return true
 		}
-		r := refill{lim: l, l1: k1, l2: k2, query: true, ret: e.ret}
-		if kind != query {
+		r := refill{lim: l, l1: k1, l2: k2, query: true, ret: e.ret, debit: e.debt}
+		if kind != query && !held {
 			// Estimate the key's rate from the units asked for since
 			// the previous request, smoothed.
 			if dt := t - e.lastReq; e.lastReq != 0 && dt > 0 {
@@ -449,10 +477,12 @@ func (l *Limiter) request(k1 keyed.Key128, k2 Key, now time.Time, t, n int64, ki
 			k := nd.leaseSize(e, l.g.Burst)
 			e.k = k
 			need := max(n-e.tokens, 1)
-			r.want = min(max(k, need)+e.debt, l.g.Burst)
+			r.want = min(max(k, need), l.g.Burst)
 			r.min, r.query = min(need, r.want), false
 			if kind == partial {
-				r.min = 1
+				// A charge takes what it counts, no more: a key that
+				// only reports costs holds no spare tokens.
+				r.want, r.min = min(need, l.g.Burst), 1
 			}
 		}
 		rd = nd.enqueue(r)
@@ -483,8 +513,8 @@ func (l *Limiter) report(e *entry, t int64, allowed bool) limit.Decision {
 
 // fallback decides from the local share of the limit. Every admission
 // becomes debt (up to Burst + Rate·OpenFor per key) that the key's next
-// leases must cover before they yield tokens, so once L2 answers again the
-// replicas' accounting catches up with what was admitted without it.
+// round trip debits on L2, so once L2 answers again the replicas'
+// accounting catches up with what was admitted without it.
 //
 // A peek asks the share without taking from it; a charge the share
 // refuses still counts: it takes what the share has left and owes L2
@@ -592,10 +622,9 @@ func (l *Limiter) align(e *entry, g limit.GCRA, now time.Time) {
 }
 
 // owe counts n refused units of a charge against e: the tokens it holds
-// first, the rest as debt owed to L2, up to Burst−1 (a debt never raised
-// past that is paid, with the unit after it, by one lease once L2 has
-// refilled it: the key recovers when a bucket overdrawn by the debt
-// would, and within one window of its last charge).
+// first, the rest as debt for the key's next round trip to debit on L2,
+// up to Burst−1 (L2 bounds the overdraft the same way, whatever the
+// replicas send: the key recovers within one window of its last charge).
 func (l *Limiter) owe(e *entry, n int64) {
 	paid := min(e.tokens, n)
 	e.tokens -= paid

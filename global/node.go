@@ -139,8 +139,10 @@ type Stats struct {
 	// tokens given back to L2 unused after LeaseTTL; Expired those dropped
 	// instead (the breaker was not closed, or the round trip carrying
 	// them failed, so whether L2 took them back is unknown: dropping them
-	// never over-admits).
-	Refills, Batches, Leased, Returned, Expired uint64
+	// never over-admits). Debited counts units L2 counted without a
+	// lease (Lease.Debit): charged past the limit, or admitted from the
+	// local share.
+	Refills, Batches, Leased, Returned, Expired, Debited uint64
 	// QueueFull counts refill requests refused by a full queue; Dropped
 	// those discarded because the breaker opened; TableFull decisions
 	// rejected because the L1 table was full.
@@ -222,6 +224,7 @@ type Node struct {
 type statsCounters struct {
 	allowed, rejected, fallback, waits, waitTimeouts atomic.Uint64
 	refills, batches, leased, returned, expired      atomic.Uint64
+	debited                                          atomic.Uint64
 	queueFull, dropped, tableFull                    atomic.Uint64
 	failures, opened, probes                         atomic.Uint64
 	lastFailures, lastProbes, lastFallback           uint64
@@ -237,7 +240,8 @@ type round struct {
 }
 
 // refill is one queued lease request; a query (want and min 0) takes
-// nothing and reports the bucket; ret expired tokens it gives back.
+// nothing and reports the bucket; ret expired tokens it gives back;
+// debit the key's debt it counts on L2 (Lease.Debit).
 type refill struct {
 	lim   *Limiter
 	l1    keyed.Key128
@@ -246,6 +250,7 @@ type refill struct {
 	min   int64
 	query bool
 	ret   int64
+	debit int64
 }
 
 // expiry is a key whose leased tokens lapse at due (worker's queue), or,
@@ -272,7 +277,7 @@ type entry struct {
 	arrivals  int64 // units asked for since lastReq
 	rate      float64
 	k         int64  // lease size of the latest request
-	debt      int64  // units admitted from the local share while closed, owed to L2
+	debt      int64  // units L2 has not counted yet (admitted from the local share, charged past the limit): the next round trip debits them
 	short     bool   // L2 was asked to cover the debt and could not (its latest answer)
 	answerAt  int64  // instant of the latest L2 answer (0: never answered)
 	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
@@ -472,7 +477,7 @@ func (n *Node) Stats() Stats {
 		State: n.State(), Replicas: n.Replicas(),
 		Allowed: c.allowed.Load(), Rejected: c.rejected.Load(), Fallback: c.fallback.Load(),
 		Waits: c.waits.Load(), WaitTimeouts: c.waitTimeouts.Load(),
-		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(),
+		Refills: c.refills.Load(), Batches: c.batches.Load(), Leased: c.leased.Load(), Returned: c.returned.Load(), Expired: c.expired.Load(), Debited: c.debited.Load(),
 		QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(), TableFull: c.tableFull.Load(),
 		Failures: c.failures.Load(), Opened: c.opened.Load(), Probes: c.probes.Load(),
 		Keys: n.tab.Len(), Pending: c.pending.Load(), OpenUntil: n.OpenUntil(),
@@ -702,7 +707,7 @@ func (n *Node) sweep() {
 func (n *Node) lease(rd *round) {
 	n.batch = n.batch[:0]
 	for _, r := range n.reqs {
-		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min, Return: r.ret})
+		n.batch = append(n.batch, Lease{Key: r.l2, Interval: r.lim.interval, Burst: r.lim.g.Burst, Want: r.want, Min: r.min, Return: r.ret, Debit: r.debit})
 	}
 	for _, x := range n.rets {
 		n.batch = append(n.batch, Lease{Key: x.l2, Interval: x.lim.interval, Burst: x.lim.g.Burst, Return: x.n})
@@ -742,6 +747,7 @@ func (n *Node) lease(rd *round) {
 			n.c.expired.Add(uint64(r.ret))
 		} else {
 			n.c.returned.Add(uint64(r.ret))
+			n.c.debited.Add(uint64(r.debit))
 		}
 		if err == nil && l.Err == nil && !r.query {
 			n.hookLease(l.Want, l.Granted)
@@ -755,8 +761,15 @@ func (n *Node) lease(rd *round) {
 				e.lim = r.lim
 			}
 			if err != nil || l.Err != nil {
+				// Whether L2 counted the debit is unknown: the key
+				// keeps it and its next round trip sends it again (at
+				// worst counted twice, never lost; L2 bounds a bucket's
+				// overdraft).
 				return true
 			}
+			// L2 counted the debit: the key no longer owes it (units
+			// owed since stay for the next round trip).
+			e.debt = max(e.debt-r.debit, 0)
 			if e.tokens > 0 && t >= e.expires {
 				e.ret += e.tokens // the queue gives them back
 				e.tokens = 0
@@ -769,17 +782,14 @@ func (n *Node) lease(rd *round) {
 			}
 			switch {
 			case r.query:
-				// A peek's: nothing taken; denied while not one unit
-				// is left.
+				// A peek's or a debit's: nothing taken; denied while
+				// not one unit is left (counted from the round trip's
+				// start, as below).
 				if l.Remaining < 1 {
-					e.denied = t + int64(max(l.ResetAfter-time.Duration(l.Burst-1)*l.Interval, time.Microsecond))
+					e.denied = max(int64(began.Sub(n.epoch)), 0) + int64(max(l.ResetAfter-time.Duration(l.Burst-1)*l.Interval, time.Microsecond))
 				}
 			case l.Granted > 0:
-				// Pay what the key owes L2 first (admissions made from
-				// the local share after a wait ran out of budget).
-				pay := min(l.Granted, e.debt)
-				e.debt -= pay
-				e.tokens += l.Granted - pay
+				e.tokens += l.Granted
 				e.expires = t + int64(n.cfg.LeaseTTL)
 				e.denied = 0
 				if e.tokens > 0 && !e.queued {
@@ -792,9 +802,26 @@ func (n *Node) lease(rd *round) {
 				// decision L2 would admit (at worst one asks again).
 				e.denied = max(int64(began.Sub(n.epoch)), 0) + int64(max(l.RetryAfter, time.Microsecond))
 			}
+			if l.Remaining < 0 && e.tokens > 0 {
+				// The bucket is overdrawn (units charged past the limit,
+				// here or on another replica): the limit is spent across
+				// the replicas, so the tokens this replica still holds
+				// go back to L2 with the key's next round trip instead
+				// of being admitted.
+				e.ret += e.tokens
+				e.tokens = 0
+			}
 			e.remaining = l.Remaining
 			e.resetAt = t + int64(l.ResetAfter)
 			e.answerAt = max(t, 1)
+			if e.debt > 0 {
+				// Units owed while this round trip was in flight: debit
+				// them at once, not at the key's next decision (a full
+				// queue leaves them to that decision).
+				if rd := n.enqueue(refill{lim: r.lim, l1: r.l1, l2: r.l2, query: true, ret: e.ret, debit: e.debt}); rd != nil {
+					e.pending, e.ret = rd, 0
+				}
+			}
 			return true
 		})
 	}

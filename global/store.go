@@ -34,25 +34,38 @@ func KeyOf(name, key string) Key {
 
 // Lease is one L2 request of a batch: give Return unused tokens back to
 // the key's shared GCRA bucket (emission interval Interval, burst Burst),
-// then take between Min and Want tokens from it, all or nothing at Min. A
-// [Store] fills in the result fields. Want and Min 0 takes nothing: a
-// query (Remaining and ResetAfter report the bucket) or a return only.
+// count Debit units against it whether it holds them or not, then take
+// between Min and Want tokens from it, all or nothing at Min. A [Store]
+// fills in the result fields. Want and Min 0 takes nothing: a query
+// (Remaining and ResetAfter report the bucket), a return or a debit only.
 type Lease struct {
 	Key      Key
 	Interval time.Duration
 	Burst    int64
-	Want     int64 // 1 <= Min <= Want <= Burst, or both 0 (a query, or a return only)
+	Want     int64 // 1 <= Min <= Want <= Burst, or both 0 (a query, a return or a debit only)
 	Min      int64
 	// Return is how many tokens leased earlier, and never used, go back
 	// to the bucket first (0 <= Return): its theoretical arrival time
 	// moves back by Return·Interval, but never before now (a full bucket
 	// stays full). The bucket is then as if they had never been leased.
 	Return int64
+	// Debit is how many units were spent without a lease and are counted
+	// now, after Return and before the grant (0 <= Debit): units a
+	// replica charged past the limit ([Limiter.ChargeN]) or admitted from
+	// its local share while L2 was out of reach. The theoretical arrival
+	// time moves forward by Debit·Interval, past a full bucket's if need
+	// be (an overdraft: Remaining goes below 0 and no lease is granted
+	// until the bucket has refilled it), but never beyond Burst−1 units
+	// owed: at most tat = now + (2·Burst−1)·Interval, so a key overdrawn
+	// by any number of replicas recovers within one window of its last
+	// debit. A debit never moves a bucket already past that bound back.
+	Debit int64
 
 	// Granted is the number of tokens taken, 0 or in [Min, Want]. They are
 	// deducted from the shared bucket before the store answers.
 	Granted int64
-	// Remaining is how many more tokens the bucket held after the grant.
+	// Remaining is how many more tokens the bucket held after the grant;
+	// below 0 when it is overdrawn (it owes that many units, see Debit).
 	Remaining int64
 	// ResetAfter is how long until the bucket is full again.
 	ResetAfter time.Duration
@@ -167,8 +180,9 @@ func (m *MemoryStore) Lease(ctx context.Context, batch []Lease) (int, error) {
 }
 
 // leaseGCRA is the lease rule shared with the Redis script: with tat'
-// = max(tat − Return·T, now), grant n = min(Want, floor((now+Burst·T−tat')/T))
-// tokens if n >= Min and move tat' by n·T.
+// = max(tat − Return·T, now), then moved forward by Debit·T up to
+// now + (2·Burst−1)·T (never back), grant n = min(Want,
+// floor((now+Burst·T−tat')/T)) tokens if n >= Min and move tat' by n·T.
 func leaseGCRA(l *Lease, tat, now time.Time, set func(time.Time)) {
 	t := l.Interval
 	tau := time.Duration(l.Burst) * t
@@ -178,7 +192,20 @@ func leaseGCRA(l *Lease, tat, now time.Time, set func(time.Time)) {
 	if tat.Before(now) {
 		tat = now
 	}
-	avail := int64((now.Add(tau).Sub(tat)) / t)
+	if l.Debit > 0 {
+		top := now.Add(tau + time.Duration(l.Burst-1)*t)
+		if d := tat.Add(time.Duration(l.Debit) * t); d.Before(top) {
+			tat = d
+		} else if tat.Before(top) {
+			tat = top
+		}
+	}
+	// floor, also below 0 (an overdrawn bucket), as Lua's math.floor.
+	left := now.Add(tau).Sub(tat)
+	avail := int64(left / t)
+	if left%t < 0 {
+		avail--
+	}
 	n := min(l.Want, avail)
 	if n < l.Min {
 		n = 0
@@ -187,7 +214,7 @@ func leaseGCRA(l *Lease, tat, now time.Time, set func(time.Time)) {
 	if n > 0 {
 		tat = tat.Add(time.Duration(n) * t)
 	}
-	if n > 0 || l.Return > 0 {
+	if n > 0 || l.Return > 0 || l.Debit > 0 {
 		set(tat)
 	}
 	if n > 0 || l.Want == 0 {

@@ -230,6 +230,21 @@ type local struct {
 	t   *testing.T
 	srv *rls.Server
 	clk *clock.Manual
+	tab *global.Table
+}
+
+// settle waits until the node has answered every round trip it was
+// asked for (refills, and debits sent in the background), so that a
+// test moving the clock next moves it after them.
+func (l *local) settle() {
+	l.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for l.tab.Node().Stats().Pending != 0 {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("round trips still pending after 30 s: %+v", l.tab.Node().Stats())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func serve(t *testing.T, text string) *local {
@@ -248,7 +263,7 @@ func serve(t *testing.T, text string) *local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &local{t: t, srv: srv, clk: clk}
+	return &local{t: t, srv: srv, clk: clk, tab: tab}
 }
 
 func (l *local) req(r *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/bulwarkhq/bulwark/clock"
 	"github.com/bulwarkhq/bulwark/global"
 	"github.com/bulwarkhq/bulwark/global/redisglobal"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
@@ -94,6 +95,7 @@ func TestCostReports(t *testing.T) {
 			// Spent: 12 counted, 9 owed past the 10 (the bound: one
 			// window's worth, less the unit that lets the next check
 			// through), so the limit is back after 60 s.
+			l.settle()
 			l.clk.Advance(59 * time.Second)
 			if c := ask(check("alice")).OverallCode; c != pb.RateLimitResponse_OVER_LIMIT {
 				t.Fatalf("check at 59 s: %v", c)
@@ -121,6 +123,7 @@ func TestCostReports(t *testing.T) {
 	if checks, reports := rounds(ask, "carol", 2, false); checks != "OK OK" || reports != "OK OVER_LIMIT" {
 		t.Fatalf("checks %s, reports %s", checks, reports)
 	}
+	l.settle()
 	l.clk.Advance(17 * time.Second)
 	if c := ask(check("carol")).OverallCode; c != pb.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("check at 17 s: %v", c)
@@ -143,27 +146,35 @@ func TestCostReports(t *testing.T) {
 }
 
 // The same through the global limiter's Redis store (a throwaway
-// redis-server), with two RLS replicas: the checks and reports alternate
-// between them, and each sees what the other counted.
+// redis-server), with three RLS replicas: the checks and reports go to
+// each replica in turn (Envoy picks any), and each sees what the others
+// counted, past the limit too (L2's bucket is overdrawn by it): every
+// replica refuses checks until the bucket has refilled it (60 s), then
+// passes them. The replicas and the lease script share a manual clock.
 func TestCostReportsThroughRedis(t *testing.T) {
 	rd := testsvc.StartRedis(t)
 	domains, err := rls.ParseConfig([]byte(costConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clients []pb.RateLimitServiceClient
-	for range 2 {
-		st, err := redisglobal.Open(redisconn.Options{URL: "redis://" + rd.Addr()}, redisglobal.Config{})
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var (
+		clients []pb.RateLimitServiceClient
+		nodes   []*global.Node
+	)
+	for range 3 {
+		st, err := redisglobal.Open(redisconn.Options{URL: "redis://" + rd.Addr()}, redisglobal.Config{Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		// A budget no loaded machine misses: every decision is L2's.
-		node, err := global.New(global.Config{Store: st, Budget: global.MaxBudget})
+		node, err := global.New(global.Config{Store: st, Clock: clk, Budget: global.MaxBudget})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = node.Close() })
+		nodes = append(nodes, node)
 		tab, err := node.Table(1000)
 		if err != nil {
 			t.Fatal(err)
@@ -186,24 +197,52 @@ func TestCostReportsThroughRedis(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close() })
 		clients = append(clients, pb.NewRateLimitServiceClient(conn))
 	}
-	// The reports go to the replica the check did not: Envoy picks any.
+	// Each call waits for the replicas' round trips (the debits sent in
+	// the background) before the next.
+	settle := func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for _, n := range nodes {
+			for n.Stats().Pending != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("round trips still pending after 30 s: %+v", n.Stats())
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
 	var calls int
-	ask := func(r *pb.RateLimitRequest) *pb.RateLimitResponse {
+	askOn := func(i int, r *pb.RateLimitRequest) *pb.RateLimitResponse {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := clients[calls%2].ShouldRateLimit(ctx, r)
-		calls++
+		resp, err := clients[i].ShouldRateLimit(ctx, r)
 		if err != nil {
 			t.Fatal(err)
 		}
+		settle()
 		return resp
 	}
-	// 10 per minute refills one unit every 6 s of Redis time: the five
-	// rounds run well within that on any machine (and a refill could only
-	// let a check through that should not pass, so the test fails rather
-	// than passes when it runs slow).
+	ask := func(r *pb.RateLimitRequest) *pb.RateLimitResponse {
+		calls++
+		return askOn((calls-1)%len(clients), r)
+	}
 	checks, reports := rounds(ask, "alice", 5, false)
 	if checks != wantChecks || reports != wantReports {
 		t.Fatalf("checks %s\nreports %s\nwant %s\nand %s", checks, reports, wantChecks, wantReports)
+	}
+	// 30 counted, 10 fitted: the bucket is overdrawn by 9 (the bound),
+	// on every replica.
+	for _, at := range []time.Duration{6 * time.Second, 59 * time.Second} {
+		clk.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(at))
+		for i := range clients {
+			if c := askOn(i, check("alice")).OverallCode; c != pb.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("replica %d at %v: %v", i, at, c)
+			}
+		}
+	}
+	clk.Set(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC))
+	for i := range clients {
+		if r := askOn(i, check("alice")); r.OverallCode != pb.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 1 {
+			t.Fatalf("replica %d at 60 s: %v", i, r)
+		}
 	}
 }

@@ -8,10 +8,14 @@
 // A lease is one Lua script, run with EVALSHA (EVAL once if the server
 // lost its script cache), on the server's clock (redis.call('TIME'), in
 // microseconds): with tat the key's theoretical arrival time, moved back
-// by the lease's returned tokens (Lease.Return) and never before now, and
-// τ = Burst·T, it grants n = min(want, ⌊(now+τ−tat)/T⌋) tokens if n ≥ min
-// (else none), moves tat by n·T and sets the key to expire when the
-// bucket is full again. Redis runs a script atomically, so
+// by the lease's returned tokens (Lease.Return) and never before now,
+// then forward by its debit (Lease.Debit: units spent past the limit or
+// without a lease, an overdraft of at most Burst−1 units, tat ≤
+// now+(2·Burst−1)·T), and τ = Burst·T, it grants n = min(want,
+// ⌊(now+τ−tat)/T⌋) tokens if n ≥ min (else none), moves tat by n·T and
+// sets the key to expire when the bucket is full again. A debit and the
+// lease that follows it are one script call: no replica is granted a
+// token between them. Redis runs a script atomically, so
 // leased tokens are deducted before any other replica can see them: the
 // replicas together never admit more than the limit. A batch of leases is
 // one pipeline, one round trip per node (go-redis splits a cluster
@@ -154,9 +158,11 @@ func (s *Store) Key(k global.Key) string {
 
 // leaseScript: KEYS[1] the bucket; ARGV T µs, burst, want, min, return,
 // now µs (0: the server's TIME; a given now is not the server's, so the
-// key then lives an hour longer than its bucket needs). Returns {granted,
-// remaining, reset µs, retry µs}. Returned tokens move tat back first
-// (never before now), so the bucket is as if they had never been leased.
+// key then lives an hour longer than its bucket needs), debit. Returns
+// {granted, remaining, reset µs, retry µs}; remaining is below 0 while
+// the bucket is overdrawn. Returned tokens move tat back first (never
+// before now), so the bucket is as if they had never been leased; the
+// debit then moves it forward, up to now+(2·burst−1)·T and never back.
 // Numbers written back are formatted with %d: Lua's default formatting
 // would round them.
 var leaseScript = redis.NewScript(`
@@ -173,17 +179,24 @@ local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local min = tonumber(ARGV[4])
 local ret = tonumber(ARGV[5])
+local debit = tonumber(ARGV[7])
 local tau = burst * T
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil then tat = now end
 tat = tat - ret * T
 if tat < now then tat = now end
+if debit > 0 then
+  local top = now + tau + (burst - 1) * T
+  local d = tat + debit * T
+  if d > top then d = top end
+  if d > tat then tat = d end
+end
 local avail = math.floor((now + tau - tat) / T)
 local n = want
 if avail < n then n = avail end
 if n < min then n = 0 end
 if n > 0 then tat = tat + n * T end
-if n > 0 or ret > 0 then
+if n > 0 or ret > 0 or debit > 0 then
   if tat > now then
     redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000) + slack))
   else
@@ -225,7 +238,7 @@ func (s *Store) Lease(ctx context.Context, batch []global.Lease) (int, error) {
 			}
 			l := &batch[i]
 			us := int64(l.Interval / time.Microsecond)
-			cmds[i] = eval(pipe, i, []string{s.Key(l.Key)}, max(us, 1), l.Burst, l.Want, l.Min, max(l.Return, 0), now)
+			cmds[i] = eval(pipe, i, []string{s.Key(l.Key)}, max(us, 1), l.Burst, l.Want, l.Min, max(l.Return, 0), now, max(l.Debit, 0))
 		}
 		_, err := pipe.Exec(ctx)
 		return err
