@@ -214,6 +214,46 @@ func (s *debitFailStore) Lease(ctx context.Context, b []global.Lease) (int, erro
 	return s.MemoryStore.Lease(ctx, b)
 }
 
+// While L2 is out of reach a charge is decided from the local share and
+// owed to L2 whether it fitted or not; once L2 answers again the debt is
+// paid first, so the global bucket counts what was charged meanwhile.
+func TestChargeOwedThroughAnOutage(t *testing.T) {
+	clk := clock.NewManual(t0)
+	st := memStore(t, clk)
+	n := newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget, FallbackShare: 0.5})
+	l := newLimiter(t, n, "llm", limit.GCRA{Rate: 10.0 / 60, Burst: 10})
+	st.SetFault(func(string) error { return errors.New("down") })
+	for i := 0; n.State() == global.Closed; i++ {
+		l.Allow("warm" + string(rune('a'+i%26)))
+		if i > 10_000 {
+			t.Fatal("breaker never opened")
+		}
+	}
+	// Share 5: a charge of 4 fits, the next 4 does not; both are owed.
+	if d := l.ChargeN("u", 4); !d.Allowed {
+		t.Fatalf("charge 4 of a share of 5: %+v", d)
+	}
+	if d := l.ChargeN("u", 4); d.Allowed {
+		t.Fatalf("charge 8 of a share of 5: %+v", d)
+	}
+	if d := l.Peek("u"); d.Allowed {
+		t.Fatalf("peek with the share spent: %+v", d)
+	}
+	st.SetFault(nil)
+	clk.Advance(global.DefaultOpenFor)
+	eventually(t, "closed", func() bool { return n.State() == global.Closed })
+	// L2's bucket of 10 pays the 8 owed (one lease, min 1 unit) and holds
+	// 2: a peek passes, two charges of 1 fit, a third does not.
+	if d := l.Peek("u"); !d.Allowed {
+		t.Fatalf("peek after recovery: %+v", d)
+	}
+	for i := range 3 {
+		if d := l.ChargeN("u", 1); d.Allowed != (i < 2) {
+			t.Fatalf("charge %d after recovery: %+v", i, d)
+		}
+	}
+}
+
 func equal(a, b []bool) bool {
 	if len(a) != len(b) {
 		return false

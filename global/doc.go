@@ -22,13 +22,14 @@
 // replica's next lease is refused until the bucket has refilled it; a
 // replica whose round trip finds the bucket overdrawn gives back the
 // tokens it still holds for the key. What a debit does not reach at once
-// is tokens another replica already held when it landed (at most one
-// lease: Config.MaxLease, and Burst divided by the replicas): that
-// replica may admit from them until its next round trip for the key (at
-// half a lease) or their lapse. A debit whose round trip fails stays
-// with the key (at most Burst + Rate·OpenFor units per key and replica,
-// in the bounded table) and goes with its next round trip, at its next
-// decision: possibly counted twice, never lost.
+// is tokens another replica already held or was granted when it landed
+// (at most a lease and a half; a lease is at most Config.MaxLease and
+// Burst divided by the replicas): that replica may admit from them
+// until its next round trip for the key (at half a lease) or their
+// lapse. A debit whose round trip fails stays with the key (at most
+// Burst + Rate·OpenFor units per key and replica, in the bounded table)
+// and goes with its next round trip, at its next decision: possibly
+// counted twice, never lost.
 //
 // L1 is a bounded [keyed.Table] per [Node] holding each key's leased
 // tokens. A decision takes tokens there and never waits on L2 while any

@@ -162,7 +162,8 @@ func (l *Limiter) Peek(key string) limit.Decision {
 // replica: AllowN refuses and [Limiter.Peek] reports it, and a replica
 // whose round trip finds the bucket overdrawn gives back the tokens it
 // holds for the key. Until then, another replica may still admit from
-// tokens it already held (at most one lease, Config.MaxLease and
+// tokens it already held or was granted before the debit (at most a
+// lease and a half; a lease is at most Config.MaxLease and
 // Burst/replicas), and answers a Peek from them; a key that only checks
 // and reports holds none. A debit whose round trip fails stays owed
 // here and goes with the key's next round trip.
