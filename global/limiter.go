@@ -236,7 +236,7 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 			wait     *round
 			kind     leaseKind
 		)
-		var spent, debit bool
+		var spent, debit, flush bool
 		err := l.tab.Do(k1, now, func(e *entry, created bool) bool {
 			if created {
 				if n > 0 && !l.admit(addr, t) {
@@ -311,7 +311,7 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 				}
 				owed := time.Duration(e.debt+n-e.tokens) * l.interval
 				d, decided = limit.Decision{Limit: l.g.Burst, RetryAfter: owed, ResetAfter: max(time.Duration(e.resetAt-t), owed)}, true
-				prefetch = m == take
+				prefetch, flush = m == take, true
 			case m == peek && asked:
 				// L2 answered this peek's query: not one unit left
 				// would have set denied.
@@ -329,10 +329,11 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 					kind = query
 				}
 			}
-			// A decided key that owes units L2 has not counted sends
-			// them now (a debit only, or with the prefetch), so that
-			// every replica's next grant sees the limit spent.
-			debit = decided && e.debt > 0 && e.pending == nil
+			// A decided key that owes units charged past the limit
+			// (or is refused for its debt) sends them now (a debit
+			// only, or with the prefetch), so that every replica's
+			// next grant sees the limit spent.
+			debit = decided && e.debt > 0 && e.pending == nil && (e.owed || flush)
 			return true
 		})
 		if err != nil || spent {
@@ -631,6 +632,7 @@ func (l *Limiter) owe(e *entry, n int64) {
 	e.tokens -= paid
 	e.debt = max(e.debt, min(e.debt+n-paid, l.g.Burst-1))
 	e.short = true // past the limit: spent until paid
+	e.owed = true  // and sent to L2 at once
 }
 
 func (l *Limiter) count(d limit.Decision) limit.Decision {

@@ -279,6 +279,7 @@ type entry struct {
 	k         int64  // lease size of the latest request
 	debt      int64  // units L2 has not counted yet (admitted from the local share, charged past the limit): the next round trip debits them
 	short     bool   // L2 was asked to cover the debt and could not (its latest answer)
+	owed      bool   // the debt holds units charged past the limit: debited at once, not with the next refill
 	answerAt  int64  // instant of the latest L2 answer (0: never answered)
 	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
 	pending   *round // non-nil while a refill is queued or in flight
@@ -770,6 +771,9 @@ func (n *Node) lease(rd *round) {
 			// L2 counted the debit: the key no longer owes it (units
 			// owed since stay for the next round trip).
 			e.debt = max(e.debt-r.debit, 0)
+			if e.debt == 0 {
+				e.owed = false
+			}
 			if e.tokens > 0 && t >= e.expires {
 				e.ret += e.tokens // the queue gives them back
 				e.tokens = 0
@@ -814,10 +818,12 @@ func (n *Node) lease(rd *round) {
 			e.remaining = l.Remaining
 			e.resetAt = t + int64(l.ResetAfter)
 			e.answerAt = max(t, 1)
-			if e.debt > 0 {
-				// Units owed while this round trip was in flight: debit
-				// them at once, not at the key's next decision (a full
-				// queue leaves them to that decision).
+			if e.debt > 0 && e.owed {
+				// Units charged past the limit while this round trip
+				// was in flight: debit them at once, not at the key's
+				// next decision (a full queue leaves them to that
+				// decision). Admissions from the share wait for the
+				// key's next refill, as before.
 				if rd := n.enqueue(refill{lim: r.lim, l1: r.l1, l2: r.l2, query: true, ret: e.ret, debit: e.debt}); rd != nil {
 					e.pending, e.ret = rd, 0
 				}
