@@ -12,10 +12,13 @@ package gateway
 //
 // Challenges: TLS-ALPN-01 is answered on the TLS listener itself (the
 // host keeps "acme-tls/1" among the ALPN protocols and closes such a
-// connection after its handshake); HTTP-01 on a small cleartext server
-// the gateway runs on http_listen, which answers the challenge path and
-// nothing else. Both sockets are bound by the gateway before any order,
-// so certmagic never binds one of its own.
+// connection after its handshake); HTTP-01 on every cleartext listener
+// of the gateway (before a redirect_to_https redirects, and before the
+// routes of a listener that proxies: acmeHTTP01), and on a small
+// cleartext server the gateway runs on http_listen when it is set, which
+// answers the challenge path and nothing else. All these sockets are
+// bound by the gateway before any order, so certmagic never binds one of
+// its own.
 //
 // Storage: certmagic.FileStorage under storage_dir in the standalone
 // profile; in the cluster profile redisStorage (acmestore.go) on the
@@ -94,11 +97,13 @@ type ACME struct {
 	// are in Redis and storage_dir must be empty.
 	StorageDir string `yaml:"storage_dir"`
 	// Challenges the gateway answers: tls-alpn-01 (on the TLS listener,
-	// the default) and http-01 (on http_listen).
+	// the default) and http-01 (on every cleartext listener of the
+	// gateway, and on http_listen).
 	Challenges []string `yaml:"challenges"`
-	// HTTPListen is the host:port of the cleartext server that answers
-	// HTTP-01 (the CA connects to port 80); required with http-01. Its
-	// host must be listen.addr's.
+	// HTTPListen is the host:port of a cleartext server of its own that
+	// answers HTTP-01 (the CA connects to port 80), for a gateway that
+	// has no cleartext listener on the TLS listener's host; only with
+	// http-01. Its host must be listen.addr's.
 	HTTPListen string `yaml:"http_listen"`
 }
 
@@ -150,9 +155,9 @@ func (a ACME) Validate() error {
 			f.Add(conf.Index("challenges", i), "%q listed twice", c)
 		}
 	}
+	// http-01 without http_listen needs a cleartext listener
+	// (validateACME).
 	switch {
-	case a.has(ChallengeHTTP01) && a.HTTPListen == "":
-		f.Add("http_listen", "required with the http-01 challenge (the CA connects to port 80: typically \":80\")")
 	case !a.has(ChallengeHTTP01) && a.HTTPListen != "":
 		f.Add("http_listen", "only with the http-01 challenge")
 	case a.HTTPListen != "":
@@ -204,9 +209,33 @@ func acmeSections(c *Config) []*ACME {
 	return out
 }
 
+// acmeHTTPListener is the index of the cleartext listener on the host
+// of the listener with tls.acme (the host of its addr, as written) whose
+// port certmagic is told the HTTP-01 challenge is answered on when
+// http_listen is empty, or -1. Every cleartext listener answers the
+// challenge; this one is bound where certmagic would look, so it finds
+// the port taken and binds nothing of its own.
+func (c *Config) acmeHTTPListener() int {
+	i := c.acmeListener()
+	if i < 0 || conf.HostPort(c.Listen[i].Addr) != nil {
+		return -1
+	}
+	h, _, _ := net.SplitHostPort(c.Listen[i].Addr)
+	for j, l := range c.Listen {
+		if l.TLS != nil || conf.HostPort(l.Addr) != nil {
+			continue
+		}
+		if lh, _, _ := net.SplitHostPort(l.Addr); lh == h {
+			return j
+		}
+	}
+	return -1
+}
+
 // validateACME checks the rules of listen[].tls.acme that span
-// sections: one listener at most, storage by profile, and http_listen
-// on the listener's host and apart from every listener.
+// sections: one listener at most, storage by profile, a cleartext
+// listener on the listener's host or http_listen for http-01, and
+// http_listen on the listener's host and apart from every listener.
 func (c *Config) validateACME(f *conf.Check) {
 	first := -1
 	for i, l := range c.Listen {
@@ -225,6 +254,10 @@ func (c *Config) validateACME(f *conf.Check) {
 			f.Add(key+".storage_dir", "not used in the cluster profile (the replicas share the certificates in Redis): remove it")
 		case c.Profile != Cluster && a.StorageDir == "":
 			f.Add(key+".storage_dir", "required in the standalone profile: a directory the gateway may write (the ACME account, certificates and keys)")
+		}
+		if a.has(ChallengeHTTP01) && a.HTTPListen == "" && conf.HostPort(l.Addr) == nil && c.acmeHTTPListener() < 0 {
+			h, _, _ := net.SplitHostPort(l.Addr)
+			f.Add(key+".http_listen", "required with the http-01 challenge when no cleartext listener (without tls) has %s.addr's host %q: add one on port 80 (with redirect_to_https, say), or set http_listen (typically \":80\")", c.listenPath(i), h)
 		}
 		if a.HTTPListen == "" || conf.HostPort(a.HTTPListen) != nil || conf.HostPort(l.Addr) != nil {
 			continue
@@ -276,6 +309,7 @@ func (g *Gateway) newACME(cfg *Config) error {
 		store = newRedisStorage(g.opsRedis, g.log)
 	}
 	g.acmeAt = cfg.acmeListener()
+	g.acmeHTTPAt = cfg.acmeHTTPListener()
 	h := g.certs[g.acmeAt]
 	g.acme = newACMESource(cfg.Listen[g.acmeAt].TLS.ACME, cfg.acmeRoots, store, func() bool { return len(h.set.Load().list) > 0 }, g.log, g.deps.acme)
 	h.acme = g.acme
@@ -287,12 +321,19 @@ func (g *Gateway) newACME(cfg *Config) error {
 	return nil
 }
 
-// startACME starts the source on the bound TLS listener.
+// startACME starts the source on the bound TLS listener (and, for
+// HTTP-01 without http_listen, the bound cleartext listener on its
+// host).
 func (g *Gateway) startACME() error {
 	if g.acme == nil {
 		return nil
 	}
-	return g.acme.start(g.host.Addrs()[g.acmeAt], func(ln net.Listener) net.Listener {
+	addrs := g.host.Addrs()
+	var httpAddr net.Addr
+	if j := g.acmeHTTPAt; j >= 0 && j < len(addrs) {
+		httpAddr = addrs[j]
+	}
+	return g.acme.start(addrs[g.acmeAt], httpAddr, func(ln net.Listener) net.Listener {
 		return &denyListener{Listener: ln, lists: g.lists, denied: g.metrics.connDenied}
 	})
 }
@@ -332,6 +373,10 @@ type acmeSource struct {
 
 	failures *prometheus.CounterVec // by kind: obtain, renew
 	obtained *prometheus.CounterVec
+
+	// issuer answers the HTTP-01 challenges it (or, through the
+	// storage, another replica) has pending; nil before start.
+	issuer atomic.Pointer[certmagic.ACMEIssuer]
 
 	mu       sync.Mutex // guards what Start and stop set
 	cache    *certmagic.Cache
@@ -432,11 +477,13 @@ func (s *acmeSource) expiries(f func(domain string, notAfter time.Time)) {
 	}
 }
 
-// start binds the HTTP-01 server (with http-01), then starts certmagic
-// and asks for the certificates in the background. tlsAddr is the bound
-// TLS listener. A failure here (the HTTP-01 address taken) stops the
-// gateway's start.
-func (s *acmeSource) start(tlsAddr net.Addr, wrap func(net.Listener) net.Listener) error {
+// start binds the HTTP-01 server (with http-01 and http_listen), then
+// starts certmagic and asks for the certificates in the background.
+// tlsAddr is the bound TLS listener; httpAddr, when not nil, the bound
+// cleartext listener whose port certmagic is given for HTTP-01 without
+// http_listen (every cleartext listener answers it: acmeHTTP01). A
+// failure here (the HTTP-01 address taken) stops the gateway's start.
+func (s *acmeSource) start(tlsAddr, httpAddr net.Addr, wrap func(net.Listener) net.Listener) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	listenHost := ""
@@ -448,7 +495,10 @@ func (s *acmeSource) start(tlsAddr net.Addr, wrap func(net.Listener) net.Listene
 		}
 	}
 	httpPort := 80
-	if s.cfg.has(ChallengeHTTP01) {
+	if ta, ok := httpAddr.(*net.TCPAddr); ok {
+		httpPort = ta.Port
+	}
+	if s.cfg.has(ChallengeHTTP01) && s.cfg.HTTPListen != "" {
 		ln, err := net.Listen("tcp", s.cfg.HTTPListen)
 		if err != nil {
 			return fmt.Errorf("gateway: listen.tls.acme.http_listen: %w", err)
@@ -490,11 +540,14 @@ func (s *acmeSource) start(tlsAddr net.Addr, wrap func(net.Listener) net.Listene
 	})
 	magic.Issuers = []certmagic.Issuer{issuer}
 	s.magic.Store(magic)
+	if s.cfg.has(ChallengeHTTP01) {
+		s.issuer.Store(issuer)
+	}
 
 	if s.httpLn != nil {
 		s.httpSrv = &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if (r.Method == http.MethodGet || r.Method == http.MethodHead) && issuer.HandleHTTPChallenge(w, r) {
+				if s.wantsHTTP01(r.Method, r.RequestURI, r.Host) && s.answerHTTP01(w, r, time.Time{}) {
 					return
 				}
 				http.NotFound(w, r)

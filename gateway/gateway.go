@@ -199,6 +199,10 @@ type Gateway struct {
 	acme  *acmeSource   // nil without listen[].tls.acme
 	// acmeAt is the index of the listener with tls.acme.
 	acmeAt int
+	// acmeHTTPAt is the index of the cleartext listener certmagic is
+	// given as the HTTP-01 port without http_listen, or -1
+	// (Config.acmeHTTPListener).
+	acmeHTTPAt int
 	// certs serve the TLS listeners' certificates, by index of listen;
 	// nil entries are cleartext listeners.
 	certs []*certHolder
@@ -429,6 +433,10 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 	g.certs = make([]*certHolder, len(cfg.Listen))
 	g.redirects = make([]*redirect, len(cfg.Listen))
 	out := make([]host.Listener, len(cfg.Listen))
+	http01 := false // the ACME listener answers HTTP-01
+	if a := cfg.acmeListener(); a >= 0 {
+		http01 = cfg.Listen[a].TLS.ACME.has(ChallengeHTTP01)
+	}
 	for i, l := range cfg.Listen {
 		// Every client listener binds as "listen" (Deps.Listen): an
 		// upgrade finds each one again by its address.
@@ -483,6 +491,15 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 		if l.RedirectToHTTPS != "" {
 			g.redirects[i] = g.newRedirect(cfg, i)
 			hl.Handler = g.redirects[i]
+		}
+		if l.TLS == nil && http01 {
+			// The CA's HTTP-01 request is answered before the redirect
+			// or the routes (acmeHTTP01).
+			var next fastHandler = g
+			if rd := g.redirects[i]; rd != nil {
+				next = rd
+			}
+			hl.Handler = &acmeHTTP01{g: g, next: next}
 		}
 		out[i] = hl
 	}

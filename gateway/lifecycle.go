@@ -44,9 +44,6 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.logAddrCaps(h.Addrs())
 	g.startRedirects(h.Addrs())
-	if err := g.startACME(); err != nil {
-		return errors.Join(err, h.Shutdown(ctx))
-	}
 	if err := g.startMetrics(); err != nil {
 		return errors.Join(fmt.Errorf("gateway: metrics listener: %w", err), g.abort(ctx))
 	}
@@ -77,6 +74,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.startMonitors()
 	g.startCertWatch()
+	// ACME last before admission opens: its stored certificates are
+	// loaded when the gateway is ready, and the CA it orders from finds
+	// the cleartext listeners admitting requests (an HTTP-01 request
+	// answered 503 not_ready would fail the order).
+	if err := g.startACME(); err != nil {
+		return errors.Join(err, g.abort(ctx))
+	}
 	h.Activate(g)
 	attrs := []any{"addr", h.Addr().String()}
 	if len(g.cfg.Listen) > 1 {
