@@ -92,7 +92,7 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 				n++
 			}
 		}
-		rs.trace = beginTrace(tr, n, first, method, rs.start)
+		rs.trace = beginTrace(tr, n, first, func() bool { return connIdentityOf(x, p).trusted }, method, rs.start)
 	}
 	p.serveFast(x, rs, &t)
 	return host.Served

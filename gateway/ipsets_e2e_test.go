@@ -318,11 +318,20 @@ ipsets:
 	}
 }
 
-func doFrom(t *testing.T, src, u string) resp {
+// doFrom sends a GET to u from the local address src, with the header
+// fields hdr (name, value, ...).
+func doFrom(t *testing.T, src, u string, hdr ...string) resp {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
-	res, err := c.Get(u)
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s from %s: %v", u, src, err)
 	}

@@ -209,7 +209,7 @@ func (p *pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(tp) > 0 {
 			first = tp[0]
 		}
-		rs.trace = beginTrace(t, len(tp), first, r.Method, rs.start)
+		rs.trace = beginTrace(t, len(tp), first, func() bool { return p.resolver.TrustsPeer(r) }, r.Method, rs.start)
 	}
 	p.serve(w, r, rs)
 }

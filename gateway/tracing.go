@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"time"
@@ -46,8 +47,16 @@ import (
 //
 // A request that comes with a valid W3C traceparent (one field,
 // internal/tracectx) continues its trace: bulwark.request is a child of
-// the caller's span, sampled as the caller sampled it; any other starts
-// a trace, sampled at tracing.sample_ratio. The upstream is sent a
+// the caller's span (the remote parent, in OpenTelemetry's words); any
+// other starts a trace, sampled at tracing.sample_ratio. Whether a
+// continued trace is sampled as the caller sampled it (the sampled flag
+// of its traceparent, as OpenTelemetry's ParentBased sampler does) is
+// tracing.remote_parent_sampling: by default only for a caller that is
+// one of client_ip.trusted_proxies (the socket peer), so that a client
+// on the internet cannot have its requests traced at will. An untrusted
+// caller's trace is continued (its trace ID, its span as the parent)
+// but sampled at sample_ratio, by a random draw of the gateway's: not by
+// the trace ID, which the caller chose. The upstream is sent a
 // traceparent naming bulwark.proxy as its parent (the proxy's asserted
 // field, after hop-by-hop removal). With tracing off nothing here runs:
 // a valid traceparent goes to the upstream as it came, an invalid one is
@@ -65,9 +74,14 @@ type Tracing struct {
 	// query or fragment.
 	Endpoint string `yaml:"endpoint"`
 	// SampleRatio is the fraction of the traces the gateway starts that
-	// are sampled; a request that continues a caller's trace is sampled
-	// as the caller sampled it.
+	// are sampled, and of the traces it continues whose caller's
+	// sampling decision is not followed (RemoteParentSampling).
 	SampleRatio float64 `yaml:"sample_ratio"`
+	// RemoteParentSampling says whose sampled flag (the caller's
+	// traceparent, the remote parent) decides whether a continued trace
+	// is sampled: RemoteParentTrustedProxies (the default),
+	// RemoteParentAll or RemoteParentNone.
+	RemoteParentSampling string `yaml:"remote_parent_sampling"`
 	// ServiceName is the resource's service.name.
 	ServiceName string `yaml:"service_name"`
 	// MaxQueue bounds the spans waiting for export; beyond it spans are
@@ -78,6 +92,21 @@ type Tracing struct {
 	// ExportTimeout bounds one export (retries included).
 	ExportTimeout time.Duration `yaml:"export_timeout"`
 }
+
+// Values of tracing.remote_parent_sampling: whose sampled flag a
+// continued trace follows.
+const (
+	// RemoteParentTrustedProxies follows the flag of a caller that is
+	// one of client_ip.trusted_proxies; from any other caller the
+	// request is sampled at sample_ratio.
+	RemoteParentTrustedProxies = "trusted_proxies"
+	// RemoteParentAll follows every caller's flag (OpenTelemetry's
+	// ParentBased sampler as it is).
+	RemoteParentAll = "all"
+	// RemoteParentNone follows no caller's flag: every request is
+	// sampled at sample_ratio.
+	RemoteParentNone = "none"
+)
 
 // Bounds of the tracing settings.
 const (
@@ -97,8 +126,11 @@ func defaultTracing() Tracing {
 	return Tracing{
 		Endpoint:    "http://127.0.0.1:4318/v1/traces",
 		SampleRatio: 0.1, // a trace of every tenth request the gateway starts
-		ServiceName: "bulwark",
-		MaxQueue:    2048, // the SDK's default
+		// A caller's sampled flag is a request for the gateway's work
+		// (spans, exports): followed only from a trusted proxy.
+		RemoteParentSampling: RemoteParentTrustedProxies,
+		ServiceName:          "bulwark",
+		MaxQueue:             2048, // the SDK's default
 		// The SDK's defaults are 5 s and 30 s: a span is seen within a
 		// second, and an export cannot hold a drain for long.
 		BatchTimeout:  time.Second,
@@ -114,6 +146,7 @@ func (t Tracing) Validate() error {
 		f.Add("endpoint", "%q: %v", conf.RedactURL(t.Endpoint), err)
 	}
 	f.Float("sample_ratio", t.SampleRatio, 0, 1)
+	f.OneOf("remote_parent_sampling", t.RemoteParentSampling, RemoteParentTrustedProxies, RemoteParentAll, RemoteParentNone)
 	if n := len(t.ServiceName); n == 0 || n > maxServiceNameLen || strings.ContainsFunc(t.ServiceName, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		f.Add("service_name", "%q: want 1 to %d printable ASCII bytes without spaces", t.ServiceName, maxServiceNameLen)
 	}
@@ -140,6 +173,30 @@ func checkTraceEndpoint(s string) error {
 type tracer struct {
 	tp *sdktrace.TracerProvider
 	t  trace.Tracer
+	// remote is tracing.remote_parent_sampling; ratio sample_ratio.
+	remote string
+	ratio  float64
+}
+
+// followsParent reports whether a continued trace is sampled as its
+// caller sampled it; trusted says whether the caller (the socket peer)
+// is one of the trusted proxies, and is asked only when it matters.
+func (t *tracer) followsParent(trusted func() bool) bool {
+	switch t.remote {
+	case RemoteParentAll:
+		return true
+	case RemoteParentTrustedProxies:
+		return trusted()
+	}
+	return false
+}
+
+// draw is the gateway's own sampling decision for a continued trace
+// whose caller's is not followed: sampled at sample_ratio, by a random
+// draw (the trace ID, which TraceIDRatioBased goes by, is the caller's
+// choice: one it picked to fall under any ratio would be sampled).
+func (t *tracer) draw() bool {
+	return t.ratio >= 1 || rand.Float64() < t.ratio
 }
 
 // newTracer starts the exporter (which connects when it first sends)
@@ -170,7 +227,7 @@ func newTracer(c Tracing, version string, log *slog.Logger) (*tracer, error) {
 			attribute.String("service.name", c.ServiceName),
 			attribute.String("service.version", version))),
 	)
-	return &tracer{tp: tp, t: tp.Tracer("github.com/bulwarkhq/bulwark/gateway")}, nil
+	return &tracer{tp: tp, t: tp.Tracer("github.com/bulwarkhq/bulwark/gateway"), remote: c.RemoteParentSampling, ratio: c.SampleRatio}, nil
 }
 
 // startTracing starts the tracer when tracing is on (at Start).
@@ -184,7 +241,7 @@ func (g *Gateway) startTracing() error {
 		return err
 	}
 	g.tracer = t
-	g.log.Info("tracing on", "sample_ratio", c.SampleRatio)
+	g.log.Info("tracing on", "sample_ratio", c.SampleRatio, "remote_parent_sampling", c.RemoteParentSampling)
 	return nil
 }
 
@@ -213,12 +270,20 @@ type reqTrace struct {
 }
 
 // beginTrace starts the request's span: a child of the caller's when it
-// sent one valid traceparent (n fields, the first first).
-func beginTrace[T string | []byte](t *tracer, n int, first T, method string, start time.Time) *reqTrace {
+// sent one valid traceparent (n fields, the first first), sampled as the
+// caller sampled it when tracing.remote_parent_sampling follows this
+// caller (trusted: whether the socket peer is a trusted proxy), else by
+// the gateway's own draw, which replaces the caller's sampled flag
+// before the ParentBased sampler reads it.
+func beginTrace[T string | []byte](t *tracer, n int, first T, trusted func() bool, method string, start time.Time) *reqTrace {
 	ctx := context.Background()
 	if pp, ok := tracectx.Parse(first); ok && n == 1 {
+		flags := trace.TraceFlags(pp.Flags)
+		if !t.followsParent(trusted) {
+			flags = flags.WithSampled(t.draw())
+		}
 		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
-			TraceID: pp.TraceID, SpanID: pp.SpanID, TraceFlags: trace.TraceFlags(pp.Flags), Remote: true,
+			TraceID: pp.TraceID, SpanID: pp.SpanID, TraceFlags: flags, Remote: true,
 		}))
 	}
 	ctx, sp := t.t.Start(ctx, "bulwark.request", trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start),

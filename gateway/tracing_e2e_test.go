@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -276,5 +277,88 @@ func testTraceContextWithoutTracing(t *testing.T) {
 			t.Errorf("sent %q (Connection %q): upstream got traceparent %q tracestate %q, want %q %q", c.tp, c.connection,
 				r.header.Get("X-Got-Traceparent"), r.header.Get("X-Got-Tracestate"), c.wantTP, c.wantTS)
 		}
+	}
+}
+
+// remoteParentRoutes trusts 127.0.0.2 as a proxy and samples none of the
+// traces the gateway decides itself.
+const remoteParentRoutes = `
+upstreams:
+  - name: app
+    targets: ["{{APP}}"]
+routes:
+  - {name: api, match: {path: /api/}, upstream: app}
+client_ip: {trusted_proxies: {cidrs: [127.0.0.2/32], hops: 1}}
+tracing:
+  enabled: true
+  endpoint: "{{OTLP}}"
+  sample_ratio: 0
+  batch_timeout: 10ms
+{{MODE}}`
+
+// TestTracingRemoteParent: whose sampled flag a continued trace follows
+// is tracing.remote_parent_sampling, on every engine. By default only a
+// trusted proxy's: a client (127.0.0.1) that asks for its trace to be
+// sampled is not (sample_ratio 0), while its trace is still continued
+// (the upstream gets its trace ID, unsampled) and no span of it is
+// exported; the trusted proxy's (127.0.0.2) is sampled, its spans
+// exported under the caller's span. With all, both are followed; with
+// none, neither.
+func TestTracingRemoteParent(t *testing.T) { engines(t, testTracingRemoteParent) }
+
+func testTracingRemoteParent(t *testing.T) {
+	up := idUpstream(t)
+	for i, c := range []struct {
+		mode              string // remote_parent_sampling ("": the default)
+		client, trustedPx bool   // whether the flag of each is followed
+	}{
+		{"", false, true},
+		{RemoteParentTrustedProxies, false, true},
+		{RemoteParentAll, true, true},
+		{RemoteParentNone, false, false},
+	} {
+		rc := startOTLP(t)
+		mode := ""
+		if c.mode != "" {
+			mode = "  remote_parent_sampling: " + c.mode + "\n"
+		}
+		tg := startGateway(t, remoteParentRoutes, map[string]string{"APP": up.URL, "OTLP": rc.url, "MODE": mode}, gwOpts{})
+		var unsampled []string
+		for j, from := range []struct {
+			src    string
+			follow bool
+		}{{"127.0.0.1", c.client}, {"127.0.0.2", c.trustedPx}} {
+			trace := fmt.Sprintf("%08x%024x", i+1, j+1)
+			r := doFrom(t, from.src, tg.url+"/api/x", "Traceparent", "00-"+trace+"-"+callerSpan+"-01",
+				"X-Forwarded-For", "198.51.100.7")
+			got := r.header.Get("X-Got-Traceparent")
+			flags := "00"
+			if from.follow {
+				flags = "01"
+			}
+			if r.status != 200 || len(got) != 55 || got[3:35] != trace || got[53:] != flags {
+				t.Fatalf("mode %q, from %s: %d, upstream got traceparent %q, want trace %s continued with flags %s",
+					c.mode, from.src, r.status, got, trace, flags)
+			}
+			if !from.follow {
+				unsampled = append(unsampled, trace)
+				continue
+			}
+			spans := rc.trace(t, trace, 2)
+			if req := spans["bulwark.request"]; req == nil || hex.EncodeToString(req.GetParentSpanId()) != callerSpan {
+				t.Fatalf("mode %q, from %s: spans %v, want bulwark.request under the caller's span", c.mode, from.src, names(spans))
+			}
+		}
+		// The exporter sends in order: what was followed has arrived, so
+		// what was not would have too.
+		rc.mu.Lock()
+		for _, s := range rc.spans {
+			for _, id := range unsampled {
+				if hex.EncodeToString(s.GetTraceId()) == id {
+					t.Errorf("mode %q: span %s of the trace %s, whose caller's flag is not followed, was exported", c.mode, s.GetName(), id)
+				}
+			}
+		}
+		rc.mu.Unlock()
 	}
 }
