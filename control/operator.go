@@ -47,6 +47,12 @@ type UnlockedRoute struct {
 	Locked bool `json:"locked"`
 	// Failures is how many failed passwords were counted towards a lock.
 	Failures int `json:"failures"`
+	// RateLimitWindowSeconds is the route's rate-limit window (its
+	// login.window, whole seconds), which an unlock does not lift: that
+	// limit is kept per (client address, username), and the operator
+	// cannot name the address. A client that used up its attempts at
+	// this username still waits at most this long. Omitted when 0.
+	RateLimitWindowSeconds int64 `json:"rate_limit_window_seconds,omitempty"`
 }
 
 // QuotaBucket is the body of POST /v1/quota/show and /v1/quota/reset:

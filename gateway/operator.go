@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/bulwarkhq/bulwark/control"
+	"github.com/bulwarkhq/bulwark/limit"
 	"github.com/bulwarkhq/bulwark/login"
 	"github.com/bulwarkhq/bulwark/quota"
 	"github.com/bulwarkhq/bulwark/wire"
@@ -17,7 +18,11 @@ import (
 // (or on one route): each route's Lockout keys the username exactly as
 // its throttle does (login.Lockout.Unlock: the route's folding and
 // secret), in its own store (the memory table, or Redis under the
-// route's prefix). `ctl quota show|reset`, POST /v1/quota/show|reset and
+// route's prefix). The per-(client address, username) rate-limit window
+// is not lifted (its key holds the client's address, which the operator
+// does not have, and the store is not scanned for it): the answer gives
+// each route's window, the longest a client that used up its attempts
+// at the username still waits. `ctl quota show|reset`, POST /v1/quota/show|reset and
 // the console's quota form read and reset a bucket of the cluster
 // profile's PostgreSQL store (pgquota.Store.Show, Reset). Audit lines
 // (package control, package console) name the token, never the username
@@ -50,7 +55,8 @@ func (g *Gateway) Unlock(ctx context.Context, req control.UnlockRequest) (contro
 		case err != nil:
 			return res, &control.Error{Code: wire.CodeStoreUnavailable, Err: err}
 		}
-		res.Routes = append(res.Routes, control.UnlockedRoute{Route: rt.name, Locked: u.Locked, Failures: u.Failures})
+		res.Routes = append(res.Routes, control.UnlockedRoute{Route: rt.name, Locked: u.Locked, Failures: u.Failures,
+			RateLimitWindowSeconds: limit.CeilSeconds(rt.login.throttle.Limiter().Window())})
 		found = found || u.Found()
 	}
 	switch {

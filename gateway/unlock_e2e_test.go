@@ -70,7 +70,7 @@ func testUnlockThroughAPI(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("unlock admin-login: %d %v", st, m)
 	}
-	if b, _ := json.Marshal(m); string(b) != `{"routes":[{"failures":0,"locked":true,"route":"admin-login"}]}` {
+	if b, _ := json.Marshal(m); string(b) != `{"routes":[{"failures":0,"locked":true,"rate_limit_window_seconds":60,"route":"admin-login"}]}` {
 		t.Errorf("unlock answer: %s", b)
 	}
 	if r := loginJSON(t, tg.url, "/admin/login", user, "right"); r.status != 200 {
@@ -85,7 +85,7 @@ func testUnlockThroughAPI(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("unlock: %d %v", st, m)
 	}
-	if b, _ := json.Marshal(m); string(b) != `{"routes":[{"failures":0,"locked":true,"route":"login"},{"failures":0,"locked":false,"route":"admin-login"}]}` {
+	if b, _ := json.Marshal(m); string(b) != `{"routes":[{"failures":0,"locked":true,"rate_limit_window_seconds":60,"route":"login"},{"failures":0,"locked":false,"rate_limit_window_seconds":60,"route":"admin-login"}]}` {
 		t.Errorf("unlock answer: %s", b)
 	}
 	if r := loginJSON(t, tg.url, "/login", user, "right"); r.status != 200 {
@@ -95,7 +95,7 @@ func testUnlockThroughAPI(t *testing.T) {
 	// Failures counted without a lock are forgotten too.
 	loginJSON(t, tg.url, "/login", "yolanda", "guess")
 	st, m = apiCall(t, tg.control, "POST", "/v1/unlock", testToken, `{"username": "yolanda", "route": "login"}`)
-	if b, _ := json.Marshal(m); st != 200 || string(b) != `{"routes":[{"failures":1,"locked":false,"route":"login"}]}` {
+	if b, _ := json.Marshal(m); st != 200 || string(b) != `{"routes":[{"failures":1,"locked":false,"rate_limit_window_seconds":60,"route":"login"}]}` {
 		t.Errorf("unlock of counted failures: %d %s", st, b)
 	}
 
@@ -272,7 +272,7 @@ func TestConsoleUnlockAndQuotaInChromium(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("unlock-user"), "WilhelMina"),
 		chromedp.Click(chromedp.ID("unlock-submit")),
 	)
-	waitJS(t, ctx, "the unlock", `document.getElementById('unlock-msg').textContent === 'Done. login: unlocked.'`)
+	waitJS(t, ctx, "the unlock", `document.getElementById('unlock-msg').textContent === 'Done. login: unlocked. Not lifted: the rate limit per (client address, username); a client that used up its attempts waits up to 60 s.'`)
 	if r := loginJSON(t, tg.url, "/login", "wilhelmina", "right"); r.status != 200 {
 		t.Errorf("login after the console's unlock: %d, want 200", r.status)
 	}

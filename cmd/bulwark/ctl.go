@@ -261,6 +261,13 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 					fmt.Fprintf(w, "route %s: nothing to unlock\n", r.Route)
 				}
 			}
+			var window int64
+			for _, r := range res.Routes {
+				window = max(window, r.RateLimitWindowSeconds)
+			}
+			if window > 0 {
+				fmt.Fprintf(w, "not lifted: the rate limit per (client address, username); a client that used up its attempts waits up to %ds\n", window)
+			}
 		})
 	case "quota":
 		if len(rest) != 5 || (rest[0] != "show" && rest[0] != "reset") {

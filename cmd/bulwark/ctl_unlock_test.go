@@ -34,7 +34,7 @@ func TestCtlUnlockAndQuota(t *testing.T) {
 			if req.Username == "nobody" {
 				return control.UnlockResult{}, &control.Error{Code: wire.CodeAccountNotLocked}
 			}
-			return control.UnlockResult{Routes: []control.UnlockedRoute{{Route: "login", Locked: true, Failures: 0}, {Route: "admin", Failures: 2}, {Route: "sso"}}}, nil
+			return control.UnlockResult{Routes: []control.UnlockedRoute{{Route: "login", Locked: true, Failures: 0, RateLimitWindowSeconds: 60}, {Route: "admin", Failures: 2, RateLimitWindowSeconds: 300}, {Route: "sso"}}}, nil
 		},
 		QuotaShow: func(_ context.Context, b control.QuotaBucket) (control.QuotaUsage, error) {
 			buckets = append(buckets, b)
@@ -58,7 +58,7 @@ func TestCtlUnlockAndQuota(t *testing.T) {
 	run := func(args ...string) (int, string, string) { return ctlRun(env, args...) }
 
 	code, out, errs := run("unlock", "Alice", "--route", "login")
-	if want := "route login: unlocked (0 failed passwords forgotten)\nroute admin: not locked; 2 failed passwords forgotten\nroute sso: nothing to unlock\n"; code != 0 || out != want {
+	if want := "route login: unlocked (0 failed passwords forgotten)\nroute admin: not locked; 2 failed passwords forgotten\nroute sso: nothing to unlock\nnot lifted: the rate limit per (client address, username); a client that used up its attempts waits up to 300s\n"; code != 0 || out != want {
 		t.Fatalf("ctl unlock: %d %q %q", code, out, errs)
 	}
 	if len(unlocks) != 1 || unlocks[0] != (control.UnlockRequest{Username: "Alice", Route: "login"}) || strings.Contains(out, "Alice") {

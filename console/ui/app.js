@@ -392,7 +392,10 @@
     // The answer never repeats the username; neither does the page.
     const parts = r.data.routes.map((x) => x.route + ': ' + (x.locked ? 'unlocked' : 'not locked') +
       (x.failures ? ', ' + x.failures + ' failed password(s) forgotten' : ''));
-    say('unlock-msg', 'Done. ' + parts.join('; ') + '.', true);
+    // The rate limit per (client address, username) is kept: the
+    // operator cannot name the address.
+    const wait = Math.max(0, ...r.data.routes.map((x) => x.rate_limit_window_seconds || 0));
+    say('unlock-msg', 'Done. ' + parts.join('; ') + '.' + (wait > 0 ? ' Not lifted: the rate limit per (client address, username); a client that used up its attempts waits up to ' + wait + ' s.' : ''), true);
     $('unlock-user').value = '';
   });
 
