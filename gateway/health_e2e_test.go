@@ -48,12 +48,14 @@ func (u *restartable) start() {
 		u.t.Fatalf("upstream %s: %v", u.name, err)
 	}
 	u.addr = ln.Addr().String()
-	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("X-Upstream", u.name)
 		_, _ = io.WriteString(w, u.name)
 	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = u.srv.Serve(ln) }()
+	u.srv = srv
+	// The goroutine serves srv, not u.srv: stop clears u.srv meanwhile.
+	go func() { _ = srv.Serve(ln) }()
 }
 
 func (u *restartable) stop() {
