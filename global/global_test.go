@@ -810,6 +810,56 @@ func (s *gateStore) Lease(ctx context.Context, b []global.Lease) (int, error) {
 	return s.MemoryStore.Lease(ctx, b)
 }
 
+// Decisions that gave up waiting for their key's first refill are
+// admitted from the local share, and those admissions are owed to L2.
+// When the refill they gave up on comes back, its grant pays that debt
+// first (the round trip was sent before the admissions, so it carried no
+// debit for them): a 2/min key whose two first decisions came from the
+// share admits nothing more at that instant, whatever L2 granted.
+func TestShareAdmissionsWhileRefillInFlightPaidFromItsGrant(t *testing.T) {
+	st := newHoldStore(t, clock.NewManual(t0), 0)
+	batches := make(chan global.Batch, 64)
+	n := newNode(t, global.Config{Store: st, Clock: st.clk, Budget: 100 * time.Millisecond, OpTimeout: global.MaxOpTimeout,
+		Hooks: global.Hooks{Batch: func(b global.Batch) { batches <- b }}})
+	l := newLimiter(t, n, "login", limit.GCRA{Rate: 2.0 / 60, Burst: 2})
+	// The key's first refill is held: both decisions wait for it, give
+	// up after the budget (real time) and are decided from the share.
+	for i := range 2 {
+		if d := l.Allow("k"); !d.Allowed {
+			t.Fatalf("decision %d of a 2/min key refused: %+v", i, d)
+		}
+	}
+	if s := n.Stats(); s.Fallback != 2 || s.WaitTimeouts != 2 {
+		t.Fatalf("stats %+v: want both decisions from the share after their waits ran out", s)
+	}
+	st.release <- struct{}{}
+	if b := within(t, "the held refill's answer", batches); b.Granted < 1 {
+		t.Fatalf("the held refill: %+v, want a grant", b)
+	}
+	// From now on every round trip is answered at once.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-st.entered:
+				select {
+				case st.release <- struct{}{}:
+				case <-stop:
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for i := range 3 {
+		if d := l.Allow("k"); d.Allowed {
+			t.Fatalf("decision %d after two admissions of a 2/min key at one instant admitted: %+v", i+2, n.Stats())
+		}
+	}
+}
+
 // A round trip that misses the decision budget leaves the decision to the
 // replica's local share, and so does every later decision of the key
 // while L2 has not answered: a fresh 2/min key admits its 2nd request

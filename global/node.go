@@ -793,7 +793,16 @@ func (n *Node) lease(rd *round) {
 					e.denied = max(int64(began.Sub(n.epoch)), 0) + int64(max(l.ResetAfter-time.Duration(l.Burst-1)*l.Interval, time.Microsecond))
 				}
 			case l.Granted > 0:
-				e.tokens += l.Granted
+				// Pay what the key still owes L2 from the grant first:
+				// units admitted or charged while this round trip was in
+				// flight (its debit did not carry them). Spending granted
+				// tokens on them is how L2 counts them.
+				pay := min(l.Granted, e.debt)
+				e.debt -= pay
+				if e.debt == 0 {
+					e.owed = false
+				}
+				e.tokens += l.Granted - pay
 				e.expires = t + int64(n.cfg.LeaseTTL)
 				e.denied = 0
 				if e.tokens > 0 && !e.queued {
