@@ -89,6 +89,21 @@ func dialRaw(tb testing.TB, addr, target string) *rawClient {
 		req: []byte("GET " + target + " HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: bench\r\nAccept: */*\r\n\r\n")}
 }
 
+// sendParallel sends GET target over keep-alive connections, one per
+// parallel goroutine (dial: dialRaw or dialRawTLS), until the benchmark
+// has run b.N requests; a failed request ends its goroutine's loop.
+func sendParallel(b *testing.B, dial func(testing.TB, string, string) *rawClient, addr, target string) {
+	b.RunParallel(func(pb *testing.PB) {
+		rc := dial(b, addr, target)
+		for pb.Next() {
+			if err := rc.do(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 // dialRawTLS is dialRaw over TLS (HTTP/1.1 by ALPN; the certificate is
 // not checked: the benchmark's own).
 func dialRawTLS(tb testing.TB, addr, target string) *rawClient {
@@ -227,15 +242,7 @@ func BenchmarkProxiedRequest(b *testing.B) {
 			b.SetParallelism(benchConns)
 			b.ResetTimer()
 			cpu0 := processCPU()
-			b.RunParallel(func(pb *testing.PB) {
-				rc := dialRaw(b, addr, "/items/1")
-				for pb.Next() {
-					if err := rc.do(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			sendParallel(b, dialRaw, addr, "/items/1")
 			reportCPU(b, cpu0)
 		})
 	}
@@ -258,15 +265,7 @@ func BenchmarkProxiedTLSRequest(b *testing.B) {
 			b.SetParallelism(benchConns)
 			b.ResetTimer()
 			cpu0 := processCPU()
-			b.RunParallel(func(pb *testing.PB) {
-				rc := dialRawTLS(b, addr, "/items/1")
-				for pb.Next() {
-					if err := rc.do(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			sendParallel(b, dialRawTLS, addr, "/items/1")
 			reportCPU(b, cpu0)
 		})
 	}
@@ -319,15 +318,7 @@ func BenchmarkProxiedTracedRequest(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(benchConns)
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				rc := dialRaw(b, addr, "/items/1")
-				for pb.Next() {
-					if err := rc.do(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			sendParallel(b, dialRaw, addr, "/items/1")
 		})
 	}
 }

@@ -78,15 +78,7 @@ func BenchmarkGlobalRouteRequest(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(benchConns)
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				rc := dialRaw(b, addr, "/items/1")
-				for pb.Next() {
-					if err := rc.do(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			sendParallel(b, dialRaw, addr, "/items/1")
 			b.StopTimer()
 			b.ReportMetric(float64(g.host.EngineStats().LeftLoop-left)/float64(b.N), "offloop/op")
 		})
