@@ -59,19 +59,34 @@ func (a *authServer) count() int {
 	return len(a.calls)
 }
 
+// startClusterStores starts real PostgreSQL (migrated, with the
+// least-privilege runtime role bulwark_rt) and Redis for a
+// cluster-profile gateway, and returns the environment that points a
+// gateway at them (extra: more name, value pairs).
+func startClusterStores(t *testing.T, extra ...string) (*testsvc.Postgres, *testsvc.Redis, func(string) string) {
+	t.Helper()
+	pg := testsvc.StartPostgres(t)
+	rd := testsvc.StartRedis(t)
+	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
+	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pg, rd, env(append([]string{
+		EnvProfile, "cluster",
+		EnvPostgresURL, runtimeDSN,
+		EnvPostgresTLSMode, "disable",
+		EnvPostgresAllowInsecure, "true",
+		EnvRedisURL, "redis://" + rd.Addr() + "/0",
+	}, extra...)...).get
+}
+
 // TestClusterPolicies runs the cluster profile against real PostgreSQL
 // (quota, least-privilege runtime role, readiness check) and Redis (login
 // throttle shared state), with a forward-auth test server.
 func TestClusterPolicies(t *testing.T) { engines(t, testClusterPolicies) }
 
 func testClusterPolicies(t *testing.T) {
-	pg := testsvc.StartPostgres(t)
-	rd := testsvc.StartRedis(t)
-	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
-	ctx := context.Background()
-	if _, err := pgquota.Migrate(ctx, pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	pg, rd, getenv := startClusterStores(t)
 
 	auth := &authServer{}
 	authSrv := httptest.NewServer(auth)
@@ -87,13 +102,6 @@ func testClusterPolicies(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 
-	getenv := env(
-		EnvProfile, "cluster",
-		EnvPostgresURL, runtimeDSN,
-		EnvPostgresTLSMode, "disable",
-		EnvPostgresAllowInsecure, "true",
-		EnvRedisURL, "redis://"+rd.Addr()+"/0",
-	).get
 	tg := startGateway(t, `
 upstreams:
   - {name: app, targets: ["{{APP}}"]}

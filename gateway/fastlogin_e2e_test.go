@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/bulwarkhq/bulwark/internal/testsvc"
-	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
 // keepAlive is one client connection carrying request after request.
@@ -121,22 +117,10 @@ routes:
 func TestClusterRoutesKeepFastEngine(t *testing.T) { engines(t, testClusterRoutesKeepFastEngine) }
 
 func testClusterRoutesKeepFastEngine(t *testing.T) {
-	pg := testsvc.StartPostgres(t)
-	rd := testsvc.StartRedis(t)
-	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
-	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	_, _, getenv := startClusterStores(t)
 	authSrv := httptest.NewServer(&authServer{})
 	t.Cleanup(authSrv.Close)
 	up := echoUpstream(t, "app")
-	getenv := env(
-		EnvProfile, "cluster",
-		EnvPostgresURL, runtimeDSN,
-		EnvPostgresTLSMode, "disable",
-		EnvPostgresAllowInsecure, "true",
-		EnvRedisURL, "redis://"+rd.Addr()+"/0",
-	).get
 	tg := startGateway(t, `
 upstreams:
   - {name: app, targets: ["{{APP}}"]}

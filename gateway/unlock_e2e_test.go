@@ -13,7 +13,6 @@ import (
 
 	"github.com/bulwarkhq/bulwark/control"
 	"github.com/bulwarkhq/bulwark/internal/testsvc"
-	"github.com/bulwarkhq/bulwark/quota/pgquota"
 )
 
 const unlockRoutes = `
@@ -325,24 +324,11 @@ func TestConsoleUnlockAndQuotaInChromium(t *testing.T) {
 // and a login route /login with a lockout after 3 failures.
 func startUnlockCluster(t *testing.T, quotaLimit int) (*testGateway, *testsvc.Postgres, *testsvc.Redis) {
 	t.Helper()
-	pg := testsvc.StartPostgres(t)
-	rd := testsvc.StartRedis(t)
-	runtimeDSN := pg.CreateRole(t, "bulwark_rt", "rt-secret")
-	if _, err := pgquota.Migrate(context.Background(), pg.DSN(), pgquota.MigrateConfig{RuntimeRole: "bulwark_rt", InsecureAllowNoTLS: true}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	pg, rd, getenv := startClusterStores(t, EnvControlToken, testToken)
 	auth := &authServer{}
 	authSrv := httptest.NewServer(auth)
 	t.Cleanup(authSrv.Close)
 	up := newAccountUpstream(t)
-	getenv := env(
-		EnvProfile, "cluster",
-		EnvPostgresURL, runtimeDSN,
-		EnvPostgresTLSMode, "disable",
-		EnvPostgresAllowInsecure, "true",
-		EnvRedisURL, "redis://"+rd.Addr()+"/0",
-		EnvControlToken, testToken,
-	).get
 	tg := startGateway(t, `
 upstreams:
   - {name: app, targets: ["{{APP}}"]}
