@@ -109,7 +109,11 @@ type Config struct {
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// Capacity (capacity) bounds the L1 table (keys of all limiters of
 	// the node), in [1, keyed.MaxCapacity]; default DefaultCapacity. A
-	// full table of live keys rejects new keys (fail closed).
+	// full table of live keys rejects new keys (fail closed). A key is
+	// live while it holds or owes tokens and until its L2 bucket is full
+	// again as of L2's latest answer (so that its local share never
+	// forgets what L2 granted), as a local limit's key lives for its
+	// window.
 	Capacity int `yaml:"capacity"`
 	// QueueSize (queue_size) bounds the refill requests waiting for the
 	// worker, in [1, MaxQueueSize]; default DefaultQueueSize. A decision

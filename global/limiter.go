@@ -17,8 +17,9 @@ import (
 // Differences from a local limiter's Decision:
 //
 //   - Remaining is approximate: the tokens this replica holds plus what L2
-//     reported left at its latest answer for the key (other replicas may
-//     have taken some since). It never exceeds Limit.
+//     reported left at its latest answer for the key and the tokens this
+//     replica gave back since (other replicas may have taken some since).
+//     It never exceeds Limit.
 //   - RetryAfter of a rejection is L2's answer of when tokens are free again
 //     (measured when this replica last asked), and ResetAfter is L2's time
 //     until full as of that answer.
@@ -252,12 +253,7 @@ func (l *Limiter) decide(key string, addr netip.Addr, n int64, m mode, s Sleeper
 			if !waiting && m != peek {
 				e.arrivals += n
 			}
-			if e.tokens > 0 && t >= e.expires {
-				// Lapsed: they go back to L2 with the key's next round
-				// trip (a refill's, or the worker's expiry queue's).
-				e.ret += e.tokens
-				e.tokens = 0
-			}
+			e.lapse(t)
 			switch {
 			case e.tokens >= n:
 				if m != peek {
@@ -541,7 +537,8 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, u
 			e.lim = l
 		}
 		t := int64(now.Sub(nd.epoch))
-		if n > 0 && e.tokens >= n && t < e.expires {
+		e.lapse(t) // before the share is aligned: they count as L2's
+		if n > 0 && e.tokens >= n {
 			// Tokens this replica leased are L2's already: spend them
 			// first, as without the breaker (no debt).
 			if m != peek {
@@ -599,7 +596,16 @@ func (l *Limiter) fallback(k1 keyed.Key128, addr netip.Addr, now time.Time, n, u
 // has refilled since, scaled to the share. A key at its limit across the
 // replicas therefore stays near its limit when the breaker opens, instead
 // of getting a fresh burst on every replica. Tokens this replica holds are
-// not counted here: fallback spends them first.
+// not counted here: fallback spends them first. Tokens that lapsed unused
+// are (they went back to L2, or go with the key's next round trip; see
+// entry.remaining).
+//
+// It runs at a key's first fallback of a breaker generation and again at
+// its first fallback after each answer from L2 for the key: tokens L2
+// granted since the bucket was last aligned, and this replica admitted,
+// are then spent in the bucket too, so on one replica (share 1) the
+// share never admits what L2 already granted (exact however the
+// decisions, their refills and the budget interleave).
 //
 // A key L2 never answered for has nothing to align with: its bucket keeps
 // what it already admitted from the share while the breaker was closed (a

@@ -181,8 +181,9 @@ type Node struct {
 	openUntilNs atomic.Int64
 	replicas    atomic.Int64
 	// gen counts the breaker's departures from Closed (plus one): an
-	// entry's fallback bucket is aligned with what L2 last said once per
-	// generation.
+	// entry's fallback bucket is aligned with what L2 last said at its
+	// first fallback of a generation, and again at its first fallback
+	// after each later answer from L2 for the key (entry.fbGen).
 	gen atomic.Uint64
 
 	qmu     sync.Mutex
@@ -271,7 +272,7 @@ type entry struct {
 	ret       int64 // lapsed tokens not yet given back to L2
 	queued    bool  // in the worker's expiry queue (Node.exp)
 	denied    int64 // L2 reported empty until this instant
-	remaining int64 // L2's remaining at the latest answer
+	remaining int64 // L2's remaining at the latest answer, plus the tokens given back since (lapsed unused: see lapse)
 	resetAt   int64 // L2 full again at this instant (latest answer)
 	lastReq   int64 // instant of the latest refill request
 	arrivals  int64 // units asked for since lastReq
@@ -281,14 +282,32 @@ type entry struct {
 	short     bool   // L2 was asked to cover the debt and could not (its latest answer)
 	owed      bool   // the debt holds units charged past the limit: debited at once, not with the next refill
 	answerAt  int64  // instant of the latest L2 answer (0: never answered)
-	fbGen     uint64 // Node.gen when fb was last aligned with L2's state
+	fbGen     uint64 // Node.gen when fb was last aligned with L2's state; 0 after an answer from L2 (aligned again at the next fallback)
 	pending   *round // non-nil while a refill is queued or in flight
 	fb        limit.GCRAState
 }
 
+// lapse moves e's leased tokens, once unused for LeaseTTL (at t), to
+// ret: they go back to L2 with the key's next round trip (a refill's, or
+// the worker's expiry queue's). They count in remaining at once: whoever
+// asks L2 next (this replica's share when it is aligned included) finds
+// them there, and spending them again there never admits more than this
+// replica was granted, since nobody spent them here.
+func (e *entry) lapse(t int64) {
+	if e.tokens > 0 && t >= e.expires {
+		e.ret += e.tokens
+		e.remaining += e.tokens
+		e.tokens = 0
+	}
+}
+
+// expired reports whether e may be reclaimed: it remembers nothing a new
+// entry would not. Until L2's bucket is full again as of its latest answer
+// (resetAt), it remembers what L2 granted: a new entry would start the
+// key's local share full (see Limiter.align).
 func (e *entry) expired(now time.Time, epoch time.Time) bool {
 	t := int64(now.Sub(epoch))
-	return e.pending == nil && e.debt == 0 && !e.queued && e.tokens == 0 && e.ret == 0 && t >= e.denied &&
+	return e.pending == nil && e.debt == 0 && !e.queued && e.tokens == 0 && e.ret == 0 && t >= e.denied && t >= e.resetAt &&
 		(limit.GCRA{}).Expired(&e.fb, now)
 }
 
@@ -678,10 +697,7 @@ func (n *Node) sweep() {
 			if created {
 				return false
 			}
-			if e.tokens > 0 && t >= e.expires {
-				e.ret += e.tokens
-				e.tokens = 0
-			}
+			e.lapse(t)
 			if e.tokens > 0 {
 				x.due = e.expires
 				n.exp = append(n.exp, x)
@@ -774,10 +790,7 @@ func (n *Node) lease(rd *round) {
 			if e.debt == 0 {
 				e.owed = false
 			}
-			if e.tokens > 0 && t >= e.expires {
-				e.ret += e.tokens // the queue gives them back
-				e.tokens = 0
-			}
+			e.lapse(t) // the queue gives them back
 			if !r.query {
 				// L2 could not give all that was asked: if a debt
 				// remains, the key is over its limit until leases
@@ -824,9 +837,16 @@ func (n *Node) lease(rd *round) {
 				e.ret += e.tokens
 				e.tokens = 0
 			}
-			e.remaining = l.Remaining
+			// Tokens lapsed since the round trip was sent (or given back
+			// because the bucket is overdrawn) go back with the key's
+			// next round trip: L2 has them again then.
+			e.remaining = l.Remaining + e.ret
 			e.resetAt = t + int64(l.ResetAfter)
 			e.answerAt = max(t, 1)
+			// The key's next decision from the local share starts the
+			// share from this answer: what L2 granted since the share
+			// was last aligned (tokens admitted here) is spent there.
+			e.fbGen = 0
 			if e.debt > 0 && e.owed {
 				// Units charged past the limit while this round trip
 				// was in flight: debit them at once, not at the key's
