@@ -18,8 +18,8 @@
 // Two engines serve HTTP/1.1 (listen.engine): with "auto" (the default)
 // the host's fast engine serves it, over TLS too, through
 // [Gateway.ServeHTTP1], the same layers through the same code, on event
-// loops (Linux, cleartext; a goroutine per TLS connection; "goroutine"
-// asks for a goroutine per connection), and
+// loops (Linux; a TLS connection's handshake and first request on a
+// goroutine; "goroutine" asks for a goroutine per connection), and
 // hands everything else (HTTP/2, upgrades, unusual heads) to net/http on
 // the same listener, straight from the loop; with "nethttp", net/http
 // serves everything. A request that would block an event loop (a global
@@ -467,7 +467,7 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 				}
 			}
 		}
-		switch l.Engine { // (over TLS: no loops, host/tls.go)
+		switch l.Engine { // (over TLS: handshakes off the loops, host/tls.go)
 		case EngineGoroutine:
 			hl.Engine = host.EngineFast
 		case EngineNetHTTP:

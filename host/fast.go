@@ -177,6 +177,9 @@ const (
 )
 
 type fastConn struct {
+	// c is what a shutdown or Host.Retire closes, from any goroutine:
+	// the connection, or under a *tls.Conn of the loop engine the
+	// connection under it (see connServer.begin).
 	c     net.Conn
 	state atomic.Int32
 	// served: a request began on it (Host.Retire closes only those idle
@@ -223,11 +226,11 @@ func (s *fastServer) acceptLoop(ln net.Listener) {
 			cs.free()
 			continue
 		}
-		if s.loops != nil && s.serveOnLoop(cs) {
-			continue
-		}
 		if tc, ok := c.(*tls.Conn); ok {
 			go s.serveTLS(cs, tc) // tls.go
+			continue
+		}
+		if s.loops != nil && s.serveOnLoop(cs) {
 			continue
 		}
 		go s.serveConn(cs, true)
@@ -364,6 +367,14 @@ func (s *fastServer) begin(c net.Conn) *connServer {
 	under := c
 	if tc, ok := under.(*tls.Conn); ok {
 		under = tc.NetConn()
+		if s.loops != nil {
+			// On a loop only the loop's coroutine may write to the
+			// socket, and closing a *tls.Conn writes (close_notify): a
+			// shutdown or Retire closes the connection under it, which
+			// is safe from any goroutine and ends the serve function;
+			// end closes the *tls.Conn from the serve function.
+			cs.fcv.c = under
+		}
 	}
 	cs.pc, _ = under.(phaseConn)
 	cs.rd = readerPool.Get().(*h1.Reader)
@@ -493,9 +504,14 @@ func (s *fastServer) end(cs *connServer, handedOff bool) {
 	fc := cs.fc
 	if !handedOff {
 		if cs.lc != nil {
+			if tc, ok := cs.c.(*tls.Conn); ok {
+				// close_notify while the serve function may still wait
+				// for the socket (Close below sends no second one).
+				_ = tc.CloseWrite()
+			}
 			cs.lc.Returning() // the loop closes it as the serve function returns
 		}
-		_ = fc.c.Close()
+		_ = cs.c.Close() // (fc.c, or the *tls.Conn over it)
 		fc.state.Store(connClosed)
 	}
 	cs.bw.Reset(nil)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -464,6 +465,51 @@ func TestLoopLeavesForADeclinedRequest(t *testing.T) {
 	}
 }
 
+// Over TLS on the loop engine the handshake and the first request are
+// served by a goroutine, then the connection joins a loop, crypto/tls
+// running in the loop's coroutine: later requests see Exchange.Loop
+// (and the connection's TLS state), one declined there goes off the
+// loop and back, and a shutdown closes the idle connection on its loop.
+func TestLoopServesTLS(t *testing.T) {
+	f := &fastHandler{}
+	f.serve = func(x *h1.Exchange) {
+		where := "goroutine"
+		if x.Loop != nil {
+			where = "loop"
+		}
+		if x.TLS == nil {
+			where += " (no TLS state)"
+		}
+		_, _ = io.WriteString(x, where+" "+string(x.Req.Path()))
+	}
+	e := start(t, modeLoopTLS, host.Limits{})
+	e.H.Activate(&loopDecliner{f})
+	rc := dialRaw(t, e)
+	rc.Send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	rc.Send("GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	// (/b may come with /a's record: the loop must still read it.)
+	for _, want := range []string{"goroutine /a", "loop /b"} {
+		if r := rc.Read("GET"); r.Status != 200 || r.Body != want {
+			t.Fatalf("got %d %q, want %q", r.Status, r.Body, want)
+		}
+	}
+	rc.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n")
+	for _, want := range []string{"goroutine /block", "loop /c"} {
+		if r := rc.Read("GET"); r.Status != 200 || r.Body != want {
+			t.Fatalf("got %d %q, want %q", r.Status, r.Body, want)
+		}
+	}
+	if st := e.H.EngineStats(); st.LeftLoop != 1 || st.Rejoined != 2 || st.HandedOver != 0 || st.LoopConns != 1 {
+		t.Fatalf("engine stats %+v, want the connection on a loop, joined twice and left once", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.H.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	rc.ExpectEOF()
+}
+
 // loopDecliner declines /block on a loop (as a handler that must block
 // does).
 type loopDecliner struct{ *fastHandler }
@@ -512,6 +558,12 @@ func TestLoopFairness(t *testing.T) {
 // clients are gone the loops hold nothing (goleak then checks, at the
 // end of the package, that no coroutine or goroutine is left).
 func TestLoopMovesUnderLoad(t *testing.T) {
+	for _, m := range []mode{modeLoop, modeLoopTLS} {
+		t.Run("mode="+m.Name, func(t *testing.T) { loopMovesUnderLoad(t, m) })
+	}
+}
+
+func loopMovesUnderLoad(t *testing.T, m mode) {
 	f := &fastHandler{}
 	f.serve = func(x *h1.Exchange) {
 		where := "goroutine"
@@ -524,13 +576,19 @@ func TestLoopMovesUnderLoad(t *testing.T) {
 		}
 		_, _ = io.WriteString(x, where+" "+string(x.Req.Path())+" "+string(b))
 	}
-	e := start(t, modeLoop, host.Limits{MaxRequestsPerConn: 100000}, func(c *host.Config) { c.Loops = 2 })
+	e := start(t, m, host.Limits{MaxRequestsPerConn: 100000}, func(c *host.Config) { c.Loops = 2 })
 	e.H.Activate(&loopDecliner{f})
 	const clients, rounds = 12, 150
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Go(func() {
-			c, err := net.Dial("tcp", e.H.Addr().String())
+			var c net.Conn
+			var err error
+			if m.TLS1 {
+				c, err = tls.Dial("tcp", e.H.Addr().String(), hosttest.ClientTLS("http/1.1"))
+			} else {
+				c, err = net.Dial("tcp", e.H.Addr().String())
+			}
 			if err != nil {
 				t.Error(err)
 				return
@@ -538,6 +596,22 @@ func TestLoopMovesUnderLoad(t *testing.T) {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 			br := bufio.NewReader(c)
+			if m.TLS1 {
+				// A TLS connection's first request is served where its
+				// handshake ran, on a goroutine.
+				_, _ = io.WriteString(c, "GET /tls HTTP/1.1\r\nHost: x\r\n\r\n")
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Errorf("client %d: %v", i, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if string(b) != "goroutine /tls " {
+					t.Errorf("client %d: first request %q", i, b)
+					return
+				}
+			}
 			for r := range rounds {
 				var reqs []string
 				var want []string

@@ -197,8 +197,9 @@ type Config struct {
 	// EngineNetHTTP with net/http; EngineFast with the fast engine and a
 	// goroutine per connection, EngineLoop with the fast engine on event
 	// loops, both handing everything else to net/http (see FastHandler
-	// and h1.Exchange.Loop). With TLSConfig, EngineLoop serves TLS
-	// connections with a goroutine each, as EngineFast (tls.go).
+	// and h1.Exchange.Loop). With TLSConfig, EngineLoop runs each TLS
+	// handshake and first request on a goroutine, then serves the
+	// connection on a loop (tls.go).
 	Engine Engine
 	// Loops is the number of event loops of EngineLoop, in [0,
 	// MaxLoops]; 0 (the default) is one per GOMAXPROCS.
@@ -634,8 +635,13 @@ func (l *listener) bind() error {
 			return fmt.Errorf("listen: %w", err)
 		}
 	}
-	loopEngine := l.cfg.Engine == EngineLoop && l.cfg.TLSConfig == nil
-	if loopEngine {
+	loopEngine := l.cfg.Engine == EngineLoop
+	switch {
+	case loopEngine && l.cfg.TLSConfig != nil:
+		// A TLS connection's handshake runs on a goroutine over the
+		// runtime's poller (tls.go): accepted as a *net.TCPConn, not raw.
+		ln = &swapListener{Listener: ln}
+	case loopEngine:
 		ln = newSwapListener(ln) // under the wrappers: a loop takes the socket
 	}
 	if l.cfg.WrapListener != nil {

@@ -17,7 +17,7 @@ import (
 // Retire is served; Shutdown drains as usual afterwards. On every
 // HTTP/1.1 engine (the fast ones with a FastHandler), over TLS too.
 func TestRetire(t *testing.T) {
-	for _, m := range []mode{modeH1, modeFast, modeLoop, modeH1TLS, modeFastTLS} {
+	for _, m := range []mode{modeH1, modeFast, modeLoop, modeH1TLS, modeFastTLS, modeLoopTLS} {
 		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
 			fh := &fastHandler{} // the fast engine's own on the fast modes
@@ -64,7 +64,7 @@ func TestRetire(t *testing.T) {
 // (its socket, not shared here, is closed), while a connection it
 // already had is served on; Shutdown then stops it cleanly.
 func TestStopAccepting(t *testing.T) {
-	for _, m := range []mode{modeH1, modeFast, modeLoop, modeFastTLS} {
+	for _, m := range []mode{modeH1, modeFast, modeLoop, modeFastTLS, modeLoopTLS} {
 		t.Run(m.Name, func(t *testing.T) {
 			e := start(t, m, host.Limits{})
 			e.H.Activate(http.HandlerFunc(okHandler))

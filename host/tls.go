@@ -29,11 +29,21 @@ import (
 //     declines, over the TLS connection: see handoffConn); with
 //     EngineNetHTTP net/http serves it.
 //
-// TLS connections are never put on event loops: a loop would have to
-// run crypto/tls without blocking (or hand the session keys to the
-// kernel), and measured on the gateway's TLS benchmark, the share a
-// loop saves (a goroutine wake-up per request) is small beside the
-// record encryption; see docs/benchmarks.md.
+// With EngineLoop a TLS connection then joins an event loop after its
+// first request, as a cleartext connection that left its loop does
+// (rejoinLoop): crypto/tls runs unchanged in the loop's coroutine, its
+// reads and writes reaching the loop's socket through the swapConn
+// under the *tls.Conn (and the connection guard's Conn), so a read
+// with no record waiting yields to the loop instead of parking a
+// goroutine. The handshake, the one long computation, stays on the
+// goroutine: a flood of handshakes never holds a loop. Since only the
+// loop's coroutine may write to its socket and closing a *tls.Conn
+// writes its close_notify, a shutdown or Host.Retire closes such a
+// connection under the *tls.Conn (fastConn.c); its serve function ends
+// it. The share this saves (a goroutine wake-up and a speculative read
+// per request, and the runtime's hand-offs of a P blocked in a system
+// call between 50 runnable goroutines) is measured in
+// docs/benchmarks.md.
 //
 // An HTTP/1.1 connection net/http serves is always given to it as a
 // handoffConn, never as the bare *tls.Conn: net/http then serves it as
