@@ -128,8 +128,15 @@ func TestDebitReachesHeldTokens(t *testing.T) {
 // prefix, all on clk, and returns a limiter of g on each.
 func replicasOn(t *testing.T, rd *testsvc.Redis, clk *clock.Manual, prefix string, n int, g limit.GCRA) []*global.Limiter {
 	t.Helper()
+	return replicasWith(t, rd, clk, prefix, n, g, nil)
+}
+
+// replicasWith is replicasOn with opt (when set) changing replica i's
+// configuration (its store too) before the node starts.
+func replicasWith(t *testing.T, rd *testsvc.Redis, clk *clock.Manual, prefix string, n int, g limit.GCRA, opt func(i int, cfg *global.Config)) []*global.Limiter {
+	t.Helper()
 	var lims []*global.Limiter
-	for range n {
+	for i := range n {
 		st, err := redisglobal.Open(redisconn.Options{URL: "redis://" + rd.Addr()}, redisglobal.Config{Prefix: prefix, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +145,11 @@ func replicasOn(t *testing.T, rd *testsvc.Redis, clk *clock.Manual, prefix strin
 		// The longest budget and round-trip timeout: every decision is
 		// L2's however loaded the machine (this test is about the
 		// accounting, not waits).
-		node := newNode(t, global.Config{Store: st, Clock: clk, Budget: global.MaxBudget, OpTimeout: global.MaxOpTimeout})
+		cfg := global.Config{Store: st, Clock: clk, Budget: global.MaxBudget, OpTimeout: global.MaxOpTimeout}
+		if opt != nil {
+			opt(i, &cfg)
+		}
+		node := newNode(t, cfg)
 		l, err := node.Limiter("cost", g)
 		if err != nil {
 			t.Fatal(err)
