@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/h2"
 	"github.com/bulwarkhq/bulwark/internal/deadline"
 	"github.com/bulwarkhq/bulwark/internal/evloop"
 )
@@ -185,6 +186,10 @@ type fastConn struct {
 	// served: a request began on it (Host.Retire closes only those idle
 	// connections: a new one's first request may be on its way).
 	served atomic.Bool
+	// h2 is the HTTP/2 server of a connection the native HTTP/2 engine
+	// serves (h2.go), set under fastServer.mu: a shutdown or Retire
+	// ends it with GOAWAY.
+	h2 *h2.Conn
 }
 
 func newFastServer(l *listener, addr net.Addr) *fastServer {
@@ -267,6 +272,10 @@ func (s *fastServer) closeIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for fc := range s.conns {
+		if fc.h2 != nil {
+			fc.h2.Shutdown()
+			continue
+		}
 		if fc.served.Load() && fc.state.CompareAndSwap(connIdle, connClosed) {
 			_ = fc.c.Close()
 		}
@@ -281,6 +290,10 @@ func (s *fastServer) shutdown(ctx context.Context, graceful bool) {
 	s.mu.Lock()
 	s.closing = true
 	for fc := range s.conns {
+		if graceful && fc.h2 != nil {
+			fc.h2.Shutdown() // GOAWAY; it closes after its streams
+			continue
+		}
 		if !graceful || fc.state.CompareAndSwap(connIdle, connClosed) {
 			_ = fc.c.Close()
 		}
@@ -342,6 +355,9 @@ type connServer struct {
 	// loop that serves it: ServeLoop).
 	first bool
 	probe func() bool // cs.clientGone, made once
+	// stream: the connection is an HTTP/2 stream of the native engine
+	// (h2.go): not tracked, never on a loop.
+	stream bool
 }
 
 var (
@@ -361,7 +377,8 @@ func (s *fastServer) begin(c net.Conn) *connServer {
 	cs.fcv.c = c
 	cs.fcv.state.Store(connIdle)
 	cs.fcv.served.Store(false)
-	cs.s, cs.fc, cs.c, cs.first = s, &cs.fcv, c, true
+	cs.s, cs.fc, cs.c, cs.first, cs.stream = s, &cs.fcv, c, true, false
+	cs.fcv.h2 = nil
 	cs.requests, cs.lc, cs.note = 0, nil, nil
 	cs.rdl, cs.wdl = deadline.Lazy{}, deadline.Lazy{Write: true}
 	under := c
@@ -485,7 +502,7 @@ func (s *fastServer) serveConn(cs *connServer, first bool) {
 		if !fc.state.CompareAndSwap(connActive, connIdle) || s.shutting.Load() || s.h.retired.Load() {
 			return // (retired: a response begun before Retire kept it alive)
 		}
-		if cs.lc == nil && s.loops != nil && s.rejoinLoop(cs) {
+		if cs.lc == nil && s.loops != nil && !cs.stream && s.rejoinLoop(cs) {
 			moved = true
 			return
 		}
@@ -520,7 +537,9 @@ func (s *fastServer) end(cs *connServer, handedOff bool) {
 		cs.rd.Reset(nil)
 		readerPool.Put(cs.rd)
 	}
-	s.untrack(fc)
+	if !cs.stream {
+		s.untrack(fc)
+	}
 	cs.free()
 }
 

@@ -32,7 +32,7 @@ var (
 	modeH1TLS   = hosttest.ModeH1TLS
 	modeFastTLS = hosttest.ModeFastTLS
 	modeLoopTLS = hosttest.ModeLoopTLS
-	modes       = []mode{modeH1, modeH2, modeH2C, modeFast, modeLoop, modeH1TLS, modeFastTLS}
+	modes       = []mode{modeH1, modeH2, modeH2C, modeFast, modeLoop, modeH1TLS, modeFastTLS, hosttest.ModeH2Native, hosttest.ModeH2CNative}
 
 	start        = hosttest.Start
 	newTransport = hosttest.NewTransport

@@ -253,6 +253,10 @@ type Config struct {
 	// HTTP2 configures HTTP/2 (http.Server.HTTP2): advertised concurrent
 	// streams, frame and window sizes. Nil keeps net/http's defaults.
 	HTTP2 *http.HTTP2Config
+	// H2Engine selects the HTTP/2 server: H2NetHTTP ("" too) or
+	// H2Native (h2.go). H2Native with H2C needs EngineFast or
+	// EngineLoop (the fast engine takes the cleartext connections).
+	H2Engine H2Engine
 	// Requests, when set, sees every request net/http serves; see
 	// RequestHook.
 	Requests RequestHook
@@ -292,6 +296,7 @@ type Listener struct {
 	WrapTLSListener func(ln net.Listener, cfg *tls.Config) net.Listener
 	WrapH2Conn      func(c net.Conn, prefaceRead bool) net.Conn
 	HTTP2           *http.HTTP2Config
+	H2Engine        H2Engine
 	Requests        RequestHook
 	FastRequests    FastRequestHook
 	// Handler, when set, serves this listener's admitted requests
@@ -306,7 +311,7 @@ func (c *Config) single() Listener {
 	return Listener{
 		Addr: c.Addr, Listener: c.Listener, Listen: c.Listen, WrapListener: c.WrapListener, TLSConfig: c.TLSConfig,
 		H2C: c.H2C, Engine: c.Engine, ConnContext: c.ConnContext, ConnState: c.ConnState,
-		WrapTLSListener: c.WrapTLSListener, WrapH2Conn: c.WrapH2Conn, HTTP2: c.HTTP2,
+		WrapTLSListener: c.WrapTLSListener, WrapH2Conn: c.WrapH2Conn, HTTP2: c.HTTP2, H2Engine: c.H2Engine,
 		Requests: c.Requests, FastRequests: c.FastRequests,
 	}
 }
@@ -505,6 +510,15 @@ func (lc *Listener) check() error {
 	default:
 		return fmt.Errorf("engine %q: want %q, %q or %q", lc.Engine, EngineNetHTTP, EngineFast, EngineLoop)
 	}
+	switch lc.H2Engine {
+	case "", H2NetHTTP:
+	case H2Native:
+		if lc.H2C && lc.Engine != EngineFast && lc.Engine != EngineLoop {
+			return fmt.Errorf("h2_engine %q with h2c: want engine %q or %q", lc.H2Engine, EngineFast, EngineLoop)
+		}
+	default:
+		return fmt.Errorf("h2_engine %q: want %q or %q", lc.H2Engine, H2NetHTTP, H2Native)
+	}
 	if t := lc.TLSConfig; t != nil && len(t.Certificates) == 0 && t.GetCertificate == nil && t.GetConfigForClient == nil {
 		return errors.New("tls has no certificate")
 	}
@@ -559,6 +573,9 @@ func (l *listener) newServer() error {
 		if err := serveHTTP2(l.srv, cfg.WrapH2Conn); err != nil {
 			return err
 		}
+	}
+	if l.h2Native() && (cfg.TLSConfig != nil || cfg.H2C) {
+		l.nativeNextProto()
 	}
 	return nil
 }

@@ -70,6 +70,10 @@ func (s *fastServer) serveTLS(cs *connServer, tc *tls.Conn) {
 		// certificate GetCertificate chose for it) was the answer.
 		s.end(cs, false)
 		return
+	case st.NegotiatedProtocol == "h2" && s.l.h2Native():
+		s.serveH2(cs.fc, tc, st, false) // h2.go
+		s.end(cs, false)
+		return
 	case st.NegotiatedProtocol == "h2":
 		s.handTLS(cs, tc) // net/http finds HTTP/2 on the *tls.Conn
 		return

@@ -17,7 +17,7 @@ import (
 //	          internal/tracectx redisconn
 //	identity  peer ipset route proxyproto
 //	wire      wire: the answers (problem details, Retry-After, RateLimit)
-//	engine    h1 internal/evloop internal/deadline internal/h2conn
+//	engine    h1 h2 internal/evloop internal/deadline internal/h2conn
 //	          internal/admission host
 //	layer     shield ratelimit login quota global proxy guard xdp rls (and
 //	          their adapter packages): no layer imports another, except
@@ -93,9 +93,10 @@ var places = map[string]place{
 
 	"wire": {tier: tierWire},
 
-	// The engine: HTTP/1.1 parsing, event loops, connection plumbing and
-	// the host that runs them.
+	// The engine: HTTP/1.1 parsing, the native HTTP/2 server, event
+	// loops, connection plumbing and the host that runs them.
 	"h1":                 engine(),
+	"h2":                 engine(),
 	"internal/evloop":    engine(),
 	"internal/deadline":  engine(),
 	"internal/h2conn":    engine(),

@@ -37,6 +37,8 @@ type Mode struct {
 	H2C  bool // HTTP/2 with prior knowledge
 	Fast bool // HTTP/1.1 on the fast engine (handing over to net/http what it declines)
 	Loop bool // the fast engine on event loops (host.EngineLoop)
+	// Native serves HTTP/2 with the native engine (host.H2Native).
+	Native bool
 }
 
 // H2 reports whether the mode speaks HTTP/2.
@@ -54,6 +56,10 @@ var (
 	ModeH1TLS   = Mode{Name: "h1-tls", TLS1: true}
 	ModeFastTLS = Mode{Name: "fast-tls", Fast: true, TLS1: true}
 	ModeLoopTLS = Mode{Name: "loop-tls", Fast: true, Loop: true, TLS1: true}
+	// HTTP/2 on the native engine (host.H2Native): over TLS, and h2c
+	// on the fast engine.
+	ModeH2Native  = Mode{Name: "h2-native", TLS: true, Native: true}
+	ModeH2CNative = Mode{Name: "h2c-native", H2C: true, Fast: true, Native: true}
 )
 
 // Cert returns a self-signed certificate for 127.0.0.1 and a pool that
@@ -111,6 +117,9 @@ func Start(t *testing.T, m Mode, lim host.Limits, opts ...Option) *Env {
 	}
 	if m.Loop {
 		cfg.Engine = host.EngineLoop
+	}
+	if m.Native {
+		cfg.H2Engine = host.H2Native
 	}
 	if m.TLS || m.TLS1 {
 		cert, _ := Cert()
