@@ -210,6 +210,12 @@ type Listen struct {
 	// the fast engine on a goroutine per connection; "nethttp" with
 	// net/http alone. With TLS, net/http serves everything.
 	Engine string `yaml:"engine"`
+	// HTTP2Engine is how HTTP/2 (TLS, h2c) is served: "nethttp" (the
+	// default, also "") with x/net's HTTP/2 server; "native" with Bulwark's own
+	// (package h2), each stream served by the fast engine like an
+	// HTTP/1.1 request. Opt-in while it is new. With h2c, native needs
+	// engine auto or goroutine.
+	HTTP2Engine string `yaml:"http2_engine"`
 	// RedirectToHTTPS, on a cleartext listener, names a TLS listener
 	// (by its name, or its addr when it has none): every request but the
 	// probes is answered 308 with the https URL of the same host, path
@@ -259,14 +265,23 @@ func (ls Listeners) Primary() Listen {
 }
 
 // DefaultListen returns the defaults of a listener: 127.0.0.1:8080
-// (loopback: exposing the gateway is a deliberate choice), engine auto.
-func DefaultListen() Listen { return Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto} }
+// (loopback: exposing the gateway is a deliberate choice), engine auto,
+// http2_engine nethttp.
+func DefaultListen() Listen {
+	return Listen{Addr: "127.0.0.1:8080", Engine: EngineAuto, HTTP2Engine: HTTP2EngineNetHTTP}
+}
 
 // Engines of listen.engine.
 const (
 	EngineAuto      = "auto"
 	EngineGoroutine = "goroutine"
 	EngineNetHTTP   = "nethttp"
+)
+
+// HTTP/2 engines of listen.http2_engine.
+const (
+	HTTP2EngineNetHTTP = "nethttp"
+	HTTP2EngineNative  = "native"
 )
 
 // TLS is a listener's HTTPS: its certificates, PEM files read at start

@@ -474,6 +474,9 @@ func (g *Gateway) hostListeners(cfg *Config) ([]host.Listener, error) {
 		default:
 			hl.Engine = host.EngineLoop // goroutines where there are no loops
 		}
+		if l.HTTP2Engine == HTTP2EngineNative {
+			hl.H2Engine = host.H2Native
+		}
 		gd := g.guard
 		if l.Guards != nil && g.guard != nil {
 			own, err := g.newListenerGuard(cfg, i)

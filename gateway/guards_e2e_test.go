@@ -113,8 +113,9 @@ func testGuardsSlowHeadGets408(t *testing.T) {
 
 // An HTTP/2 (h2c) connection flooding PINGs gets GOAWAY
 // ENHANCE_YOUR_CALM from the frame guard and is closed; the abuse is
-// counted by reason.
-func TestGuardsH2FloodGetsGoaway(t *testing.T) { engines(t, testGuardsH2FloodGetsGoaway) }
+// counted by reason. On both HTTP/2 engines: the frame guard is under
+// each.
+func TestGuardsH2FloodGetsGoaway(t *testing.T) { enginesH2(t, testGuardsH2FloodGetsGoaway) }
 
 func testGuardsH2FloodGetsGoaway(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

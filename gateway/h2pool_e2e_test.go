@@ -17,10 +17,14 @@ import (
 
 // TestH2StreamsShareUpstreamConnections: rounds of concurrent HTTP/2
 // streams through the gateway (served by net/http and x/net on every
-// engine) reuse the upstream connections the first round opened: one
+// engine; or by the native HTTP/2 engine) reuse the upstream connections the first round opened: one
 // connection per stream in flight at once, not one per stream or per
 // round (the gateway keeps 256 idle ones per target by default).
 func TestH2StreamsShareUpstreamConnections(t *testing.T) {
+	h2Engines(t, testH2StreamsShareUpstreamConnections)
+}
+
+func testH2StreamsShareUpstreamConnections(t *testing.T) {
 	var accepts atomic.Int64
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")

@@ -101,6 +101,50 @@ func setEngine(cfg *Config, e string) {
 	}
 }
 
+// enginesH2 runs body on every engine (engines) with each HTTP/2 engine
+// (listen.http2_engine), as subtests "http2=nethttp" and
+// "http2=native": for the tests of HTTP/2 behaviour.
+func enginesH2(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	engines(t, func(t *testing.T) { h2Engines(t, body) })
+}
+
+// h2Engines runs body with each HTTP/2 engine.
+func h2Engines(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	for _, h := range []string{HTTP2EngineNetHTTP, HTTP2EngineNative} {
+		t.Run("http2="+h, func(t *testing.T) {
+			t.Parallel()
+			body(t)
+		})
+	}
+}
+
+// http2EngineOf returns the listen.http2_engine of the h2Engines
+// subtest t runs in, or "" outside one.
+func http2EngineOf(t testing.TB) string {
+	switch {
+	case strings.Contains(t.Name(), "/http2="+HTTP2EngineNative):
+		return HTTP2EngineNative
+	case strings.Contains(t.Name(), "/http2="+HTTP2EngineNetHTTP):
+		return HTTP2EngineNetHTTP
+	}
+	return ""
+}
+
+// setHTTP2Engine sets listen.http2_engine of every listener of cfg to
+// h; false when a listener cannot have it (native h2c on net/http).
+func setHTTP2Engine(cfg *Config, h string) bool {
+	for i := range cfg.Listen {
+		l := &cfg.Listen[i]
+		if h == HTTP2EngineNative && l.H2C && l.Engine == EngineNetHTTP {
+			return false
+		}
+		l.HTTP2Engine = h
+	}
+	return true
+}
+
 func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 	t.Helper()
 	if e := engineOf(t); e != "" {
@@ -110,6 +154,20 @@ func startConfig(t testing.TB, cfg *Config, o gwOpts) *testGateway {
 				c, err := src()
 				if c != nil {
 					setEngine(c, e)
+				}
+				return c, err
+			}
+		}
+	}
+	if h := http2EngineOf(t); h != "" {
+		if !setHTTP2Engine(cfg, h) {
+			t.Skip("http2_engine native with h2c needs the fast engine")
+		}
+		if src := o.source; src != nil {
+			o.source = func() (*Config, error) {
+				c, err := src()
+				if c != nil {
+					setHTTP2Engine(c, h)
 				}
 				return c, err
 			}

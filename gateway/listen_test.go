@@ -15,7 +15,7 @@ func TestListenOneOrList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Listeners{{Addr: "127.0.0.1:8080", Engine: EngineNetHTTP}}); !reflect.DeepEqual(cfg.Listen, want) {
+	if want := (Listeners{{Addr: "127.0.0.1:8080", Engine: EngineNetHTTP, HTTP2Engine: HTTP2EngineNetHTTP}}); !reflect.DeepEqual(cfg.Listen, want) {
 		t.Fatalf("one mapping: %+v, want %+v", cfg.Listen, want)
 	}
 	// listen: left null is the default listener, as before.
@@ -33,9 +33,9 @@ listen:
 		t.Fatal(err)
 	}
 	want := Listeners{
-		{Addr: "127.0.0.1:9000", Engine: EngineAuto},
-		{Name: "tls", Addr: "127.0.0.1:9443", Engine: EngineGoroutine, TLS: cfg.Listen[1].TLS},
-		{Addr: "127.0.0.1:9080", Engine: EngineAuto, RedirectToHTTPS: "tls", Guards: cfg.Listen[2].Guards},
+		{Addr: "127.0.0.1:9000", Engine: EngineAuto, HTTP2Engine: HTTP2EngineNetHTTP},
+		{Name: "tls", Addr: "127.0.0.1:9443", Engine: EngineGoroutine, HTTP2Engine: HTTP2EngineNetHTTP, TLS: cfg.Listen[1].TLS},
+		{Addr: "127.0.0.1:9080", Engine: EngineAuto, HTTP2Engine: HTTP2EngineNetHTTP, RedirectToHTTPS: "tls", Guards: cfg.Listen[2].Guards},
 	}
 	if !reflect.DeepEqual(cfg.Listen, want) || cfg.Listen[1].TLS == nil || cfg.Listen[2].Guards.Conns.MaxPerAddr != 4 {
 		t.Fatalf("a list: %+v", cfg.Listen)
@@ -51,7 +51,7 @@ listen:
 	for _, c := range []struct{ yaml, want string }{
 		{"listen: {addr: nowhere}\n", `bulwark.yaml:1: listen.addr: "nowhere": want host:port`},
 		{"listen:\n  - {addr: nowhere}\n", `bulwark.yaml:2: listen[0].addr: "nowhere": want host:port`},
-		{"listen: {adr: x}\n", `bulwark.yaml:1: listen.adr: unknown key (known keys: name, addr, tls, h2c, engine, redirect_to_https, guards, proxy_protocol)`},
+		{"listen: {adr: x}\n", `bulwark.yaml:1: listen.adr: unknown key (known keys: name, addr, tls, h2c, engine, http2_engine, redirect_to_https, guards, proxy_protocol)`},
 		{"listen: 8080\n", `bulwark.yaml:1: listen: want a mapping or a list of mappings, got "8080"`},
 	} {
 		_, err := Parse("bulwark.yaml", []byte(c.yaml+minimal), env().get)

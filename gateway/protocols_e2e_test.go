@@ -58,8 +58,9 @@ func writeCert(t testing.TB, dir string) *x509.CertPool {
 	return pool
 }
 
-// TestTLSAndHTTP2: TLS files relative to the config file, HTTP/2 by ALPN.
-func TestTLSAndHTTP2(t *testing.T) { engines(t, testTLSAndHTTP2) }
+// TestTLSAndHTTP2: TLS files relative to the config file, HTTP/2 by ALPN
+// (on both HTTP/2 engines).
+func TestTLSAndHTTP2(t *testing.T) { enginesH2(t, testTLSAndHTTP2) }
 
 func testTLSAndHTTP2(t *testing.T) {
 	up := echoUpstream(t, "app")
@@ -157,8 +158,9 @@ routes:
 	}
 }
 
-// TestH2C: cleartext HTTP/2 with prior knowledge.
-func TestH2C(t *testing.T) { engines(t, testH2C) }
+// TestH2C: cleartext HTTP/2 with prior knowledge (on both HTTP/2
+// engines).
+func TestH2C(t *testing.T) { enginesH2(t, testH2C) }
 
 func testH2C(t *testing.T) {
 	up := echoUpstream(t, "app")

@@ -337,6 +337,15 @@ func (l Listen) Validate() error {
 	default:
 		f.Add("engine", "%q: want %s, %s or %s", l.Engine, EngineAuto, EngineGoroutine, EngineNetHTTP)
 	}
+	switch l.HTTP2Engine {
+	case "", HTTP2EngineNetHTTP:
+	case HTTP2EngineNative:
+		if l.H2C && l.Engine == EngineNetHTTP {
+			f.Add("http2_engine", "native with h2c needs engine %s or %s (the fast engine takes the cleartext connections)", EngineAuto, EngineGoroutine)
+		}
+	default:
+		f.Add("http2_engine", "%q: want %s or %s", l.HTTP2Engine, HTTP2EngineNetHTTP, HTTP2EngineNative)
+	}
 	if l.TLS != nil {
 		if l.H2C {
 			f.Add("h2c", "h2c is cleartext HTTP/2 and cannot be combined with listen.tls (TLS negotiates HTTP/2 itself)")
