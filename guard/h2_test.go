@@ -83,7 +83,7 @@ func TestNoRaceGoAwayWithinBound(t *testing.T) {
 
 // testRapidReset is TestRapidReset; checkDelay asserts goAwayBound too.
 func testRapidReset(t *testing.T, checkDelay bool) {
-	for _, m := range []mode{modeTLS, modeH2C} {
+	for _, m := range h2Modes {
 		for _, slow := range []bool{false, true} {
 			for _, conns := range []int{1, 50} {
 				name := fmt.Sprintf("%s/slow=%v/conns=%d", m.name, slow, conns)
@@ -243,7 +243,7 @@ func TestFrameFloods(t *testing.T) { testFrameFloods(t, false) }
 // too.
 func testFrameFloods(t *testing.T, checkDelay bool) {
 	for _, fc := range floodCases {
-		for _, m := range []mode{modeH2C, modeTLS} {
+		for _, m := range h2Modes {
 			t.Run(fc.name+"/"+m.name, func(t *testing.T) {
 				var served atomic.Int64
 				s := startServer(t, m, fc.cfg, countingHandler(&served, true))
@@ -275,7 +275,7 @@ func testFrameFloods(t *testing.T, checkDelay bool) {
 // unread, which reset their streams) is not mistaken for abuse.
 func TestH2OrdinaryUseNotAbuse(t *testing.T) {
 	big := strings.Repeat("z", 1<<20)
-	for _, m := range []mode{modeTLS, modeH2C} {
+	for _, m := range h2Modes {
 		t.Run(m.name, func(t *testing.T) {
 			s := startServer(t, m, guard.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)

@@ -38,6 +38,9 @@ type mode struct {
 	// fast serves with the host's fast engine (HTTP/1.1 over TLS too);
 	// with tls the client offers http/1.1 only.
 	fast bool
+	// native serves HTTP/2 with the host's native engine
+	// (host.H2Native; h2c on the fast engine) over the frame guard.
+	native bool
 }
 
 var (
@@ -46,6 +49,11 @@ var (
 	modeH2C = mode{name: "h2c", h2c: true}
 	// modeTLSFast is HTTP/1.1 over TLS on the fast engine (host/tls.go).
 	modeTLSFast = mode{name: "tls-fast", tls: true, fast: true}
+	// HTTP/2 on the native engine, over TLS and h2c.
+	modeTLSNative = mode{name: "tls-native", tls: true, native: true}
+	modeH2CNative = mode{name: "h2c-native", h2c: true, native: true}
+	// h2Modes are the HTTP/2 modes: x/net's server and the native one.
+	h2Modes = []mode{modeTLS, modeH2C, modeTLSNative, modeH2CNative}
 )
 
 // testCert is the shared self-signed certificate for 127.0.0.1.
@@ -141,6 +149,12 @@ func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, o
 	hc := host.Config{Addr: "127.0.0.1:0", H2C: m.h2c, Limits: host.Limits{MaxInFlight: 100000}}
 	if m.fast {
 		hc.Engine = host.EngineFast
+	}
+	if m.native {
+		hc.H2Engine = host.H2Native
+		if m.h2c {
+			hc.Engine = host.EngineFast
+		}
 	}
 	for _, o := range opts {
 		o(&hc, &gopts)
