@@ -17,18 +17,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulwarkhq/bulwark/h1"
+	"github.com/bulwarkhq/bulwark/host"
 	"github.com/bulwarkhq/bulwark/internal/h2conn"
 )
 
 // startH2BenchGateway starts the benchmark's gateway (benchConfig) on a
-// TLS listener and returns its address and the pool trusting its
-// certificate.
-func startH2BenchGateway(tb testing.TB, upstream string) (string, *tls.Config) {
+// TLS listener with the HTTP/2 engine h2e (listen.http2_engine) and
+// returns its address and the pool trusting its certificate.
+func startH2BenchGateway(tb testing.TB, upstream, h2e string) (string, *tls.Config) {
 	tb.Helper()
 	dir := tb.TempDir()
 	pool := writeCert(tb, dir)
 	y := strings.NewReplacer("{{ENGINE}}", "auto", "{{APP}}", upstream).Replace(benchConfig)
-	y = strings.Replace(y, "listen: {engine: auto}", "listen: {engine: auto, tls: {cert_file: cert.pem, key_file: key.pem}}", 1)
+	y = strings.Replace(y, "listen: {engine: auto}", "listen: {engine: auto, http2_engine: "+h2e+", tls: {cert_file: cert.pem, key_file: key.pem}}", 1)
 	path := filepath.Join(dir, "bench.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		tb.Fatal(err)
@@ -106,11 +108,17 @@ func h2Get(cc *http.ClientConn, url string) error {
 // each), with the shield and a route rate limit on, to the minimal
 // upstream. The client runs in the same process: its cost is in ns/op
 // and the CPU profile too (its functions are x/net's ClientConn and
-// Transport).
+// Transport). Sub-benchmarks: each HTTP/2 engine (listen.http2_engine).
 //
 //	go test -run XXX -bench H2ProxiedRequest -benchmem -cpu 1 ./gateway
 func BenchmarkH2ProxiedRequest(b *testing.B) {
-	addr, tc := startH2BenchGateway(b, rawUpstream(b))
+	for _, h2e := range []string{HTTP2EngineNetHTTP, HTTP2EngineNative} {
+		b.Run("http2="+h2e, func(b *testing.B) { benchH2ProxiedRequest(b, h2e) })
+	}
+}
+
+func benchH2ProxiedRequest(b *testing.B, h2e string) {
+	addr, tc := startH2BenchGateway(b, rawUpstream(b), h2e)
 	ccs := dialH2(b, addr, tc, benchConns)
 	url := "https://" + addr + "/items/1"
 	if err := h2Get(ccs[0], url); err != nil {
@@ -143,22 +151,67 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkH2Floor is BenchmarkH2ProxiedRequest's client against a bare
-// HTTP/2 server (net/http with golang.org/x/net/http2 over TLS, as the
-// gateway serves HTTP/2) whose handler writes the upstream's 100-byte
-// answer itself: what HTTP/2 over TLS costs before any gateway work.
+// HTTP/2 server whose handler writes the upstream's 100-byte answer
+// itself: what HTTP/2 over TLS costs before any gateway work. On x/net
+// (net/http with golang.org/x/net/http2 over TLS, as the gateway's
+// nethttp HTTP/2 engine), and on the native engine (a host with
+// host.H2Native whose FastHandler writes the answer).
 func BenchmarkH2Floor(b *testing.B) {
+	b.Run("http2=nethttp", benchH2FloorXNet)
+	b.Run("http2=native", benchH2FloorNative)
+}
+
+// floorBody is the upstream's answer, written by the floor servers.
+var floorBody = []byte(strings.Repeat("x", 99) + "\n")
+
+// floorFast answers every request with floorBody, on either engine.
+type floorFast struct{}
+
+func (floorFast) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", "100")
+	w.Write(floorBody)
+}
+
+func (floorFast) ServeHTTP1(x *h1.Exchange) host.Verdict {
+	x.Header().Set("Content-Type", "text/plain")
+	x.Header().Set("Content-Length", "100")
+	x.Write(floorBody)
+	return host.Served
+}
+
+func benchH2FloorNative(b *testing.B) {
 	dir := b.TempDir()
 	pool := writeCert(b, dir)
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := []byte(strings.Repeat("x", 99) + "\n")
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Header().Set("Content-Length", "100")
-		w.Write(body)
-	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	h, err := host.New(host.Config{Addr: "127.0.0.1:0", Engine: host.EngineFast, H2Engine: host.H2Native,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, Limits: host.Limits{MaxInFlight: 100000}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		b.Fatal(err)
+	}
+	h.Activate(floorFast{})
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	})
+	runH2Floor(b, h.Addr().String(), &tls.Config{RootCAs: pool})
+}
+
+func benchH2FloorXNet(b *testing.B) {
+	dir := b.TempDir()
+	pool := writeCert(b, dir)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: floorFast{}, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	if err := h2conn.Serve(srv, func(c net.Conn, _ bool) net.Conn { return c }); err != nil {
 		b.Fatal(err)
 	}
@@ -168,8 +221,12 @@ func BenchmarkH2Floor(b *testing.B) {
 	}
 	go srv.ServeTLS(ln, "", "")
 	b.Cleanup(func() { srv.Close() })
-	addr := ln.Addr().String()
-	ccs := dialH2(b, addr, &tls.Config{RootCAs: pool}, benchConns)
+	runH2Floor(b, ln.Addr().String(), &tls.Config{RootCAs: pool})
+}
+
+// runH2Floor drives a floor server at addr.
+func runH2Floor(b *testing.B, addr string, tc *tls.Config) {
+	ccs := dialH2(b, addr, tc, benchConns)
 	url := "https://" + addr + "/items/1"
 	var next atomic.Uint32
 	b.ReportAllocs()
