@@ -100,7 +100,8 @@ func (w *respWriter) write(s *Stream, p []byte) error {
 				return err
 			}
 			if int64(len(p)) > n {
-				w.state = rsBroken
+				// The response went out as declared; the excess is
+				// dropped (and the writer told).
 				return errOverLength
 			}
 			p = nil
