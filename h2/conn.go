@@ -187,9 +187,9 @@ func (c *Conn) Shutdown() {
 	}
 	c.goAway = true
 	c.queueGoAway(http2.ErrCodeNo)
-	if c.handlers == 0 {
-		// Nothing in flight: the reader's next read ends.
-		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	if c.handlers == 0 && len(c.streams) == 0 {
+		// Nothing in flight: the reader ends after goAwayLinger.
+		_ = c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 	}
 }
 
@@ -211,16 +211,22 @@ func (c *Conn) readLoop() error {
 			return nil
 		}
 	}
-	idleSet := false
+	idleSet, lingering := false, false
 	for {
 		c.mu.Lock()
 		quiet := c.handlers == 0 && len(c.streams) == 0
-		done := c.goAway && quiet
+		goAway := c.goAway
 		c.mu.Unlock()
-		if done {
-			return nil
-		}
 		switch {
+		case goAway:
+			// After a GOAWAY (ours, or the client's answered with
+			// ours) no stream begins; frames are still handled (a PING
+			// is answered) until the client closes, or for
+			// goAwayLinger once the last stream ended.
+			if quiet && !lingering {
+				lingering = true
+				_ = c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
+			}
 		case quiet && !idleSet && c.cfg.IdleTimeout > 0:
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 			idleSet = true
@@ -497,7 +503,8 @@ func (c *Conn) handlerDone() {
 		default:
 		}
 		if c.goAway && len(c.streams) == 0 {
-			_ = c.nc.SetReadDeadline(time.Unix(1, 0)) // the reader ends
+			// The reader ends after goAwayLinger.
+			_ = c.nc.SetReadDeadline(time.Now().Add(goAwayLinger))
 		}
 	}
 }
