@@ -110,19 +110,19 @@ type bulwarkFlowKey struct {
 }
 
 type bulwarkIndex6Bucket struct {
-	_       structs.HostLayout
-	Addr    [4][4]uint32
-	Expires [4]uint64
-	Used    uint32
-	Over    uint32
+	_      structs.HostLayout
+	Addr   [4][4]uint32
+	Expiry [4]uint32
+	Used   uint32
+	Over   uint32
 }
 
 type bulwarkIndexBucket struct {
-	_       structs.HostLayout
-	Addr    [4]uint32
-	Expires [4]uint64
-	Used    uint32
-	Over    uint32
+	_      structs.HostLayout
+	Addr   [7]uint32
+	Expiry [7]uint32
+	Used   uint32
+	Over   uint32
 }
 
 type bulwarkListBit uint32

@@ -16,8 +16,8 @@ import (
 )
 
 // The exact deny indexes (the program's deny_index for IPv4 and
-// deny_index6 for IPv6): arrays of hashed buckets of indexSlots
-// addresses with their expiry, in front of the deny map, so an exact drop
+// deny_index6 for IPv6): arrays of hashed buckets of a few addresses with
+// their expiry (7 in a 64-byte line for IPv4, 4 for IPv6), in front of the deny map, so an exact drop
 // (or miss) costs one array access and no helper call. The manager keeps
 // each in step with the map: every exact deny entry of its family is in
 // its bucket, or its bucket is marked over and the entry is in the map
@@ -27,23 +27,44 @@ import (
 // the (pinned) map, with new hash keys. One code path serves both
 // families, parameterised by the address size.
 
-// indexSlots is the program's INDEX_SLOTS.
-const indexSlots = 4
-
-// IPv4 index buckets: half the deny entries rounded up to a power of two
-// (about 2 entries per 4-slot bucket when the list is full of exact IPv4
-// addresses, where ~5% of the buckets overflow; far fewer below), within
-// these bounds: 56 KiB to 56 MiB (56-byte buckets).
+// indexSlots and index6Slots are the program's INDEX_SLOTS and
+// INDEX6_SLOTS: an IPv4 bucket is one 64-byte cache line of 7 slots.
 const (
-	minIndexBuckets = 1 << 10
-	maxIndexBuckets = 1 << 20
+	indexSlots  = 7
+	index6Slots = 4
 )
 
-// IPv6 index buckets: a quarter of the IPv4 index's (an eighth of the deny
-// entries), within these bounds: 104 KiB to 26 MiB (104-byte buckets).
-// Up to a quarter of the list can be exact IPv6 addresses at the IPv4
-// index's load; beyond that more buckets overflow, and their entries cost
-// a map lookup, as without the index.
+// expShift is the program's EXP_SHIFT: a slot holds its entry's expiry in
+// units of 2^expShift ns (1.07 s), and in the clock's own unit the program
+// asks the map, which holds the exact expiry.
+const expShift = 30
+
+// slotExpiry returns the slot expiry of a list expiry (0 = never).
+func slotExpiry(expires uint64) uint32 {
+	if expires == 0 {
+		return 0
+	}
+	return uint32(min(expires>>expShift+1, 1<<32-1))
+}
+
+// IPv4 index buckets: an eighth of the deny entries rounded up to a
+// power of two, within these bounds: 64 KiB to 32 MiB (64-byte buckets,
+// 8 bytes per entry of capacity). Dense, so that a list of tens of
+// thousands of exact entries stays in the caches (1 MiB for 131,072 deny
+// entries; 8 MiB for the default 1,000,000): about 2 entries per 7-slot
+// bucket when a quarter of the capacity is exact IPv4 addresses (0.1% of
+// them in the map only), 4 at half (2%), 8 when the whole list is (21% in
+// the map only, each costing the map lookup of the index's absence).
+const (
+	minIndexBuckets = 1 << 10
+	maxIndexBuckets = 1 << 19
+)
+
+// IPv6 index buckets: an eighth of the deny entries, within these bounds:
+// 88 KiB to 22 MiB (88-byte buckets of 4 slots). Up to a quarter of the
+// list can be exact IPv6 addresses at about 2 per bucket; beyond that
+// more buckets overflow, and their entries cost a map lookup, as without
+// the index.
 const (
 	minIndex6Buckets = 1 << 10
 	maxIndex6Buckets = 1 << 18
@@ -52,7 +73,7 @@ const (
 // indexBuckets returns the IPv4 index's bucket count for a deny map of n
 // entries.
 func indexBuckets(n int) uint32 {
-	b := uint64(1) << bits.Len64(uint64(max(n, 1)-1)) / 2
+	b := uint64(1) << bits.Len64(uint64(max(n, 1)-1)) / 8
 	return uint32(min(max(b, minIndexBuckets), maxIndexBuckets))
 }
 
@@ -63,9 +84,17 @@ func index6Buckets(n int) uint32 {
 	return uint32(min(max(b, minIndex6Buckets), maxIndex6Buckets))
 }
 
+// slotsOf returns the slots of a bucket holding addresses of size bytes.
+func slotsOf(size int) int {
+	if size == 4 {
+		return indexSlots
+	}
+	return index6Slots
+}
+
 // bucketSize returns the bytes of one bucket holding addresses of size
 // bytes: the program's struct index_bucket (4) or index6_bucket (16).
-func bucketSize(size int) int { return indexSlots*size + indexSlots*8 + 8 }
+func bucketSize(size int) int { return slotsOf(size)*(size+4) + 8 }
 
 // indexBytes returns the kernel memory of both indexes' buckets.
 func (k *kernel) indexBytes() int64 {
@@ -136,23 +165,24 @@ func (x *index) bucketOf(k indexKey) uint32 {
 // bucket is one bucket of either index, as Go reads and writes it: the
 // program's struct index_bucket (size 4) or index6_bucket (size 16).
 type bucket struct {
-	size    int
-	addr    [indexSlots]indexKey
-	expires [indexSlots]uint64 // as list_val.expires
-	used    uint32             // bit s: slot s holds an entry
-	over    uint32             // nonzero: entries of this bucket are in the map only
+	size   int
+	addr   [indexSlots]indexKey
+	expiry [indexSlots]uint32 // slotExpiry of list_val.expires
+	used   uint32             // bit s: slot s holds an entry
+	over   uint32             // nonzero: entries of this bucket are in the map only
 }
 
 // MarshalBinary lays b out as the program's bucket.
 func (b *bucket) MarshalBinary() ([]byte, error) {
 	out := make([]byte, bucketSize(b.size))
 	o := 0
-	for s := range indexSlots {
+	n := slotsOf(b.size)
+	for s := range n {
 		o += copy(out[o:], b.addr[s][:b.size])
 	}
-	for s := range indexSlots {
-		binary.NativeEndian.PutUint64(out[o:], b.expires[s])
-		o += 8
+	for s := range n {
+		binary.NativeEndian.PutUint32(out[o:], b.expiry[s])
+		o += 4
 	}
 	binary.NativeEndian.PutUint32(out[o:], b.used)
 	binary.NativeEndian.PutUint32(out[o+4:], b.over)
@@ -170,13 +200,14 @@ func (b *bucket) UnmarshalBinary(in []byte) error {
 		return fmt.Errorf("xdp: an index bucket of %d bytes", len(in))
 	}
 	o := 0
-	for s := range indexSlots {
-		b.addr[s] = indexKey{}
+	n := slotsOf(b.size)
+	*b = bucket{size: b.size}
+	for s := range n {
 		o += copy(b.addr[s][:b.size], in[o:o+b.size])
 	}
-	for s := range indexSlots {
-		b.expires[s] = binary.NativeEndian.Uint64(in[o:])
-		o += 8
+	for s := range n {
+		b.expiry[s] = binary.NativeEndian.Uint32(in[o:])
+		o += 4
 	}
 	b.used = binary.NativeEndian.Uint32(in[o:])
 	b.over = binary.NativeEndian.Uint32(in[o+4:])
@@ -185,7 +216,7 @@ func (b *bucket) UnmarshalBinary(in []byte) error {
 
 // slot returns the slot of b holding k, or -1.
 func (b *bucket) slot(k indexKey) int {
-	for s := range indexSlots {
+	for s := range slotsOf(b.size) {
 		if b.used&(1<<s) != 0 && b.addr[s] == k {
 			return s
 		}
@@ -237,14 +268,14 @@ func (k *kernel) indexPut(list int, p netip.Prefix, exp uint64) error {
 	}
 	return x.inBucket(p.Addr(), func(a indexKey, i uint32, b *bucket) (bool, error) {
 		if s := b.slot(a); s >= 0 {
-			b.expires[s] = exp
+			b.expiry[s] = slotExpiry(exp)
 			return true, nil
 		}
 		if slices.Contains(x.over[i], a) {
 			return false, nil // the map holds its expiry
 		}
 		free := -1
-		for s := range indexSlots {
+		for s := range slotsOf(x.size) {
 			if b.used&(1<<s) == 0 {
 				free = s
 				break
@@ -254,7 +285,7 @@ func (k *kernel) indexPut(list int, p netip.Prefix, exp uint64) error {
 			x.over[i] = append(x.over[i], a)
 			b.over = 1
 		} else {
-			b.addr[free], b.expires[free] = a, exp
+			b.addr[free], b.expiry[free] = a, slotExpiry(exp)
 			b.used |= 1 << free
 		}
 		return true, nil
@@ -300,7 +331,7 @@ func (k *kernel) promote(x *index, i uint32, b *bucket, s int) error {
 		if err != nil {
 			return err
 		}
-		b.addr[s], b.expires[s] = c, v.Expires
+		b.addr[s], b.expiry[s] = c, slotExpiry(v.Expires)
 		b.used |= 1 << s
 		return nil
 	}

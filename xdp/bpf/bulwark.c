@@ -417,26 +417,39 @@ struct {
  * marked over and the entry is in the map only); a miss in a bucket that
  * is not over is a miss of the map. deny_index6 does the same for the
  * exact IPv6 entries (not IPv4-mapped), with its own hash key and size.
+ *
+ * An IPv4 bucket is one 64-byte cache line (the map is mmapable, so its
+ * values start on a page and every bucket on a line of its own): 7
+ * addresses and their expiries, packed to 32 bits each, so a lookup
+ * touches one line and 65,536 entries fit in 1-2 MiB. A slot's expiry
+ * is the entry's list_val.expires in units of 2^EXP_SHIFT ns (1.07 s),
+ * plus one (0 = never): a slot whose unit is before the clock's is
+ * expired, after it live, and in the same unit the map decides (its
+ * expiry is exact), so the index never changes when an entry stops
+ * matching.
  */
-#define INDEX_SLOTS 4
+#define INDEX_SLOTS 7
+#define INDEX6_SLOTS 4
+#define EXP_SHIFT 30
 
 struct index_bucket {
-	__u32 addr[INDEX_SLOTS];    /* network order */
-	__u64 expires[INDEX_SLOTS]; /* as list_val.expires */
-	__u32 used;		    /* bit i: slot i holds an entry */
-	__u32 over;		    /* nonzero: entries of this bucket are in the map only */
+	__u32 addr[INDEX_SLOTS];   /* network order */
+	__u32 expiry[INDEX_SLOTS]; /* (list_val.expires >> EXP_SHIFT) + 1; 0 = never */
+	__u32 used;		   /* bit i: slot i holds an entry */
+	__u32 over;		   /* nonzero: entries of this bucket are in the map only */
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1024);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct index_bucket);
 } deny_index SEC(".maps");
 
 struct index6_bucket {
-	__u32 addr[INDEX_SLOTS][4]; /* network order */
-	__u64 expires[INDEX_SLOTS];
+	__u32 addr[INDEX6_SLOTS][4]; /* network order */
+	__u32 expiry[INDEX6_SLOTS];
 	__u32 used;
 	__u32 over;
 };
@@ -696,6 +709,20 @@ static __always_inline __u32 index_bucket_of(const __u32 *a, int n, __u32 mult, 
 }
 
 /*
+ * slot_live is the verdict of a slot's expiry: 1 live, 0 expired, -1 the
+ * clock is in the slot's unit: ask the map.
+ */
+static __always_inline int slot_live(__u32 expiry)
+{
+	if (!expiry)
+		return 1;
+	__u64 t = (list_now() >> EXP_SHIFT) + 1;
+	if (t < expiry)
+		return 1;
+	return t > expiry ? 0 : -1;
+}
+
+/*
  * index_hit looks an IPv4 source up in deny_index: 1 a live entry, 0 no
  * live entry (an expired one, or a miss in a bucket that is not over),
  * -1 ask the map.
@@ -711,7 +738,7 @@ static __always_inline int index_hit(struct config *cfg, __be32 addr)
 #pragma unroll
 	for (int s = 0; s < INDEX_SLOTS; s++)
 		if (((b->used >> s) & 1) && b->addr[s] == addr)
-			return b->expires[s] == 0 || b->expires[s] > list_now();
+			return slot_live(b->expiry[s]);
 	return b->over ? -1 : 0;
 }
 
@@ -726,10 +753,10 @@ static __always_inline int index6_hit(struct config *cfg, const __u32 *a)
 		return -1;
 	__u32 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
 #pragma unroll
-	for (int s = 0; s < INDEX_SLOTS; s++)
+	for (int s = 0; s < INDEX6_SLOTS; s++)
 		if (((b->used >> s) & 1) && b->addr[s][0] == a0 && b->addr[s][1] == a1 &&
 		    b->addr[s][2] == a2 && b->addr[s][3] == a3)
-			return b->expires[s] == 0 || b->expires[s] > list_now();
+			return slot_live(b->expiry[s]);
 	return b->over ? -1 : 0;
 }
 
