@@ -12,7 +12,8 @@
 //
 //  1. deny list: exact address (LRU with expiry, 1,000,000, in front of
 //     which an array index per family holds the exact addresses in hashed
-//     4-slot buckets, matched without a helper call; the LRU is asked only
+//     buckets, 7 slots in a 64-byte cache line for IPv4 and 4 for IPv6,
+//     matched without a helper call; the LRU is asked only
 //     for a bucket that overflowed) then CIDR (LPM tries, IPv4 and IPv6,
 //     sized like the list): a hit drops, unless the
 //     allow list (exact hash, 65,536, then CIDR tries) has the source. An
