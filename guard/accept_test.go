@@ -18,7 +18,7 @@ import (
 // Ordinary traffic passes through every part of the guard in every mode,
 // and the gauges come back to zero when the connections close.
 func TestOrdinaryTrafficPasses(t *testing.T) {
-	for _, m := range []mode{modeH1, modeTLS, modeH2C, modeTLSFast} {
+	for _, m := range []mode{modeH1, modeTLS, modeH2C, modeTLSFast, modeTLSLoop} {
 		t.Run(m.name, func(t *testing.T) {
 			s := startServer(t, m, guard.Config{}, okServer{})
 			c, tr := s.client("127.0.0.1")
@@ -44,6 +44,9 @@ func TestOrdinaryTrafficPasses(t *testing.T) {
 			}
 			if es := s.h.EngineStats(); m.fast && es.HandedOver != 0 {
 				t.Fatalf("the fast engine handed %d connection(s) to net/http", es.HandedOver)
+			}
+			if es := s.h.EngineStats(); m.loop && es.Rejoined == 0 {
+				t.Fatal("the TLS connection never joined a loop")
 			}
 			st := s.g.Stats()
 			if st.Conns != 1 || st.Incomplete != 0 || st.Handshakes != 0 || st.InFlight != 0 {

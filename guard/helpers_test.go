@@ -41,6 +41,9 @@ type mode struct {
 	// native serves HTTP/2 with the host's native engine
 	// (host.H2Native; h2c on the fast engine) over the frame guard.
 	native bool
+	// loop serves with the fast engine on event loops (EngineLoop): a
+	// TLS connection joins a loop after its first request.
+	loop bool
 }
 
 var (
@@ -49,6 +52,8 @@ var (
 	modeH2C = mode{name: "h2c", h2c: true}
 	// modeTLSFast is HTTP/1.1 over TLS on the fast engine (host/tls.go).
 	modeTLSFast = mode{name: "tls-fast", tls: true, fast: true}
+	// modeTLSLoop is modeTLSFast on the event loops.
+	modeTLSLoop = mode{name: "tls-loop", tls: true, fast: true, loop: true}
 	// HTTP/2 on the native engine, over TLS and h2c.
 	modeTLSNative = mode{name: "tls-native", tls: true, native: true}
 	modeH2CNative = mode{name: "h2c-native", h2c: true, native: true}
@@ -149,6 +154,9 @@ func startServer(t testing.TB, m mode, cfg guard.Config, handler http.Handler, o
 	hc := host.Config{Addr: "127.0.0.1:0", H2C: m.h2c, Limits: host.Limits{MaxInFlight: 100000}}
 	if m.fast {
 		hc.Engine = host.EngineFast
+	}
+	if m.loop {
+		hc.Engine = host.EngineLoop
 	}
 	if m.native {
 		hc.H2Engine = host.H2Native

@@ -231,6 +231,20 @@ func testSlowHeadOverTLSClosed(t *testing.T, m mode) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if m.loop {
+		// A TLS connection's first request is served on a goroutine,
+		// then it joins a loop: the slow head is its second.
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: example\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		waitFor(t, "the connection to join a loop", func() bool { return s.h.EngineStats().Rejoined == 1 })
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	go dribble(c, "GET / HTTP/1.1\r\nHost: example\r\n"+strings.Repeat("a", 100), 200*time.Millisecond, stop)
@@ -264,9 +278,10 @@ func TestSlowH2HeadCut(t *testing.T) {
 }
 
 // tlsModes runs body over TLS served by net/http and by the fast engine
-// (HTTP/1.1 over TLS, host/tls.go).
+// (HTTP/1.1 over TLS, host/tls.go), with a goroutine per connection and
+// on the event loops.
 func tlsModes(t *testing.T, body func(t *testing.T, m mode)) {
-	for _, m := range []mode{modeTLS, modeTLSFast} {
+	for _, m := range []mode{modeTLS, modeTLSFast, modeTLSLoop} {
 		t.Run(m.name, func(t *testing.T) { body(t, m) })
 	}
 }
