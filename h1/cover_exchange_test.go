@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -511,6 +512,61 @@ func TestExchangeFieldOrderAcrossRequests(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("response %d (fields %q): written %q, want %q", i, fields, got, want)
+		}
+	}
+}
+
+// The fields the server frames itself (Connection, Content-Length,
+// Date) are seen when a response has the same field names as the
+// previous one (written without sorting again) as when it does not:
+// the same names with other values frame each response by its own.
+func TestExchangeFramingFieldsAcrossRequests(t *testing.T) {
+	var out bytes.Buffer
+	x, _, w := exchangeFor(t, "GET /0 HTTP/1.1\r\nHost: x\r\n\r\n", &out)
+	for i, c := range []struct {
+		conn, length, date string // field values ("" unset)
+		want               string // the head written after the status line
+	}{
+		{conn: "keep-alive", length: "2", want: "Connection: keep-alive\r\nContent-Length: 2\r\nDate: D\r\n\r\n"},
+		{conn: "close", length: "2", want: "Connection: close\r\nContent-Length: 2\r\nDate: D\r\n\r\n"}, // same names
+		{conn: "keep-alive", length: "3", date: "Mon, 01 Jan 2001 00:00:00 GMT", want: "Connection: keep-alive\r\nContent-Length: 3\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n\r\n"},
+		{conn: "keep-alive", length: "4", date: "Mon, 01 Jan 2001 00:00:00 GMT", want: "Connection: keep-alive\r\nContent-Length: 4\r\nDate: Mon, 01 Jan 2001 00:00:00 GMT\r\n\r\n"}, // same names
+		{length: "2", want: "Content-Length: 2\r\nDate: D\r\n\r\n"},
+		{length: "", want: "Date: D\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	} {
+		if i > 0 {
+			next := "GET /" + itoa(i) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+			n, err := ParseRequest([]byte(next), &x.Req, 8192)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.Reset(NewReader(strings.NewReader(next[n:]), 64, 64), 0, time.Now())
+		}
+		out.Reset()
+		h := x.Header()
+		for _, f := range [][2]string{{"Connection", c.conn}, {"Content-Length", c.length}, {"Date", c.date}} {
+			if f[1] != "" {
+				h.Set(f[0], f[1])
+			}
+		}
+		x.WriteHeader(http.StatusOK)
+		if c.length != "" {
+			_, _ = x.Write([]byte(strings.Repeat("x", int(c.length[0]-'0'))))
+		}
+		x.Finish()
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(out.String(), "\r\n\r\n")
+		_, head, _ = strings.Cut(head+"\r\n\r\n", "\r\n") // past the status line
+		if c.date == "" {
+			head = regexp.MustCompile(`Date: [^\r]*`).ReplaceAllString(head, "Date: D")
+		}
+		if head != c.want {
+			t.Errorf("response %d: head %q, want %q", i, head, c.want)
+		}
+		if gotClose, wantClose := x.close, c.conn == "close"; gotClose != wantClose {
+			t.Errorf("response %d: closes the connection %v, want %v", i, gotClose, wantClose)
 		}
 	}
 }

@@ -66,7 +66,8 @@ type Exchange struct {
 	probe func() bool
 
 	hdr         http.Header
-	keys        []string
+	keys        []string   // the sorted names of the last response's fields
+	fieldVals   [][]string // writeFields' scratch, empty between responses
 	status      int
 	wroteHeader bool
 	raw         bool
@@ -435,16 +436,16 @@ func (x *Exchange) WriteHeader(code int) {
 		return
 	}
 	x.status, x.wroteHeader = code, true
-	if v := x.hdr["Connection"]; len(v) > 0 && hasToken([]byte(v[0]), "close") {
-		x.close = true
-	}
 	x.noBody = !BodyAllowed(x.Req.Method, code)
 	WriteStatusLine(w, code)
-	x.writeFields()
-	if _, ok := x.hdr["Date"]; !ok {
+	f := x.writeFields()
+	if len(f.conn) > 0 && hasToken([]byte(f.conn[0]), "close") {
+		x.close = true
+	}
+	if !f.date {
 		_, _ = w.Write(DateLine(time.Now()))
 	}
-	if cl := x.hdr.Get("Content-Length"); cl != "" {
+	if cl := f.contentLength; cl != "" {
 		// A response without a body (HEAD, 204, 304) may state the
 		// length of the body it would have: nothing is owed.
 		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 && !x.noBody {
@@ -454,22 +455,43 @@ func (x *Exchange) WriteHeader(code int) {
 		x.chunkedOut = true
 		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	if x.close {
-		if _, ok := x.hdr["Connection"]; !ok {
-			_, _ = w.WriteString("Connection: close\r\n")
-		}
+	if x.close && !f.hasConn {
+		_, _ = w.WriteString("Connection: close\r\n")
 	}
 	_, _ = w.WriteString("\r\n")
 }
 
+// written says what writeFields saw of the fields the server frames
+// by itself: whether Connection is set and its values, the first value
+// of Content-Length ("" when none), and whether Date is set.
+type written struct {
+	conn          []string
+	hasConn       bool
+	contentLength string
+	date          bool
+}
+
 // writeFields writes the header map in sorted order, as net/http does,
-// leaving out the fields the server frames itself. The sorted names
-// are kept for the connection's next response: one with the same
-// fields (a flood's refusals) is written in that order without
-// sorting again.
-func (x *Exchange) writeFields() {
-	if !x.sameKeys() {
-		x.keys = x.keys[:0]
+// leaving out the fields the server frames itself, and says what it saw
+// of Connection, Content-Length and Date. Each field is looked up once.
+// The sorted names are kept for the connection's next response: one
+// with the same fields (a flood's refusals) is written in that order
+// without sorting again.
+func (x *Exchange) writeFields() (f written) {
+	vals := x.fieldVals[:0]
+	same := len(x.hdr) == len(x.keys) // (keys never holds Transfer-Encoding or Trailer)
+	if same {
+		for _, k := range x.keys {
+			v, ok := x.hdr[k]
+			if !ok {
+				same = false
+				break
+			}
+			vals = append(vals, v)
+		}
+	}
+	if !same {
+		x.keys, vals = x.keys[:0], vals[:0]
 		for k := range x.hdr {
 			switch k {
 			case "Transfer-Encoding", "Trailer":
@@ -478,33 +500,29 @@ func (x *Exchange) writeFields() {
 			x.keys = append(x.keys, k)
 		}
 		slices.Sort(x.keys)
-	}
-	for _, k := range x.keys {
-		for _, v := range x.hdr[k] {
-			WriteFieldString(x.w, k, sanitize(v))
+		for _, k := range x.keys {
+			vals = append(vals, x.hdr[k])
 		}
 	}
-}
-
-// sameKeys reports whether x.keys, the sorted names of the previous
-// response's fields, are the names of x.hdr's fields to write.
-func (x *Exchange) sameKeys() bool {
-	n := len(x.hdr)
-	if _, ok := x.hdr["Transfer-Encoding"]; ok {
-		n--
-	}
-	if _, ok := x.hdr["Trailer"]; ok {
-		n--
-	}
-	if n != len(x.keys) {
-		return false
-	}
-	for _, k := range x.keys {
-		if _, ok := x.hdr[k]; !ok {
-			return false
+	for i, k := range x.keys {
+		v := vals[i]
+		switch k {
+		case "Connection":
+			f.conn, f.hasConn = v, true
+		case "Content-Length":
+			if len(v) > 0 {
+				f.contentLength = v[0]
+			}
+		case "Date":
+			f.date = true
+		}
+		for _, s := range v {
+			WriteFieldString(x.w, k, sanitize(s))
 		}
 	}
-	return true
+	clear(vals) // keep nothing of this response's values
+	x.fieldVals = vals[:0]
+	return f
 }
 
 // sanitize replaces CR and LF in a field value by spaces, as net/http's
