@@ -626,15 +626,213 @@ func (c *collector) json(body []byte, declared bool) error {
 		}
 		return nil
 	}
-	end := valueEnd(b, i)
+	end := validEnd(b, i)
 	if declared {
-		if end < 0 || skipWS(b, end) != len(b) || !json.Valid(b[i:end]) {
+		if end < 0 || skipWS(b, end) != len(b) {
 			return fmt.Errorf("%w: the JSON body is not one valid object", ErrInvalidLoginRequest)
 		}
-	} else if end < 0 || !json.Valid(b[i:end]) {
+	} else if end < 0 {
 		return nil
 	}
 	return c.jsonMembers(b[i:end])
+}
+
+// maxJSONDepth is the deepest nesting of arrays and objects validEnd
+// accepts: encoding/json's (json.Valid refuses a 10,001st level).
+const maxJSONDepth = 10000
+
+// validEnd returns the index just past the JSON object or array that
+// starts at b[i] when it is one valid JSON value, or -1: in one pass,
+// b[i:validEnd(b, i)] is valid exactly when json.Valid says so of the
+// value valueEnd finds there (FuzzValidEnd compares the two). Like
+// json.Valid it checks the grammar, escapes and the nesting depth,
+// not that strings are UTF-8.
+func validEnd(b []byte, i int) int {
+	var shallow [1]uint64 // most bodies nest less than 64 levels
+	if end, deeper := validEndIn(b, i, shallow[:]); !deeper {
+		return end
+	}
+	var deep [(maxJSONDepth + 63) / 64]uint64
+	end, _ := validEndIn(b, i, deep[:])
+	return end
+}
+
+// validEndIn is validEnd keeping in objects (bit d: level d is an
+// object) the levels it is in; deeper reports that the value nests
+// deeper than objects holds (and no deeper than maxJSONDepth).
+func validEndIn(b []byte, i int, objects []uint64) (end int, deeper bool) {
+	if i >= len(b) || b[i] != '{' && b[i] != '[' {
+		return -1, false
+	}
+	depth := 0
+	for {
+		// A value starts at b[i].
+		if i >= len(b) {
+			return -1, false
+		}
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth == maxJSONDepth {
+				return -1, false
+			}
+			if depth == len(objects)*64 {
+				return -1, true
+			}
+			i = skipWS(b, i+1)
+			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
+				i++
+				break // an empty one: a complete value
+			}
+			if c == '{' {
+				objects[depth/64] |= 1 << (depth % 64)
+			} else {
+				objects[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			if c == '{' {
+				if i = memberValue(b, i); i < 0 {
+					return -1, false
+				}
+			}
+			continue
+		case '"':
+			i = stringEnd(b, i)
+		case 't':
+			i = literalEnd(b, i, "true")
+		case 'f':
+			i = literalEnd(b, i, "false")
+		case 'n':
+			i = literalEnd(b, i, "null")
+		default:
+			i = numberEnd(b, i)
+		}
+		if i < 0 {
+			return -1, false
+		}
+		// A value ended at b[i]: close what it ends, or go on to the
+		// next element.
+		for {
+			if depth == 0 {
+				return i, false
+			}
+			obj := objects[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			j := skipWS(b, i)
+			if j >= len(b) {
+				return -1, false
+			}
+			if obj && b[j] == '}' || !obj && b[j] == ']' {
+				depth--
+				i = j + 1
+				continue
+			}
+			if b[j] != ',' {
+				return -1, false
+			}
+			i = skipWS(b, j+1)
+			if obj {
+				if i = memberValue(b, i); i < 0 {
+					return -1, false
+				}
+			}
+			break
+		}
+	}
+}
+
+// memberValue reads an object member's name and colon at b[i] and
+// returns where its value starts, or -1.
+func memberValue(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	if i = stringEnd(b, i); i < 0 {
+		return -1
+	}
+	if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return skipWS(b, i+1)
+}
+
+// stringEnd returns the index just past the valid JSON string that
+// starts at b[i] ('"'), or -1.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if i++; i >= len(b) {
+				return -1
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return -1
+				}
+				i += 4
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// literalEnd returns the index just past lit at b[i], or -1.
+func literalEnd(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// numberEnd returns the index just past the JSON number that starts at
+// b[i], or -1: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(b []byte, i int) int {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		i = digitsEnd(b, i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		if i++; i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		i = digitsEnd(b, i)
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		if i++; i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		i = digitsEnd(b, i)
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func digitsEnd(b []byte, i int) int {
+	for i < len(b) && isDigit(b[i]) {
+		i++
+	}
+	return i
 }
 
 var utf8BOM = []byte("\xef\xbb\xbf")
