@@ -258,7 +258,7 @@ const (
 // MiddlewareConfig.ClientIP), with method its method. ctx is the
 // request's; creds.Username must stay valid until Done.
 func (t *Throttle) Decide(ctx context.Context, a *Attempt, method string, creds Credentials, err error, clientIP string) {
-	*a = Attempt{username: creds.Username}
+	*a = Attempt{username: creds.Username, ctx: a.ctx.derived()}
 	if err != nil {
 		if errors.Is(err, ErrMissingCredentials) && safeMethod(method) {
 			return // forwarded uncounted: a login page may share the path

@@ -317,7 +317,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 		// Both windows in one store operation.
 		start := l.mon.begin()
 		var err error
-		client, h, err = ps.HitPair(ctx, clientKey(clientIP), pc.Limit, pc.Window, in.key(), l.limit, l.window)
+		client, h, err = ps.HitPair(ctx, clientKeyOf(ctx, clientIP), pc.Limit, pc.Window, in.key(), l.limit, l.window)
 		first := err
 		if err != nil && client.Allowed {
 			first = nil // the client window admitted; the account one failed
@@ -330,7 +330,7 @@ func (l *Limiter) Evaluate(ctx context.Context, clientIP, username string) (Deci
 		}
 	} else {
 		if pc.Limit > 0 {
-			if st := l.step(ctx, &client, clientKey(clientIP), pc.Limit, pc.Window); st != stepAdmitted {
+			if st := l.step(ctx, &client, clientKeyOf(ctx, clientIP), pc.Limit, pc.Window); st != stepAdmitted {
 				return l.decide(st, &client, pc.Limit, pc.Window, ReasonClient), nil
 			}
 		}

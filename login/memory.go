@@ -67,21 +67,55 @@ func WithClient(ctx context.Context, clientIP string) context.Context {
 }
 
 // clientCtx is the context of WithClient; a Throttle keeps one per
-// attempt (Attempt.ctx), so that deciding allocates nothing.
+// attempt (Attempt.ctx), so that deciding allocates nothing. What it
+// derives from the address (the parsed address, the per-client key)
+// is kept for the next attempt made with the same Attempt: a
+// connection's attempts come from one client.
 type clientCtx struct {
 	context.Context
-	ip   string // as given
-	addr netip.Addr
+	ip     string // as given
+	addr   netip.Addr
+	key    Key  // clientKey(ip) when hasKey
+	hasKey bool // key is set
+	// attempt marks an Attempt's own context, used by one request at a
+	// time: only it keeps the key (a WithClient context may be shared).
+	attempt bool
 }
 
-// set makes c parent with clientIP; false if clientIP does not parse.
+// set makes c parent with clientIP; false if clientIP does not parse
+// (c is then empty). The address and key derived for the same clientIP
+// before are kept.
 func (c *clientCtx) set(parent context.Context, clientIP string) bool {
-	a, err := netip.ParseAddr(clientIP)
-	if err != nil {
-		return false
+	if !c.addr.IsValid() || c.ip != clientIP {
+		a, err := netip.ParseAddr(clientIP)
+		if err != nil {
+			*c = clientCtx{attempt: c.attempt}
+			return false
+		}
+		*c = clientCtx{ip: clientIP, addr: a, attempt: c.attempt}
 	}
-	*c = clientCtx{Context: parent, ip: clientIP, addr: a}
+	c.Context = parent
 	return true
+}
+
+// derived is c without its parent, as an Attempt's context: what it
+// derived from its address, kept for the next attempt (set reuses it
+// for the same address).
+func (c *clientCtx) derived() clientCtx {
+	return clientCtx{ip: c.ip, addr: c.addr, key: c.key, hasKey: c.hasKey, attempt: true}
+}
+
+// clientKeyOf is clientKey(clientIP), made once per address when ctx
+// is the attempt's clientCtx for it.
+func clientKeyOf(ctx context.Context, clientIP string) Key {
+	c, ok := ctx.(*clientCtx)
+	if !ok || !c.attempt || c.ip != clientIP {
+		return clientKey(clientIP)
+	}
+	if !c.hasKey {
+		c.key, c.hasKey = clientKey(clientIP), true
+	}
+	return c.key
 }
 
 func (c *clientCtx) Value(key any) any {
