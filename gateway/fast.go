@@ -79,7 +79,10 @@ func (g *Gateway) ServeHTTP1(x *h1.Exchange) host.Verdict {
 	}
 	g.tally.requests.Add(1)
 	rs := reqStates.Get().(*reqState)
-	*rs = reqState{start: x.Start, loop: x.Loop, id: requestIDOf(x.Header())}
+	// The login attempt is kept: Decide starts it afresh but for what it
+	// derived from the client's address, reused when the next attempt
+	// has the same (login.Attempt).
+	*rs = reqState{start: x.Start, loop: x.Loop, id: requestIDOf(x.Header()), login: fastLogin{attempt: rs.login.attempt}}
 	defer reqStates.Put(rs)
 	defer p.finish(rs)
 	if tr := g.tracer; tr != nil {
