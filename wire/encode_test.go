@@ -99,3 +99,19 @@ func TestNoRaceWriteAllocs(t *testing.T) {
 		t.Fatalf("Write allocated %.0f times per answer, want at most 2", allocs)
 	}
 }
+
+// BenchmarkProblemBody encodes the body of a login refusal (a retry
+// time, a request ID and one extra member), as a flood's answers are.
+func BenchmarkProblemBody(b *testing.B) {
+	p := New(CodeLoginRateLimitExceeded)
+	p.RetryAfter = 60
+	p.Extra = map[string]any{"errorCode": "rate-limit-exceeded"}
+	p = p.complete()
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := p.appendTo(buf[:0], "4bf92f3577b34da6a3ce929d0e0e4736"); !ok {
+			b.Fatal("not encoded")
+		}
+	}
+}

@@ -275,7 +275,16 @@ type members struct {
 }
 
 func (l *members) add(m member) {
-	if !l.ok || l.n == len(l.m) || !plainJSON(m.key) || (m.kind == memberString && !plainJSON(m.str)) {
+	if !plainJSON(m.key) {
+		l.ok = false
+		return
+	}
+	l.addNamed(m)
+}
+
+// addNamed is add for a member whose key is known to be plain JSON.
+func (l *members) addNamed(m member) {
+	if !l.ok || l.n == len(l.m) || (m.kind == memberString && !plainJSON(m.str)) {
 		l.ok = false
 		return
 	}
@@ -285,19 +294,21 @@ func (l *members) add(m member) {
 
 func (p Problem) appendDirect(b []byte, id string) ([]byte, bool) {
 	l := members{ok: true}
-	l.add(member{key: "code", str: p.Code})
-	l.add(member{key: "status", num: int64(p.Status), kind: memberNumber})
-	l.add(member{key: "title", str: p.Title})
-	l.add(member{key: "type", str: p.Type})
+	// The fixed members in their sorted order, so that sorting only
+	// places the extra ones.
+	l.addNamed(member{key: "code", str: p.Code})
 	if p.Detail != "" {
-		l.add(member{key: "detail", str: p.Detail})
-	}
-	if p.RetryAfter > 0 {
-		l.add(member{key: "retryAfter", num: p.RetryAfter, kind: memberNumber})
+		l.addNamed(member{key: "detail", str: p.Detail})
 	}
 	if id != "" {
-		l.add(member{key: "request_id", str: id})
+		l.addNamed(member{key: "request_id", str: id})
 	}
+	if p.RetryAfter > 0 {
+		l.addNamed(member{key: "retryAfter", num: p.RetryAfter, kind: memberNumber})
+	}
+	l.addNamed(member{key: "status", num: int64(p.Status), kind: memberNumber})
+	l.addNamed(member{key: "title", str: p.Title})
+	l.addNamed(member{key: "type", str: p.Type})
 	for k, v := range p.Extra {
 		if !l.ok {
 			break
@@ -363,15 +374,25 @@ func (p Problem) appendDirect(b []byte, id string) ([]byte, bool) {
 // HTML-sensitive ones it escapes by default).
 func plainJSON(s string) bool {
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e:
-			return false
-		case c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+		if !plainByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// plainByte[c] says whether encoding/json writes the byte c of a string
+// as it is (plainJSON).
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		switch c {
+		case '"', '\\', '<', '>', '&':
+		default:
+			t[c] = true
+		}
+	}
+	return t
+}()
 
 // appendJSON is appendTo through encoding/json.
 func (p Problem) appendJSON(b []byte, id string) ([]byte, bool) {
