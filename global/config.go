@@ -113,7 +113,9 @@ type Config struct {
 	// live while it holds or owes tokens and until its L2 bucket is full
 	// again as of L2's latest answer (so that its local share never
 	// forgets what L2 granted), as a local limit's key lives for its
-	// window.
+	// window; from 7/8 full, a key that holds nothing but L2's latest
+	// answer is no longer live (a new key may take its place, and it is
+	// asked of L2 again).
 	Capacity int `yaml:"capacity"`
 	// QueueSize (queue_size) bounds the refill requests waiting for the
 	// worker, in [1, MaxQueueSize]; default DefaultQueueSize. A decision

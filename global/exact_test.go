@@ -232,3 +232,58 @@ func TestL1KeepsAKeyUntilL2HasRefilledIt(t *testing.T) {
 		t.Fatalf("decisions %v, want %v: %+v", x.got, want, x.n.Stats())
 	}
 }
+
+// A full table reclaims the entries of keys that are done (their
+// tokens spent, nothing owed, L2 not yet refilled), so that keys used
+// once within a long window never refuse new keys for that window; a
+// forgotten key is asked of L2 again, which still refuses it. Below
+// 7/8 full they are kept (TestL1KeepsAKeyUntilL2HasRefilledIt).
+func TestFullTableForgetsKeysThatAreDone(t *testing.T) {
+	clk := clock.NewManual(t0)
+	st := memStore(t, clk)
+	const capacity = 8
+	n := newNode(t, global.Config{Store: st, Clock: clk, Capacity: capacity, Budget: global.MaxBudget})
+	l := newLimiter(t, n, "daily", limit.GCRA{Rate: 2.0 / 86400, Burst: 2})
+	spend := func(key string) {
+		t.Helper()
+		for i := range 2 {
+			if d := l.Allow(key); !d.Allowed {
+				t.Fatalf("%s: request %d refused: %+v", key, i+1, d)
+			}
+		}
+		if d := l.Allow(key); d.Allowed {
+			t.Fatalf("%s: 3rd request of a 2/day key admitted", key)
+		}
+	}
+	for i := range capacity {
+		spend("done-" + strconv.Itoa(i))
+	}
+	if got := n.Stats().Keys; got != capacity {
+		t.Fatalf("table holds %d keys, want %d (full)", got, capacity)
+	}
+	// A minute on, the table is full of keys whose buckets refill for
+	// another day; their leases lapse (the worker's sweep takes them off
+	// its expiry queue), and then they hold nothing but L2's answer.
+	clk.Advance(time.Minute)
+	eventually(t, "room for a new key in the full table", func() bool {
+		return l.AllowN("new-0", 0).Remaining == 2
+	})
+	full := n.Stats().TableFull // the polls' while the sweep was due
+	for i := range capacity {
+		spend("new-" + strconv.Itoa(i))
+	}
+	if got := n.Stats().TableFull - full; got != 0 {
+		t.Fatalf("%d decisions refused by a full table", got)
+	}
+	// Forgotten, a key that is done is asked of L2 again, which refuses
+	// it for the rest of its day (not the table: that would say 1 s).
+	clk.Advance(global.DefaultLeaseTTL)
+	eventually(t, "room again once the new keys' leases lapsed", func() bool {
+		return l.AllowN("probe", 0).Remaining == 2
+	})
+	for i := range capacity {
+		if d := l.Allow("done-" + strconv.Itoa(i)); d.Allowed || d.RetryAfter < time.Hour {
+			t.Fatalf("done-%d within its day: %+v, want refused by L2 for hours", i, d)
+		}
+	}
+}

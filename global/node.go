@@ -307,9 +307,22 @@ func (e *entry) lapse(t int64) {
 // key's local share full (see Limiter.align).
 func (e *entry) expired(now time.Time, epoch time.Time) bool {
 	t := int64(now.Sub(epoch))
-	return e.pending == nil && e.debt == 0 && !e.queued && e.tokens == 0 && e.ret == 0 && t >= e.denied && t >= e.resetAt &&
+	return e.forgettable(now) && t >= e.denied && t >= e.resetAt
+}
+
+// forgettable reports whether e holds nothing but L2's latest answer (no
+// tokens, debt, round trip or share admissions): forgetting it loses no
+// unit, only the memory of how empty L2's bucket was. A full table
+// reclaims such entries (see pressure), so that keys which are done
+// never refuse new ones for a whole window.
+func (e *entry) forgettable(now time.Time) bool {
+	return e.pending == nil && e.debt == 0 && !e.queued && e.tokens == 0 && e.ret == 0 &&
 		(limit.GCRA{}).Expired(&e.fb, now)
 }
+
+// pressure is the fill of a table (in 1/8ths of its capacity) from which
+// its inserts reclaim forgettable entries, not only expired ones.
+const pressure = 7
 
 // New validates cfg, allocates the L1 table and starts the worker. It
 // never contacts the store synchronously: a node whose store is down at
@@ -387,8 +400,17 @@ func (n *Node) Table(capacity int) (*Table, error) {
 	if n.tables >= MaxTables {
 		return nil, fmt.Errorf("%w: more than %d tables on one node", ErrConfig, MaxTables)
 	}
+	// A table kept every key until L2 has refilled it would fill with
+	// keys that are done (clients choose RLS descriptor values; a day's
+	// limit keeps a key for a day) and refuse new ones. From 7/8 full,
+	// an insert also reclaims an entry that holds nothing but L2's latest
+	// answer: exact while the table has room; when it is that full, a
+	// forgotten key is asked of L2 again, and only if L2 is then slow
+	// may its share admit what L2 had already granted.
+	var tab *keyed.Table[keyed.Key128, entry]
+	full := int64(capacity) * pressure / 8
 	tab, err := keyed.New[keyed.Key128, entry](keyed.Config{Capacity: capacity}, func(e *entry, now time.Time) bool {
-		return e.expired(now, n.epoch)
+		return e.expired(now, n.epoch) || int64(tab.Len()) >= full && e.forgettable(now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
