@@ -534,6 +534,9 @@ func (c *Conn) queueSettings() {
 	add(http2.SettingMaxFrameSize, c.cfg.MaxReadFrameSize)
 	add(http2.SettingMaxHeaderListSize, c.cfg.MaxHeaderListSize)
 	add(http2.SettingEnablePush, 0)
+	if c.cfg.MaxHeaderTableSize != 4096 {
+		add(http2.SettingHeaderTableSize, c.cfg.MaxHeaderTableSize)
+	}
 	c.unacked++
 	c.queue(http2.FrameSettings, 0, 0, p)
 	if d := c.cfg.ConnWindow - initialWindow; d > 0 {

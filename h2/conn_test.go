@@ -124,3 +124,20 @@ func TestStreamAnswered(t *testing.T) {
 type byteWriter struct{ b *[]byte }
 
 func (w *byteWriter) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
+
+// The server's SETTINGS advertise what it enforces: concurrent streams,
+// window, frame size, header list size, no push, and the HPACK table
+// size when it is not the protocol's 4096.
+func TestSettingsAdvertised(t *testing.T) {
+	_, fr := serveConn(t, &h2.Config{MaxConcurrentStreams: 7, MaxHeaderTableSize: 8192, MaxHeaderListSize: 5000})
+	f := next(t, fr, "SETTINGS", func(f http2.Frame) bool { s, ok := f.(*http2.SettingsFrame); return ok && !s.IsAck() }).(*http2.SettingsFrame)
+	want := map[http2.SettingID]uint32{
+		http2.SettingMaxConcurrentStreams: 7, http2.SettingHeaderTableSize: 8192, http2.SettingMaxHeaderListSize: 5000,
+		http2.SettingEnablePush: 0, http2.SettingInitialWindowSize: h2.DefaultWindow, http2.SettingMaxFrameSize: 16384,
+	}
+	for id, v := range want {
+		if got, ok := f.Value(id); !ok || got != v {
+			t.Errorf("%v = %d (%v), want %d", id, got, ok, v)
+		}
+	}
+}
