@@ -581,6 +581,7 @@ func TestWriterHelpers(t *testing.T) {
 	}
 	WriteField(w, []byte("X-A"), []byte("1"))
 	WriteFieldString(w, "X-B", "2")
+	WriteFieldString(w, "X-Long", strings.Repeat("v", 40)) // more than the writer holds
 	WriteContentLength(w, 1234567890)
 	WriteChunkHeader(w, 0x1f)
 	_ = w.Flush()
@@ -596,7 +597,7 @@ func TestWriterHelpers(t *testing.T) {
 		}
 		want.WriteString("HTTP/1.1 " + c + " " + text + "\r\n")
 	}
-	want.WriteString("X-A: 1\r\nX-B: 2\r\nContent-Length: 1234567890\r\n1f\r\n")
+	want.WriteString("X-A: 1\r\nX-B: 2\r\nX-Long: " + strings.Repeat("v", 40) + "\r\nContent-Length: 1234567890\r\n1f\r\n")
 	if out.String() != want.String() {
 		t.Fatalf("wrote\n%q\nwant\n%q", out.String(), want.String())
 	}

@@ -82,6 +82,14 @@ func WriteField(w *bufio.Writer, name, value []byte) {
 
 // WriteFieldString writes one header field line.
 func WriteFieldString(w *bufio.Writer, name, value string) {
+	if n := len(name) + len(value) + 4; w.Available() >= n {
+		// In one write when it fits.
+		b := append(w.AvailableBuffer(), name...)
+		b = append(b, ':', ' ')
+		b = append(b, value...)
+		_, _ = w.Write(append(b, '\r', '\n'))
+		return
+	}
 	_, _ = w.WriteString(name)
 	_, _ = w.WriteString(": ")
 	_, _ = w.WriteString(value)
