@@ -57,7 +57,12 @@ type metrics struct {
 
 	requests   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
-	reloads    *prometheus.CounterVec
+	// rejectionsOf holds rejections' series by tallyKey, found without
+	// WithLabelValues' checks and hashing (a flood's refusals count one
+	// series over and over). As many entries as rejections has series;
+	// none is ever deleted from either.
+	rejectionsOf sync.Map
+	reloads      *prometheus.CounterVec
 
 	wouldReject     *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
@@ -250,7 +255,12 @@ func (m *metrics) reject(layer, reason, route string) {
 	}
 	m.tally.add(layer, reason, route)
 	if m.on() {
-		m.rejections.WithLabelValues(layer, reason, route).Inc()
+		k := tallyKey{layer, reason, route}
+		c, ok := m.rejectionsOf.Load(k)
+		if !ok {
+			c, _ = m.rejectionsOf.LoadOrStore(k, m.rejections.WithLabelValues(layer, reason, route))
+		}
+		c.(prometheus.Counter).Inc()
 	}
 }
 
