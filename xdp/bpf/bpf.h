@@ -55,7 +55,6 @@ typedef __u32 __wsum;
 #define BPF_MAP_TYPE_RINGBUF 27
 
 #define BPF_F_NO_PREALLOC (1U << 0)
-#define BPF_F_MMAPABLE (1U << 10)
 #define BPF_ANY 0
 #define BPF_F_CURRENT_NETNS (-1L)
 

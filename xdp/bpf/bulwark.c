@@ -418,10 +418,10 @@ struct {
  * is not over is a miss of the map. deny_index6 does the same for the
  * exact IPv6 entries (not IPv4-mapped), with its own hash key and size.
  *
- * An IPv4 bucket is one 64-byte cache line (the map is mmapable, so its
- * values start on a page and every bucket on a line of its own): 7
- * addresses and their expiries, packed to 32 bits each, so a lookup
- * touches one line and 65,536 entries fit in 1-2 MiB. A slot's expiry
+ * An IPv4 bucket is 64 bytes, a cache line's worth: 7 addresses and
+ * their expiries, packed to 32 bits each, so 65,536 entries fit in 1 MiB
+ * at the manager's sizing. (An mmapable array, whose values start on a
+ * page, measured no faster in situ, rather slower, so it is not one.) A slot's expiry
  * is the entry's list_val.expires in units of 2^EXP_SHIFT ns (1.07 s),
  * plus one (0 = never): a slot whose unit is before the clock's is
  * expired, after it live, and in the same unit the map decides (its
@@ -442,7 +442,6 @@ struct index_bucket {
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1024);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct index_bucket);
 } deny_index SEC(".maps");
