@@ -43,15 +43,25 @@ func haproxyBin(t *testing.T) string {
 	return ""
 }
 
-// freePort returns a loopback address nothing listens on now.
-func freePort(t *testing.T) string {
+// heldListener is a loopback listening socket for a child process to
+// inherit (its *os.File), and its address. Handing the process a socket
+// the test already listens on, instead of a port it picks and closes,
+// leaves no window in which another test's process binds the same port:
+// HAProxy binds with SO_REUSEPORT, so two parallel tests' HAProxies on
+// one port would share its connections between their gateways.
+func heldListener(t *testing.T) (*os.File, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	defer ln.Close() // the file is a duplicate: the socket stays open
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, ln.Addr().String()
 }
 
 // startHAProxy runs haproxy in front of backend until the test ends:
@@ -61,7 +71,9 @@ func freePort(t *testing.T) string {
 func startHAProxy(t *testing.T, backend string) (v2, v1 string) {
 	t.Helper()
 	bin := haproxyBin(t)
-	v2, v1 = freePort(t), freePort(t)
+	f2, v2 := heldListener(t)
+	f1, v1 := heldListener(t)
+	// The frontends listen on the sockets the test holds (fd 3 and 4).
 	cfg := fmt.Sprintf(`global
   maxconn 256
 defaults
@@ -70,12 +82,12 @@ defaults
   timeout client 30s
   timeout server 30s
 listen v2
-  bind %s
+  bind fd@3
   server gw %s send-proxy-v2 source 127.0.0.1
 listen v1
-  bind %s
+  bind fd@4
   server gw %s send-proxy source 127.0.0.1
-`, v2, backend, v1, backend)
+`, backend, backend)
 	path := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -83,6 +95,7 @@ listen v1
 	out := &syncBuffer{}
 	cmd := exec.Command(bin, "-f", path, "-db")
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.ExtraFiles = []*os.File{f2, f1}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("haproxy output:\n%s", out.String())
