@@ -38,11 +38,14 @@ func serveConn(t *testing.T, cfg *h2.Config) (net.Conn, *http2.Framer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	// The listener closes once it has accepted: closed before, it would
+	// reset the client's connection still waiting in its backlog.
+	t.Cleanup(func() { ln.Close() })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c, err := ln.Accept()
+		ln.Close()
 		if err != nil {
 			return
 		}
