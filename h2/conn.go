@@ -442,14 +442,23 @@ func (c *Conn) onData(f *http2.DataFrame) (http2.ErrCode, bool) {
 	}
 	s.appendBody(data)
 	if f.StreamEnded() {
-		if s.declCL >= 0 && s.gotBody != s.declCL {
-			c.resetStream(id, http2.ErrCodeProtocol)
-			return 0, true
-		}
-		s.endRequest()
+		c.requestEnded(s)
+		return 0, true
 	}
 	s.wakeUp()
 	return 0, true
+}
+
+// requestEnded ends s's request at its END_STREAM (a DATA or a trailers
+// frame): a body that is not its content-length resets the stream
+// (RFC 9113 §8.1.1); otherwise the request ends and its worker wakes.
+func (c *Conn) requestEnded(s *Stream) {
+	if s.declCL >= 0 && s.gotBody != s.declCL {
+		c.resetStream(s.id, http2.ErrCodeProtocol)
+		return
+	}
+	s.endRequest()
+	s.wakeUp()
 }
 
 // giveBack returns n bytes of connection window to the client, in
@@ -644,12 +653,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 			c.resetStream(id, http2.ErrCodeProtocol)
 			return 0, true
 		}
-		if s.declCL >= 0 && s.gotBody != s.declCL {
-			c.resetStream(id, http2.ErrCodeProtocol)
-			return 0, true
-		}
-		s.endRequest()
-		s.wakeUp()
+		c.requestEnded(s)
 		return 0, true
 	}
 	if id <= c.maxID {
